@@ -1,0 +1,61 @@
+"""The one exception hierarchy of Podium.
+
+    PodiumError                 anything Podium refuses or cannot do
+    ├── SpecError               a job request is malformed (bad directive, value, key)
+    │   └── Unsatisfiable       a well-formed job that can never run on this cluster
+    ├── ConfigError             the cluster config is malformed
+    ├── PermissionDenied        the caller may not act on that job or node
+    ├── NotFound                no such job or node
+    └── DaemonUnavailable       the client cannot reach the daemon
+
+Every message is one line that says what is wrong and, where it can, what would be
+right. `exit_code` is what the CLI exits with: 2 for bad input, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+
+class PodiumError(Exception):
+    """Base of every error Podium raises on purpose."""
+
+    exit_code = 1
+    http_status = 500
+
+
+class SpecError(PodiumError):
+    """A job request is malformed."""
+
+    exit_code = 2
+    http_status = 400
+
+
+class Unsatisfiable(SpecError):
+    """A well-formed job that this cluster can never run (e.g. more GPUs than exist)."""
+
+
+class ConfigError(PodiumError):
+    """The cluster config is malformed."""
+
+    exit_code = 2
+    http_status = 400
+
+
+class PermissionDenied(PodiumError):
+    """The caller may not act on this job or node."""
+
+    exit_code = 1
+    http_status = 403
+
+
+class NotFound(PodiumError):
+    """No such job or node."""
+
+    exit_code = 2
+    http_status = 404
+
+
+class DaemonUnavailable(PodiumError):
+    """The client cannot reach a running daemon."""
+
+    exit_code = 1
+    http_status = 503

@@ -1,0 +1,104 @@
+"""The node's GPUs, read from NVML or taken from the cluster config's declaration.
+
+NVML is reached through `NvmlSeam`, so tests give recorded values without a GPU. A
+declared inventory is the only stand-in Podium allows: everything above it (the
+scheduler, binding, CUDA_VISIBLE_DEVICES) is the same code path as with real GPUs.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from podium.errors import ConfigError
+from podium.spec.cluster import GpuInventory
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """One GPU: index (NVML / PCI bus order), type, memory and UUID."""
+
+    index: int
+    type: str
+    memory_mb: int
+    uuid: str = ""
+
+
+class NvmlSeam(Protocol):
+    """The few NVML calls Podium makes (pynvml's names)."""
+
+    def nvmlInit(self) -> None: ...
+    def nvmlShutdown(self) -> None: ...
+    def nvmlDeviceGetCount(self) -> int: ...
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> Any: ...
+    def nvmlDeviceGetName(self, handle: Any) -> str | bytes: ...
+    def nvmlDeviceGetMemoryInfo(self, handle: Any) -> Any: ...
+    def nvmlDeviceGetUUID(self, handle: Any) -> str | bytes: ...
+
+
+def gpu_type_name(product: str) -> str:
+    """A short GRES type from an NVML product name ("NVIDIA H100 80GB HBM3" -> "h100")."""
+    words = [w for w in re.split(r"[\s_-]+", product.lower()) if w not in ("nvidia", "tesla")]
+    return words[0] if words else "gpu"
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def read_nvml(nvml: NvmlSeam | None = None) -> list[GpuInfo] | None:
+    """The GPUs NVML reports, or None when NVML is not available on this machine."""
+    if nvml is None:
+        try:
+            import pynvml
+
+            nvml = pynvml
+        except ImportError:
+            return None
+    try:
+        nvml.nvmlInit()
+    except Exception:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+        return None
+    try:
+        gpus = []
+        for index in range(nvml.nvmlDeviceGetCount()):
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            memory = nvml.nvmlDeviceGetMemoryInfo(handle)
+            gpus.append(
+                GpuInfo(
+                    index=index,
+                    type=gpu_type_name(_text(nvml.nvmlDeviceGetName(handle))),
+                    memory_mb=int(memory.total // (1024 * 1024)),
+                    uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
+                )
+            )
+        return gpus
+    finally:
+        nvml.nvmlShutdown()
+
+
+def declared(inv: GpuInventory) -> list[GpuInfo]:
+    """The GPUs a config declares."""
+    return [
+        GpuInfo(index=i, type=inv.type, memory_mb=inv.memory_mb, uuid=f"declared-{i}")
+        for i in range(inv.count)
+    ]
+
+
+def resolve_inventory(inv: GpuInventory, nvml: NvmlSeam | None = None) -> list[GpuInfo]:
+    """The node's GPUs per its config: NVML, declared, or NVML falling back to declared.
+
+    Raises ConfigError when source is "nvml" and NVML cannot be read.
+    """
+    if inv.source == "declared":
+        return declared(inv)
+    found = read_nvml(nvml)
+    if found is None:
+        if inv.source == "nvml":
+            raise ConfigError(
+                "node.gpus.source is nvml but NVML cannot be read on this machine "
+                "(declare the GPUs with source: declared, count, type)"
+            )
+        return declared(inv)
+    return found

@@ -1,0 +1,174 @@
+"""Keeping every process of a job in reach, so none survives the job.
+
+Two mechanisms, used together:
+- the supervisor is a child subreaper (PR_SET_CHILD_SUBREAPER): a process of the job
+  whose parent dies, or that double-forks and starts its own session, is re-parented
+  to the supervisor and stays its descendant;
+- where a writable cgroup v2 hierarchy exists (root, usually), each job gets its own
+  cgroup, and cgroup.kill ends all of it at once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Make this process the reaper of its orphaned descendants. True on success."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except OSError:
+        return False
+
+
+def _cgroup2_mount() -> Path | None:
+    try:
+        with open("/proc/self/mounts") as fh:
+            for line in fh:
+                parts = line.split()
+                if len(parts) >= 3 and parts[2] == "cgroup2":
+                    return Path(parts[1])
+    except OSError:
+        return None
+    return None
+
+
+def _own_cgroup() -> str:
+    try:
+        with open("/proc/self/cgroup") as fh:
+            for line in fh:
+                if line.startswith("0::"):
+                    return line[3:].strip()
+    except OSError:
+        pass
+    return "/"
+
+
+class JobContainment:
+    """All processes of one job: the supervisor's descendants, plus its cgroup if any."""
+
+    def __init__(self, job_id: int) -> None:
+        self.cgroup: Path | None = None
+        self.subreaper = become_subreaper()
+        mount = _cgroup2_mount()
+        if mount is None or os.geteuid() != 0:
+            return
+        parent = mount / _own_cgroup().lstrip("/")
+        path = parent / f"podium-job-{job_id}"
+        try:
+            path.mkdir(exist_ok=True)
+        except OSError:
+            return
+        if os.access(path / "cgroup.procs", os.W_OK):
+            self.cgroup = path
+        else:
+            self._remove(path)
+
+    @property
+    def procs_file(self) -> str | None:
+        """The file a task writes "0" to, to join the job's cgroup (None: no cgroup)."""
+        return str(self.cgroup / "cgroup.procs") if self.cgroup else None
+
+    @staticmethod
+    def _remove(path: Path) -> None:
+        try:
+            path.rmdir()
+        except OSError:
+            pass
+
+    def members(self) -> set[int]:
+        """Pids of every live process of the job (never the supervisor itself)."""
+        me = os.getpid()
+        pids: set[int] = set()
+        try:
+            for child in psutil.Process(me).children(recursive=True):
+                pids.add(child.pid)
+        except psutil.Error:
+            pass
+        if self.cgroup is not None:
+            try:
+                for line in (self.cgroup / "cgroup.procs").read_text().split():
+                    pids.add(int(line))
+            except OSError:
+                pass
+        pids.discard(me)
+        return {p for p in pids if _alive(p)}
+
+    def signal_all(self, sig: int) -> int:
+        """Send `sig` to every process of the job; return how many were signalled."""
+        count = 0
+        for pid in self.members():
+            try:
+                os.kill(pid, sig)
+                count += 1
+            except ProcessLookupError:
+                pass
+        return count
+
+    def kill_all(self, reap: Callable[[], None] | None = None, timeout: float = 10.0) -> int:
+        """SIGKILL every process of the job until none is left; return how many were killed.
+
+        `reap` collects exited children (the supervisor's, so it keeps task statuses);
+        without it, zombies re-parented to the supervisor are reaped and discarded.
+        """
+        killed: set[int] = set()
+        deadline = time.monotonic() + timeout
+        if self.cgroup is not None and (self.cgroup / "cgroup.kill").exists():
+            killed |= self.members()
+            try:
+                (self.cgroup / "cgroup.kill").write_text("1")
+            except OSError:
+                pass
+        while True:
+            pids = self.members()
+            if not pids:
+                break
+            killed |= pids
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            (reap or _reap_all)()
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        return len(killed)
+
+    def release(self) -> None:
+        """Remove the job's cgroup once it is empty."""
+        if self.cgroup is not None:
+            deadline = time.monotonic() + 2.0
+            while self.cgroup.exists() and time.monotonic() < deadline:
+                try:
+                    self.cgroup.rmdir()
+                except OSError:
+                    time.sleep(0.02)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        proc = psutil.Process(pid)
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _reap_all() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return

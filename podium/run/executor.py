@@ -1,0 +1,152 @@
+"""The daemon's side of local execution: start supervisors and read their outcomes.
+
+Launch protocol (so that no job runs twice and none is lost across a daemon crash):
+1. the daemon takes an exclusive flock on JOB_DIR/lock and starts the supervisor with
+   that descriptor inherited, then closes its own copy: from then on the lock is held
+   exactly as long as the supervisor lives;
+2. the supervisor writes started.json, runs the job, writes result.json and exits.
+
+`poll()` tells the state from outside with no shared memory: lock held -> running;
+result.json -> ended; started.json without result and without lock -> the supervisor
+died (NODE_FAIL); neither -> never launched (safe to launch again).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from podium.run.plan import (
+    LOCK_FILE,
+    PLAN_FILE,
+    RESULT_FILE,
+    SCRIPT_FILE,
+    STARTED_FILE,
+    SUPERVISOR_LOG,
+    JobResult,
+    LaunchPlan,
+    read_json,
+    write_atomic,
+)
+
+
+class LaunchError(Exception):
+    """The supervisor could not be started."""
+
+
+@dataclass(frozen=True)
+class Poll:
+    """The outside view of one job: `status` is running, ended, vanished or unlaunched."""
+
+    status: str
+    result: JobResult | None = None
+
+
+class LocalExecutor:
+    """Starts supervisors for jobs under `jobs_dir` and reads their outcomes."""
+
+    def __init__(self, jobs_dir: Path, python: str = sys.executable) -> None:
+        self.jobs_dir = jobs_dir
+        self.python = python
+        self._children: dict[int, subprocess.Popen[bytes]] = {}
+        jobs_dir.mkdir(parents=True, exist_ok=True)
+
+    def job_dir(self, job_id: int) -> Path:
+        return self.jobs_dir / str(job_id)
+
+    def launch(self, plan: LaunchPlan, script: str) -> int:
+        """Write the plan and script, start the job's supervisor; return its pid.
+
+        Raises LaunchError if a supervisor for this job still holds its lock.
+        """
+        job_dir = self.job_dir(plan.job_id)
+        job_dir.mkdir(mode=0o711, exist_ok=True)
+        lock_fd = os.open(job_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            try:
+                fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise LaunchError(f"job {plan.job_id} is still supervised") from None
+            for stale in (STARTED_FILE, RESULT_FILE):
+                (job_dir / stale).unlink(missing_ok=True)
+            script_path = job_dir / SCRIPT_FILE
+            script_path.unlink(missing_ok=True)
+            fd = os.open(script_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o700)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(script)
+            if os.geteuid() == 0:
+                os.chown(script_path, plan.uid, plan.gid)
+            write_atomic(job_dir / PLAN_FILE, plan)
+            with open(job_dir / SUPERVISOR_LOG, "ab") as log:
+                proc = subprocess.Popen(
+                    [self.python, "-m", "podium.run.supervisor", str(job_dir), str(lock_fd)],
+                    pass_fds=(lock_fd,),
+                    start_new_session=True,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    cwd="/",
+                )
+        finally:
+            os.close(lock_fd)
+        self._children[proc.pid] = proc
+        return proc.pid
+
+    def poll(self, job_id: int) -> Poll:
+        """The job's status as seen from its files and lock (see the module docstring)."""
+        self.reap()
+        job_dir = self.job_dir(job_id)
+        data = read_json(job_dir / RESULT_FILE)
+        if data is not None:
+            return Poll("ended", JobResult.from_dict(data))
+        if self._lock_held(job_dir):
+            return Poll("running")
+        data = read_json(job_dir / RESULT_FILE)  # it may have finished meanwhile
+        if data is not None:
+            return Poll("ended", JobResult.from_dict(data))
+        if (job_dir / STARTED_FILE).exists():
+            return Poll("vanished")
+        return Poll("unlaunched")
+
+    @staticmethod
+    def _lock_held(job_dir: Path) -> bool:
+        try:
+            fd = os.open(job_dir / LOCK_FILE, os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # closing releases the lock if we took it
+        return False
+
+    def cancel(self, job_id: int, pid: int | None) -> bool:
+        """Ask the job's supervisor to cancel it (SIGTERM). False if none is alive."""
+        if pid is None or not self._lock_held(self.job_dir(job_id)):
+            return False
+        started = read_json(self.job_dir(job_id) / STARTED_FILE)
+        if started is not None:
+            pid = int(started["pid"])
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def reap(self) -> None:
+        """Collect supervisors this daemon started that have exited (no zombies)."""
+        for pid, proc in list(self._children.items()):
+            if proc.poll() is not None:
+                del self._children[pid]
+
+    def forget(self, job_id: int) -> None:
+        """Remove a finished job's state directory, keeping nothing but the DB row."""
+        shutil.rmtree(self.job_dir(job_id), ignore_errors=True)

@@ -1,0 +1,77 @@
+"""Start one task: fork, enter the job's process group, drop to the user, exec."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+
+class SpawnError(Exception):
+    """The task could not be started (exec failed, bad directory, ...)."""
+
+
+def spawn_task(
+    argv: list[str],
+    env: dict[str, str],
+    cwd: str,
+    *,
+    stdin_fd: int,
+    stdout_fd: int,
+    stderr_fd: int,
+    pgid: int,
+    creds: tuple[int, int, list[int]] | None,
+    cgroup_procs: str | None = None,
+) -> int:
+    """Fork and exec `argv`; return the child's pid.
+
+    The child gets an empty signal mask and default handlers, joins process group
+    `pgid` (0: a new group led by itself), joins the cgroup whose cgroup.procs is
+    `cgroup_procs` (best effort: the supervisor also tracks descendants), takes (uid, gid, groups) from `creds` when
+    given, and closes every other descriptor. Raises SpawnError with the child's
+    reason if it could not exec.
+    """
+    read_end, write_end = os.pipe2(os.O_CLOEXEC)
+    pid = os.fork()
+    if pid == 0:  # child
+        try:
+            os.close(read_end)
+            signal.pthread_sigmask(signal.SIG_SETMASK, [])
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD,
+                        signal.SIGUSR1, signal.SIGUSR2, signal.SIGPIPE):
+                signal.signal(sig, signal.SIG_DFL)
+            os.setpgid(0, pgid)
+            if cgroup_procs is not None:
+                try:
+                    with open(cgroup_procs, "w") as fh:
+                        fh.write("0")
+                except OSError:
+                    pass
+            os.dup2(stdin_fd, 0)
+            os.dup2(stdout_fd, 1)
+            os.dup2(stderr_fd, 2)
+            if creds is not None:
+                uid, gid, groups = creds
+                os.setgroups(groups)
+                os.setgid(gid)
+                os.setuid(uid)
+            os.chdir(cwd)
+            os.closerange(3, write_end)
+            os.closerange(write_end + 1, 65536)
+            os.execve(argv[0], argv, env)
+        except BaseException as exc:  # report to the parent, never return into its code
+            try:
+                os.write(write_end, f"{type(exc).__name__}: {exc}".encode()[:4000])
+            finally:
+                os._exit(127)
+    os.close(write_end)
+    chunks = []
+    while True:
+        chunk = os.read(read_end, 4096)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(read_end)
+    if chunks:
+        os.waitpid(pid, 0)
+        raise SpawnError(b"".join(chunks).decode(errors="replace"))
+    return pid

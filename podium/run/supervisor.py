@@ -1,0 +1,310 @@
+"""The per-job supervisor (like slurmstepd): `python -m podium.run.supervisor JOB_DIR LOCK_FD`.
+
+Contract:
+- It holds the flock on JOB_DIR/lock (inherited from the daemon) for its whole life;
+  "the lock is held" is how the daemon knows a job is still being supervised.
+- It writes JOB_DIR/started.json before starting any task, and JOB_DIR/result.json
+  (atomically) when the job is over, whatever happened. It starts the tasks once.
+- It starts all tasks together; when the job ends, none of its processes survives.
+- SIGTERM/SIGINT/SIGHUP to the supervisor means cancel: the job's processes get
+  SIGTERM, then SIGKILL after the grace time, and the state is CANCELLED. Reaching
+  the time limit does the same with state TIMEOUT.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import socket
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from podium.run.contain import JobContainment
+from podium.run.patterns import expand
+from podium.run.plan import (
+    PLAN_FILE,
+    RESULT_FILE,
+    STARTED_FILE,
+    JobResult,
+    LaunchPlan,
+    TaskPlan,
+    TaskResult,
+    read_json,
+    write_atomic,
+)
+from podium.run.spawn import SpawnError, spawn_task
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+WATCHED = {signal.SIGCHLD, *STOP_SIGNALS}
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def task_environment(plan: LaunchPlan, task: TaskPlan, master_port: int) -> dict[str, str]:
+    """The environment of one task: the job's exported environment plus Podium's."""
+    env = dict(plan.environment)
+    ntasks = len(plan.tasks)
+    env.update(
+        PODIUM_JOB_ID=str(plan.job_id),
+        PODIUM_JOB_NAME=plan.name,
+        PODIUM_JOB_USER=plan.user,
+        PODIUM_JOB_PARTITION=plan.partition,
+        PODIUM_JOB_QOS=plan.qos,
+        PODIUM_JOB_ACCOUNT=plan.account,
+        PODIUM_NTASKS=str(ntasks),
+        PODIUM_PROCID=str(task.procid),
+        PODIUM_LOCALID=str(task.localid),
+        PODIUM_NODEID="0",
+        PODIUM_NNODES="1",
+        PODIUM_NODELIST=plan.node,
+        PODIUM_SUBMIT_DIR=plan.submit_dir,
+        PODIUM_CPUS_PER_TASK=str(plan.cpus_per_task),
+        PODIUM_JOB_CPUS=str(plan.cpus),
+        PODIUM_JOB_GPUS=",".join(str(g) for g in plan.gpu_ids),
+        PODIUM_RESTART_COUNT=str(plan.restart_count),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(master_port),
+        WORLD_SIZE=str(ntasks),
+        RANK=str(task.procid),
+        LOCAL_RANK=str(task.localid),
+        LOCAL_WORLD_SIZE=str(ntasks),
+        CUDA_DEVICE_ORDER="PCI_BUS_ID",
+        CUDA_VISIBLE_DEVICES=",".join(str(g) for g in task.gpu_ids),
+    )
+    if plan.time_limit_s is not None:
+        env["PODIUM_TIME_LIMIT_S"] = str(plan.time_limit_s)
+    if plan.checkpoint_dir:
+        env["PODIUM_CHECKPOINT_DIR"] = plan.checkpoint_dir
+    if plan.array_job_id is not None:
+        env["PODIUM_ARRAY_JOB_ID"] = str(plan.array_job_id)
+        env["PODIUM_ARRAY_TASK_ID"] = str(plan.array_task_id)
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    return env
+
+
+class _AsUser:
+    """Open files with the job user's permissions (temporarily, when we are root)."""
+
+    def __init__(self, plan: LaunchPlan) -> None:
+        self.switch = os.geteuid() == 0 and plan.uid != 0
+        self.plan = plan
+
+    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+        if not self.switch:
+            return os.open(path, flags, mode)
+        os.setegid(self.plan.gid)
+        os.seteuid(self.plan.uid)
+        try:
+            return os.open(path, flags, mode)
+        finally:
+            os.seteuid(0)
+            os.setegid(0)
+
+
+class Supervisor:
+    """Runs one job from its LaunchPlan to its JobResult."""
+
+    def __init__(self, job_dir: Path, plan: LaunchPlan) -> None:
+        self.job_dir = job_dir
+        self.plan = plan
+        self.contain = JobContainment(plan.job_id)
+        self.tasks: dict[int, TaskPlan] = {}
+        self.status: dict[int, tuple[int | None, int | None]] = {}
+        self.start = time.time()
+        self.final_state: str | None = None
+        self.reason = "None"
+
+    # -- files -------------------------------------------------------------------
+
+    def _output_fds(self, task: TaskPlan, opener: _AsUser) -> tuple[int, int, int]:
+        plan = self.plan
+        mode = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        mode |= os.O_APPEND if plan.open_mode == "append" else os.O_TRUNC
+
+        def path_for(pattern: str) -> str:
+            p = expand(pattern, job_id=plan.job_id, name=plan.name, user=plan.user,
+                       node=plan.node, array_job_id=plan.array_job_id,
+                       array_task_id=plan.array_task_id, task_id=task.procid)
+            return os.path.join(plan.work_dir, p)
+
+        out_path = path_for(plan.stdout)
+        key = ("out", out_path)
+        out_fd = self._opened.get(key)
+        if out_fd is None:
+            # Shared files are opened once, in append mode, so tasks interleave whole lines.
+            out_fd = opener.open(out_path, mode | (os.O_APPEND if len(self.plan.tasks) > 1 else 0))
+            self._opened[key] = out_fd
+        err_fd = out_fd
+        if plan.stderr is not None:
+            err_path = path_for(plan.stderr)
+            if err_path != out_path:
+                key = ("out", err_path)
+                err_fd = self._opened.get(key) or opener.open(err_path, mode)
+                self._opened[key] = err_fd
+        if plan.stdin is not None:
+            in_fd = opener.open(path_for(plan.stdin), os.O_RDONLY | os.O_CLOEXEC)
+        else:
+            in_fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        return in_fd, out_fd, err_fd
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def launch(self) -> None:
+        """Start every task; if one cannot start, stop the others and fail the job."""
+        plan = self.plan
+        opener = _AsUser(plan)
+        self._opened: dict[tuple[str, str], int] = {}
+        creds = None
+        if os.geteuid() == 0 and plan.uid != 0:
+            creds = (plan.uid, plan.gid, plan.groups)
+        port = _free_port()
+        pgid = 0
+        for task in plan.tasks:
+            in_fd, out_fd, err_fd = self._output_fds(task, opener)
+            try:
+                pid = spawn_task(
+                    plan.argv,
+                    task_environment(plan, task, port),
+                    plan.work_dir,
+                    stdin_fd=in_fd,
+                    stdout_fd=out_fd,
+                    stderr_fd=err_fd,
+                    pgid=pgid,
+                    creds=creds,
+                    cgroup_procs=self.contain.procs_file,
+                )
+            finally:
+                os.close(in_fd)
+            if pgid == 0:
+                pgid = pid
+            self.tasks[pid] = task
+        for fd in set(self._opened.values()):
+            os.close(fd)
+
+    def _reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid in self.tasks and pid not in self.status:
+                code = os.waitstatus_to_exitcode(status)
+                self.status[pid] = (code, None) if code >= 0 else (None, -code)
+
+    def _running(self) -> bool:
+        return len(self.status) < len(self.tasks)
+
+    def _signal_tasks(self, sig: int, batch_only: bool) -> None:
+        if batch_only:
+            first = next(iter(self.tasks), None)
+            if first is not None and first not in self.status:
+                try:
+                    os.kill(first, sig)
+                except ProcessLookupError:
+                    pass
+            return
+        self.contain.signal_all(sig)
+
+    def _terminate(self, state: str) -> None:
+        """SIGCONT+SIGTERM to every process, wait the grace time, then SIGKILL."""
+        self.final_state = state
+        self.contain.signal_all(signal.SIGCONT)
+        self.contain.signal_all(signal.SIGTERM)
+        deadline = time.monotonic() + self.plan.kill_wait_s
+        while time.monotonic() < deadline:
+            self._reap()
+            if not self.contain.members():
+                return
+            signal.sigtimedwait(WATCHED, min(0.1, max(0.0, deadline - time.monotonic())))
+
+    def supervise(self) -> None:
+        plan = self.plan
+        deadline = self.start + plan.time_limit_s if plan.time_limit_s else None
+        signal_at = None
+        if plan.signal_num is not None and deadline is not None:
+            signal_at = deadline - plan.signal_before_s
+        while True:
+            self._reap()
+            if not self._running():
+                return
+            now = time.time()
+            if signal_at is not None and now >= signal_at:
+                self._signal_tasks(plan.signal_num or signal.SIGTERM, plan.signal_batch_only)
+                signal_at = None
+            if deadline is not None and now >= deadline:
+                self._terminate("TIMEOUT")
+                return
+            wait = 1.0
+            for moment in (signal_at, deadline):
+                if moment is not None:
+                    wait = min(wait, max(0.0, moment - now))
+            info = signal.sigtimedwait(WATCHED, wait)
+            if info is not None and info.si_signo in STOP_SIGNALS:
+                self._terminate("CANCELLED")
+                return
+
+    def result(self, leftover: int) -> JobResult:
+        tasks = [
+            TaskResult(self.tasks[pid].procid, *self.status.get(pid, (None, signal.SIGKILL)))
+            for pid in self.tasks
+        ]
+        codes = [t.exit_code for t in tasks if t.exit_code is not None]
+        signals = [t.signal for t in tasks if t.signal is not None]
+        exit_code = max(codes) if codes else None
+        sig = signals[0] if signals else None
+        if self.final_state is not None:
+            state = self.final_state
+        elif tasks and all(t.exit_code == 0 for t in tasks):
+            state = "COMPLETED"
+        else:
+            state = "FAILED"
+        if exit_code is None and sig is None:
+            exit_code = 0
+        return JobResult(
+            state=state, exit_code=exit_code, signal=sig, start_time=self.start,
+            end_time=time.time(), reason=self.reason, tasks=tasks, leftover_killed=leftover,
+        )
+
+
+def main(argv: list[str]) -> int:
+    job_dir = Path(argv[1])
+    lock_fd = int(argv[2])
+    os.set_inheritable(lock_fd, False)
+    fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # already ours; fails if it is not
+    signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
+    data = read_json(job_dir / PLAN_FILE)
+    if data is None:
+        return 2
+    plan = LaunchPlan.from_dict(data)
+    start = time.time()
+    write_atomic(job_dir / STARTED_FILE, {"pid": os.getpid(), "start_time": start})
+    sup = Supervisor(job_dir, plan)
+    sup.start = start
+    try:
+        sup.launch()
+        sup.supervise()
+    except SpawnError as exc:
+        sup.final_state, sup.reason = "FAILED", f"launch failed: {exc}"
+    except OSError as exc:
+        sup.final_state, sup.reason = "FAILED", f"launch failed: {exc.strerror}: {exc.filename}"
+    except Exception:
+        traceback.print_exc()
+        sup.final_state, sup.reason = "FAILED", "supervisor error (see supervisor.log)"
+    leftover = sup.contain.kill_all(reap=sup._reap)
+    sup._reap()
+    sup.contain.release()
+    write_atomic(job_dir / RESULT_FILE, sup.result(leftover))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

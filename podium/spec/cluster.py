@@ -1,0 +1,184 @@
+"""The cluster config: the node and its inventory, partitions, QoS levels, limits.
+
+A closed schema (unknown keys are errors with a did-you-mean hint), loaded from YAML.
+`default_config()` is what `podium up` writes on first start.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from podium.errors import ConfigError
+from podium.spec.timefmt import parse_duration
+from podium.spec.validation import one_line
+
+
+class Closed(BaseModel):
+    """Base for config models: unknown keys are rejected."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class GpuInventory(Closed):
+    """Where the node's GPUs come from.
+
+    source "nvml" reads them from the driver; "declared" trusts count/type/memory
+    (for machines without a GPU: everything above the inventory is the real path);
+    "auto" uses NVML when it answers and the declaration otherwise.
+    """
+
+    source: Literal["auto", "nvml", "declared"] = "auto"
+    count: int = Field(default=0, ge=0, le=64)
+    type: str = Field(default="gpu", pattern=r"^[A-Za-z0-9_.-]+$")
+    memory_mb: int = Field(default=0, ge=0)
+
+
+class NodeConfig(Closed):
+    """The one node of the embedded cluster."""
+
+    name: str = Field(default_factory=lambda: socket.gethostname().split(".")[0] or "node0")
+    cpus: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1)
+    memory_mb: int = Field(default_factory=lambda: _detected_memory_mb(), ge=1)
+    features: list[str] = Field(default_factory=list)
+    gpus: GpuInventory = Field(default_factory=GpuInventory)
+
+
+class Partition(Closed):
+    """A queue of the cluster, with its time limits."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    default: bool = False
+    default_time: str | None = None
+    max_time: str = "UNLIMITED"
+
+    @field_validator("default_time", "max_time")
+    @classmethod
+    def _valid_time(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_duration(value)
+        return value
+
+    @property
+    def max_time_s(self) -> int | None:
+        return parse_duration(self.max_time)
+
+    @property
+    def default_time_s(self) -> int | None:
+        return parse_duration(self.default_time) if self.default_time else self.max_time_s
+
+
+class Qos(Closed):
+    """A quality-of-service level; higher priority starts first."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    priority: int = Field(ge=0)
+
+
+class ClusterConfig(Closed):
+    """The whole cluster config."""
+
+    cluster_name: str = "podium"
+    node: NodeConfig = Field(default_factory=NodeConfig)
+    partitions: list[Partition] = Field(
+        default_factory=lambda: [Partition(name="main", default=True)], min_length=1
+    )
+    qos: list[Qos] = Field(
+        default_factory=lambda: [
+            Qos(name="high", priority=1000),
+            Qos(name="normal", priority=100),
+            Qos(name="low", priority=10),
+        ],
+        min_length=1,
+    )
+    default_qos: str = "normal"
+    accounts: list[str] = Field(
+        default_factory=list, description="allowed accounts; empty means any"
+    )
+    kill_wait_s: float = Field(default=30.0, ge=0, description="SIGTERM to SIGKILL grace")
+    default_mem_per_cpu_mb: int | None = Field(default=None, ge=1)
+    scheduler_interval_s: float = Field(default=0.5, gt=0, le=60)
+    mail_command: str | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ClusterConfig:
+        names = [p.name for p in self.partitions]
+        if len(set(names)) != len(names):
+            raise ValueError("partition names must be unique")
+        if sum(p.default for p in self.partitions) > 1:
+            raise ValueError("at most one partition may be the default")
+        qos_names = [q.name for q in self.qos]
+        if len(set(qos_names)) != len(qos_names):
+            raise ValueError("QoS names must be unique")
+        if self.default_qos not in qos_names:
+            raise ValueError(f"default_qos {self.default_qos!r} is not one of {qos_names}")
+        return self
+
+    @property
+    def default_partition(self) -> Partition:
+        return next((p for p in self.partitions if p.default), self.partitions[0])
+
+    def partition(self, name: str) -> Partition | None:
+        return next((p for p in self.partitions if p.name == name), None)
+
+    def qos_level(self, name: str) -> Qos | None:
+        return next((q for q in self.qos if q.name == name), None)
+
+    @property
+    def mem_per_cpu_mb(self) -> int:
+        """Memory given per CPU when a job does not ask (like Slurm's DefMemPerCPU)."""
+        if self.default_mem_per_cpu_mb:
+            return self.default_mem_per_cpu_mb
+        return max(1, self.node.memory_mb // self.node.cpus)
+
+
+def _detected_memory_mb() -> int:
+    import psutil
+
+    return int(psutil.virtual_memory().total // (1024 * 1024))
+
+
+def parse_config(text: str, what: str) -> ClusterConfig:
+    """Parse and validate YAML config text; raise ConfigError with one line."""
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{what}: not valid YAML{where}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{what}: expected a mapping of keys at the top level")
+    try:
+        return ClusterConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(one_line(exc, ClusterConfig, what)) from None
+
+
+def load_config(path: Path) -> ClusterConfig:
+    """Load the config at `path`; raise ConfigError when it is unreadable or invalid."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cluster config {path}: cannot read: {exc.strerror}") from None
+    return parse_config(text, f"cluster config {path}")
+
+
+def default_config(gpus: int = 0, cpus: int | None = None) -> ClusterConfig:
+    """The config `podium up` writes on first start (GPUs declared if asked)."""
+    node = NodeConfig()
+    if cpus is not None:
+        node.cpus = cpus
+    if gpus:
+        node.gpus = GpuInventory(source="declared", count=gpus, type="gpu", memory_mb=81920)
+    return ClusterConfig(node=node)
+
+
+def dump_config(config: ClusterConfig) -> str:
+    """Render `config` as YAML, with a header saying what the file is."""
+    body = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+    return "# Podium cluster config. Unknown keys are errors.\n" + body

@@ -1,0 +1,104 @@
+"""JobSpec: a job request resolved to what it asks of one node. Plain typed data.
+
+A JobSpec carries no backend logic. It is produced by `podium.spec.build` from a
+batch script, a YAML file and command-line options, and stored as JSON.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class JobState(StrEnum):
+    """Slurm's job states. `is_terminal()` says whether a job in it is over."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    TIMEOUT = "TIMEOUT"
+    NODE_FAIL = "NODE_FAIL"
+    PREEMPTED = "PREEMPTED"
+    REQUEUED = "REQUEUED"
+
+    def is_terminal(self) -> bool:
+        return self not in (JobState.PENDING, JobState.RUNNING, JobState.REQUEUED)
+
+
+DependencyKind = Literal["after", "afterok", "afternotok", "afterany", "singleton"]
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Dependency(Frozen):
+    """One dependency clause: `kind` on each of `job_ids` (empty for singleton)."""
+
+    kind: DependencyKind
+    job_ids: tuple[int, ...] = ()
+
+
+class SignalSpec(Frozen):
+    """--signal: send `signum` `seconds_before` the time limit (to task 0 only if batch_only)."""
+
+    signum: int
+    seconds_before: int = 60
+    batch_only: bool = False
+
+
+class ArraySpec(Frozen):
+    """--array: the task indices and the most that may run at once."""
+
+    indices: tuple[int, ...]
+    throttle: int | None = None
+
+
+ExclusiveMode = Literal["none", "node", "user"]
+
+
+class JobSpec(Frozen):
+    """A job request resolved against the cluster: everything the scheduler and the
+    executor need, nothing about how a backend runs it."""
+
+    name: str
+    script: str
+    script_args: tuple[str, ...] = ()
+    work_dir: str
+    submit_dir: str
+    environment: dict[str, str] = Field(default_factory=dict)
+    ntasks: int = 1
+    cpus_per_task: int = 1
+    cpus: int = 1
+    gpus: int = 0
+    gpus_per_task: int | None = None
+    gpu_type: str | None = None
+    mem_mb: int
+    time_limit_s: int | None = None
+    time_min_s: int | None = None
+    output: str = "podium-%j.out"
+    error: str | None = None
+    input: str | None = None
+    open_mode: Literal["truncate", "append"] = "truncate"
+    partition: str
+    qos: str
+    account: str
+    requeue: bool = True
+    dependencies: tuple[Dependency, ...] = ()
+    dependency_any: bool = False
+    kill_on_invalid_dep: bool = False
+    array: ArraySpec | None = None
+    signal: SignalSpec | None = None
+    exclusive: ExclusiveMode = "none"
+    hold: bool = False
+    nice: int = 0
+    begin_time: float | None = None
+    comment: str | None = None
+    mail_types: tuple[str, ...] = ()
+    mail_user: str | None = None
+    constraint: str | None = None
+    checkpoint_dir: str | None = None

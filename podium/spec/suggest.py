@@ -1,0 +1,18 @@
+"""Did-you-mean suggestions for misspelt keys and options."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+def nearest(word: str, candidates: Iterable[str]) -> str | None:
+    """Return the candidate closest to `word`, or None when nothing is close."""
+    matches = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
+    return matches[0] if matches else None
+
+
+def did_you_mean(word: str, candidates: Iterable[str], prefix: str = "") -> str:
+    """Return ' (did you mean PREFIXx?)' for the nearest candidate, or ''."""
+    best = nearest(word, candidates)
+    return f" (did you mean {prefix}{best}?)" if best else ""

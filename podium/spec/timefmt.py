@@ -1,0 +1,124 @@
+"""Slurm's textual formats for durations, memory sizes and begin times.
+
+Standard library only. Every parser raises ValueError with a message that shows the
+accepted forms; callers turn it into a SpecError naming the directive.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+UNLIMITED = {"unlimited", "infinite", "inf"}
+
+_DURATION_FORMS = (
+    "minutes, minutes:seconds, hours:minutes:seconds, days-hours, "
+    "days-hours:minutes, days-hours:minutes:seconds or UNLIMITED"
+)
+
+
+def parse_duration(text: str) -> int | None:
+    """Parse a Slurm time limit into seconds; None means unlimited.
+
+    Accepts the forms sbatch accepts for --time: "30" (minutes), "30:00"
+    (minutes:seconds), "1:30:00", "2-0", "2-12:00", "2-12:00:00", "UNLIMITED".
+    """
+    raw = text.strip()
+    if raw.lower() in UNLIMITED:
+        return None
+    days = 0
+    rest = raw
+    if "-" in raw:
+        day_text, rest = raw.split("-", 1)
+        if not day_text.isdigit():
+            raise ValueError(f"invalid time {text!r}: expected {_DURATION_FORMS}")
+        days = int(day_text)
+        parts = rest.split(":")
+        if not all(p.isdigit() for p in parts) or len(parts) > 3:
+            raise ValueError(f"invalid time {text!r}: expected {_DURATION_FORMS}")
+        nums = [int(p) for p in parts] + [0] * (3 - len(parts))
+        hours, minutes, seconds = nums
+    else:
+        parts = rest.split(":")
+        if not all(p.isdigit() for p in parts) or not 1 <= len(parts) <= 3:
+            raise ValueError(f"invalid time {text!r}: expected {_DURATION_FORMS}")
+        nums = [int(p) for p in parts]
+        if len(nums) == 1:
+            hours, minutes, seconds = 0, nums[0], 0
+        elif len(nums) == 2:
+            hours, minutes, seconds = 0, nums[0], nums[1]
+        else:
+            hours, minutes, seconds = nums
+    total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+    if total <= 0:
+        raise ValueError(f"invalid time {text!r}: a time limit must be positive")
+    return total
+
+
+def format_duration(seconds: float | None) -> str:
+    """Format seconds the way squeue does: [days-]hours:minutes:seconds."""
+    if seconds is None:
+        return "UNLIMITED"
+    total = max(0, int(seconds))
+    days, rem = divmod(total, 86400)
+    hours, rem = divmod(rem, 3600)
+    minutes, secs = divmod(rem, 60)
+    if days:
+        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
+    if hours:
+        return f"{hours}:{minutes:02d}:{secs:02d}"
+    return f"{minutes}:{secs:02d}"
+
+
+_MEM_RE = re.compile(r"^(\d+)([KMGT]?)B?$", re.IGNORECASE)
+_MEM_FACTOR = {"K": 1 / 1024, "M": 1, "": 1, "G": 1024, "T": 1024 * 1024}
+
+
+def parse_memory_mb(text: str) -> int:
+    """Parse a Slurm memory size ("500", "500M", "4G", "1T") into MiB.
+
+    A bare number is MiB, as in sbatch. Zero is refused: on one node it would mean
+    "all memory", which Podium spells --exclusive.
+    """
+    match = _MEM_RE.match(text.strip())
+    if not match:
+        raise ValueError(f"invalid memory size {text!r}: expected a number with K, M, G or T")
+    value = int(match.group(1)) * _MEM_FACTOR[match.group(2).upper()]
+    mb = int(value) if value >= 1 else (1 if value > 0 else 0)
+    if mb <= 0:
+        raise ValueError(f"invalid memory size {text!r}: must be at least 1M")
+    return mb
+
+
+_RELATIVE_RE = re.compile(r"^now\+(\d+)(seconds|minutes|hours|days|s|m|h|d)?$", re.IGNORECASE)
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_begin(text: str, now: float) -> float:
+    """Parse a --begin time into an epoch timestamp, given `now`.
+
+    Accepts "now", "now+N[seconds|minutes|hours|days]" (bare N is seconds, as in
+    sbatch), "HH:MM[:SS]" (today, or tomorrow if already past), and ISO dates
+    "YYYY-MM-DD[THH:MM[:SS]]" in local time.
+    """
+    raw = text.strip()
+    if raw.lower() == "now":
+        return now
+    match = _RELATIVE_RE.match(raw)
+    if match:
+        unit = (match.group(2) or "s")[0].lower()
+        return now + int(match.group(1)) * _UNIT_SECONDS[unit]
+    if re.match(r"^\d{1,2}:\d{2}(:\d{2})?$", raw):
+        parts = [int(p) for p in raw.split(":")] + [0]
+        today = dt.datetime.fromtimestamp(now)
+        moment = today.replace(hour=parts[0], minute=parts[1], second=parts[2], microsecond=0)
+        if moment.timestamp() < now:
+            moment += dt.timedelta(days=1)
+        return moment.timestamp()
+    try:
+        return dt.datetime.fromisoformat(raw).timestamp()
+    except ValueError:
+        raise ValueError(
+            f"invalid begin time {text!r}: expected now, now+N[minutes|hours|days], "
+            "HH:MM[:SS] or YYYY-MM-DD[THH:MM[:SS]]"
+        ) from None

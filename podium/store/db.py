@@ -1,0 +1,307 @@
+"""Store: the jobs, nodes and events tables behind small, named operations.
+
+Each public method is one transaction: it is either fully committed when it returns
+or it raised and changed nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from podium.errors import NotFound
+from podium.spec.job import JobSpec, JobState
+from podium.store.schema import SCHEMA, SCHEMA_VERSION
+
+Row = sqlite3.Row
+
+
+class Store:
+    """The embedded database at `path` (created on first use)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self.conn.row_factory = sqlite3.Row
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=FULL")
+        self.conn.execute("PRAGMA busy_timeout=5000")
+        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == 0:
+            self.conn.executescript(SCHEMA)
+            self.conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    # --- jobs -----------------------------------------------------------------
+
+    def insert_jobs(
+        self, spec: JobSpec, *, uid: int, gid: int, user: str, now: float
+    ) -> list[int]:
+        """Insert a job (or every task of an array job) as PENDING; return the ids."""
+        indices: Sequence[int | None] = spec.array.indices if spec.array else [None]
+        throttle = spec.array.throttle if spec.array else None
+        spec_json = spec.model_dump_json()
+        ids: list[int] = []
+        with self.transaction() as conn:
+            for index in indices:
+                cur = conn.execute(
+                    """INSERT INTO jobs (array_task_id, array_throttle, name, user, uid, gid,
+                         account, partition, qos, state, reason, held, nice, spec,
+                         submit_time, gpus, cpus, mem_mb, time_limit_s, work_dir)
+                       VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+                    (
+                        index, throttle, spec.name, user, uid, gid, spec.account,
+                        spec.partition, spec.qos, JobState.PENDING.value,
+                        "Held" if spec.hold else "None", int(spec.hold), spec.nice,
+                        spec_json, now, spec.gpus, spec.cpus, spec.mem_mb,
+                        spec.time_limit_s, spec.work_dir,
+                    ),
+                )
+                ids.append(int(cur.lastrowid or 0))
+            if spec.array:
+                conn.execute(
+                    f"UPDATE jobs SET array_job_id=? WHERE job_id IN ({','.join('?' * len(ids))})",
+                    (ids[0], *ids),
+                )
+            for job_id in ids:
+                self._event(conn, now, "submit", job_id=job_id)
+        return ids
+
+    def job(self, job_id: int) -> Row:
+        """The row of `job_id`; raise NotFound."""
+        row = self.conn.execute("SELECT * FROM jobs WHERE job_id=?", (job_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no job {job_id}")
+        return row  # type: ignore[no-any-return]
+
+    def jobs_by_ids(self, ids: Iterable[int]) -> list[Row]:
+        wanted = list(ids)
+        if not wanted:
+            return []
+        marks = ",".join("?" * len(wanted))
+        return self.conn.execute(
+            f"SELECT * FROM jobs WHERE job_id IN ({marks}) OR array_job_id IN ({marks}) "
+            "ORDER BY job_id",
+            (*wanted, *wanted),
+        ).fetchall()
+
+    def jobs(
+        self,
+        *,
+        states: Iterable[str] | None = None,
+        user: str | None = None,
+        name: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        limit: int | None = None,
+    ) -> list[Row]:
+        """Jobs filtered by state, user, name, and [since, until] overlap; oldest first."""
+        clauses: list[str] = []
+        args: list[Any] = []
+        if states is not None:
+            state_list = list(states)
+            clauses.append(f"state IN ({','.join('?' * len(state_list))})")
+            args.extend(state_list)
+        if user is not None:
+            clauses.append("user=?")
+            args.append(user)
+        if name is not None:
+            clauses.append("name=?")
+            args.append(name)
+        if since is not None:
+            clauses.append("(end_time IS NULL OR end_time >= ?)")
+            args.append(since)
+        if until is not None:
+            clauses.append("submit_time <= ?")
+            args.append(until)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        tail = f" LIMIT {int(limit)}" if limit else ""
+        return self.conn.execute(
+            f"SELECT * FROM jobs {where} ORDER BY job_id{tail}", args
+        ).fetchall()
+
+    def states_of(self, job_ids: Iterable[int]) -> dict[int, str]:
+        """Map each existing job id (and array tasks of array ids) to its state."""
+        return {r["job_id"]: r["state"] for r in self.jobs_by_ids(job_ids)}
+
+    def array_members(self, array_ids: Iterable[int]) -> dict[int, tuple[int, ...]]:
+        ids = list(array_ids)
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        out: dict[int, list[int]] = {}
+        for r in self.conn.execute(
+            f"SELECT job_id, array_job_id FROM jobs WHERE array_job_id IN ({marks})", ids
+        ):
+            out.setdefault(r["array_job_id"], []).append(r["job_id"])
+        return {k: tuple(v) for k, v in out.items()}
+
+    def mark_running(
+        self,
+        job_id: int,
+        *,
+        node: str,
+        gpu_ids: Sequence[int],
+        cpus: int,
+        mem_mb: int,
+        stdout: str,
+        stderr: str,
+        now: float,
+    ) -> None:
+        """PENDING -> RUNNING with its allocation. Raises NotFound if no longer PENDING."""
+        with self.transaction() as conn:
+            cur = conn.execute(
+                """UPDATE jobs SET state='RUNNING', reason='None', start_time=?, end_time=NULL,
+                     node=?, gpu_ids=?, cpus=?, mem_mb=?, stdout=?, stderr=?,
+                     exit_code=NULL, signal=NULL, supervisor_pid=NULL
+                   WHERE job_id=? AND state='PENDING'""",
+                (now, node, json.dumps(list(gpu_ids)), cpus, mem_mb, stdout, stderr, job_id),
+            )
+            if cur.rowcount != 1:
+                raise NotFound(f"job {job_id} is no longer pending")
+            self._event(conn, now, "start", job_id=job_id, node=node)
+
+    def set_supervisor(self, job_id: int, pid: int) -> None:
+        with self.transaction() as conn:
+            conn.execute("UPDATE jobs SET supervisor_pid=? WHERE job_id=?", (pid, job_id))
+
+    def mark_ended(
+        self,
+        job_id: int,
+        *,
+        state: JobState,
+        exit_code: int | None,
+        signal: int | None,
+        end_time: float,
+        reason: str = "None",
+    ) -> bool:
+        """RUNNING -> a terminal state. Returns False if the job was not RUNNING."""
+        with self.transaction() as conn:
+            cur = conn.execute(
+                """UPDATE jobs SET state=?, exit_code=?, signal=?, end_time=?, reason=?
+                   WHERE job_id=? AND state='RUNNING'""",
+                (state.value, exit_code, signal, end_time, reason, job_id),
+            )
+            if cur.rowcount == 1:
+                self._event(conn, end_time, "end", job_id=job_id, detail=state.value)
+            return cur.rowcount == 1
+
+    def requeue_unlaunched(self, job_id: int, now: float) -> None:
+        """RUNNING -> PENDING for a job whose supervisor never started (crash window)."""
+        with self.transaction() as conn:
+            conn.execute(
+                """UPDATE jobs SET state='PENDING', reason='None', start_time=NULL, node=NULL,
+                     gpu_ids=NULL, supervisor_pid=NULL WHERE job_id=? AND state='RUNNING'""",
+                (job_id,),
+            )
+            self._event(conn, now, "relaunch", job_id=job_id, detail="supervisor never started")
+
+    def cancel_pending(self, job_ids: Iterable[int], now: float, reason: str = "None") -> list[int]:
+        """PENDING -> CANCELLED; returns the ids that were pending."""
+        done: list[int] = []
+        with self.transaction() as conn:
+            for job_id in job_ids:
+                cur = conn.execute(
+                    """UPDATE jobs SET state='CANCELLED', end_time=?, reason=?
+                       WHERE job_id=? AND state='PENDING'""",
+                    (now, reason, job_id),
+                )
+                if cur.rowcount == 1:
+                    done.append(job_id)
+                    self._event(conn, now, "cancel", job_id=job_id, detail=reason)
+        return done
+
+    def set_held(self, job_ids: Iterable[int], held: bool, now: float) -> list[int]:
+        """Hold or release PENDING jobs; returns those changed."""
+        done: list[int] = []
+        with self.transaction() as conn:
+            for job_id in job_ids:
+                cur = conn.execute(
+                    "UPDATE jobs SET held=?, reason=? WHERE job_id=? AND state='PENDING'",
+                    (int(held), "Held" if held else "None", job_id),
+                )
+                if cur.rowcount == 1:
+                    done.append(job_id)
+                    self._event(conn, now, "hold" if held else "release", job_id=job_id)
+        return done
+
+    def set_reasons(self, reasons: dict[int, str]) -> None:
+        """Record why pending jobs wait (only rows whose reason changed are written)."""
+        if not reasons:
+            return
+        with self.transaction() as conn:
+            conn.executemany(
+                "UPDATE jobs SET reason=? WHERE job_id=? AND state='PENDING' AND reason<>?",
+                [(r, j, r) for j, r in reasons.items()],
+            )
+
+    # --- nodes ----------------------------------------------------------------
+
+    def ensure_node(self, name: str) -> None:
+        with self.transaction() as conn:
+            conn.execute("INSERT OR IGNORE INTO nodes (name) VALUES (?)", (name,))
+
+    def node(self, name: str) -> Row:
+        row = self.conn.execute("SELECT * FROM nodes WHERE name=?", (name,)).fetchone()
+        if row is None:
+            raise NotFound(f"no node {name!r}")
+        return row  # type: ignore[no-any-return]
+
+    def nodes(self) -> list[Row]:
+        return self.conn.execute("SELECT * FROM nodes ORDER BY name").fetchall()
+
+    def set_node_state(
+        self, name: str, admin_state: str, reason: str | None, uid: int | None, now: float
+    ) -> None:
+        with self.transaction() as conn:
+            conn.execute(
+                "UPDATE nodes SET admin_state=?, reason=?, reason_uid=?, reason_time=? WHERE name=?",
+                (admin_state, reason, uid, now, name),
+            )
+            self._event(conn, now, admin_state, node=name, detail=reason)
+
+    # --- events ---------------------------------------------------------------
+
+    def _event(
+        self,
+        conn: sqlite3.Connection,
+        now: float,
+        kind: str,
+        *,
+        job_id: int | None = None,
+        node: str | None = None,
+        detail: str | None = None,
+    ) -> None:
+        conn.execute(
+            "INSERT INTO events (time, job_id, node, kind, detail) VALUES (?,?,?,?,?)",
+            (now, job_id, node, kind, detail),
+        )
+
+    def events(self, job_id: int | None = None) -> list[Row]:
+        if job_id is None:
+            return self.conn.execute("SELECT * FROM events ORDER BY id").fetchall()
+        return self.conn.execute(
+            "SELECT * FROM events WHERE job_id=? ORDER BY id", (job_id,)
+        ).fetchall()
+
+
+def spec_of(row: Row) -> JobSpec:
+    """The JobSpec stored with a job row."""
+    return JobSpec.model_validate_json(row["spec"])

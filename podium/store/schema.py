@@ -1,0 +1,62 @@
+"""The database schema, versioned with PRAGMA user_version."""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    job_id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    array_job_id   INTEGER,
+    array_task_id  INTEGER,
+    array_throttle INTEGER,
+    name           TEXT NOT NULL,
+    user           TEXT NOT NULL,
+    uid            INTEGER NOT NULL,
+    gid            INTEGER NOT NULL,
+    account        TEXT NOT NULL,
+    partition      TEXT NOT NULL,
+    qos            TEXT NOT NULL,
+    state          TEXT NOT NULL,
+    reason         TEXT NOT NULL DEFAULT 'None',
+    held           INTEGER NOT NULL DEFAULT 0,
+    nice           INTEGER NOT NULL DEFAULT 0,
+    spec           TEXT NOT NULL,
+    submit_time    REAL NOT NULL,
+    start_time     REAL,
+    end_time       REAL,
+    node           TEXT,
+    gpus           INTEGER NOT NULL DEFAULT 0,
+    gpu_ids        TEXT,
+    cpus           INTEGER NOT NULL DEFAULT 1,
+    mem_mb         INTEGER NOT NULL DEFAULT 0,
+    time_limit_s   INTEGER,
+    exit_code      INTEGER,
+    signal         INTEGER,
+    restart_count  INTEGER NOT NULL DEFAULT 0,
+    supervisor_pid INTEGER,
+    stdout         TEXT,
+    stderr         TEXT,
+    work_dir       TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
+CREATE INDEX IF NOT EXISTS jobs_array ON jobs(array_job_id);
+
+CREATE TABLE IF NOT EXISTS nodes (
+    name        TEXT PRIMARY KEY,
+    admin_state TEXT NOT NULL DEFAULT 'up',
+    reason      TEXT,
+    reason_uid  INTEGER,
+    reason_time REAL
+);
+
+CREATE TABLE IF NOT EXISTS events (
+    id      INTEGER PRIMARY KEY AUTOINCREMENT,
+    time    REAL NOT NULL,
+    job_id  INTEGER,
+    node    TEXT,
+    kind    TEXT NOT NULL,
+    detail  TEXT
+);
+CREATE INDEX IF NOT EXISTS events_job ON events(job_id);
+"""
