@@ -1,0 +1,97 @@
+"""A small JSON client for the daemon's unix socket.
+
+It uses the standard library's http.client rather than httpx: a `podium` command is
+a new process each time, and httpx's import and client set-up (~190 ms, it loads an
+SSL context and Rich) would dominate a shell loop of `podium submit` calls. The
+tests and benchmarks drive the same API with httpx.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from podium import paths
+from podium.errors import DaemonUnavailable, PodiumError
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        sock.connect(self._path)
+        self.sock = sock
+
+
+class ApiError(PodiumError):
+    """The daemon refused a request; `status` is its HTTP status."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+        self.exit_code = 2 if status in (400, 404, 422) else 1
+
+
+class Client:
+    """Calls the daemon at HOME/podium.sock (HOME: $PODIUM_HOME or the default)."""
+
+    def __init__(self, home: Path | None = None, timeout: float = 60.0) -> None:
+        self.home = home or paths.home()
+        self.socket = str(paths.socket_path(self.home))
+        self.timeout = timeout
+        self._conn: _UnixConnection | None = None
+
+    def request(
+        self, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None
+    ) -> Any:
+        """Send one request; return the decoded JSON, or raise ApiError / DaemonUnavailable."""
+        if query:
+            clean = {k: v for k, v in query.items() if v is not None}
+            if clean:
+                path = f"{path}?{urlencode(clean)}"
+        payload = json.dumps(body).encode() if body is not None else None
+        headers = {"Content-Type": "application/json"} if payload is not None else {}
+        for attempt in (1, 2):
+            if self._conn is None:
+                self._conn = _UnixConnection(self.socket, self.timeout)
+            try:
+                self._conn.request(method, path, body=payload, headers=headers)
+                response = self._conn.getresponse()
+                data = response.read()
+                break
+            except (FileNotFoundError, ConnectionRefusedError):
+                self.close()
+                raise DaemonUnavailable(
+                    f"no Podium daemon at {self.socket} (start one with: podium up)"
+                ) from None
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                self.close()
+                if attempt == 2:
+                    raise DaemonUnavailable(f"the daemon at {self.socket} closed the connection")
+        try:
+            decoded = json.loads(data) if data else None
+        except ValueError:
+            raise ApiError(f"the daemon answered {response.status} with non-JSON", 502) from None
+        if response.status >= 400:
+            message = decoded.get("error") if isinstance(decoded, dict) else None
+            raise ApiError(str(message or f"HTTP {response.status}"), response.status)
+        return decoded
+
+    def get(self, path: str, **query: Any) -> Any:
+        return self.request("GET", path, query=query)
+
+    def post(self, path: str, body: Any = None) -> Any:
+        return self.request("POST", path, body=body if body is not None else {})
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None

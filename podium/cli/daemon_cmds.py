@@ -1,0 +1,113 @@
+"""`podium up` and `podium down`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from podium import paths
+from podium.cli.client import Client
+from podium.errors import DaemonUnavailable, PodiumError
+
+
+def _ping(client: Client) -> dict[str, object] | None:
+    try:
+        result: dict[str, object] = client.get("/v1/ping")
+        return result
+    except DaemonUnavailable:
+        return None
+
+
+def start_daemon(
+    home: Path, gpus: int | None = None, cpus: int | None = None, config: Path | None = None,
+    timeout: float = 30.0,
+) -> dict[str, object]:
+    """Start the daemon in the background for `home` and wait until it answers.
+
+    Returns its ping answer. Raises PodiumError with the daemon's own error line when
+    it exits instead (e.g. an invalid cluster config).
+    """
+    home.mkdir(parents=True, exist_ok=True)
+    client = Client(home)
+    answer = _ping(client)
+    if answer is not None:
+        return answer
+    argv = [sys.executable, "-m", "podium.server.daemon", "--home", str(home)]
+    if gpus is not None:
+        argv += ["--gpus", str(gpus)]
+    if cpus is not None:
+        argv += ["--cpus", str(cpus)]
+    if config is not None:
+        argv += ["--config", str(config.absolute())]
+    log = paths.log_path(home)
+    with open(log, "ab") as fh:
+        offset = fh.tell()
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fh, stderr=fh,
+                                start_new_session=True, cwd="/")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        answer = _ping(client)
+        if answer is not None:
+            return answer
+        code = proc.poll()
+        if code is not None:
+            with open(log, "rb") as fh:
+                fh.seek(offset)
+                lines = [ln for ln in fh.read().decode(errors="replace").splitlines() if ln]
+            message = next((ln for ln in reversed(lines) if ln.startswith("podium: ")), None)
+            if message:
+                error = PodiumError(message.removeprefix("podium: "))
+                error.exit_code = code
+                raise error
+            raise PodiumError(f"the daemon exited with code {code}; see {log}")
+        time.sleep(0.05)
+    raise PodiumError(f"the daemon did not answer within {timeout:.0f}s; see {log}")
+
+
+@click.command()
+@click.option("--foreground", is_flag=True, help="Stay in the foreground (for systemd).")
+@click.option("--gpus", type=click.IntRange(0, 64), default=None,
+              help="Declare N GPUs (no config is written).")
+@click.option("--cpus", type=click.IntRange(1, 4096), default=None, help="Declare N CPUs.")
+@click.option("--config", type=click.Path(path_type=Path), default=None,
+              help="Cluster config file (default: $PODIUM_HOME/cluster.yaml).")
+def up(foreground: bool, gpus: int | None, cpus: int | None, config: Path | None) -> None:
+    """Start the Podium daemon for $PODIUM_HOME."""
+    home = paths.home()
+    if foreground:
+        from podium.server.daemon import main as daemon_main
+
+        argv = ["--home", str(home)]
+        argv += ["--gpus", str(gpus)] if gpus is not None else []
+        argv += ["--cpus", str(cpus)] if cpus is not None else []
+        argv += ["--config", str(config)] if config is not None else []
+        sys.exit(daemon_main(argv))
+    answer = start_daemon(home, gpus, cpus, config)
+    nodes = Client(home).get("/v1/nodes")["nodes"]
+    node = nodes[0]
+    click.echo(
+        f"Podium is up (pid {answer['pid']}): node {node['node']} with {node['cpus_total']} CPUs, "
+        f"{node['gpus_total']} GPUs; home {home}"
+    )
+
+
+@click.command()
+def down() -> None:
+    """Stop the daemon. Running jobs keep running and are adopted by the next daemon."""
+    home = paths.home()
+    client = Client(home)
+    answer = _ping(client)
+    if answer is None:
+        click.echo(f"Podium is not running for {home}")
+        return
+    running = len(client.get("/v1/jobs", state="RUNNING")["jobs"])
+    client.post("/v1/shutdown")
+    client.close()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and paths.socket_path(home).exists():
+        time.sleep(0.05)
+    click.echo(f"Podium stopped; {running} running job(s) keep running.")

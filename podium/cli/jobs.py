@@ -1,0 +1,214 @@
+"""Job commands: queue, show, logs, cancel, hold, release, acct."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import sys
+import time
+
+import click
+
+from podium.cli import render
+from podium.cli.client import Client
+from podium.errors import SpecError
+
+TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED"}
+
+
+def _job_id(text: str) -> int:
+    base = text.split("_", 1)[0]
+    if not base.isdigit():
+        raise SpecError(f"{text!r} is not a job id (expected a number like 42 or 42_3)")
+    return int(base)
+
+
+def _resolve_ids(client: Client, texts: tuple[str, ...]) -> list[int]:
+    """Job ids from user text; "42_3" names task 3 of array 42."""
+    ids = []
+    for text in texts:
+        if "_" in text:
+            base, task = text.split("_", 1)
+            jobs = client.get("/v1/jobs", all="true")["jobs"]
+            match = [j for j in jobs if str(j["array_job_id"]) == base
+                     and str(j["array_task_id"]) == task]
+            if not match:
+                raise SpecError(f"no array task {text}")
+            ids.append(match[0]["job_id"])
+        else:
+            ids.append(_job_id(text))
+    return ids
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--user", "-u", default=None, help="Only this user's jobs.")
+@click.option("--state", "-t", default=None, help="Only these states (comma-separated).")
+@click.option("--name", "-n", default=None, help="Only jobs with this name.")
+@click.option("--all", "-a", "all_", is_flag=True, help="Include finished jobs.")
+@click.option("--me", is_flag=True, help="Only my jobs.")
+def queue(as_json: bool, user: str | None, state: str | None, name: str | None,
+          all_: bool, me: bool) -> None:
+    """List jobs (pending and running by default), like squeue."""
+    client = Client()
+    if me:
+        user = client.get("/v1/ping")["you"]
+    jobs = client.get("/v1/jobs", state=state, user=user, name=name,
+                      all="true" if all_ else None)["jobs"]
+    if as_json:
+        render.print_json(jobs)
+    else:
+        render.show_queue(jobs)
+
+
+@click.command()
+@click.argument("job")
+@click.option("--json", "as_json", is_flag=True)
+def show(job: str, as_json: bool) -> None:
+    """Show one job in full, like scontrol show job."""
+    client = Client()
+    (job_id,) = _resolve_ids(client, (job,))
+    record = client.get(f"/v1/jobs/{job_id}")
+    if as_json:
+        render.print_json(record)
+        return
+    render.show_record(record, skip=lambda k: k in ("script", "events", "spec"))
+    click.echo("events:")
+    for e in record["events"]:
+        when = dt.datetime.fromtimestamp(e["time"]).strftime("%Y-%m-%d %H:%M:%S")
+        click.echo(f"  {when} {e['kind']} {e['detail'] or ''}".rstrip())
+
+
+@click.command()
+@click.argument("job")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing until the job ends.")
+@click.option("--err", "stderr", is_flag=True, help="The error file instead of the output.")
+def logs(job: str, follow: bool, stderr: bool) -> None:
+    """Print a job's output file."""
+    client = Client()
+    (job_id,) = _resolve_ids(client, (job,))
+    record = client.get(f"/v1/jobs/{job_id}")
+    path = record["stderr" if stderr else "stdout"]
+    if path is None:
+        if not follow:
+            raise SpecError(f"job {job} has not started: it has no output yet ({record['reason']})")
+        while path is None:
+            time.sleep(0.25)
+            record = client.get(f"/v1/jobs/{job_id}")
+            path = record["stderr" if stderr else "stdout"]
+    position = 0
+    out = sys.stdout.buffer
+    while True:
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(position)
+                chunk = fh.read()
+        except FileNotFoundError:
+            chunk = b""
+            if not follow and record["state"] in TERMINAL | {"RUNNING"}:
+                raise SpecError(f"{path} does not exist") from None
+        except PermissionError:
+            raise SpecError(f"cannot read {path}: permission denied") from None
+        if chunk:
+            out.write(chunk)
+            out.flush()
+            position += len(chunk)
+        if not follow or record["state"] in TERMINAL:
+            if follow and chunk:
+                continue  # drain what was written just before the end
+            return
+        time.sleep(0.2)
+        record = client.get(f"/v1/jobs/{job_id}")
+
+
+@click.command()
+@click.argument("jobs", nargs=-1)
+@click.option("--user", "-u", default=None, help="Only jobs of this user.")
+@click.option("--name", "-n", default=None, help="Only jobs with this name.")
+@click.option("--state", "-t", default=None, help="Only jobs in these states (PENDING,RUNNING).")
+@click.option("--json", "as_json", is_flag=True)
+def cancel(jobs: tuple[str, ...], user: str | None, name: str | None, state: str | None,
+           as_json: bool) -> None:
+    """Cancel jobs by id and/or filters, like scancel."""
+    client = Client()
+    states = [s.strip().upper() for s in state.split(",")] if state else None
+    body = {"job_ids": _resolve_ids(client, jobs), "user": user, "name": name, "states": states}
+    done = client.post("/v1/jobs/cancel", body)["cancelled"]
+    if as_json:
+        render.print_json(done)
+    elif not done:
+        click.echo("no job matched")
+    else:
+        click.echo("cancelled " + " ".join(str(j) for j in done))
+
+
+def _hold_release(jobs: tuple[str, ...], action: str) -> None:
+    if not jobs:
+        raise SpecError(f"name the jobs to {action}: podium {action} JOB...")
+    client = Client()
+    key = "held" if action == "hold" else "released"
+    done = client.post(f"/v1/jobs/{action}", {"job_ids": _resolve_ids(client, jobs)})[key]
+    if not done:
+        raise SpecError(f"none of {', '.join(jobs)} is pending: nothing to {action}")
+    click.echo(f"{key} " + " ".join(str(j) for j in done))
+
+
+@click.command()
+@click.argument("jobs", nargs=-1)
+def hold(jobs: tuple[str, ...]) -> None:
+    """Hold pending jobs: they stay queued and do not start."""
+    _hold_release(jobs, "hold")
+
+
+@click.command()
+@click.argument("jobs", nargs=-1)
+def release(jobs: tuple[str, ...]) -> None:
+    """Release held jobs."""
+    _hold_release(jobs, "release")
+
+
+_RELATIVE = re.compile(r"^now-(\d+)(s|sec|seconds|m|min|minutes|h|hours|d|days)$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_when(text: str | None) -> float | None:
+    """--since/--until: ISO date-time, now-N(s|m|h|d), or an epoch number."""
+    if text is None:
+        return None
+    raw = text.strip()
+    if raw == "now":
+        return time.time()
+    match = _RELATIVE.match(raw)
+    if match:
+        return time.time() - int(match.group(1)) * _UNITS[match.group(2)[0]]
+    try:
+        return float(raw)
+    except ValueError:
+        pass
+    try:
+        return dt.datetime.fromisoformat(raw).timestamp()
+    except ValueError:
+        raise SpecError(
+            f"invalid time {text!r}: expected YYYY-MM-DD[THH:MM[:SS]], now-2h or an epoch"
+        ) from None
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--user", "-u", default=None)
+@click.option("--state", "-s", default=None, help="Only these states (comma-separated).")
+@click.option("--since", "-S", default=None, help="Jobs that ended after this time.")
+@click.option("--until", "-E", default=None, help="Jobs submitted before this time.")
+def acct(as_json: bool, user: str | None, state: str | None, since: str | None,
+         until: str | None) -> None:
+    """Accounting: started jobs with start, end, elapsed, GPU-seconds and exit code."""
+    client = Client()
+    jobs = client.get("/v1/acct", state=state, user=user, since=parse_when(since),
+                      until=parse_when(until))["jobs"]
+    if as_json:
+        render.print_json(jobs)
+    else:
+        render.show_acct(jobs)
+
+
+__all__ = ["acct", "cancel", "hold", "logs", "queue", "release", "show"]

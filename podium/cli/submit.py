@@ -1,0 +1,119 @@
+"""`podium submit`: sbatch's interface. Lean on purpose (no pydantic, no Rich)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+import click
+
+from podium.cli.client import Client
+from podium.errors import SpecError
+from podium.spec.options import OPTIONS, Given, split_command_line
+
+TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED"}
+
+
+def _token(g: Given) -> str:
+    return f"--{g.long}" if g.value is None else f"--{g.long}={g.value}"
+
+
+def build_request(args: list[str], stdin_script: str | None = None) -> tuple[dict[str, Any], dict[str, Given]]:
+    """Turn `podium submit` arguments into the API request and the client-side options."""
+    given, script_path, script_args = split_command_line(args)
+    client_opts = {g.long: g for g in given if OPTIONS[g.long].scope == "cli"}
+    tokens = [_token(g) for g in given if OPTIONS[g.long].scope != "cli"]
+    request: dict[str, Any] = {
+        "options": tokens,
+        "cwd": os.getcwd(),
+        "environment": dict(os.environ),
+        "script_args": script_args,
+        "test_only": "test-only" in client_opts,
+    }
+    if "wrap" in client_opts:
+        if script_path is not None:
+            raise SpecError(f"give either a script ({script_path}) or --wrap, not both")
+        request["wrap"] = client_opts["wrap"].value
+    if "file" in client_opts:
+        path = str(client_opts["file"].value)
+        try:
+            with open(path) as fh:
+                request["yaml_text"] = fh.read()
+        except OSError as exc:
+            raise SpecError(f"cannot read job file {path}: {exc.strerror}") from None
+    if script_path is not None:
+        try:
+            with open(script_path, encoding="utf-8", errors="strict") as fh:
+                request["script"] = fh.read()
+        except UnicodeDecodeError:
+            raise SpecError(f"{script_path} is not a text batch script") from None
+        except OSError as exc:
+            raise SpecError(f"cannot read batch script {script_path}: {exc.strerror}") from None
+        request["script_path"] = script_path
+    elif "wrap" not in client_opts and "file" not in client_opts and stdin_script is not None:
+        request["script"] = stdin_script
+    return request, client_opts
+
+
+@click.command(
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False,
+                      "help_option_names": ["--help"]},
+)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def submit(args: tuple[str, ...]) -> None:
+    """Submit a job: podium submit [sbatch options] SCRIPT [ARGS], --wrap CMD, or -f job.yaml.
+
+    #SBATCH and #PODIUM lines in the script are honoured; options given here override
+    them. Client options: --json (full record), --parsable (id only), --wait (block
+    until the job ends and exit with its code), --test-only (validate, queue nothing),
+    --quiet.
+    """
+    stdin_script = None
+    argv = list(args)
+    if not sys.stdin.isatty():
+        given, script_path, _ = split_command_line(argv)
+        if script_path is None and not any(g.long in ("wrap", "file") for g in given):
+            stdin_script = sys.stdin.read()
+    request, opts = build_request(argv, stdin_script)
+    if "script" not in request and "wrap" not in request and "yaml_text" not in request:
+        raise SpecError("nothing to run: give a batch script, --wrap \"CMD\" or -f job.yaml")
+    client = Client()
+    jobs = client.post("/v1/jobs", request)["jobs"]
+    first = jobs[0]
+    if request["test_only"]:
+        if "json" in opts:
+            click.echo(json.dumps(first, indent=2))
+        else:
+            click.echo(
+                f"Job would be queued: {first['gpus']} GPUs, {first['cpus']} CPUs, "
+                f"{first['mem_mb']} MiB in partition {first['partition']} (QoS {first['qos']})"
+            )
+        return
+    job_id = first["array_job_id"] or first["job_id"]
+    if "json" in opts:
+        click.echo(json.dumps(jobs if len(jobs) > 1 else first, indent=2))
+    elif "parsable" in opts:
+        click.echo(str(job_id))
+    elif "quiet" not in opts:
+        click.echo(f"Submitted batch job {job_id}")
+    if "wait" in opts:
+        sys.exit(_wait(client, [j["job_id"] for j in jobs]))
+
+
+def _wait(client: Client, job_ids: list[int]) -> int:
+    """Block until every job has ended; return the highest exit code (1 if none)."""
+    worst = 0
+    for job_id in job_ids:
+        while True:
+            job = client.get(f"/v1/jobs/{job_id}")
+            if job["state"] in TERMINAL:
+                break
+            time.sleep(0.25)
+        code = job["exit_code"]
+        if job["state"] != "COMPLETED":
+            code = code or 1
+        worst = max(worst, code or 0)
+    return worst

@@ -1,0 +1,171 @@
+"""The REST API (FastAPI). Every route answers JSON; errors are {"error": one line}.
+
+The caller is identified by the socket's peer credentials (see `peer`), never by
+anything in the request.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from podium import __version__
+from podium.errors import PermissionDenied, PodiumError, SpecError
+from podium.server.controller import Caller, Controller
+from podium.server.peer import SCOPE_KEY, PeerCred
+from podium.spec.build import SubmitRequest
+from podium.spec.job import JobState
+
+
+class Selection(BaseModel):
+    """Jobs to act on: ids, and/or filters (as scancel)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job_ids: list[int] = Field(default_factory=list)
+    user: str | None = None
+    name: str | None = None
+    states: list[str] | None = None
+
+
+class DrainRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str
+
+
+def _states(text: str | None) -> list[str] | None:
+    if text is None or text == "":
+        return None
+    states = [s.strip().upper() for s in text.split(",") if s.strip()]
+    valid = {s.value for s in JobState}
+    bad = [s for s in states if s not in valid]
+    if bad:
+        raise SpecError(f"unknown state {bad[0]!r}: expected one of {', '.join(sorted(valid))}")
+    return states
+
+
+def create_app(controller: Controller, wake: Callable[[], None], stop: Callable[[], None]) -> FastAPI:
+    """The API over `controller`; `wake` prompts a scheduling pass, `stop` the shutdown."""
+    app = FastAPI(title="Podium", version=__version__, docs_url=None, redoc_url=None)
+
+    def caller(request: Request) -> Caller:
+        cred: PeerCred | None = request.scope.get(SCOPE_KEY)
+        if cred is None:
+            raise PermissionDenied("caller unknown: connect through the unix socket")
+        return controller.caller(cred.uid, cred.gid)
+
+    @app.exception_handler(PodiumError)
+    async def podium_error(_: Request, exc: PodiumError) -> JSONResponse:
+        return JSONResponse({"error": str(exc)}, status_code=exc.http_status)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err.get("loc", ()))
+        return JSONResponse(
+            {"error": f"invalid request: {where}: {err.get('msg', 'invalid')}"}, status_code=400
+        )
+
+    @app.exception_handler(Exception)
+    async def internal_error(_: Request, exc: Exception) -> JSONResponse:
+        return JSONResponse(
+            {"error": f"internal error: {type(exc).__name__}: {exc}"}, status_code=500
+        )
+
+    @app.get("/v1/ping")
+    async def ping(request: Request) -> dict[str, Any]:
+        who = caller(request)
+        return {
+            "version": __version__,
+            "pid": os.getpid(),
+            "node": controller.node_name,
+            "you": who.name,
+            "admin": who.is_admin,
+        }
+
+    @app.post("/v1/jobs")
+    async def submit(request: Request, body: SubmitRequest) -> dict[str, Any]:
+        jobs = controller.submit(body, caller(request))
+        if not body.test_only:
+            wake()
+        return {"jobs": jobs}
+
+    @app.get("/v1/jobs")
+    async def list_jobs(
+        request: Request,
+        state: str | None = None,
+        user: str | None = None,
+        name: str | None = None,
+        all: bool = False,
+    ) -> dict[str, Any]:
+        caller(request)
+        states = _states(state)
+        if states is None and not all:
+            states = [JobState.PENDING.value, JobState.RUNNING.value]
+        return {"jobs": controller.list_jobs(states=states, user=user, name=name)}
+
+    @app.get("/v1/jobs/{job_id}")
+    async def show(request: Request, job_id: int) -> dict[str, Any]:
+        caller(request)
+        return controller.show(job_id)
+
+    @app.post("/v1/jobs/cancel")
+    async def cancel(request: Request, body: Selection) -> dict[str, Any]:
+        states = _states(",".join(body.states)) if body.states else None
+        done = controller.cancel(caller(request), body.job_ids, body.user, body.name, states)
+        wake()
+        return {"cancelled": done}
+
+    @app.post("/v1/jobs/hold")
+    async def hold(request: Request, body: Selection) -> dict[str, Any]:
+        return {"held": controller.hold(caller(request), body.job_ids, True)}
+
+    @app.post("/v1/jobs/release")
+    async def release(request: Request, body: Selection) -> dict[str, Any]:
+        done = controller.hold(caller(request), body.job_ids, False)
+        wake()
+        return {"released": done}
+
+    @app.get("/v1/acct")
+    async def acct(
+        request: Request,
+        state: str | None = None,
+        user: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+    ) -> dict[str, Any]:
+        caller(request)
+        jobs = controller.list_jobs(states=_states(state), user=user, since=since, until=until)
+        return {"jobs": [j for j in jobs if j["start_time"] is not None or j["end_time"]]}
+
+    @app.get("/v1/nodes")
+    async def nodes(request: Request) -> dict[str, Any]:
+        caller(request)
+        return {"nodes": controller.nodes()}
+
+    @app.post("/v1/nodes/{node}/drain")
+    async def drain(request: Request, node: str, body: DrainRequest) -> dict[str, Any]:
+        return controller.drain(caller(request), node, body.reason)
+
+    @app.post("/v1/nodes/{node}/resume")
+    async def resume(request: Request, node: str) -> dict[str, Any]:
+        result = controller.resume(caller(request), node)
+        wake()
+        return result
+
+    @app.post("/v1/shutdown")
+    async def shutdown(request: Request) -> dict[str, Any]:
+        who = caller(request)
+        if not who.is_admin:
+            raise PermissionDenied("stopping the daemon is for its owner or root")
+        stop()
+        return {"stopping": True, "running_jobs_kept": True}
+
+    return app

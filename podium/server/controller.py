@@ -1,0 +1,490 @@
+"""The daemon's core: accepts requests, runs scheduling passes, tracks jobs to the end.
+
+All methods run on the daemon's event-loop thread; the store is used from there only.
+Data flows one way: request -> store -> sched.schedule (pure) -> executor -> store.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pwd
+import subprocess
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from podium.errors import NotFound, PermissionDenied, SpecError
+from podium.node.inventory import GpuInfo
+from podium.run.executor import LaunchError, LocalExecutor
+from podium.run.patterns import expand
+from podium.run.plan import LaunchPlan, TaskPlan
+from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot, schedule
+from podium.sched.model import Reason
+from podium.server.records import job_record
+from podium.spec.build import SubmitRequest, Submitter, build_job
+from podium.spec.cluster import ClusterConfig
+from podium.spec.job import JobSpec, JobState
+from podium.store.db import Row, Store, spec_of
+
+log = logging.getLogger("podium.controller")
+
+ACTIVE = (JobState.PENDING.value, JobState.RUNNING.value)
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is calling, from the socket's peer credentials."""
+
+    uid: int
+    gid: int
+    name: str
+    is_admin: bool
+
+
+def user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+class Controller:
+    """Owns the store, the executor and the scheduling passes of one embedded cluster."""
+
+    def __init__(
+        self,
+        home: Path,
+        config: ClusterConfig,
+        store: Store,
+        executor: LocalExecutor,
+        gpus: list[GpuInfo],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.home = home
+        self.config = config
+        self.store = store
+        self.executor = executor
+        self.gpus = gpus
+        self.clock = clock
+        self.owner_uid = os.geteuid()
+        self._specs: dict[int, JobSpec] = {}
+        self._cancel_requested: set[int] = set()
+        self.node_name = config.node.name
+        store.ensure_node(self.node_name)
+
+    # --- identity ----------------------------------------------------------------
+
+    def caller(self, uid: int, gid: int) -> Caller:
+        return Caller(uid, gid, user_name(uid), uid in (0, self.owner_uid))
+
+    def _require_admin(self, who: Caller, what: str) -> None:
+        if not who.is_admin:
+            raise PermissionDenied(
+                f"{what} is for the administrator ({user_name(self.owner_uid)} or root); "
+                f"you are {who.name}"
+            )
+
+    # --- submit ------------------------------------------------------------------
+
+    def submit(self, req: SubmitRequest, who: Caller) -> list[dict[str, Any]]:
+        """Validate and commit a job (all tasks of an array); return their records.
+
+        Nothing is stored when the request is invalid or `test_only` is set.
+        """
+        if self.owner_uid != 0 and who.uid != self.owner_uid:
+            raise PermissionDenied(
+                f"this daemon runs as {user_name(self.owner_uid)} and can run jobs only for "
+                f"that user; start it as root to serve several users"
+            )
+        now = self.clock()
+        built = build_job(req, self.config, Submitter(who.uid, who.gid, who.name, who.is_admin), now)
+        spec = built.spec
+        dep_ids = {j for d in spec.dependencies for j in d.job_ids}
+        if dep_ids:
+            known = set(self.store.states_of(dep_ids)) | set(self.store.array_members(dep_ids))
+            missing = sorted(dep_ids - known)
+            if missing:
+                raise SpecError(
+                    f"{built.dependency_where}: --dependency: no job {missing[0]} "
+                    "(dependencies must name submitted jobs)"
+                )
+        if req.test_only:
+            return [
+                {
+                    "job_id": None,
+                    "name": spec.name,
+                    "state": "WOULD_QUEUE",
+                    "gpus": spec.gpus,
+                    "cpus": spec.cpus,
+                    "mem_mb": spec.mem_mb,
+                    "partition": spec.partition,
+                    "qos": spec.qos,
+                    "time_limit_s": spec.time_limit_s,
+                    "array_tasks": len(spec.array.indices) if spec.array else None,
+                }
+            ]
+        ids = self.store.insert_jobs(spec, uid=who.uid, gid=who.gid, user=who.name, now=now)
+        for job_id in ids:
+            self._specs[job_id] = spec
+        return [job_record(r, now) for r in self.store.jobs_by_ids(ids)]
+
+    # --- queries -----------------------------------------------------------------
+
+    def list_jobs(
+        self,
+        *,
+        states: Iterable[str] | None = None,
+        user: str | None = None,
+        name: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+    ) -> list[dict[str, Any]]:
+        now = self.clock()
+        rows = self.store.jobs(states=states, user=user, name=name, since=since, until=until)
+        return [job_record(r, now) for r in rows]
+
+    def show(self, job_id: int) -> dict[str, Any]:
+        now = self.clock()
+        row = self.store.job(job_id)
+        record = job_record(row, now)
+        spec = spec_of(row)
+        record["script"] = spec.script
+        record["spec"] = spec.model_dump(mode="json", exclude={"environment", "script"})
+        record["events"] = [
+            {"time": e["time"], "kind": e["kind"], "detail": e["detail"]}
+            for e in self.store.events(job_id)
+        ]
+        return record
+
+    def nodes(self) -> list[dict[str, Any]]:
+        running = self.store.jobs(states=[JobState.RUNNING.value])
+        owner: dict[int, int] = {}
+        cpus_alloc = mem_alloc = 0
+        for r in running:
+            cpus_alloc += r["cpus"]
+            mem_alloc += r["mem_mb"]
+            for g in spec_gpu_ids(r):
+                owner[g] = r["job_id"]
+        node_row = self.store.node(self.node_name)
+        used = len(owner)
+        total = len(self.gpus)
+        if node_row["admin_state"] == "drain":
+            state = "draining" if running else "drained"
+        elif not running:
+            state = "idle"
+        elif (total and used == total) or cpus_alloc >= self.config.node.cpus:
+            state = "allocated"
+        else:
+            state = "mixed"
+        return [
+            {
+                "node": self.node_name,
+                "state": state,
+                "reason": node_row["reason"],
+                "cpus_total": self.config.node.cpus,
+                "cpus_alloc": cpus_alloc,
+                "mem_total_mb": self.config.node.memory_mb,
+                "mem_alloc_mb": mem_alloc,
+                "gpus_total": total,
+                "gpus_used": used,
+                "gpu_type": self.gpus[0].type if self.gpus else None,
+                "features": self.config.node.features,
+                "partitions": [p.name for p in self.config.partitions],
+                "gpus": [
+                    {"index": g.index, "type": g.type, "memory_mb": g.memory_mb,
+                     "uuid": g.uuid, "job_id": owner.get(g.index)}
+                    for g in self.gpus
+                ],
+            }
+        ]
+
+    # --- changes -----------------------------------------------------------------
+
+    def _select(
+        self,
+        who: Caller,
+        job_ids: list[int],
+        user: str | None,
+        name: str | None,
+        states: list[str] | None,
+        allowed_states: tuple[str, ...],
+    ) -> list[Row]:
+        if user is not None and user != who.name and not who.is_admin:
+            raise PermissionDenied(f"you are {who.name}: you may act only on your own jobs")
+        if job_ids:
+            rows = self.store.jobs_by_ids(job_ids)
+            found = {r["job_id"] for r in rows} | {r["array_job_id"] for r in rows}
+            missing = [j for j in job_ids if j not in found]
+            if missing:
+                raise NotFound(f"no job {missing[0]}")
+        else:
+            if user is None and name is None and states is None:
+                raise SpecError("name jobs by id, or select them with --user, --name or --state")
+            rows = self.store.jobs(states=allowed_states)
+            if not who.is_admin and user is None:
+                user = who.name
+        picked = [
+            r for r in rows
+            if (user is None or r["user"] == user)
+            and (name is None or r["name"] == name)
+            and (states is None or r["state"] in states)
+        ]
+        foreign = [r for r in picked if r["uid"] != who.uid and not who.is_admin]
+        if foreign:
+            r = foreign[0]
+            raise PermissionDenied(
+                f"job {r['job_id']} belongs to {r['user']}; you may act only on your own jobs"
+            )
+        return picked
+
+    def cancel(
+        self,
+        who: Caller,
+        job_ids: list[int],
+        user: str | None = None,
+        name: str | None = None,
+        states: list[str] | None = None,
+    ) -> list[int]:
+        """Cancel pending jobs at once and ask supervisors to stop running ones."""
+        rows = self._select(who, job_ids, user, name, states, ACTIVE)
+        now = self.clock()
+        pending = [r["job_id"] for r in rows if r["state"] == JobState.PENDING.value]
+        done = self.store.cancel_pending(pending, now)
+        for r in rows:
+            if r["state"] == JobState.RUNNING.value:
+                self._cancel_requested.add(r["job_id"])
+                self.executor.cancel(r["job_id"], r["supervisor_pid"])
+                done.append(r["job_id"])
+        return sorted(done)
+
+    def hold(self, who: Caller, job_ids: list[int], held: bool) -> list[int]:
+        rows = self._select(who, job_ids, None, None, None, ACTIVE)
+        return self.store.set_held(
+            [r["job_id"] for r in rows if r["state"] == JobState.PENDING.value], held, self.clock()
+        )
+
+    def drain(self, who: Caller, node: str, reason: str) -> dict[str, Any]:
+        self._require_admin(who, "draining a node")
+        self.store.node(node)
+        if not reason.strip():
+            raise SpecError("a drain needs a reason: podium drain NODE --reason TEXT")
+        self.store.set_node_state(node, "drain", reason.strip(), who.uid, self.clock())
+        return self.nodes()[0]
+
+    def resume(self, who: Caller, node: str) -> dict[str, Any]:
+        self._require_admin(who, "resuming a node")
+        if self.store.node(node)["admin_state"] != "drain":
+            raise SpecError(f"node {node} is not drained: nothing to resume")
+        self.store.set_node_state(node, "up", None, who.uid, self.clock())
+        return self.nodes()[0]
+
+    # --- the loop ------------------------------------------------------------------
+
+    def recover(self) -> dict[str, int]:
+        """After a (re)start: adopt running jobs, record ends that happened meanwhile,
+        and put back jobs whose supervisor never started. Returns counts."""
+        counts = {"adopted": 0, "ended": 0, "relaunch": 0, "lost": 0}
+        for row in self.store.jobs(states=[JobState.RUNNING.value]):
+            status = self._collect(row)
+            counts[status] = counts.get(status, 0) + 1
+        return counts
+
+    def _collect(self, row: Row) -> str:
+        job_id = row["job_id"]
+        poll = self.executor.poll(job_id)
+        now = self.clock()
+        if poll.status == "running":
+            return "adopted"
+        if poll.status == "ended" and poll.result is not None:
+            res = poll.result
+            self.store.mark_ended(
+                job_id, state=JobState(res.state), exit_code=res.exit_code, signal=res.signal,
+                end_time=res.end_time, reason=res.reason,
+            )
+            self._after_end(row, res.state)
+            return "ended"
+        if job_id in self._cancel_requested:
+            self.store.mark_ended(
+                job_id, state=JobState.CANCELLED, exit_code=None, signal=None, end_time=now
+            )
+            self._cancel_requested.discard(job_id)
+            return "ended"
+        if poll.status == "unlaunched":
+            self.store.requeue_unlaunched(job_id, now)
+            return "relaunch"
+        self.store.mark_ended(
+            job_id, state=JobState.NODE_FAIL, exit_code=None, signal=None, end_time=now,
+            reason="supervisor vanished",
+        )
+        self._after_end(row, JobState.NODE_FAIL.value)
+        return "lost"
+
+    def _after_end(self, row: Row, state: str) -> None:
+        self._cancel_requested.discard(row["job_id"])
+        self._specs.pop(row["job_id"], None)
+        kind = "END" if state == JobState.COMPLETED.value else "FAIL"
+        if state == JobState.TIMEOUT.value:
+            kind = "TIME_LIMIT"
+        self._mail(row, kind, f"ended {state}")
+
+    def _mail(self, row: Row, kind: str, what: str) -> None:
+        spec = self._spec(row)
+        if not spec.mail_types or not self.config.mail_command:
+            return
+        wanted = set(spec.mail_types)
+        if "ALL" not in wanted and kind not in wanted and not (
+            kind == "TIME_LIMIT" and "FAIL" in wanted
+        ):
+            return
+        subject = f"Podium job {row['job_id']} ({row['name']}) {what}"
+        try:
+            subprocess.Popen(
+                [self.config.mail_command, "-s", subject, spec.mail_user or row["user"]],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            log.warning("mail for job %s failed: %s", row["job_id"], exc)
+
+    def _spec(self, row: Row) -> JobSpec:
+        spec = self._specs.get(row["job_id"])
+        if spec is None:
+            spec = spec_of(row)
+            self._specs[row["job_id"]] = spec
+        return spec
+
+    def snapshot(self) -> Snapshot:
+        """The scheduler's view of the cluster now."""
+        node_row = self.store.node(self.node_name)
+        view = NodeView(
+            name=self.node_name,
+            cpus=self.config.node.cpus,
+            memory_mb=self.config.node.memory_mb,
+            gpus=tuple(GpuSlot(g.index, g.type) for g in self.gpus),
+            schedulable=node_row["admin_state"] == "up",
+        )
+        running = []
+        for r in self.store.jobs(states=[JobState.RUNNING.value]):
+            spec = self._spec(r)
+            running.append(
+                Allocation(
+                    job_id=r["job_id"], node=r["node"] or self.node_name, user=r["user"],
+                    gpu_indices=tuple(spec_gpu_ids(r)), cpus=r["cpus"], mem_mb=r["mem_mb"],
+                    exclusive=spec.exclusive, name=r["name"], array_job_id=r["array_job_id"],
+                )
+            )
+        pending = []
+        dep_ids: set[int] = set()
+        for r in self.store.jobs(states=[JobState.PENDING.value]):
+            spec = self._spec(r)
+            qos = self.config.qos_level(r["qos"])
+            pending.append(
+                PendingJob(
+                    job_id=r["job_id"], user=r["user"], name=r["name"], partition=r["partition"],
+                    qos_priority=qos.priority if qos else 0, submit_time=r["submit_time"],
+                    cpus=r["cpus"], mem_mb=r["mem_mb"], gpus=r["gpus"], gpu_type=spec.gpu_type,
+                    exclusive=spec.exclusive, nice=r["nice"], held=bool(r["held"]),
+                    begin_time=spec.begin_time, dependencies=spec.dependencies,
+                    dependency_any=spec.dependency_any,
+                    kill_on_invalid_dep=spec.kill_on_invalid_dep,
+                    array_job_id=r["array_job_id"], array_throttle=r["array_throttle"],
+                )
+            )
+            dep_ids.update(j for d in spec.dependencies for j in d.job_ids)
+        return Snapshot(
+            nodes=(view,),
+            running=tuple(running),
+            pending=tuple(pending),
+            job_states=self.store.states_of(dep_ids),
+            array_members=self.store.array_members(dep_ids),
+        )
+
+    def tick(self) -> int:
+        """One pass: collect ended jobs, schedule, start what was decided. Returns starts."""
+        for row in self.store.jobs(states=[JobState.RUNNING.value]):
+            self._collect(row)
+        decisions = schedule(self.snapshot(), self.clock())
+        if decisions.cancels:
+            self.store.cancel_pending(decisions.cancels, self.clock(), Reason.DEPENDENCY_NEVER)
+        self.store.set_reasons(dict(decisions.reasons))
+        for start in decisions.starts:
+            self._start(start.job_id, start.gpu_indices, start.cpus, start.mem_mb)
+        return len(decisions.starts)
+
+    def _start(self, job_id: int, gpu_ids: tuple[int, ...], cpus: int, mem_mb: int) -> None:
+        row = self.store.job(job_id)
+        spec = self._spec(row)
+        now = self.clock()
+
+        def path(pattern: str) -> str:
+            expanded = expand(
+                pattern, job_id=job_id, name=row["name"], user=row["user"], node=self.node_name,
+                array_job_id=row["array_job_id"], array_task_id=row["array_task_id"],
+            )
+            return os.path.join(spec.work_dir, expanded)
+
+        stdout = path(spec.output)
+        stderr = path(spec.error) if spec.error else stdout
+        self.store.mark_running(
+            job_id, node=self.node_name, gpu_ids=gpu_ids, cpus=cpus, mem_mb=mem_mb,
+            stdout=stdout, stderr=stderr, now=now,
+        )
+        try:
+            plan = self._plan(row, spec, list(gpu_ids), cpus)
+            pid = self.executor.launch(plan, spec.script)
+        except (LaunchError, OSError) as exc:
+            log.error("job %s: launch failed: %s", job_id, exc)
+            self.store.mark_ended(
+                job_id, state=JobState.FAILED, exit_code=None, signal=None,
+                end_time=self.clock(), reason=f"launch failed: {exc}",
+            )
+            return
+        self.store.set_supervisor(job_id, pid)
+        self._mail(row, "BEGIN", "began")
+
+    def _plan(self, row: Row, spec: JobSpec, gpu_ids: list[int], cpus: int) -> LaunchPlan:
+        uid, gid, user = row["uid"], row["gid"], row["user"]
+        try:
+            groups = os.getgrouplist(user, gid)
+        except (KeyError, OSError):
+            groups = [gid]
+        checkpoint = spec.checkpoint_dir or str(self.home / "checkpoints" / str(row["job_id"]))
+        if spec.checkpoint_dir is None:
+            Path(checkpoint).mkdir(parents=True, exist_ok=True)
+            if os.geteuid() == 0:
+                os.chown(checkpoint, uid, gid)
+        tasks = []
+        for i in range(spec.ntasks):
+            if spec.gpus_per_task:
+                mine = gpu_ids[i * spec.gpus_per_task : (i + 1) * spec.gpus_per_task]
+            else:
+                mine = gpu_ids
+            tasks.append(TaskPlan(procid=i, localid=i, gpu_ids=mine))
+        script_path = str(self.executor.job_dir(row["job_id"]) / "script")
+        sig = spec.signal
+        return LaunchPlan(
+            job_id=row["job_id"], name=row["name"], user=user, uid=uid, gid=gid, groups=groups,
+            argv=[script_path, *spec.script_args], work_dir=spec.work_dir,
+            submit_dir=spec.submit_dir, environment=spec.environment, tasks=tasks,
+            stdout=spec.output, stderr=spec.error, stdin=spec.input, open_mode=spec.open_mode,
+            node=self.node_name, gpu_ids=gpu_ids, cpus=cpus, cpus_per_task=spec.cpus_per_task,
+            time_limit_s=spec.time_limit_s, kill_wait_s=self.config.kill_wait_s,
+            signal_num=sig.signum if sig else None,
+            signal_before_s=sig.seconds_before if sig else 60,
+            signal_batch_only=sig.batch_only if sig else False,
+            array_job_id=row["array_job_id"], array_task_id=row["array_task_id"],
+            restart_count=row["restart_count"], checkpoint_dir=checkpoint,
+            partition=row["partition"], qos=row["qos"], account=row["account"],
+        )
+
+
+def spec_gpu_ids(row: Row) -> list[int]:
+    """The GPU indices a running job holds."""
+    return list(json.loads(row["gpu_ids"])) if row["gpu_ids"] else []
+
+
+__all__ = ["Caller", "Controller"]

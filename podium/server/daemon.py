@@ -1,0 +1,163 @@
+"""The daemon process: `python -m podium.server.daemon` (what `podium up` starts).
+
+One daemon per PODIUM_HOME, enforced by a lock held for its lifetime. Stopping it
+(`podium down`, SIGTERM) leaves running jobs running: their supervisors are detached,
+and the next daemon adopts them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import uvicorn
+from fastapi import FastAPI
+
+from podium import paths
+from podium.errors import PodiumError
+from podium.node.inventory import resolve_inventory
+from podium.run.executor import LocalExecutor
+from podium.server.app import create_app
+from podium.server.controller import Controller
+from podium.server.peer import PeerCredProtocol
+from podium.spec.cluster import (
+    ClusterConfig,
+    GpuInventory,
+    default_config,
+    dump_config,
+    load_config,
+)
+from podium.store.db import Store
+
+log = logging.getLogger("podium.daemon")
+
+
+def resolve_config(
+    home: Path, config_file: Path | None, gpus: int | None, cpus: int | None
+) -> ClusterConfig:
+    """The config to run with.
+
+    An explicit file wins, then HOME/cluster.yaml; without either, the default is
+    written to HOME/cluster.yaml, unless --gpus was given (then nothing is written).
+    --gpus and --cpus override the node's declaration for this run only.
+    """
+    path = config_file or paths.config_path(home)
+    if path.exists():
+        config = load_config(path)
+    else:
+        if config_file is not None:
+            return load_config(config_file)  # raises the "cannot read" error
+        config = default_config()
+        if gpus is None and cpus is None:
+            path.write_text(dump_config(config))
+    if gpus is not None:
+        gpu_type = config.node.gpus.type
+        config.node.gpus = GpuInventory(
+            source="declared", count=gpus, type=gpu_type, memory_mb=config.node.gpus.memory_mb or 81920
+        )
+    if cpus is not None:
+        config.node.cpus = cpus
+    return config
+
+
+def take_instance_lock(home: Path) -> int:
+    """Hold HOME/daemon.lock for the life of the process; exit if another daemon has it."""
+    fd = os.open(home / "daemon.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise PodiumError(f"a Podium daemon is already running for {home}") from None
+    return fd
+
+
+def serve(home: Path, config: ClusterConfig) -> None:
+    """Run the daemon in this process until it is stopped."""
+    home.mkdir(parents=True, exist_ok=True)
+    os.chmod(home, 0o755)
+    lock_fd = take_instance_lock(home)
+    store = Store(paths.db_path(home))
+    gpus = resolve_inventory(config.node.gpus)
+    config.node.gpus.count = len(gpus)
+    executor = LocalExecutor(home / "jobs")
+    controller = Controller(home, config, store, executor, gpus)
+    counts = controller.recover()
+    log.info("recovered running jobs: %s", counts)
+
+    wake_event = asyncio.Event()
+    server: uvicorn.Server | None = None
+
+    def wake() -> None:
+        wake_event.set()
+
+    def stop() -> None:
+        if server is not None:
+            server.should_exit = True
+
+    async def loop() -> None:
+        while True:
+            try:
+                controller.tick()
+            except Exception:
+                log.exception("scheduling pass failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake_event.wait(), config.scheduler_interval_s)
+            wake_event.clear()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        task = asyncio.create_task(loop())
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    app = create_app(controller, wake, stop)
+    app.router.lifespan_context = lifespan
+    sock = paths.socket_path(home)
+    sock.unlink(missing_ok=True)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app, uds=str(sock), http=PeerCredProtocol, log_level="warning",
+            access_log=False, lifespan="on", timeout_graceful_shutdown=5,
+        )
+    )
+    paths.pid_path(home).write_text(f"{os.getpid()}\n")
+    try:
+        server.run()
+    finally:
+        sock.unlink(missing_ok=True)
+        paths.pid_path(home).unlink(missing_ok=True)
+        store.close()
+        os.close(lock_fd)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="podiumd", description="The Podium daemon.")
+    parser.add_argument("--home", type=Path, default=None)
+    parser.add_argument("--config", type=Path, default=None)
+    parser.add_argument("--gpus", type=int, default=None)
+    parser.add_argument("--cpus", type=int, default=None)
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    home = (args.home or paths.home()).absolute()
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        config = resolve_config(home, args.config, args.gpus, args.cpus)
+        serve(home, config)
+    except PodiumError as exc:
+        print(f"podium: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

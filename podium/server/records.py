@@ -1,0 +1,74 @@
+"""The JSON views of jobs and nodes: stable snake_case keys, shared by API and CLI."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+from podium.store.db import Row
+
+
+def iso(ts: float | None) -> str | None:
+    """An epoch time as ISO 8601 with the local UTC offset, to the second."""
+    if ts is None:
+        return None
+    return dt.datetime.fromtimestamp(ts).astimezone().isoformat(timespec="seconds")
+
+
+def display_id(row: Row) -> str:
+    """The id users see: "12" or, for an array task, "ARRAY_TASK" (e.g. "12_3")."""
+    if row["array_job_id"] is not None:
+        return f"{row['array_job_id']}_{row['array_task_id']}"
+    return str(row["job_id"])
+
+
+def job_record(row: Row, now: float) -> dict[str, Any]:
+    """A job as the API and `--json` show it."""
+    start, end = row["start_time"], row["end_time"]
+    elapsed = 0.0
+    if start is not None:
+        elapsed = max(0.0, (end if end is not None else now) - start)
+    spec = json.loads(row["spec"])
+    deps = spec.get("dependencies") or []
+    sep = "?" if spec.get("dependency_any") else ","
+    dependency = sep.join(
+        d["kind"] + "".join(f":{j}" for j in d.get("job_ids", [])) for d in deps
+    ) or None
+    return {
+        "job_id": row["job_id"],
+        "display_id": display_id(row),
+        "array_job_id": row["array_job_id"],
+        "array_task_id": row["array_task_id"],
+        "name": row["name"],
+        "user": row["user"],
+        "uid": row["uid"],
+        "account": row["account"],
+        "state": row["state"],
+        "reason": row["reason"],
+        "partition": row["partition"],
+        "qos": row["qos"],
+        "nice": row["nice"],
+        "held": bool(row["held"]),
+        "gpus": row["gpus"],
+        "gpu_ids": json.loads(row["gpu_ids"]) if row["gpu_ids"] else [],
+        "cpus": row["cpus"],
+        "mem_mb": row["mem_mb"],
+        "ntasks": spec.get("ntasks", 1),
+        "node": row["node"],
+        "time_limit_s": row["time_limit_s"],
+        "exit_code": row["exit_code"],
+        "signal": row["signal"],
+        "submit_time": iso(row["submit_time"]),
+        "start_time": iso(start),
+        "end_time": iso(end),
+        "elapsed_s": round(elapsed, 3),
+        "gpu_seconds": round(elapsed * row["gpus"], 3),
+        "cpu_seconds": round(elapsed * row["cpus"], 3),
+        "restart_count": row["restart_count"],
+        "dependency": dependency,
+        "stdout": row["stdout"],
+        "stderr": row["stderr"],
+        "work_dir": row["work_dir"],
+        "comment": spec.get("comment"),
+    }
