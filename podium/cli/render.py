@@ -37,7 +37,7 @@ def _short_time(iso: str | None) -> str:
 def queue_rows(jobs: list[dict[str, Any]]) -> list[list[Any]]:
     rows = []
     for j in jobs:
-        where = j["node"] if j["state"] == "RUNNING" else f"({j['reason']})"
+        where = f"({j['reason']})" if j["state"] == "PENDING" else (j["node"] or "")
         rows.append([
             j["display_id"], j["name"], j["user"], j["account"], j["qos"], j["state"],
             format_duration(j["elapsed_s"]), j["gpus"], where,

@@ -1,0 +1,165 @@
+"""A small real PyTorch training job for Podium (CPU or GPU, one or many ranks).
+
+It reads its place from the environment Podium gives every task (RANK, WORLD_SIZE,
+LOCAL_RANK, MASTER_ADDR/PORT, CUDA_VISIBLE_DEVICES, PODIUM_CHECKPOINT_DIR), trains
+a tiny BERT-, GPT- or ResNet-like model on synthetic data with DistributedDataParallel
+when there are several ranks, saves a checkpoint every few steps (rank 0, atomically),
+and resumes from the last checkpoint when restarted. On SIGTERM (preemption, time
+limit, cancel) it saves a checkpoint before exiting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+VOCAB, SEQ, WIDTH = 512, 32, 64
+
+
+class TinyTransformer(nn.Module):
+    """BERT-like (bidirectional) or GPT-like (causal) language model."""
+
+    def __init__(self, causal: bool) -> None:
+        super().__init__()
+        self.causal = causal
+        self.embed = nn.Embedding(VOCAB, WIDTH)
+        layer = nn.TransformerEncoderLayer(WIDTH, nhead=4, dim_feedforward=128, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, num_layers=2)
+        self.head = nn.Linear(WIDTH, VOCAB)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        mask = None
+        if self.causal:
+            mask = nn.Transformer.generate_square_subsequent_mask(tokens.shape[1])
+            mask = mask.to(tokens.device)
+        return self.head(self.encoder(self.embed(tokens), mask=mask, is_causal=self.causal))
+
+
+class TinyResNet(nn.Module):
+    """Two residual blocks and a classifier over 3x32x32 images."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, padding=1)
+        self.blocks = nn.ModuleList(
+            nn.Sequential(nn.Conv2d(16, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                          nn.Conv2d(16, 16, 3, padding=1), nn.BatchNorm2d(16))
+            for _ in range(2)
+        )
+        self.head = nn.Linear(16, 10)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.stem(images))
+        for block in self.blocks:
+            x = torch.relu(x + block(x))
+        return self.head(x.mean(dim=(2, 3)))
+
+
+def batch(model_name: str, step: int, rank: int, device: torch.device):
+    """Synthetic data, a pure function of (step, rank): a resumed run sees the same data."""
+    gen = torch.Generator().manual_seed(step * 1000 + rank)
+    if model_name == "resnet":
+        images = torch.randn(16, 3, 32, 32, generator=gen)
+        labels = torch.randint(0, 10, (16,), generator=gen)
+        return images.to(device), labels.to(device)
+    tokens = torch.randint(0, VOCAB, (16, SEQ), generator=gen)
+    if model_name == "gpt":
+        return tokens[:, :-1].to(device), tokens[:, 1:].to(device)
+    masked = tokens.clone()
+    masked[:, ::4] = 0  # "mask" every fourth token; predict the originals
+    return masked.to(device), tokens.to(device)
+
+
+def save(path: str, model: nn.Module, optimizer: torch.optim.Optimizer, step: int) -> None:
+    tmp = f"{path}.tmp"
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step},
+               tmp)
+    os.replace(tmp, path)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", choices=["bert", "gpt", "resnet"], required=True)
+    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--checkpoint-every", type=int, default=10)
+    parser.add_argument("--step-time", type=float, default=0.0,
+                        help="extra seconds per step (to stretch a demo)")
+    args = parser.parse_args()
+
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    if torch.cuda.is_available() and visible:
+        device = torch.device("cuda", local_rank % torch.cuda.device_count())
+        backend = "nccl"
+    else:
+        device = torch.device("cpu")
+        backend = "gloo"
+    if world > 1:
+        dist.init_process_group(backend, rank=rank, world_size=world)
+    job = os.environ.get("PODIUM_JOB_ID", "local")
+    print(f"[job {job} rank {rank}/{world}] model={args.model} device={device} "
+          f"CUDA_VISIBLE_DEVICES={visible or '(none)'} restart={os.environ.get('PODIUM_RESTART_COUNT', '0')}",
+          flush=True)
+
+    model: nn.Module = TinyResNet() if args.model == "resnet" else TinyTransformer(args.model == "gpt")
+    model = model.to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    ckpt_dir = os.environ.get("PODIUM_CHECKPOINT_DIR") or os.path.join(os.getcwd(), "checkpoints")
+    os.makedirs(ckpt_dir, exist_ok=True)
+    ckpt = os.path.join(ckpt_dir, f"{args.model}.pt")
+    start = 0
+    if os.path.exists(ckpt):
+        state = torch.load(ckpt, map_location=device)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        start = state["step"]
+        print(f"[job {job} rank {rank}] resumed from checkpoint at step {start}", flush=True)
+    if world > 1:
+        model = nn.parallel.DistributedDataParallel(model)
+    plain = model.module if world > 1 else model
+
+    stop = {"asked": False}
+    signal.signal(signal.SIGTERM, lambda *_: stop.update(asked=True))
+    loss_fn = nn.CrossEntropyLoss()
+    step = start
+    began = time.time()
+    while step < args.steps:
+        inputs, targets = batch(args.model, step, rank, device)
+        optimizer.zero_grad()
+        out = model(inputs)
+        loss = loss_fn(out.reshape(-1, out.shape[-1]), targets.reshape(-1))
+        loss.backward()
+        optimizer.step()
+        step += 1
+        if args.step_time:
+            time.sleep(args.step_time)
+        if rank == 0 and (step % args.checkpoint_every == 0 or step == args.steps):
+            save(ckpt, plain, optimizer, step)
+        if rank == 0 and (step % 10 == 0 or step == args.steps):
+            print(f"[job {job}] step {step}/{args.steps} loss {loss.item():.4f}", flush=True)
+        if stop["asked"]:
+            if rank == 0:
+                save(ckpt, plain, optimizer, step)
+                print(f"[job {job}] SIGTERM: checkpoint saved at step {step}", flush=True)
+            return 143
+    if rank == 0:
+        rate = (step - start) / max(time.time() - began, 1e-9)
+        print(f"[job {job}] done: {step} steps ({rate:.1f} steps/s), checkpoint {ckpt}", flush=True)
+    if world > 1:
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

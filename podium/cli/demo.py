@@ -1,0 +1,116 @@
+"""`podium demo`: the first seed document's scenario on an embedded 4-GPU cluster.
+
+Researcher A submits BERT (2 GPUs, normal), B submits GPT (2 GPUs, high), C submits
+ResNet (1 GPU, low), in that order. B and A run at once on all four GPUs; C waits for
+a GPU, then runs. Each job is the real PyTorch script in examples/. The queue is shown
+whenever it changes, and the accounting table at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from podium.cli import render
+from podium.cli.client import Client
+from podium.cli.daemon_cmds import start_daemon
+from podium.cli.submit import build_request
+from podium.errors import PodiumError
+
+SCENARIO = [
+    ("A", "train_bert.sh", "BERT, 2 GPUs, normal priority"),
+    ("B", "train_gpt.sh", "GPT, 2 GPUs, high priority"),
+    ("C", "train_resnet.sh", "ResNet, 1 GPU, low priority"),
+]
+TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED"}
+
+
+def examples_dir() -> Path:
+    """The example jobs: installed with the package, or beside it in a checkout."""
+    here = Path(__file__).resolve().parent.parent
+    for candidate in (here / "_examples", here.parent / "examples"):
+        if (candidate / "train.py").exists():
+            return candidate
+    raise PodiumError("cannot find the example jobs (examples/train.py)")
+
+
+def _submit(client: Client, script: Path, work: Path, env: dict[str, str]) -> dict[str, Any]:
+    request, _ = build_request([str(script)])
+    request["cwd"] = str(work)
+    request["environment"] = env
+    jobs: list[dict[str, Any]] = client.post("/v1/jobs", request)["jobs"]
+    return jobs[0]
+
+
+@click.command()
+@click.option("--home", type=click.Path(path_type=Path), default=None,
+              help="State directory for the demo cluster (default: a new temporary one).")
+@click.option("--keep", is_flag=True, help="Leave the demo daemon running at the end.")
+@click.option("--timeout", type=float, default=600.0, help="Give up after this many seconds.")
+def demo(home: Path | None, keep: bool, timeout: float) -> None:
+    """Run the three-researcher scenario on 4 declared GPUs and show the queue."""
+    home = (home or Path(tempfile.mkdtemp(prefix="podium-demo-"))).absolute()
+    work = home / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    examples = examples_dir()
+    started = start_daemon(home, gpus=4, cpus=8)
+    client = Client(home)
+    node = client.get("/v1/nodes")["nodes"][0]
+    click.echo(
+        f"Embedded cluster up (daemon pid {started['pid']}): node {node['node']}, "
+        f"{node['gpus_total']} declared GPUs, {node['cpus_total']} CPUs; home {home}\n"
+    )
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["PODIUM_EXAMPLES"] = str(examples)
+    ids: list[int] = []
+    for who, script, what in SCENARIO:
+        job = _submit(client, examples / script, work, env)
+        ids.append(job["job_id"])
+        click.echo(f"researcher {who} submits {what}: job {job['job_id']}")
+    click.echo("")
+    t0 = time.monotonic()
+    last: tuple[Any, ...] | None = None
+    try:
+        while True:
+            jobs = [client.get(f"/v1/jobs/{i}") for i in ids]
+            view = tuple((j["state"], j["reason"], tuple(j["gpu_ids"])) for j in jobs)
+            if view != last:
+                render.show_queue(jobs, title=f"queue at +{time.monotonic() - t0:.1f}s")
+                owners = ", ".join(
+                    f"GPU {g}: job {j['job_id']} ({j['name']})"
+                    for j in jobs if j["state"] == "RUNNING" for g in j["gpu_ids"]
+                )
+                click.echo(f"  {owners or 'no GPU in use'}\n")
+                last = view
+            if all(j["state"] in TERMINAL for j in jobs):
+                break
+            if time.monotonic() - t0 > timeout:
+                raise PodiumError(f"the demo jobs did not finish within {timeout:.0f}s")
+            time.sleep(0.2)
+        acct = [j for j in client.get("/v1/acct")["jobs"] if j["job_id"] in ids]
+        render.show_acct(acct, title="accounting")
+        for j in acct:
+            lines = Path(j["stdout"]).read_text().strip().splitlines() if j["stdout"] else []
+            click.echo(f"job {j['job_id']} ({j['name']}): {lines[-1] if lines else '(no output)'}")
+        by_name = {j["name"]: j for j in acct}
+        c_start = by_name["resnet"]["start_time"]
+        ab_ends = sorted(by_name[n]["end_time"] for n in ("bert", "gpt"))
+        ok = all(j["state"] == "COMPLETED" for j in acct) and c_start >= ab_ends[0]
+        click.echo(
+            "\nB and A shared the four GPUs; C waited for a free GPU and ran after "
+            f"{'A' if by_name['bert']['end_time'] == ab_ends[0] else 'B'} finished."
+            if ok else "\nThe scenario did not go as expected: see the tables above."
+        )
+    finally:
+        if not keep:
+            client.post("/v1/shutdown")
+            client.close()
+    if not ok:
+        sys.exit(1)
