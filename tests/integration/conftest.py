@@ -1,0 +1,184 @@
+"""Integration fixtures: a real daemon in a temporary PODIUM_HOME, driven by the CLI and API."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+BIN = Path(sys.executable).parent
+PODIUM = str(BIN / "podium")
+TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED"}
+
+CONFIG = """\
+node:
+  name: node0
+  cpus: {cpus}
+  memory_mb: 16000
+  gpus: {{source: declared, count: {gpus}, type: h100, memory_mb: 81920}}
+partitions:
+  - {{name: main, default: true}}
+  - {{name: short, max_time: "00:10:00"}}
+kill_wait_s: {kill_wait}
+scheduler_interval_s: 0.2
+"""
+
+pytestmark = pytest.mark.integration
+
+
+class Cluster:
+    """A running Podium daemon for one test (or module)."""
+
+    def __init__(self, home: Path, work: Path) -> None:
+        self.home = home
+        self.work = work
+        self.env = dict(os.environ, PODIUM_HOME=str(home), PATH=f"{BIN}:{os.environ['PATH']}")
+        self.daemon_pid: int | None = None
+
+    # -- daemon ------------------------------------------------------------------
+
+    def start(self, *extra: str) -> None:
+        result = self.cli("up", *extra)
+        assert result.returncode == 0, result.stderr
+        self.daemon_pid = int((self.home / "podiumd.pid").read_text())
+
+    def stop(self) -> None:
+        if (self.home / "podium.sock").exists():
+            self.cli("down", check=False)
+        self.daemon_pid = None
+
+    def kill9(self) -> None:
+        assert self.daemon_pid is not None
+        os.kill(self.daemon_pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.kill(self.daemon_pid, 0)
+            except ProcessLookupError:
+                break
+            _reap(self.daemon_pid)
+            time.sleep(0.02)
+        self.daemon_pid = None
+
+    def alive(self) -> bool:
+        return self.api().get("/v1/ping").status_code == 200
+
+    # -- clients -----------------------------------------------------------------
+
+    def cli(
+        self, *args: str, check: bool = False, cwd: Path | None = None, stdin: str | None = None,
+        user: str | None = None, env: dict[str, str] | None = None, timeout: float = 60,
+    ) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            [PODIUM, *args], capture_output=True, text=True, cwd=cwd or self.work,
+            env=env or self.env, input=stdin if stdin is not None else "", timeout=timeout,
+            user=user,
+        )
+        if check:
+            assert result.returncode == 0, f"podium {' '.join(args)}: {result.stderr}"
+        return result
+
+    def api(self) -> httpx.Client:
+        transport = httpx.HTTPTransport(uds=str(self.home / "podium.sock"))
+        return httpx.Client(transport=transport, base_url="http://podium", timeout=30)
+
+    def submit(self, *args: str, cwd: Path | None = None) -> int:
+        result = self.cli("submit", "--parsable", *args, cwd=cwd)
+        assert result.returncode == 0, result.stderr
+        return int(result.stdout.strip())
+
+    def script(self, body: str, name: str = "job.sh") -> Path:
+        path = self.work / name
+        path.write_text("#!/bin/bash\n" + body.lstrip("\n"))
+        return path
+
+    def job(self, job_id: int) -> dict[str, Any]:
+        result = self.cli("show", str(job_id), "--json", check=True)
+        data: dict[str, Any] = json.loads(result.stdout)
+        return data
+
+    def wait(self, job_id: int, states: set[str] | None = None, timeout: float = 60) -> dict[str, Any]:
+        states = states or TERMINAL
+        deadline = time.monotonic() + timeout
+        with self.api() as api:
+            while True:
+                job: dict[str, Any] = api.get(f"/v1/jobs/{job_id}").json()
+                if job["state"] in states:
+                    return job
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"job {job_id} still {job['state']} ({job['reason']})")
+                time.sleep(0.05)
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def make_cluster(gpus: int = 4, cpus: int = 8, kill_wait: float = 1.0, extra: str = "") -> Cluster:
+    home = Path(tempfile.mkdtemp(prefix="podium-test-", dir="/tmp"))
+    home.chmod(0o755)
+    work = home / "work"
+    work.mkdir()
+    work.chmod(0o777)
+    (home / "cluster.yaml").write_text(
+        CONFIG.format(gpus=gpus, cpus=cpus, kill_wait=kill_wait) + extra
+    )
+    return Cluster(home, work)
+
+
+def teardown_cluster(cluster: Cluster) -> None:
+    """Stop the daemon, then every supervisor it left (found by their job directories)."""
+    cluster.stop()
+    jobs = cluster.home / "jobs"
+    if jobs.exists():
+        for job_dir in jobs.iterdir():
+            started = job_dir / "started.json"
+            if started.exists() and not (job_dir / "result.json").exists():
+                try:
+                    os.kill(json.loads(started.read_text())["pid"], signal.SIGTERM)
+                except (ProcessLookupError, ValueError, KeyError):
+                    pass
+    deadline = time.monotonic() + 10
+    while jobs.exists() and time.monotonic() < deadline:
+        pending = [d for d in jobs.iterdir()
+                   if (d / "started.json").exists() and not (d / "result.json").exists()]
+        if not pending:
+            break
+        time.sleep(0.1)
+    shutil.rmtree(cluster.home, ignore_errors=True)
+
+
+@pytest.fixture
+def cluster() -> Iterator[Cluster]:
+    """A fresh daemon with 4 declared H100s and 8 CPUs."""
+    c = make_cluster()
+    c.start()
+    try:
+        yield c
+    finally:
+        teardown_cluster(c)
+
+
+@pytest.fixture(scope="module")
+def shared_cluster() -> Iterator[Cluster]:
+    """One daemon shared by a module's tests (they must not depend on each other's jobs)."""
+    c = make_cluster(gpus=4, cpus=64)
+    c.start()
+    try:
+        yield c
+    finally:
+        teardown_cluster(c)
