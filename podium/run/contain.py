@@ -54,12 +54,26 @@ def _own_cgroup() -> str:
     return "/"
 
 
-class JobContainment:
-    """All processes of one job: the supervisor's descendants, plus its cgroup if any."""
+class ContainmentError(Exception):
+    """proctrack "cgroup" was asked for but no job cgroup can be made here."""
 
-    def __init__(self, job_id: int) -> None:
+
+class JobContainment:
+    """All processes of one job: the supervisor's descendants, plus its cgroup if any.
+
+    `mode` is "auto" (cgroup where possible), "cgroup" (required: raises
+    ContainmentError without one) or "subreaper" (descendant tracking only).
+    """
+
+    def __init__(self, job_id: int, mode: str = "auto") -> None:
         self.cgroup: Path | None = None
         self.subreaper = become_subreaper()
+        if mode != "subreaper":
+            self._make_cgroup(job_id)
+        if mode == "cgroup" and self.cgroup is None:
+            raise ContainmentError("proctrack is cgroup but no writable cgroup v2 is available")
+
+    def _make_cgroup(self, job_id: int) -> None:
         mount = _cgroup2_mount()
         if mount is None or os.geteuid() != 0:
             return

@@ -64,6 +64,7 @@ class LaunchPlan:
     partition: str = ""
     qos: str = ""
     account: str = ""
+    proctrack: str = "auto"
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod

@@ -22,7 +22,7 @@ import time
 import traceback
 from pathlib import Path
 
-from podium.run.contain import JobContainment
+from podium.run.contain import ContainmentError, JobContainment
 from podium.run.patterns import expand
 from podium.run.plan import (
     PLAN_FILE,
@@ -114,7 +114,7 @@ class Supervisor:
     def __init__(self, job_dir: Path, plan: LaunchPlan) -> None:
         self.job_dir = job_dir
         self.plan = plan
-        self.contain = JobContainment(plan.job_id)
+        self.contain = JobContainment(plan.job_id, plan.proctrack)
         self.tasks: dict[int, TaskPlan] = {}
         self.status: dict[int, tuple[int | None, int | None]] = {}
         self.start = time.time()
@@ -287,7 +287,12 @@ def main(argv: list[str]) -> int:
     plan = LaunchPlan.from_dict(data)
     start = time.time()
     write_atomic(job_dir / STARTED_FILE, {"pid": os.getpid(), "start_time": start})
-    sup = Supervisor(job_dir, plan)
+    try:
+        sup = Supervisor(job_dir, plan)
+    except ContainmentError as exc:
+        write_atomic(job_dir / RESULT_FILE, JobResult("FAILED", None, None, start, time.time(),
+                                                      reason=str(exc)))
+        return 0
     sup.start = start
     try:
         sup.launch()

@@ -479,6 +479,7 @@ class Controller:
             array_job_id=row["array_job_id"], array_task_id=row["array_task_id"],
             restart_count=row["restart_count"], checkpoint_dir=checkpoint,
             partition=row["partition"], qos=row["qos"], account=row["account"],
+            proctrack=self.config.proctrack,
         )
 
 

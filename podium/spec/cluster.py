@@ -104,6 +104,12 @@ class ClusterConfig(Closed):
     default_mem_per_cpu_mb: int | None = Field(default=None, ge=1)
     scheduler_interval_s: float = Field(default=0.5, gt=0, le=60)
     mail_command: str | None = None
+    proctrack: Literal["auto", "cgroup", "subreaper"] = Field(
+        default="auto",
+        description="how job processes are tracked (like Slurm's ProctrackType): a cgroup v2 "
+        "per job where possible plus subreaper tracking (auto), cgroup required, or "
+        "subreaper tracking alone",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> ClusterConfig:

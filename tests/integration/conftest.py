@@ -72,7 +72,8 @@ class Cluster:
         self.daemon_pid = None
 
     def alive(self) -> bool:
-        return self.api().get("/v1/ping").status_code == 200
+        with self.api() as api:
+            return bool(api.get("/v1/ping").status_code == 200)
 
     # -- clients -----------------------------------------------------------------
 

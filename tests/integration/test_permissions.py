@@ -1,0 +1,162 @@
+"""Identity from the socket's peer credentials: a second Unix user, created by the test.
+
+Needs root (to create the user and to run a multi-user daemon); skipped otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import site
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+import podium
+
+from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
+from tests.integration.test_cleanup import NAMES, _body, _gone, _pids
+
+pytestmark = pytest.mark.integration
+
+USER = "podium-test"
+
+
+# The second user needs an interpreter it may execute: ours may live under /root.
+# A system Python of the same minor version can load our site-packages (same ABI).
+PYTHON_CANDIDATES = [sys.executable, f"/usr/bin/python3.{sys.version_info.minor}",
+                     f"/usr/local/bin/python3.{sys.version_info.minor}"]
+PYTHONPATH = os.pathsep.join(
+    [str(Path(podium.__file__).resolve().parent.parent), *site.getsitepackages()]
+)
+_python: list[str] = []
+
+
+@pytest.fixture(scope="module")
+def other_user() -> str:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to create a second Unix user")
+    try:
+        pwd.getpwnam(USER)
+    except KeyError:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/bash", USER], check=True)
+    for candidate in PYTHON_CANDIDATES:
+        try:
+            probe = subprocess.run(
+                [candidate, "-c", "import podium.cli.main, podium.server.daemon"], user=USER,
+                capture_output=True, env={"HOME": "/tmp", "PYTHONPATH": PYTHONPATH}, cwd="/",
+            )
+        except OSError:
+            continue
+        if probe.returncode == 0:
+            _python[:] = [candidate]
+            return USER
+    pytest.skip(f"no Python {sys.version_info.major}.{sys.version_info.minor} that {USER} "
+                f"may run with this checkout's packages (tried {PYTHON_CANDIDATES})")
+
+
+def _user_env(c: Cluster, user: str) -> dict[str, str]:
+    return dict(c.env, HOME="/tmp", USER=user, LOGNAME=user, PYTHONPATH=PYTHONPATH)
+
+
+def _run(c: Cluster, user: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`podium ARGS` run by `user` with an interpreter that user may execute."""
+    return subprocess.run([_python[0], "-m", "podium", *args], capture_output=True, text=True,
+                          cwd=c.work, env=_user_env(c, user), user=user, timeout=60, input="")
+
+
+def _as(c: Cluster, user: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return _run(c, user, *args)
+
+
+def test_jobs_run_as_the_submitting_user(cluster: Cluster, other_user: str) -> None:
+    c = cluster
+    result = _as(c, other_user, "submit", "--parsable", "-o", "who-%u-%j.out", "--wrap", "id -un; id -u")
+    assert result.returncode == 0, result.stderr
+    job_id = int(result.stdout)
+    job = c.wait(job_id)
+    assert job["user"] == other_user and job["state"] == "COMPLETED"
+    out = c.work / f"who-{other_user}-{job_id}.out"
+    entry = pwd.getpwnam(other_user)
+    assert out.read_text().split() == [other_user, str(entry.pw_uid)]
+    assert out.stat().st_uid == entry.pw_uid
+
+
+def test_users_act_only_on_their_own_jobs(cluster: Cluster, other_user: str) -> None:
+    c = cluster
+    roots = c.submit("--hold", "--wrap", "true")
+    theirs = int(_as(c, other_user, "submit", "--parsable", "--hold", "--wrap", "true").stdout)
+    denied = _as(c, other_user, "cancel", str(roots))
+    assert denied.returncode == 1 and "belongs to root" in denied.stderr
+    assert _as(c, other_user, "release", str(roots)).returncode == 1
+    assert _as(c, other_user, "cancel", "--user", "root").returncode == 1
+    # their own: allowed; filters without --user only reach their own jobs
+    assert _as(c, other_user, "release", str(theirs)).returncode == 0
+    assert c.wait(theirs)["state"] == "COMPLETED"
+    assert _as(c, other_user, "cancel", "--state", "PENDING").returncode == 0
+    assert c.job(roots)["state"] == "PENDING"
+    # everyone may look
+    listed = json.loads(_as(c, other_user, "queue", "--json").stdout)
+    assert roots in {j["job_id"] for j in listed}
+    # the admin (root) may act on anyone's
+    other = int(_as(c, other_user, "submit", "--parsable", "--hold", "--wrap", "true").stdout)
+    assert c.cli("cancel", str(other)).returncode == 0
+    assert c.job(other)["state"] == "CANCELLED"
+    c.cli("cancel", str(roots), check=True)
+
+
+def test_admin_commands_are_refused_to_users(cluster: Cluster, other_user: str) -> None:
+    c = cluster
+    drained = _as(c, other_user, "drain", "node0", "--reason", "mine now")
+    assert drained.returncode == 1 and "administrator" in drained.stderr
+    stopped = _as(c, other_user, "down")
+    assert stopped.returncode == 1
+    assert c.alive()
+    nodes = json.loads(c.cli("nodes", "--json", check=True).stdout)
+    assert nodes[0]["state"] == "idle"
+
+
+@pytest.fixture
+def user_daemon(other_user: str) -> Iterator[Cluster]:
+    """A daemon run by the unprivileged user (no cgroup: subreaper tracking only)."""
+    c = make_cluster()
+    uid = pwd.getpwnam(other_user).pw_uid
+    for path in (c.home, c.home / "cluster.yaml"):
+        os.chown(path, uid, -1)
+    result = _run(c, other_user, "up")
+    assert result.returncode == 0, result.stderr
+    c.daemon_pid = int((c.home / "podiumd.pid").read_text())
+    try:
+        yield c
+    finally:
+        _run(c, other_user, "down")
+        teardown_cluster(c)
+
+
+def test_unprivileged_daemon_serves_only_its_owner(user_daemon: Cluster, other_user: str) -> None:
+    c = user_daemon
+    refused = c.cli("submit", "--wrap", "true", env=dict(c.env, HOME="/root"))
+    assert refused.returncode == 1 and "can run jobs only for" in refused.stderr
+    assert psutil.Process(c.daemon_pid).username() == other_user
+
+
+def test_unprivileged_daemon_still_leaves_no_process(user_daemon: Cluster, other_user: str) -> None:
+    c = user_daemon
+    pids_dir = c.work / "pids"
+    pids_dir.mkdir()
+    os.chown(pids_dir, pwd.getpwnam(other_user).pw_uid, -1)
+    (c.work / "leaky.sh").write_text("#!/bin/bash\n" + _body(pids_dir, "sleep 300"))
+    result = _run(c, other_user, "submit", "--parsable", "leaky.sh")
+    assert result.returncode == 0, result.stderr
+    job_id = int(result.stdout)
+    pids = _pids(pids_dir, NAMES)
+    time.sleep(0.2)
+    assert _run(c, other_user, "cancel", str(job_id)).returncode == 0
+    assert c.wait(job_id, timeout=30)["state"] == "CANCELLED"
+    assert {n: p for n, p in pids.items() if not _gone(p)} == {}

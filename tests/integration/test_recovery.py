@@ -1,0 +1,129 @@
+"""The daemon can die (kill -9) or stop: accepted jobs stay, running jobs are re-adopted,
+ends that happened meanwhile are recorded, and no job is launched twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+
+import psutil
+import pytest
+
+from tests.integration.conftest import Cluster
+
+pytestmark = pytest.mark.integration
+
+
+def _launch_counts(c: Cluster) -> dict[str, int]:
+    path = c.work / "launches.txt"
+    counts: dict[str, int] = {}
+    for line in path.read_text().split() if path.exists() else []:
+        counts[line] = counts.get(line, 0) + 1
+    return counts
+
+
+def _supervisor_pid(c: Cluster, job_id: int) -> int:
+    deadline = time.monotonic() + 10
+    path = c.home / "jobs" / str(job_id) / "started.json"
+    while not path.exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    return int(json.loads(path.read_text())["pid"])
+
+
+def test_kill9_and_restart_loses_nothing(cluster: Cluster) -> None:
+    c = cluster
+    body = 'echo $PODIUM_JOB_ID >> launches.txt\nsleep "$1"\n'
+    script = c.script(body, "rec.sh")
+    long_a = c.submit("--gpus=2", str(script), "4")
+    short = c.submit("--gpus=1", str(script), "0.5")  # ends while the daemon is down
+    long_b = c.submit("--gpus=1", str(script), "4")
+    pending = c.submit("--gpus=4", str(script), "0.2")
+    for job_id in (long_a, short, long_b):
+        c.wait(job_id, {"RUNNING", "COMPLETED"})
+    supervisors = {j: _supervisor_pid(c, j) for j in (long_a, long_b)}
+
+    c.kill9()
+    assert c.cli("queue").returncode == 1  # nobody answers, and says so
+    for pid in supervisors.values():
+        assert psutil.pid_exists(pid), "jobs must outlive the daemon"
+    time.sleep(1.0)  # the short job ends with no daemon to see it
+
+    c.start()
+    jobs = {j["job_id"]: j for j in json.loads(c.cli("queue", "--all", "--json", check=True).stdout)}
+    assert set(jobs) >= {long_a, short, long_b, pending}
+    assert jobs[short]["state"] == "COMPLETED" and jobs[short]["end_time"] is not None
+    assert jobs[long_a]["state"] == "RUNNING" and jobs[long_b]["state"] == "RUNNING"
+    assert jobs[pending]["state"] == "PENDING"
+    for job_id in (long_a, long_b, pending):
+        assert c.wait(job_id, timeout=30)["state"] == "COMPLETED"
+    assert c.job(long_a)["end_time"] is not None
+    assert _launch_counts(c) == {str(j): 1 for j in (long_a, short, long_b, pending)}
+
+
+def test_submit_is_durable_when_it_returns(cluster: Cluster) -> None:
+    c = cluster
+    ids = [c.submit("--hold", "--wrap", "true") for _ in range(20)]
+    c.kill9()
+    c.start()
+    jobs = json.loads(c.cli("queue", "--json", check=True).stdout)
+    assert {j["job_id"] for j in jobs} >= set(ids)
+
+
+def test_down_keeps_running_jobs_and_up_adopts_them(cluster: Cluster) -> None:
+    c = cluster
+    job_id = c.submit("--wrap", "sleep 2; echo finished")
+    c.wait(job_id, {"RUNNING"})
+    result = c.cli("down", check=True)
+    assert "1 running job(s) keep running" in result.stdout
+    pid = _supervisor_pid(c, job_id)
+    assert psutil.pid_exists(pid)
+    c.start()
+    job = c.wait(job_id, timeout=20)
+    assert job["state"] == "COMPLETED"
+    assert (c.work / f"podium-{job_id}.out").read_text() == "finished\n"
+
+
+def test_crash_between_commit_and_launch_launches_once(cluster: Cluster) -> None:
+    """A job marked RUNNING whose supervisor never started goes back to the queue."""
+    c = cluster
+    script = c.script('echo $PODIUM_JOB_ID >> launches.txt\n', "once.sh")
+    job_id = c.submit("--hold", str(script))
+    c.stop()
+    db = sqlite3.connect(c.home / "podium.db")
+    db.execute(
+        "UPDATE jobs SET state='RUNNING', held=0, start_time=?, node='node0', gpu_ids='[]' "
+        "WHERE job_id=?", (time.time(), job_id),
+    )
+    db.commit()
+    db.close()
+    c.start()
+    assert c.wait(job_id, timeout=20)["state"] == "COMPLETED"
+    assert _launch_counts(c) == {str(job_id): 1}
+    kinds = [e["kind"] for e in c.job(job_id)["events"]]
+    assert "relaunch" in kinds
+
+
+def test_supervisor_killed_is_node_fail(cluster: Cluster) -> None:
+    c = cluster
+    job_id = c.submit("--wrap", "sleep 30")
+    pid = _supervisor_pid(c, job_id)
+    os.kill(pid, 9)
+    job = c.wait(job_id, timeout=20)
+    assert job["state"] == "NODE_FAIL" and job["reason"] == "supervisor vanished"
+
+
+def test_second_daemon_for_same_home_is_refused(cluster: Cluster) -> None:
+    c = cluster
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "podium.server.daemon", "--home", str(c.home)],
+        capture_output=True, text=True, timeout=30,
+    )
+    assert result.returncode == 1
+    assert "already running" in result.stderr
+    assert c.alive()
