@@ -55,7 +55,7 @@ class LazyGroup(click.Group):
         if name and not name.startswith("-") and name not in COMMANDS:
             from podium.spec.suggest import did_you_mean
 
-            raise click.UsageError(f"no command {name!r}{did_you_mean(name, COMMANDS)}")
+            raise click.UsageError(f"no command {name!r}{did_you_mean(name, COMMANDS, quote=True)}")
         return super().resolve_command(ctx, args)
 
 

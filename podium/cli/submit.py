@@ -76,7 +76,7 @@ def submit(args: tuple[str, ...]) -> None:
     if not sys.stdin.isatty():
         given, script_path, _ = split_command_line(argv)
         if script_path is None and not any(g.long in ("wrap", "file") for g in given):
-            stdin_script = sys.stdin.read()
+            stdin_script = sys.stdin.read() or None  # empty stdin: nothing was given
     request, opts = build_request(argv, stdin_script)
     if "script" not in request and "wrap" not in request and "yaml_text" not in request:
         raise SpecError("nothing to run: give a batch script, --wrap \"CMD\" or -f job.yaml")

@@ -12,7 +12,15 @@ def nearest(word: str, candidates: Iterable[str]) -> str | None:
     return matches[0] if matches else None
 
 
-def did_you_mean(word: str, candidates: Iterable[str], prefix: str = "") -> str:
-    """Return ' (did you mean PREFIXx?)' for the nearest candidate, or ''."""
+def did_you_mean(
+    word: str, candidates: Iterable[str], prefix: str = "", quote: bool = False
+) -> str:
+    """Return ' (did you mean PREFIXx?)' for the nearest candidate, or ''.
+
+    With `quote`, the suggestion is in single quotes (for keys and command names).
+    """
     best = nearest(word, candidates)
-    return f" (did you mean {prefix}{best}?)" if best else ""
+    if not best:
+        return ""
+    shown = f"'{prefix}{best}'" if quote else f"{prefix}{best}"
+    return f" (did you mean {shown}?)"

@@ -47,7 +47,7 @@ def one_line(exc: ValidationError, model: type[BaseModel], what: str) -> str:
     if err["type"] == "extra_forbidden":
         owner = _model_at(model, loc)
         key = str(loc[-1])
-        hint = did_you_mean(key, owner.model_fields) if owner else ""
+        hint = did_you_mean(key, owner.model_fields, quote=True) if owner else ""
         return f"{what}: unknown key {path!r}{hint}"
     message = err["msg"]
     return f"{what}: {path}: {message}"
