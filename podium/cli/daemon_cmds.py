@@ -95,19 +95,27 @@ def up(foreground: bool, gpus: int | None, cpus: int | None, config: Path | None
     )
 
 
+def stop_daemon(home: Path, timeout: float = 15.0) -> int | None:
+    """Ask the daemon for `home` to stop and wait until it has; return how many jobs
+    it left running (they keep running), or None if no daemon was running."""
+    client = Client(home)
+    if _ping(client) is None:
+        return None
+    running = len(client.get("/v1/jobs", state="RUNNING")["jobs"])
+    client.post("/v1/shutdown")
+    client.close()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and paths.socket_path(home).exists():
+        time.sleep(0.05)
+    return running
+
+
 @click.command()
 def down() -> None:
     """Stop the daemon. Running jobs keep running and are adopted by the next daemon."""
     home = paths.home()
-    client = Client(home)
-    answer = _ping(client)
-    if answer is None:
+    running = stop_daemon(home)
+    if running is None:
         click.echo(f"Podium is not running for {home}")
-        return
-    running = len(client.get("/v1/jobs", state="RUNNING")["jobs"])
-    client.post("/v1/shutdown")
-    client.close()
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and paths.socket_path(home).exists():
-        time.sleep(0.05)
-    click.echo(f"Podium stopped; {running} running job(s) keep running.")
+    else:
+        click.echo(f"Podium stopped; {running} running job(s) keep running.")

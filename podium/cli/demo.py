@@ -19,7 +19,7 @@ import click
 
 from podium.cli import render
 from podium.cli.client import Client
-from podium.cli.daemon_cmds import start_daemon
+from podium.cli.daemon_cmds import start_daemon, stop_daemon
 from podium.cli.submit import build_request
 from podium.errors import PodiumError
 
@@ -109,8 +109,8 @@ def demo(home: Path | None, keep: bool, timeout: float) -> None:
             if ok else "\nThe scenario did not go as expected: see the tables above."
         )
     finally:
+        client.close()
         if not keep:
-            client.post("/v1/shutdown")
-            client.close()
+            stop_daemon(home)
     if not ok:
         sys.exit(1)

@@ -1,0 +1,60 @@
+"""The main job: the seed scenario on the embedded cluster, with real PyTorch training."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import BIN, PODIUM
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                       reason="PyTorch is not installed (pip install '.[torch]')"),
+]
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_demo_runs_the_seed_scenario() -> None:
+    home = Path(tempfile.mkdtemp(prefix="podium-demo-test-", dir="/tmp"))
+    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}")
+    result = subprocess.run([PODIUM, "demo", "--home", str(home)], capture_output=True,
+                            text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "B and A shared the four GPUs; C waited for a free GPU" in out
+    # At some point A and B were running together while C was pending for Resources.
+    tables = out.split("queue at")
+    assert any(
+        re.search(r"bert .* RUNNING", t) and re.search(r"gpt .* RUNNING", t)
+        and re.search(r"resnet .* PENDING .*\(Resources\)", t)
+        for t in tables
+    ), out
+    assert "accounting" in out and out.count("COMPLETED") >= 3
+    for model, steps in (("bert", 60), ("gpt", 100), ("resnet", 20)):
+        assert re.search(rf"\] done: {steps} steps", out), model
+        assert list(home.glob(f"checkpoints/*/{model}.pt")), model
+    assert not (home / "podium.sock").exists()  # the demo stopped its daemon
+
+
+def test_training_job_resumes_from_its_checkpoint(tmp_path: Path) -> None:
+    env = dict(os.environ, PODIUM_CHECKPOINT_DIR=str(tmp_path), RANK="0", WORLD_SIZE="1")
+    cmd = [sys.executable, str(EXAMPLES / "train.py"), "--model", "resnet",
+           "--checkpoint-every", "5"]
+    first = subprocess.run([*cmd, "--steps", "10"], capture_output=True, text=True, env=env,
+                           timeout=300)
+    assert first.returncode == 0, first.stderr
+    assert "done: 10 steps" in first.stdout
+    second = subprocess.run([*cmd, "--steps", "15"], capture_output=True, text=True, env=env,
+                            timeout=300)
+    assert second.returncode == 0, second.stderr
+    assert "resumed from checkpoint at step 10" in second.stdout
+    assert "done: 15 steps" in second.stdout
