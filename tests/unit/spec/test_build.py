@@ -1,0 +1,128 @@
+from __future__ import annotations
+
+import pytest
+
+from podium.errors import SpecError, Unsatisfiable
+from podium.spec.build import SubmitRequest, Submitter, build_job
+from podium.spec.cluster import ClusterConfig, GpuInventory, NodeConfig, Partition
+from podium.spec.job import Dependency, JobSpec
+
+NOW = 1_800_000_000.0
+ME = Submitter(uid=1000, gid=1000, name="alice")
+
+
+def config() -> ClusterConfig:
+    return ClusterConfig(
+        node=NodeConfig(name="n0", cpus=16, memory_mb=64000,
+                        gpus=GpuInventory(source="declared", count=4, type="h100")),
+        partitions=[Partition(name="main", default=True, default_time="1:00:00"),
+                    Partition(name="short", max_time="10")],
+    )
+
+
+def build(script: str = "#!/bin/sh\ntrue\n", options: list[str] | None = None,
+          who: Submitter = ME, **kw: object) -> JobSpec:
+    req = SubmitRequest(script=script, options=options or [], cwd="/tmp",
+                        environment={"HOME": "/home/a", "PATH": "/bin", "SECRET": "x"}, **kw)
+    return build_job(req, config(), who, NOW).spec
+
+
+def test_defaults_come_from_cluster_and_partition() -> None:
+    spec = build()
+    assert (spec.partition, spec.qos, spec.account) == ("main", "normal", "alice")
+    assert spec.time_limit_s == 3600 and spec.ntasks == 1 and spec.cpus == 1
+    assert spec.mem_mb == 4000  # memory per CPU = node memory / node CPUs
+    assert spec.output == "podium-%j.out" and spec.requeue is True
+
+
+def test_script_then_yaml_then_command_line() -> None:
+    script = "#!/bin/sh\n#SBATCH -J script -G 1 --qos=low -t 5\n"
+    spec = build(script, ["-J", "cli"], yaml_text="job-name: yaml\nqos: high\n")
+    assert (spec.name, spec.qos, spec.gpus, spec.time_limit_s) == ("cli", "high", 1, 300)
+
+
+def test_resources() -> None:
+    spec = build(options=["-n", "4", "-c", "2", "--gpus-per-task=1", "--mem-per-cpu=1G"])
+    assert (spec.ntasks, spec.cpus, spec.gpus, spec.gpus_per_task, spec.mem_mb) == (4, 8, 4, 1, 8192)
+    spec = build(options=["--gres=gpu:h100:2", "--cpus-per-gpu=3", "--mem-per-gpu=10G"])
+    assert (spec.gpus, spec.gpu_type, spec.cpus, spec.mem_mb) == (2, "h100", 6, 20480)
+    spec = build(options=["--exclusive", "-G", "1"])
+    assert (spec.exclusive, spec.cpus, spec.mem_mb, spec.gpus) == ("node", 16, 64000, 1)
+    spec = build(options=["--ntasks-per-node=3", "--nodes=1-1", "--wait-all-nodes=1"])
+    assert spec.ntasks == 3
+
+
+def test_conflicting_gpu_requests() -> None:
+    with pytest.raises(SpecError, match="asks for 2 GPUs in all but another option asked for 3"):
+        build(options=["-G", "3", "-n", "2", "--gpus-per-task=1"])
+    with pytest.raises(SpecError, match="conflicts"):
+        build(options=["--gres=gpu:h100:1", "--gpus=a100:1"])
+
+
+@pytest.mark.parametrize("options,message", [
+    (["-G", "5"], "asks for 5 GPUs but node n0 has 4"),
+    (["--nodes=2"], "has 1 node"),
+    (["-n", "4", "--ntasks-per-node=2"], "needs 2 nodes"),
+    (["-p", "short", "-t", "11"], "exceeds partition short's max time 10"),
+    (["-p", "short", "-t", "UNLIMITED"], "exceeds partition short"),
+    (["--nodelist=n1"], "the only node is 'n0'"),
+])
+def test_never_fits(options: list[str], message: str) -> None:
+    with pytest.raises(Unsatisfiable, match=message):
+        build(options=options)
+
+
+def test_export_modes() -> None:
+    assert build().environment["SECRET"] == "x"
+    env = build(options=["--export=NONE"]).environment
+    assert "SECRET" not in env and env["HOME"] == "/home/a"
+    env = build(options=["--export=SECRET,NEW=1"]).environment
+    assert env["SECRET"] == "x" and env["NEW"] == "1" and "HOME" in env
+    with pytest.raises(SpecError, match="not a valid environment variable"):
+        build(options=["--export=ALL,1BAD=2"])
+
+
+def test_dependencies_arrays_signals() -> None:
+    spec = build(options=["-d", "afterok:1:2,afterany:3_4,singleton"])
+    assert spec.dependencies == (
+        Dependency(kind="afterok", job_ids=(1, 2)), Dependency(kind="afterany", job_ids=(3,)),
+        Dependency(kind="singleton"),
+    )
+    assert build(options=["-d", "afterok:1?afternotok:2"]).dependency_any
+    spec = build(options=["--array=0-6:2,9%2"])
+    assert spec.array is not None and spec.array.indices == (0, 2, 4, 6, 9)
+    assert spec.array.throttle == 2
+    spec = build(options=["--signal=B:USR1@90"])
+    assert spec.signal is not None
+    assert (spec.signal.signum, spec.signal.seconds_before, spec.signal.batch_only) == (10, 90, True)
+    with pytest.raises(SpecError, match="before the start"):
+        build(options=["-t", "1", "--signal=USR1@60"])
+
+
+def test_requeue_pair_last_wins() -> None:
+    assert build(options=["--no-requeue", "--requeue"]).requeue is True
+    assert build("#!/bin/sh\n#SBATCH --requeue\n", ["--no-requeue"]).requeue is False
+
+
+def test_wrap_and_script_sources() -> None:
+    req = SubmitRequest(wrap="echo hi", cwd="/tmp")
+    assert build_job(req, config(), ME, NOW).spec.script == "#!/bin/sh\necho hi\n"
+    with pytest.raises(SpecError, match="not several"):
+        build_job(SubmitRequest(wrap="x", script="#!/bin/sh\n", cwd="/tmp"), config(), ME, NOW)
+    with pytest.raises(SpecError, match="nothing to run"):
+        build_job(SubmitRequest(cwd="/tmp"), config(), ME, NOW)
+
+
+def test_negative_nice_is_for_admins() -> None:
+    with pytest.raises(SpecError, match="administrator"):
+        build(options=["--nice=-5"])
+    admin = Submitter(uid=0, gid=0, name="root", is_admin=True)
+    assert build(options=["--nice=-5"], who=admin).nice == -5
+    assert build(options=["--nice"]).nice == 100
+
+
+def test_begin_and_mail() -> None:
+    assert build(options=["--begin=now+60"]).begin_time == NOW + 60
+    with pytest.raises(SpecError, match="no mail transport"):
+        build(options=["--mail-type=END"])
+    assert build(options=["--mail-type=NONE"]).mail_types == ()
