@@ -49,8 +49,13 @@ class TinyResNet(nn.Module):
         super().__init__()
         self.stem = nn.Conv2d(3, 16, 3, padding=1)
         self.blocks = nn.ModuleList(
-            nn.Sequential(nn.Conv2d(16, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
-                          nn.Conv2d(16, 16, 3, padding=1), nn.BatchNorm2d(16))
+            nn.Sequential(
+                nn.Conv2d(16, 16, 3, padding=1),
+                nn.BatchNorm2d(16),
+                nn.ReLU(),
+                nn.Conv2d(16, 16, 3, padding=1),
+                nn.BatchNorm2d(16),
+            )
             for _ in range(2)
         )
         self.head = nn.Linear(16, 10)
@@ -79,8 +84,9 @@ def batch(model_name: str, step: int, rank: int, device: torch.device):
 
 def save(path: str, model: nn.Module, optimizer: torch.optim.Optimizer, step: int) -> None:
     tmp = f"{path}.tmp"
-    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step},
-               tmp)
+    torch.save(
+        {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step}, tmp
+    )
     os.replace(tmp, path)
 
 
@@ -89,8 +95,9 @@ def main() -> int:
     parser.add_argument("--model", choices=["bert", "gpt", "resnet"], required=True)
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--checkpoint-every", type=int, default=10)
-    parser.add_argument("--step-time", type=float, default=0.0,
-                        help="extra seconds per step (to stretch a demo)")
+    parser.add_argument(
+        "--step-time", type=float, default=0.0, help="extra seconds per step (to stretch a demo)"
+    )
     args = parser.parse_args()
 
     rank = int(os.environ.get("RANK", "0"))
@@ -108,11 +115,16 @@ def main() -> int:
     if world > 1:
         dist.init_process_group(backend, rank=rank, world_size=world)
     job = os.environ.get("PODIUM_JOB_ID", "local")
-    print(f"[job {job} rank {rank}/{world}] model={args.model} device={device} "
-          f"CUDA_VISIBLE_DEVICES={visible or '(none)'} restart={os.environ.get('PODIUM_RESTART_COUNT', '0')}",
-          flush=True)
+    print(
+        f"[job {job} rank {rank}/{world}] model={args.model} device={device} "
+        f"CUDA_VISIBLE_DEVICES={visible or '(none)'} "
+        f"restart={os.environ.get('PODIUM_RESTART_COUNT', '0')}",
+        flush=True,
+    )
 
-    model: nn.Module = TinyResNet() if args.model == "resnet" else TinyTransformer(args.model == "gpt")
+    model: nn.Module = (
+        TinyResNet() if args.model == "resnet" else TinyTransformer(args.model == "gpt")
+    )
     model = model.to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     ckpt_dir = os.environ.get("PODIUM_CHECKPOINT_DIR") or os.path.join(os.getcwd(), "checkpoints")

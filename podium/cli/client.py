@@ -75,7 +75,9 @@ class Client:
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
                 self.close()
                 if attempt == 2:
-                    raise DaemonUnavailable(f"the daemon at {self.socket} closed the connection")
+                    raise DaemonUnavailable(
+                        f"the daemon at {self.socket} closed the connection"
+                    ) from None
         try:
             decoded = json.loads(data) if data else None
         except ValueError:

@@ -23,7 +23,10 @@ def _ping(client: Client) -> dict[str, object] | None:
 
 
 def start_daemon(
-    home: Path, gpus: int | None = None, cpus: int | None = None, config: Path | None = None,
+    home: Path,
+    gpus: int | None = None,
+    cpus: int | None = None,
+    config: Path | None = None,
     timeout: float = 30.0,
 ) -> dict[str, object]:
     """Start the daemon in the background for `home` and wait until it answers.
@@ -46,8 +49,9 @@ def start_daemon(
     log = paths.log_path(home)
     with open(log, "ab") as fh:
         offset = fh.tell()
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fh, stderr=fh,
-                                start_new_session=True, cwd="/")
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=fh, stderr=fh, start_new_session=True, cwd="/"
+        )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         answer = _ping(client)
@@ -70,11 +74,19 @@ def start_daemon(
 
 @click.command()
 @click.option("--foreground", is_flag=True, help="Stay in the foreground (for systemd).")
-@click.option("--gpus", type=click.IntRange(0, 64), default=None,
-              help="Declare N GPUs (no config is written).")
+@click.option(
+    "--gpus",
+    type=click.IntRange(0, 64),
+    default=None,
+    help="Declare N GPUs (no config is written).",
+)
 @click.option("--cpus", type=click.IntRange(1, 4096), default=None, help="Declare N CPUs.")
-@click.option("--config", type=click.Path(path_type=Path), default=None,
-              help="Cluster config file (default: $PODIUM_HOME/cluster.yaml).")
+@click.option(
+    "--config",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Cluster config file (default: $PODIUM_HOME/cluster.yaml).",
+)
 def up(foreground: bool, gpus: int | None, cpus: int | None, config: Path | None) -> None:
     """Start the Podium daemon for $PODIUM_HOME."""
     home = paths.home()

@@ -49,8 +49,12 @@ def _submit(client: Client, script: Path, work: Path, env: dict[str, str]) -> di
 
 
 @click.command()
-@click.option("--home", type=click.Path(path_type=Path), default=None,
-              help="State directory for the demo cluster (default: a new temporary one).")
+@click.option(
+    "--home",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="State directory for the demo cluster (default: a new temporary one).",
+)
 @click.option("--keep", is_flag=True, help="Leave the demo daemon running at the end.")
 @click.option("--timeout", type=float, default=600.0, help="Give up after this many seconds.")
 def demo(home: Path | None, keep: bool, timeout: float) -> None:
@@ -85,7 +89,9 @@ def demo(home: Path | None, keep: bool, timeout: float) -> None:
                 render.show_queue(jobs, title=f"queue at +{time.monotonic() - t0:.1f}s")
                 owners = ", ".join(
                     f"GPU {g}: job {j['job_id']} ({j['name']})"
-                    for j in jobs if j["state"] == "RUNNING" for g in j["gpu_ids"]
+                    for j in jobs
+                    if j["state"] == "RUNNING"
+                    for g in j["gpu_ids"]
                 )
                 click.echo(f"  {owners or 'no GPU in use'}\n")
                 last = view
@@ -106,7 +112,8 @@ def demo(home: Path | None, keep: bool, timeout: float) -> None:
         click.echo(
             "\nB and A shared the four GPUs; C waited for a free GPU and ran after "
             f"{'A' if by_name['bert']['end_time'] == ab_ends[0] else 'B'} finished."
-            if ok else "\nThe scenario did not go as expected: see the tables above."
+            if ok
+            else "\nThe scenario did not go as expected: see the tables above."
         )
     finally:
         client.close()

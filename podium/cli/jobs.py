@@ -30,8 +30,11 @@ def _resolve_ids(client: Client, texts: tuple[str, ...]) -> list[int]:
         if "_" in text:
             base, task = text.split("_", 1)
             jobs = client.get("/v1/jobs", all="true")["jobs"]
-            match = [j for j in jobs if str(j["array_job_id"]) == base
-                     and str(j["array_task_id"]) == task]
+            match = [
+                j
+                for j in jobs
+                if str(j["array_job_id"]) == base and str(j["array_task_id"]) == task
+            ]
             if not match:
                 raise SpecError(f"no array task {text}")
             ids.append(match[0]["job_id"])
@@ -47,14 +50,16 @@ def _resolve_ids(client: Client, texts: tuple[str, ...]) -> list[int]:
 @click.option("--name", "-n", default=None, help="Only jobs with this name.")
 @click.option("--all", "-a", "all_", is_flag=True, help="Include finished jobs.")
 @click.option("--me", is_flag=True, help="Only my jobs.")
-def queue(as_json: bool, user: str | None, state: str | None, name: str | None,
-          all_: bool, me: bool) -> None:
+def queue(
+    as_json: bool, user: str | None, state: str | None, name: str | None, all_: bool, me: bool
+) -> None:
     """List jobs (pending and running by default), like squeue."""
     client = Client()
     if me:
         user = client.get("/v1/ping")["you"]
-    jobs = client.get("/v1/jobs", state=state, user=user, name=name,
-                      all="true" if all_ else None)["jobs"]
+    jobs = client.get("/v1/jobs", state=state, user=user, name=name, all="true" if all_ else None)[
+        "jobs"
+    ]
     if as_json:
         render.print_json(jobs)
     else:
@@ -127,8 +132,9 @@ def logs(job: str, follow: bool, stderr: bool) -> None:
 @click.option("--name", "-n", default=None, help="Only jobs with this name.")
 @click.option("--state", "-t", default=None, help="Only jobs in these states (PENDING,RUNNING).")
 @click.option("--json", "as_json", is_flag=True)
-def cancel(jobs: tuple[str, ...], user: str | None, name: str | None, state: str | None,
-           as_json: bool) -> None:
+def cancel(
+    jobs: tuple[str, ...], user: str | None, name: str | None, state: str | None, as_json: bool
+) -> None:
     """Cancel jobs by id and/or filters, like scancel."""
     client = Client()
     states = [s.strip().upper() for s in state.split(",")] if state else None
@@ -199,12 +205,14 @@ def parse_when(text: str | None) -> float | None:
 @click.option("--state", "-s", default=None, help="Only these states (comma-separated).")
 @click.option("--since", "-S", default=None, help="Jobs that ended after this time.")
 @click.option("--until", "-E", default=None, help="Jobs submitted before this time.")
-def acct(as_json: bool, user: str | None, state: str | None, since: str | None,
-         until: str | None) -> None:
+def acct(
+    as_json: bool, user: str | None, state: str | None, since: str | None, until: str | None
+) -> None:
     """Accounting: started jobs with start, end, elapsed, GPU-seconds and exit code."""
     client = Client()
-    jobs = client.get("/v1/acct", state=state, user=user, since=parse_when(since),
-                      until=parse_when(until))["jobs"]
+    jobs = client.get(
+        "/v1/acct", state=state, user=user, since=parse_when(since), until=parse_when(until)
+    )["jobs"]
     if as_json:
         render.print_json(jobs)
     else:

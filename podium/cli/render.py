@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,7 +22,7 @@ def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(width=None if click.get_text_stream("stdout").isatty() else 200)
+    console = Console(width=None if sys.stdout.isatty() else 200)
     t = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for col in columns:
         t.add_column(col, no_wrap=True)
@@ -38,15 +39,23 @@ def queue_rows(jobs: list[dict[str, Any]]) -> list[list[Any]]:
     rows = []
     for j in jobs:
         where = f"({j['reason']})" if j["state"] == "PENDING" else (j["node"] or "")
-        rows.append([
-            j["display_id"], j["name"], j["user"], j["account"], j["qos"], j["state"],
-            format_duration(j["elapsed_s"]), j["gpus"], where,
-        ])
+        rows.append(
+            [
+                j["display_id"],
+                j["name"],
+                j["user"],
+                j["account"],
+                j["qos"],
+                j["state"],
+                format_duration(j["elapsed_s"]),
+                j["gpus"],
+                where,
+            ]
+        )
     return rows
 
 
-QUEUE_COLUMNS = ["JOBID", "NAME", "USER", "ACCOUNT", "QOS", "STATE", "TIME", "GPUS",
-                 "NODE(REASON)"]
+QUEUE_COLUMNS = ["JOBID", "NAME", "USER", "ACCOUNT", "QOS", "STATE", "TIME", "GPUS", "NODE(REASON)"]
 
 
 def show_queue(jobs: list[dict[str, Any]], title: str | None = None) -> None:
@@ -63,15 +72,37 @@ def exit_text(job: dict[str, Any]) -> str:
 def show_acct(jobs: list[dict[str, Any]], title: str | None = None) -> None:
     rows = [
         [
-            j["display_id"], j["name"], j["user"], j["account"], j["state"],
-            _short_time(j["start_time"]), _short_time(j["end_time"]),
-            format_duration(j["elapsed_s"]), j["gpus"], f"{j['gpu_seconds']:.1f}",
+            j["display_id"],
+            j["name"],
+            j["user"],
+            j["account"],
+            j["state"],
+            _short_time(j["start_time"]),
+            _short_time(j["end_time"]),
+            format_duration(j["elapsed_s"]),
+            j["gpus"],
+            f"{j['gpu_seconds']:.1f}",
             exit_text(j),
         ]
         for j in jobs
     ]
-    table(title, ["JOBID", "NAME", "USER", "ACCOUNT", "STATE", "START", "END", "ELAPSED",
-                  "GPUS", "GPU_SEC", "EXITCODE"], rows)
+    table(
+        title,
+        [
+            "JOBID",
+            "NAME",
+            "USER",
+            "ACCOUNT",
+            "STATE",
+            "START",
+            "END",
+            "ELAPSED",
+            "GPUS",
+            "GPU_SEC",
+            "EXITCODE",
+        ],
+        rows,
+    )
 
 
 def show_nodes(nodes: list[dict[str, Any]]) -> None:
@@ -80,11 +111,18 @@ def show_nodes(nodes: list[dict[str, Any]]) -> None:
         owners = " ".join(
             f"{g['index']}:{g['job_id'] if g['job_id'] is not None else '-'}" for g in n["gpus"]
         )
-        rows.append([
-            n["node"], n["state"], f"{n['cpus_alloc']}/{n['cpus_total']}",
-            f"{n['mem_alloc_mb']}/{n['mem_total_mb']}",
-            f"{n['gpus_used']}/{n['gpus_total']}", n["gpu_type"] or "", owners, n["reason"] or "",
-        ])
+        rows.append(
+            [
+                n["node"],
+                n["state"],
+                f"{n['cpus_alloc']}/{n['cpus_total']}",
+                f"{n['mem_alloc_mb']}/{n['mem_total_mb']}",
+                f"{n['gpus_used']}/{n['gpus_total']}",
+                n["gpu_type"] or "",
+                owners,
+                n["reason"] or "",
+            ]
+        )
     table(None, ["NODE", "STATE", "CPUS", "MEM_MB", "GPUS", "TYPE", "GPU:JOB", "REASON"], rows)
 
 

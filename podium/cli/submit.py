@@ -21,7 +21,9 @@ def _token(g: Given) -> str:
     return f"--{g.long}" if g.value is None else f"--{g.long}={g.value}"
 
 
-def build_request(args: list[str], stdin_script: str | None = None) -> tuple[dict[str, Any], dict[str, Given]]:
+def build_request(
+    args: list[str], stdin_script: str | None = None
+) -> tuple[dict[str, Any], dict[str, Given]]:
     """Turn `podium submit` arguments into the API request and the client-side options."""
     given, script_path, script_args = split_command_line(args)
     client_opts = {g.long: g for g in given if OPTIONS[g.long].scope == "cli"}
@@ -59,8 +61,11 @@ def build_request(args: list[str], stdin_script: str | None = None) -> tuple[dic
 
 
 @click.command(
-    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False,
-                      "help_option_names": ["--help"]},
+    context_settings={
+        "ignore_unknown_options": True,
+        "allow_interspersed_args": False,
+        "help_option_names": ["--help"],
+    },
 )
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def submit(args: tuple[str, ...]) -> None:
@@ -79,7 +84,7 @@ def submit(args: tuple[str, ...]) -> None:
             stdin_script = sys.stdin.read() or None  # empty stdin: nothing was given
     request, opts = build_request(argv, stdin_script)
     if "script" not in request and "wrap" not in request and "yaml_text" not in request:
-        raise SpecError("nothing to run: give a batch script, --wrap \"CMD\" or -f job.yaml")
+        raise SpecError('nothing to run: give a batch script, --wrap "CMD" or -f job.yaml')
     client = Client()
     jobs = client.post("/v1/jobs", request)["jobs"]
     first = jobs[0]

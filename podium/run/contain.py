@@ -10,14 +10,13 @@ Two mechanisms, used together:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
-
-import psutil
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -95,20 +94,13 @@ class JobContainment:
 
     @staticmethod
     def _remove(path: Path) -> None:
-        try:
+        with contextlib.suppress(OSError):
             path.rmdir()
-        except OSError:
-            pass
 
     def members(self) -> set[int]:
         """Pids of every live process of the job (never the supervisor itself)."""
         me = os.getpid()
-        pids: set[int] = set()
-        try:
-            for child in psutil.Process(me).children(recursive=True):
-                pids.add(child.pid)
-        except psutil.Error:
-            pass
+        pids = descendants(me)
         if self.cgroup is not None:
             try:
                 for line in (self.cgroup / "cgroup.procs").read_text().split():
@@ -139,20 +131,16 @@ class JobContainment:
         deadline = time.monotonic() + timeout
         if self.cgroup is not None and (self.cgroup / "cgroup.kill").exists():
             killed |= self.members()
-            try:
+            with contextlib.suppress(OSError):
                 (self.cgroup / "cgroup.kill").write_text("1")
-            except OSError:
-                pass
         while True:
             pids = self.members()
             if not pids:
                 break
             killed |= pids
             for pid in pids:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
             (reap or _reap_all)()
             if time.monotonic() > deadline:
                 break
@@ -170,12 +158,54 @@ class JobContainment:
                     time.sleep(0.02)
 
 
-def _alive(pid: int) -> bool:
+def _children(pid: int) -> list[int] | None:
+    """Direct children of `pid` from /proc/PID/task/*/children (None if unsupported)."""
     try:
-        proc = psutil.Process(pid)
-        return proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    found: list[int] = []
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as fh:
+                found.extend(int(p) for p in fh.read().split())
+        except FileNotFoundError:
+            if not os.path.exists(f"/proc/{pid}/task/{tid}"):
+                continue  # the thread is gone
+            return None  # kernel without CONFIG_PROC_CHILDREN
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def descendants(pid: int) -> set[int]:
+    """Every descendant of `pid`, walking the kernel's children lists (psutil if absent)."""
+    out: set[int] = set()
+    stack = [pid]
+    while stack:
+        kids = _children(stack.pop())
+        if kids is None:
+            import psutil
+
+            try:
+                return {c.pid for c in psutil.Process(pid).children(recursive=True)}
+            except psutil.Error:
+                return out
+        for kid in kids:
+            if kid not in out:
+                out.add(kid)
+                stack.append(kid)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            stat = fh.read()
+    except OSError:
         return False
+    return stat[stat.rindex(")") + 2 : stat.rindex(")") + 3] != "Z"
 
 
 def _reap_all() -> None:

@@ -19,21 +19,20 @@ import shutil
 import signal
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from podium.run.plan import (
+from podium.run.files import (
     LOCK_FILE,
     PLAN_FILE,
     RESULT_FILE,
     SCRIPT_FILE,
     STARTED_FILE,
     SUPERVISOR_LOG,
-    JobResult,
-    LaunchPlan,
     read_json,
     write_atomic,
 )
+from podium.run.plan import JobResult, LaunchPlan
 
 
 class LaunchError(Exception):
@@ -82,7 +81,7 @@ class LocalExecutor:
                 fh.write(script)
             if os.geteuid() == 0:
                 os.chown(script_path, plan.uid, plan.gid)
-            write_atomic(job_dir / PLAN_FILE, plan)
+            write_atomic(job_dir / PLAN_FILE, asdict(plan))
             with open(job_dir / SUPERVISOR_LOG, "ab") as log:
                 proc = subprocess.Popen(
                     [self.python, "-m", "podium.run.supervisor", str(job_dir), str(lock_fd)],

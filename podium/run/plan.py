@@ -1,23 +1,13 @@
-"""LaunchPlan and JobResult: the files between the daemon and a supervisor.
+"""LaunchPlan and JobResult: the typed view of the daemon <-> supervisor files.
 
-Standard library only. Both are written atomically (temp file, fsync, rename), so a
-reader sees either nothing or the whole file.
+The daemon writes a LaunchPlan (`asdict`) and reads a JobResult; the supervisor reads
+the same JSON without these classes, to start fast (see `podium.run.files`).
 """
 
 from __future__ import annotations
 
-import json
-import os
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
-
-PLAN_FILE = "launch.json"
-STARTED_FILE = "started.json"
-RESULT_FILE = "result.json"
-LOCK_FILE = "lock"
-SCRIPT_FILE = "script"
-SUPERVISOR_LOG = "supervisor.log"
 
 
 @dataclass
@@ -99,23 +89,3 @@ class JobResult:
         data = dict(data)
         data["tasks"] = [TaskResult(**t) for t in data.get("tasks", [])]
         return cls(**data)
-
-
-def write_atomic(path: Path, data: Any) -> None:
-    """Write `data` as JSON to `path` so readers see all of it or nothing."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as fh:
-        json.dump(asdict(data) if hasattr(data, "__dataclass_fields__") else data, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-def read_json(path: Path) -> dict[str, Any] | None:
-    """The JSON object at `path`, or None when it does not exist."""
-    try:
-        with open(path) as fh:
-            data = json.load(fh)
-    except FileNotFoundError:
-        return None
-    return data if isinstance(data, dict) else None

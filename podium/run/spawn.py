@@ -26,9 +26,9 @@ def spawn_task(
 
     The child gets an empty signal mask and default handlers, joins process group
     `pgid` (0: a new group led by itself), joins the cgroup whose cgroup.procs is
-    `cgroup_procs` (best effort: the supervisor also tracks descendants), takes (uid, gid, groups) from `creds` when
-    given, and closes every other descriptor. Raises SpawnError with the child's
-    reason if it could not exec.
+    `cgroup_procs` (best effort: the supervisor also tracks descendants), takes
+    (uid, gid, groups) from `creds` when given, and closes every other descriptor.
+    Raises SpawnError with the child's reason if it could not exec.
     """
     read_end, write_end = os.pipe2(os.O_CLOEXEC)
     pid = os.fork()
@@ -36,8 +36,15 @@ def spawn_task(
         try:
             os.close(read_end)
             signal.pthread_sigmask(signal.SIG_SETMASK, [])
-            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD,
-                        signal.SIGUSR1, signal.SIGUSR2, signal.SIGPIPE):
+            for sig in (
+                signal.SIGTERM,
+                signal.SIGINT,
+                signal.SIGHUP,
+                signal.SIGCHLD,
+                signal.SIGUSR1,
+                signal.SIGUSR2,
+                signal.SIGPIPE,
+            ):
                 signal.signal(sig, signal.SIG_DFL)
             os.setpgid(0, pgid)
             if cgroup_procs is not None:

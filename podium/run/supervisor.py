@@ -13,29 +13,55 @@ Contract:
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import signal
 import socket
 import sys
 import time
-import traceback
 from pathlib import Path
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, cast
 
 from podium.run.contain import ContainmentError, JobContainment
+from podium.run.files import PLAN_FILE, RESULT_FILE, STARTED_FILE, read_json, write_atomic
 from podium.run.patterns import expand
-from podium.run.plan import (
-    PLAN_FILE,
-    RESULT_FILE,
-    STARTED_FILE,
-    JobResult,
-    LaunchPlan,
-    TaskPlan,
-    TaskResult,
-    read_json,
-    write_atomic,
-)
 from podium.run.spawn import SpawnError, spawn_task
+
+if TYPE_CHECKING:  # the supervisor reads the plan as plain JSON, to start fast
+    from podium.run.plan import LaunchPlan, TaskPlan
+
+
+def load_plan(data: dict[str, Any]) -> LaunchPlan:
+    """The launch plan from its JSON, with attribute access (no dataclass import)."""
+    plan = SimpleNamespace(**data)
+    plan.tasks = [SimpleNamespace(**t) for t in data["tasks"]]
+    return cast("LaunchPlan", plan)
+
+
+def result_record(
+    state: str,
+    exit_code: int | None,
+    signal_num: int | None,
+    start: float,
+    *,
+    reason: str = "None",
+    tasks: list[dict[str, Any]] | None = None,
+    leftover: int = 0,
+) -> dict[str, Any]:
+    """The JSON of a JobResult (see podium.run.plan.JobResult)."""
+    return {
+        "state": state,
+        "exit_code": exit_code,
+        "signal": signal_num,
+        "start_time": start,
+        "end_time": time.time(),
+        "reason": reason,
+        "tasks": tasks or [],
+        "leftover_killed": leftover,
+    }
+
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 WATCHED = {signal.SIGCHLD, *STOP_SIGNALS}
@@ -129,9 +155,16 @@ class Supervisor:
         mode |= os.O_APPEND if plan.open_mode == "append" else os.O_TRUNC
 
         def path_for(pattern: str) -> str:
-            p = expand(pattern, job_id=plan.job_id, name=plan.name, user=plan.user,
-                       node=plan.node, array_job_id=plan.array_job_id,
-                       array_task_id=plan.array_task_id, task_id=task.procid)
+            p = expand(
+                pattern,
+                job_id=plan.job_id,
+                name=plan.name,
+                user=plan.user,
+                node=plan.node,
+                array_job_id=plan.array_job_id,
+                array_task_id=plan.array_task_id,
+                task_id=task.procid,
+            )
             return os.path.join(plan.work_dir, p)
 
         out_path = path_for(plan.stdout)
@@ -207,10 +240,8 @@ class Supervisor:
         if batch_only:
             first = next(iter(self.tasks), None)
             if first is not None and first not in self.status:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(first, sig)
-                except ProcessLookupError:
-                    pass
             return
         self.contain.signal_all(sig)
 
@@ -252,26 +283,26 @@ class Supervisor:
                 self._terminate("CANCELLED")
                 return
 
-    def result(self, leftover: int) -> JobResult:
-        tasks = [
-            TaskResult(self.tasks[pid].procid, *self.status.get(pid, (None, signal.SIGKILL)))
-            for pid in self.tasks
-        ]
-        codes = [t.exit_code for t in tasks if t.exit_code is not None]
-        signals = [t.signal for t in tasks if t.signal is not None]
+    def result(self, leftover: int) -> dict[str, Any]:
+        """The job's outcome: highest task exit code, first terminating signal, state."""
+        tasks = []
+        for pid, task in self.tasks.items():
+            code, sig_num = self.status.get(pid, (None, signal.SIGKILL))
+            tasks.append({"procid": task.procid, "exit_code": code, "signal": sig_num})
+        codes = [t["exit_code"] for t in tasks if t["exit_code"] is not None]
+        signals = [t["signal"] for t in tasks if t["signal"] is not None]
         exit_code = max(codes) if codes else None
         sig = signals[0] if signals else None
         if self.final_state is not None:
             state = self.final_state
-        elif tasks and all(t.exit_code == 0 for t in tasks):
+        elif tasks and all(t["exit_code"] == 0 for t in tasks):
             state = "COMPLETED"
         else:
             state = "FAILED"
         if exit_code is None and sig is None:
             exit_code = 0
-        return JobResult(
-            state=state, exit_code=exit_code, signal=sig, start_time=self.start,
-            end_time=time.time(), reason=self.reason, tasks=tasks, leftover_killed=leftover,
+        return result_record(
+            state, exit_code, sig, self.start, reason=self.reason, tasks=tasks, leftover=leftover
         )
 
 
@@ -284,14 +315,15 @@ def main(argv: list[str]) -> int:
     data = read_json(job_dir / PLAN_FILE)
     if data is None:
         return 2
-    plan = LaunchPlan.from_dict(data)
+    plan = load_plan(data)
     start = time.time()
     write_atomic(job_dir / STARTED_FILE, {"pid": os.getpid(), "start_time": start})
     try:
         sup = Supervisor(job_dir, plan)
     except ContainmentError as exc:
-        write_atomic(job_dir / RESULT_FILE, JobResult("FAILED", None, None, start, time.time(),
-                                                      reason=str(exc)))
+        write_atomic(
+            job_dir / RESULT_FILE, result_record("FAILED", None, None, start, reason=str(exc))
+        )
         return 0
     sup.start = start
     try:
@@ -302,6 +334,8 @@ def main(argv: list[str]) -> int:
     except OSError as exc:
         sup.final_state, sup.reason = "FAILED", f"launch failed: {exc.strerror}: {exc.filename}"
     except Exception:
+        import traceback
+
         traceback.print_exc()
         sup.final_state, sup.reason = "FAILED", "supervisor error (see supervisor.log)"
     leftover = sup.contain.kill_all(reap=sup._reap)

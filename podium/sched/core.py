@@ -48,8 +48,7 @@ class _NodeFree:
 
 def _free_state(snapshot: Snapshot) -> dict[str, _NodeFree]:
     free = {
-        n.name: _NodeFree(n, n.cpus, n.memory_mb, [g.index for g in n.gpus])
-        for n in snapshot.nodes
+        n.name: _NodeFree(n, n.cpus, n.memory_mb, [g.index for g in n.gpus]) for n in snapshot.nodes
     }
     for alloc in snapshot.running:
         if alloc.node in free:
@@ -130,10 +129,13 @@ def schedule(snapshot: Snapshot, now: float) -> Decisions:
             if status is DepStatus.WAITING:
                 reasons[job.job_id] = Reason.DEPENDENCY
                 continue
-        if job.array_job_id is not None and job.array_throttle is not None:
-            if array_running.get(job.array_job_id, 0) >= job.array_throttle:
-                reasons[job.job_id] = Reason.ARRAY_LIMIT
-                continue
+        if (
+            job.array_job_id is not None
+            and job.array_throttle is not None
+            and array_running.get(job.array_job_id, 0) >= job.array_throttle
+        ):
+            reasons[job.job_id] = Reason.ARRAY_LIMIT
+            continue
         if job.partition in blocked:
             reasons[job.job_id] = Reason.PRIORITY
             continue
@@ -169,8 +171,6 @@ def schedule(snapshot: Snapshot, now: float) -> Decisions:
         if placed:
             continue
         fits_some = any(n.view.schedulable and _could_ever_fit(job, n.view) for n in candidates)
-        reasons[job.job_id] = (
-            Reason.RESOURCES if any_up and fits_some else Reason.NODE_UNAVAILABLE
-        )
+        reasons[job.job_id] = Reason.RESOURCES if any_up and fits_some else Reason.NODE_UNAVAILABLE
         blocked.add(job.partition)
     return Decisions(starts=tuple(starts), reasons=reasons, cancels=cancels)

@@ -51,7 +51,9 @@ def _states(text: str | None) -> list[str] | None:
     return states
 
 
-def create_app(controller: Controller, wake: Callable[[], None], stop: Callable[[], None]) -> FastAPI:
+def create_app(
+    controller: Controller, wake: Callable[[], None], stop: Callable[[], None]
+) -> FastAPI:
     """The API over `controller`; `wake` prompts a scheduling pass, `stop` the shutdown."""
     app = FastAPI(title="Podium", version=__version__, docs_url=None, redoc_url=None)
 

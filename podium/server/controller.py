@@ -101,7 +101,9 @@ class Controller:
                 f"that user; start it as root to serve several users"
             )
         now = self.clock()
-        built = build_job(req, self.config, Submitter(who.uid, who.gid, who.name, who.is_admin), now)
+        built = build_job(
+            req, self.config, Submitter(who.uid, who.gid, who.name, who.is_admin), now
+        )
         spec = built.spec
         dep_ids = {j for d in spec.dependencies for j in d.job_ids}
         if dep_ids:
@@ -195,8 +197,13 @@ class Controller:
                 "features": self.config.node.features,
                 "partitions": [p.name for p in self.config.partitions],
                 "gpus": [
-                    {"index": g.index, "type": g.type, "memory_mb": g.memory_mb,
-                     "uuid": g.uuid, "job_id": owner.get(g.index)}
+                    {
+                        "index": g.index,
+                        "type": g.type,
+                        "memory_mb": g.memory_mb,
+                        "uuid": g.uuid,
+                        "job_id": owner.get(g.index),
+                    }
                     for g in self.gpus
                 ],
             }
@@ -228,7 +235,8 @@ class Controller:
             if not who.is_admin and user is None:
                 user = who.name
         picked = [
-            r for r in rows
+            r
+            for r in rows
             if (user is None or r["user"] == user)
             and (name is None or r["name"] == name)
             and (states is None or r["state"] in states)
@@ -302,8 +310,12 @@ class Controller:
         if poll.status == "ended" and poll.result is not None:
             res = poll.result
             self.store.mark_ended(
-                job_id, state=JobState(res.state), exit_code=res.exit_code, signal=res.signal,
-                end_time=res.end_time, reason=res.reason,
+                job_id,
+                state=JobState(res.state),
+                exit_code=res.exit_code,
+                signal=res.signal,
+                end_time=res.end_time,
+                reason=res.reason,
             )
             self._after_end(row, res.state)
             return "ended"
@@ -317,7 +329,11 @@ class Controller:
             self.store.requeue_unlaunched(job_id, now)
             return "relaunch"
         self.store.mark_ended(
-            job_id, state=JobState.NODE_FAIL, exit_code=None, signal=None, end_time=now,
+            job_id,
+            state=JobState.NODE_FAIL,
+            exit_code=None,
+            signal=None,
+            end_time=now,
             reason="supervisor vanished",
         )
         self._after_end(row, JobState.NODE_FAIL.value)
@@ -336,15 +352,19 @@ class Controller:
         if not spec.mail_types or not self.config.mail_command:
             return
         wanted = set(spec.mail_types)
-        if "ALL" not in wanted and kind not in wanted and not (
-            kind == "TIME_LIMIT" and "FAIL" in wanted
+        if (
+            "ALL" not in wanted
+            and kind not in wanted
+            and not (kind == "TIME_LIMIT" and "FAIL" in wanted)
         ):
             return
         subject = f"Podium job {row['job_id']} ({row['name']}) {what}"
         try:
             subprocess.Popen(
                 [self.config.mail_command, "-s", subject, spec.mail_user or row["user"]],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
                 start_new_session=True,
             )
         except OSError as exc:
@@ -372,9 +392,15 @@ class Controller:
             spec = self._spec(r)
             running.append(
                 Allocation(
-                    job_id=r["job_id"], node=r["node"] or self.node_name, user=r["user"],
-                    gpu_indices=tuple(spec_gpu_ids(r)), cpus=r["cpus"], mem_mb=r["mem_mb"],
-                    exclusive=spec.exclusive, name=r["name"], array_job_id=r["array_job_id"],
+                    job_id=r["job_id"],
+                    node=r["node"] or self.node_name,
+                    user=r["user"],
+                    gpu_indices=tuple(spec_gpu_ids(r)),
+                    cpus=r["cpus"],
+                    mem_mb=r["mem_mb"],
+                    exclusive=spec.exclusive,
+                    name=r["name"],
+                    array_job_id=r["array_job_id"],
                 )
             )
         pending = []
@@ -384,14 +410,25 @@ class Controller:
             qos = self.config.qos_level(r["qos"])
             pending.append(
                 PendingJob(
-                    job_id=r["job_id"], user=r["user"], name=r["name"], partition=r["partition"],
-                    qos_priority=qos.priority if qos else 0, submit_time=r["submit_time"],
-                    cpus=r["cpus"], mem_mb=r["mem_mb"], gpus=r["gpus"], gpu_type=spec.gpu_type,
-                    exclusive=spec.exclusive, nice=r["nice"], held=bool(r["held"]),
-                    begin_time=spec.begin_time, dependencies=spec.dependencies,
+                    job_id=r["job_id"],
+                    user=r["user"],
+                    name=r["name"],
+                    partition=r["partition"],
+                    qos_priority=qos.priority if qos else 0,
+                    submit_time=r["submit_time"],
+                    cpus=r["cpus"],
+                    mem_mb=r["mem_mb"],
+                    gpus=r["gpus"],
+                    gpu_type=spec.gpu_type,
+                    exclusive=spec.exclusive,
+                    nice=r["nice"],
+                    held=bool(r["held"]),
+                    begin_time=spec.begin_time,
+                    dependencies=spec.dependencies,
                     dependency_any=spec.dependency_any,
                     kill_on_invalid_dep=spec.kill_on_invalid_dep,
-                    array_job_id=r["array_job_id"], array_throttle=r["array_throttle"],
+                    array_job_id=r["array_job_id"],
+                    array_throttle=r["array_throttle"],
                 )
             )
             dep_ids.update(j for d in spec.dependencies for j in d.job_ids)
@@ -422,16 +459,27 @@ class Controller:
 
         def path(pattern: str) -> str:
             expanded = expand(
-                pattern, job_id=job_id, name=row["name"], user=row["user"], node=self.node_name,
-                array_job_id=row["array_job_id"], array_task_id=row["array_task_id"],
+                pattern,
+                job_id=job_id,
+                name=row["name"],
+                user=row["user"],
+                node=self.node_name,
+                array_job_id=row["array_job_id"],
+                array_task_id=row["array_task_id"],
             )
             return os.path.join(spec.work_dir, expanded)
 
         stdout = path(spec.output)
         stderr = path(spec.error) if spec.error else stdout
         self.store.mark_running(
-            job_id, node=self.node_name, gpu_ids=gpu_ids, cpus=cpus, mem_mb=mem_mb,
-            stdout=stdout, stderr=stderr, now=now,
+            job_id,
+            node=self.node_name,
+            gpu_ids=gpu_ids,
+            cpus=cpus,
+            mem_mb=mem_mb,
+            stdout=stdout,
+            stderr=stderr,
+            now=now,
         )
         try:
             plan = self._plan(row, spec, list(gpu_ids), cpus)
@@ -439,8 +487,12 @@ class Controller:
         except (LaunchError, OSError) as exc:
             log.error("job %s: launch failed: %s", job_id, exc)
             self.store.mark_ended(
-                job_id, state=JobState.FAILED, exit_code=None, signal=None,
-                end_time=self.clock(), reason=f"launch failed: {exc}",
+                job_id,
+                state=JobState.FAILED,
+                exit_code=None,
+                signal=None,
+                end_time=self.clock(),
+                reason=f"launch failed: {exc}",
             )
             return
         self.store.set_supervisor(job_id, pid)
@@ -467,18 +519,37 @@ class Controller:
         script_path = str(self.executor.job_dir(row["job_id"]) / "script")
         sig = spec.signal
         return LaunchPlan(
-            job_id=row["job_id"], name=row["name"], user=user, uid=uid, gid=gid, groups=groups,
-            argv=[script_path, *spec.script_args], work_dir=spec.work_dir,
-            submit_dir=spec.submit_dir, environment=spec.environment, tasks=tasks,
-            stdout=spec.output, stderr=spec.error, stdin=spec.input, open_mode=spec.open_mode,
-            node=self.node_name, gpu_ids=gpu_ids, cpus=cpus, cpus_per_task=spec.cpus_per_task,
-            time_limit_s=spec.time_limit_s, kill_wait_s=self.config.kill_wait_s,
+            job_id=row["job_id"],
+            name=row["name"],
+            user=user,
+            uid=uid,
+            gid=gid,
+            groups=groups,
+            argv=[script_path, *spec.script_args],
+            work_dir=spec.work_dir,
+            submit_dir=spec.submit_dir,
+            environment=spec.environment,
+            tasks=tasks,
+            stdout=spec.output,
+            stderr=spec.error,
+            stdin=spec.input,
+            open_mode=spec.open_mode,
+            node=self.node_name,
+            gpu_ids=gpu_ids,
+            cpus=cpus,
+            cpus_per_task=spec.cpus_per_task,
+            time_limit_s=spec.time_limit_s,
+            kill_wait_s=self.config.kill_wait_s,
             signal_num=sig.signum if sig else None,
             signal_before_s=sig.seconds_before if sig else 60,
             signal_batch_only=sig.batch_only if sig else False,
-            array_job_id=row["array_job_id"], array_task_id=row["array_task_id"],
-            restart_count=row["restart_count"], checkpoint_dir=checkpoint,
-            partition=row["partition"], qos=row["qos"], account=row["account"],
+            array_job_id=row["array_job_id"],
+            array_task_id=row["array_task_id"],
+            restart_count=row["restart_count"],
+            checkpoint_dir=checkpoint,
+            partition=row["partition"],
+            qos=row["qos"],
+            account=row["account"],
             proctrack=self.config.proctrack,
         )
 

@@ -60,7 +60,10 @@ def resolve_config(
     if gpus is not None:
         gpu_type = config.node.gpus.type
         config.node.gpus = GpuInventory(
-            source="declared", count=gpus, type=gpu_type, memory_mb=config.node.gpus.memory_mb or 81920
+            source="declared",
+            count=gpus,
+            type=gpu_type,
+            memory_mb=config.node.gpus.memory_mb or 81920,
         )
     if cpus is not None:
         config.node.cpus = cpus
@@ -124,8 +127,13 @@ def serve(home: Path, config: ClusterConfig) -> None:
     sock.unlink(missing_ok=True)
     server = uvicorn.Server(
         uvicorn.Config(
-            app, uds=str(sock), http=PeerCredProtocol, log_level="warning",
-            access_log=False, lifespan="on", timeout_graceful_shutdown=5,
+            app,
+            uds=str(sock),
+            http=PeerCredProtocol,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=5,
         )
     )
     paths.pid_path(home).write_text(f"{os.getpid()}\n")

@@ -32,9 +32,9 @@ def job_record(row: Row, now: float) -> dict[str, Any]:
     spec = json.loads(row["spec"])
     deps = spec.get("dependencies") or []
     sep = "?" if spec.get("dependency_any") else ","
-    dependency = sep.join(
-        d["kind"] + "".join(f":{j}" for j in d.get("job_ids", [])) for d in deps
-    ) or None
+    dependency = (
+        sep.join(d["kind"] + "".join(f":{j}" for j in d.get("job_ids", [])) for d in deps) or None
+    )
     return {
         "job_id": row["job_id"],
         "display_id": display_id(row),
@@ -62,6 +62,9 @@ def job_record(row: Row, now: float) -> dict[str, Any]:
         "submit_time": iso(row["submit_time"]),
         "start_time": iso(start),
         "end_time": iso(end),
+        "submit_epoch": row["submit_time"],
+        "start_epoch": start,
+        "end_epoch": end,
         "elapsed_s": round(elapsed, 3),
         "gpu_seconds": round(elapsed * row["gpus"], 3),
         "cpu_seconds": round(elapsed * row["cpus"], 3),

@@ -203,7 +203,7 @@ def _dependencies(g: Given) -> tuple[tuple[Dependency, ...], bool]:
             job_ids.append(int(base))
         if not job_ids:
             raise _err(g, f"{kind} needs at least one job id ({kind}:123)")
-        clauses.append(Dependency(kind=kind, job_ids=tuple(job_ids)))  # type: ignore[arg-type]
+        clauses.append(Dependency(kind=kind, job_ids=tuple(job_ids)))
     return tuple(clauses), any_mode
 
 
@@ -312,9 +312,7 @@ class Built:
     dependency_where: str | None = None
 
 
-def build_job(
-    req: SubmitRequest, config: ClusterConfig, who: Submitter, now: float
-) -> Built:
+def build_job(req: SubmitRequest, config: ClusterConfig, who: Submitter, now: float) -> Built:
     """Build and validate the JobSpec for `req`; raise SpecError or Unsatisfiable."""
     cli_given, _ = parse_tokens(req.options, "command line")
     for g in cli_given:
@@ -331,7 +329,7 @@ def build_job(
     if len(sources) + len(commands) > 1:
         raise SpecError("give one of a script, --wrap or a job file's script/command, not several")
     if not sources and not commands:
-        raise SpecError("nothing to run: give a batch script, --wrap \"CMD\" or -f job.yaml")
+        raise SpecError('nothing to run: give a batch script, --wrap "CMD" or -f job.yaml')
     if commands:
         script = f"#!/bin/sh\n{commands[0]}\n"
     else:
@@ -483,8 +481,8 @@ def _resolve(
     mem_opts = [raw.get(n) for n in ("mem", "mem-per-cpu", "mem-per-gpu")]
     mem_given = [g for g in mem_opts if g is not None]
     if len(mem_given) > 1:
-        names = " and ".join(f"--{g.long}" for g in mem_given)
-        raise SpecError(f"{mem_given[-1].where}: {names} are mutually exclusive: give one")
+        clash = " and ".join(f"--{g.long}" for g in mem_given)
+        raise SpecError(f"{mem_given[-1].where}: {clash} are mutually exclusive: give one")
     mem = cpus * config.mem_per_cpu_mb
     if mem_given:
         g = mem_given[0]
@@ -510,16 +508,22 @@ def _resolve(
         found = config.partition(str(g.value))
         if found is None:
             names = [p.name for p in config.partitions]
-            raise _err(g, f"no partition {g.value!r}{did_you_mean(str(g.value), names)}; "
-                          f"partitions: {', '.join(names)}")
+            raise _err(
+                g,
+                f"no partition {g.value!r}{did_you_mean(str(g.value), names)}; "
+                f"partitions: {', '.join(names)}",
+            )
         partition = found
     out["partition"] = partition.name
     qos = config.default_qos
     if (g := raw.get("qos")) is not None:
         if config.qos_level(str(g.value)) is None:
             names = [q.name for q in config.qos]
-            raise _err(g, f"no QoS {g.value!r}{did_you_mean(str(g.value), names)}; "
-                          f"QoS levels: {', '.join(names)}")
+            raise _err(
+                g,
+                f"no QoS {g.value!r}{did_you_mean(str(g.value), names)}; "
+                f"QoS levels: {', '.join(names)}",
+            )
         qos = str(g.value)
     out["qos"] = qos
     account = who.name
@@ -612,8 +616,9 @@ def _resolve(
         kinds = [k for k in kinds if k != "NONE"]
         if kinds and not config.mail_command:
             raise _err(
-                g, "cannot be honoured: this cluster has no mail transport "
-                   "(set mail_command in the cluster config)"
+                g,
+                "cannot be honoured: this cluster has no mail transport "
+                "(set mail_command in the cluster config)",
             )
         out["mail_types"] = tuple(kinds)
         out["mail_user"] = raw.text("mail-user") or who.name
@@ -639,7 +644,9 @@ def check_fits(spec: JobSpec, config: ClusterConfig) -> None:
             f"{gpus.count} x {gpus.type!r}"
         )
     if spec.cpus > node.cpus:
-        raise Unsatisfiable(f"the job asks for {spec.cpus} CPUs but node {node.name} has {node.cpus}")
+        raise Unsatisfiable(
+            f"the job asks for {spec.cpus} CPUs but node {node.name} has {node.cpus}"
+        )
     if spec.mem_mb > node.memory_mb:
         raise Unsatisfiable(
             f"the job asks for {spec.mem_mb} MiB of memory but node {node.name} has "

@@ -51,9 +51,7 @@ class Store:
 
     # --- jobs -----------------------------------------------------------------
 
-    def insert_jobs(
-        self, spec: JobSpec, *, uid: int, gid: int, user: str, now: float
-    ) -> list[int]:
+    def insert_jobs(self, spec: JobSpec, *, uid: int, gid: int, user: str, now: float) -> list[int]:
         """Insert a job (or every task of an array job) as PENDING; return the ids."""
         indices: Sequence[int | None] = spec.array.indices if spec.array else [None]
         throttle = spec.array.throttle if spec.array else None
@@ -67,11 +65,26 @@ class Store:
                          submit_time, gpus, cpus, mem_mb, time_limit_s, work_dir)
                        VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
                     (
-                        index, throttle, spec.name, user, uid, gid, spec.account,
-                        spec.partition, spec.qos, JobState.PENDING.value,
-                        "Held" if spec.hold else "None", int(spec.hold), spec.nice,
-                        spec_json, now, spec.gpus, spec.cpus, spec.mem_mb,
-                        spec.time_limit_s, spec.work_dir,
+                        index,
+                        throttle,
+                        spec.name,
+                        user,
+                        uid,
+                        gid,
+                        spec.account,
+                        spec.partition,
+                        spec.qos,
+                        JobState.PENDING.value,
+                        "Held" if spec.hold else "None",
+                        int(spec.hold),
+                        spec.nice,
+                        spec_json,
+                        now,
+                        spec.gpus,
+                        spec.cpus,
+                        spec.mem_mb,
+                        spec.time_limit_s,
+                        spec.work_dir,
                     ),
                 )
                 ids.append(int(cur.lastrowid or 0))
@@ -272,7 +285,8 @@ class Store:
     ) -> None:
         with self.transaction() as conn:
             conn.execute(
-                "UPDATE nodes SET admin_state=?, reason=?, reason_uid=?, reason_time=? WHERE name=?",
+                "UPDATE nodes SET admin_state=?, reason=?, reason_uid=?, reason_time=? "
+                "WHERE name=?",
                 (admin_state, reason, uid, now, name),
             )
             self._event(conn, now, admin_state, node=name, detail=reason)

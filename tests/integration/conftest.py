@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -78,12 +79,23 @@ class Cluster:
     # -- clients -----------------------------------------------------------------
 
     def cli(
-        self, *args: str, check: bool = False, cwd: Path | None = None, stdin: str | None = None,
-        user: str | None = None, env: dict[str, str] | None = None, timeout: float = 60,
+        self,
+        *args: str,
+        check: bool = False,
+        cwd: Path | None = None,
+        stdin: str | None = None,
+        user: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout: float = 60,
     ) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
-            [PODIUM, *args], capture_output=True, text=True, cwd=cwd or self.work,
-            env=env or self.env, input=stdin if stdin is not None else "", timeout=timeout,
+            [PODIUM, *args],
+            capture_output=True,
+            text=True,
+            cwd=cwd or self.work,
+            env=env or self.env,
+            input=stdin if stdin is not None else "",
+            timeout=timeout,
             user=user,
         )
         if check:
@@ -109,7 +121,9 @@ class Cluster:
         data: dict[str, Any] = json.loads(result.stdout)
         return data
 
-    def wait(self, job_id: int, states: set[str] | None = None, timeout: float = 60) -> dict[str, Any]:
+    def wait(
+        self, job_id: int, states: set[str] | None = None, timeout: float = 60
+    ) -> dict[str, Any]:
         states = states or TERMINAL
         deadline = time.monotonic() + timeout
         with self.api() as api:
@@ -123,10 +137,8 @@ class Cluster:
 
 
 def _reap(pid: int) -> None:
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 def make_cluster(gpus: int = 4, cpus: int = 8, kill_wait: float = 1.0, extra: str = "") -> Cluster:
@@ -149,14 +161,15 @@ def teardown_cluster(cluster: Cluster) -> None:
         for job_dir in jobs.iterdir():
             started = job_dir / "started.json"
             if started.exists() and not (job_dir / "result.json").exists():
-                try:
+                with contextlib.suppress(ProcessLookupError, ValueError, KeyError):
                     os.kill(json.loads(started.read_text())["pid"], signal.SIGTERM)
-                except (ProcessLookupError, ValueError, KeyError):
-                    pass
     deadline = time.monotonic() + 10
     while jobs.exists() and time.monotonic() < deadline:
-        pending = [d for d in jobs.iterdir()
-                   if (d / "started.json").exists() and not (d / "result.json").exists()]
+        pending = [
+            d
+            for d in jobs.iterdir()
+            if (d / "started.json").exists() and not (d / "result.json").exists()
+        ]
         if not pending:
             break
         time.sleep(0.1)

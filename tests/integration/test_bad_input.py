@@ -44,7 +44,10 @@ SCRIPT_CASES = [
     ("echo no shebang\n", ["does not start with #!"]),
     ("#!/bin/bash\n#SBATCH --gpu=2\n", ["line 2", "unknown option --gpu", "did you mean --gpus?"]),
     ("#!/bin/bash\n#SBATCH --job-nmae=x\n", ["did you mean --job-name?"]),
-    ("#!/bin/bash\n\n#SBATCH --reservation=big\n", ["line 3", "--reservation", "no advance reservations"]),
+    (
+        "#!/bin/bash\n\n#SBATCH --reservation=big\n",
+        ["line 3", "--reservation", "no advance reservations"],
+    ),
     ("#!/bin/bash\n#SBATCH --job-name='unterminated\n", ["line 2", "cannot parse directive"]),
     ("#!/bin/bash\n#SBATCH --wrap=hostname\n", ["only valid on the command line"]),
     ("#!/bin/bash\n#SBATCH --time=abc\n", ["--time", "invalid time 'abc'", "UNLIMITED"]),
@@ -53,8 +56,10 @@ SCRIPT_CASES = [
     ("#!/bin/bash\n#SBATCH --array=5-1\n", ["--array", "backwards"]),
     ("#!/bin/bash\n#SBATCH --signal=FOO@10\n", ["--signal", "unknown signal 'FOO'"]),
     ("#!/bin/bash\n#SBATCH --gres=fpga:1\n", ["unknown generic resource 'fpga'"]),
-    ("#!/bin/bash\n#SBATCH --dependency=afterfoo:1\n", ["unknown dependency type 'afterfoo'",
-                                                         "did you mean"]),
+    (
+        "#!/bin/bash\n#SBATCH --dependency=afterfoo:1\n",
+        ["unknown dependency type 'afterfoo'", "did you mean"],
+    ),
     ("#!/bin/bash\n#SBATCH --gpus=8\n", ["asks for 8 GPUs but node node0 has 4"]),
     ("#!/bin/bash\n#SBATCH --nodes=2\n", ["has 1 node", "backend: slurm"]),
     ("#!/bin/bash\n#SBATCH --mem=1T\n", ["MiB of memory but node node0 has 16000"]),
@@ -73,7 +78,9 @@ SCRIPT_CASES = [
 ]
 
 
-@pytest.mark.parametrize("script,needles", SCRIPT_CASES, ids=[str(i) for i in range(len(SCRIPT_CASES))])
+@pytest.mark.parametrize(
+    "script,needles", SCRIPT_CASES, ids=[str(i) for i in range(len(SCRIPT_CASES))]
+)
 def test_bad_scripts(guarded: tuple[Cluster, list[int]], script: str, needles: list[str]) -> None:
     c, accepted = guarded
     path = c.work / "bad.sh"
@@ -102,8 +109,9 @@ CLI_CASES = [
 
 
 @pytest.mark.parametrize("args,needles", CLI_CASES, ids=[" ".join(a) for a, _ in CLI_CASES])
-def test_bad_command_lines(guarded: tuple[Cluster, list[int]], args: list[str],
-                           needles: list[str]) -> None:
+def test_bad_command_lines(
+    guarded: tuple[Cluster, list[int]], args: list[str], needles: list[str]
+) -> None:
     c, accepted = guarded
     _assert_refused(c, accepted, c.cli(*args), *needles)
 
@@ -159,8 +167,10 @@ def test_garbage_over_the_socket(guarded: tuple[Cluster, list[int]]) -> None:
         assert api.get("/v1/nothing-here").status_code == 404
         assert api.delete("/v1/jobs").status_code == 405
         assert api.post("/v1/jobs/cancel", json={"job_ids": ["x"]}).status_code == 400
-        r = api.post("/v1/jobs", json={"cwd": "/tmp", "wrap": "true",
-                                       "options": ["--gpus=1\n#SBATCH --nodes=9"]})
+        r = api.post(
+            "/v1/jobs",
+            json={"cwd": "/tmp", "wrap": "true", "options": ["--gpus=1\n#SBATCH --nodes=9"]},
+        )
         assert r.status_code == 400
     assert c.alive()
     assert _all_ids(c) == accepted
@@ -183,7 +193,9 @@ def test_bad_cluster_config_is_one_line() -> None:
         )
         (c.home / "cluster.yaml").write_text("node:\n  gpus:\n    cuont: 4\n")
         result = c.cli("up")
-        assert result.returncode == 2 and "'node.gpus.cuont' (did you mean 'count'?)" in result.stderr
+        assert (
+            result.returncode == 2 and "'node.gpus.cuont' (did you mean 'count'?)" in result.stderr
+        )
         (c.home / "cluster.yaml").write_text("node:\n  cpus: many\n")
         result = c.cli("up")
         assert result.returncode == 2 and "node.cpus" in result.stderr

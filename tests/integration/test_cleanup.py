@@ -15,10 +15,15 @@ from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
 pytestmark = pytest.mark.integration
 
 # Each pattern leaves a process behind that writes its pid to a file, then lingers.
-STUBBORN_GRANDCHILD = "(trap '' TERM; echo $BASHPID > {pids}/stubborn; while true; do sleep 0.1; done) &"
+STUBBORN_GRANDCHILD = (
+    "(trap '' TERM; echo $BASHPID > {pids}/stubborn; while true; do sleep 0.1; done) &"
+)
 OWN_SESSION = "setsid bash -c 'echo $$ > {pids}/session; exec sleep 300' &"
 DOUBLE_FORK = "( ( echo $BASHPID > {pids}/orphan; exec sleep 300 ) & ) &"
-NOHUP = "nohup bash -c 'trap \"\" TERM HUP; echo $$ > {pids}/nohup; while true; do sleep 0.1; done' >/dev/null 2>&1 &"
+NOHUP = (
+    'nohup bash -c \'trap "" TERM HUP; echo $$ > {pids}/nohup; '
+    "while true; do sleep 0.1; done' >/dev/null 2>&1 &"
+)
 
 
 def _pids(pids_dir: Path, names: list[str], timeout: float = 10) -> dict[str, int]:

@@ -16,8 +16,10 @@ from tests.integration.conftest import BIN, PODIUM
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(importlib.util.find_spec("torch") is None,
-                       reason="PyTorch is not installed (pip install '.[torch]')"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("torch") is None,
+        reason="PyTorch is not installed (pip install '.[torch]')",
+    ),
 ]
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -26,15 +28,17 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 def test_demo_runs_the_seed_scenario() -> None:
     home = Path(tempfile.mkdtemp(prefix="podium-demo-test-", dir="/tmp"))
     env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}")
-    result = subprocess.run([PODIUM, "demo", "--home", str(home)], capture_output=True,
-                            text=True, env=env, timeout=600)
+    result = subprocess.run(
+        [PODIUM, "demo", "--home", str(home)], capture_output=True, text=True, env=env, timeout=600
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     assert "B and A shared the four GPUs; C waited for a free GPU" in out
     # At some point A and B were running together while C was pending for Resources.
     tables = out.split("queue at")
     assert any(
-        re.search(r"bert .* RUNNING", t) and re.search(r"gpt .* RUNNING", t)
+        re.search(r"bert .* RUNNING", t)
+        and re.search(r"gpt .* RUNNING", t)
         and re.search(r"resnet .* PENDING .*\(Resources\)", t)
         for t in tables
     ), out
@@ -47,14 +51,22 @@ def test_demo_runs_the_seed_scenario() -> None:
 
 def test_training_job_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     env = dict(os.environ, PODIUM_CHECKPOINT_DIR=str(tmp_path), RANK="0", WORLD_SIZE="1")
-    cmd = [sys.executable, str(EXAMPLES / "train.py"), "--model", "resnet",
-           "--checkpoint-every", "5"]
-    first = subprocess.run([*cmd, "--steps", "10"], capture_output=True, text=True, env=env,
-                           timeout=300)
+    cmd = [
+        sys.executable,
+        str(EXAMPLES / "train.py"),
+        "--model",
+        "resnet",
+        "--checkpoint-every",
+        "5",
+    ]
+    first = subprocess.run(
+        [*cmd, "--steps", "10"], capture_output=True, text=True, env=env, timeout=300
+    )
     assert first.returncode == 0, first.stderr
     assert "done: 10 steps" in first.stdout
-    second = subprocess.run([*cmd, "--steps", "15"], capture_output=True, text=True, env=env,
-                            timeout=300)
+    second = subprocess.run(
+        [*cmd, "--steps", "15"], capture_output=True, text=True, env=env, timeout=300
+    )
     assert second.returncode == 0, second.stderr
     assert "resumed from checkpoint at step 10" in second.stdout
     assert "done: 15 steps" in second.stdout

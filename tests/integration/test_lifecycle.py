@@ -139,8 +139,9 @@ def test_dependencies(cluster: Cluster) -> None:
     time.sleep(0.5)
     job = c.job(notok)
     assert job["state"] == "PENDING" and job["reason"] == "DependencyNeverSatisfied"
-    killed = c.submit(f"--dependency=afternotok:{first}", "--kill-on-invalid-dep=yes",
-                      "--wrap", "true")
+    killed = c.submit(
+        f"--dependency=afternotok:{first}", "--kill-on-invalid-dep=yes", "--wrap", "true"
+    )
     assert c.wait(killed)["state"] == "CANCELLED"
     missing = c.cli("submit", "--dependency=afterok:99999", "--wrap", "true")
     assert missing.returncode == 2 and "no job 99999" in missing.stderr
@@ -192,7 +193,9 @@ def test_acct_filters(cluster: Cluster) -> None:
     failed = c.wait(c.submit("--wrap", "exit 1"))
     rows = json.loads(c.cli("acct", "--json", check=True).stdout)
     by_id = {r["job_id"]: r for r in rows}
-    assert by_id[done["job_id"]]["gpu_seconds"] == pytest.approx(2 * by_id[done["job_id"]]["elapsed_s"])
+    assert by_id[done["job_id"]]["gpu_seconds"] == pytest.approx(
+        2 * by_id[done["job_id"]]["elapsed_s"]
+    )
     only_failed = json.loads(c.cli("acct", "--json", "--state", "FAILED", check=True).stdout)
     assert [r["job_id"] for r in only_failed] == [failed["job_id"]]
     future = json.loads(c.cli("acct", "--json", "--since", "2999-01-01", check=True).stdout)
@@ -218,7 +221,10 @@ def test_logs_follow(cluster: Cluster) -> None:
     job_id = c.submit("--wrap", "for i in 1 2 3; do echo line$i; sleep 0.3; done")
     proc = subprocess.run(
         [c.env["PATH"].split(":")[0] + "/podium", "logs", "-f", str(job_id)],
-        capture_output=True, text=True, env=c.env, timeout=30,
+        capture_output=True,
+        text=True,
+        env=c.env,
+        timeout=30,
     )
     assert proc.stdout == "line1\nline2\nline3\n"
     assert c.cli("logs", str(job_id), check=True).stdout == "line1\nline2\nline3\n"

@@ -19,7 +19,6 @@ import psutil
 import pytest
 
 import podium
-
 from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
 from tests.integration.test_cleanup import NAMES, _body, _gone, _pids
 
@@ -30,8 +29,11 @@ USER = "podium-test"
 
 # The second user needs an interpreter it may execute: ours may live under /root.
 # A system Python of the same minor version can load our site-packages (same ABI).
-PYTHON_CANDIDATES = [sys.executable, f"/usr/bin/python3.{sys.version_info.minor}",
-                     f"/usr/local/bin/python3.{sys.version_info.minor}"]
+PYTHON_CANDIDATES = [
+    sys.executable,
+    f"/usr/bin/python3.{sys.version_info.minor}",
+    f"/usr/local/bin/python3.{sys.version_info.minor}",
+]
 PYTHONPATH = os.pathsep.join(
     [str(Path(podium.__file__).resolve().parent.parent), *site.getsitepackages()]
 )
@@ -49,16 +51,21 @@ def other_user() -> str:
     for candidate in PYTHON_CANDIDATES:
         try:
             probe = subprocess.run(
-                [candidate, "-c", "import podium.cli.main, podium.server.daemon"], user=USER,
-                capture_output=True, env={"HOME": "/tmp", "PYTHONPATH": PYTHONPATH}, cwd="/",
+                [candidate, "-c", "import podium.cli.main, podium.server.daemon"],
+                user=USER,
+                capture_output=True,
+                env={"HOME": "/tmp", "PYTHONPATH": PYTHONPATH},
+                cwd="/",
             )
         except OSError:
             continue
         if probe.returncode == 0:
             _python[:] = [candidate]
             return USER
-    pytest.skip(f"no Python {sys.version_info.major}.{sys.version_info.minor} that {USER} "
-                f"may run with this checkout's packages (tried {PYTHON_CANDIDATES})")
+    pytest.skip(
+        f"no Python {sys.version_info.major}.{sys.version_info.minor} that {USER} "
+        f"may run with this checkout's packages (tried {PYTHON_CANDIDATES})"
+    )
 
 
 def _user_env(c: Cluster, user: str) -> dict[str, str]:
@@ -67,8 +74,16 @@ def _user_env(c: Cluster, user: str) -> dict[str, str]:
 
 def _run(c: Cluster, user: str, *args: str) -> subprocess.CompletedProcess[str]:
     """`podium ARGS` run by `user` with an interpreter that user may execute."""
-    return subprocess.run([_python[0], "-m", "podium", *args], capture_output=True, text=True,
-                          cwd=c.work, env=_user_env(c, user), user=user, timeout=60, input="")
+    return subprocess.run(
+        [_python[0], "-m", "podium", *args],
+        capture_output=True,
+        text=True,
+        cwd=c.work,
+        env=_user_env(c, user),
+        user=user,
+        timeout=60,
+        input="",
+    )
 
 
 def _as(c: Cluster, user: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -77,7 +92,9 @@ def _as(c: Cluster, user: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_jobs_run_as_the_submitting_user(cluster: Cluster, other_user: str) -> None:
     c = cluster
-    result = _as(c, other_user, "submit", "--parsable", "-o", "who-%u-%j.out", "--wrap", "id -un; id -u")
+    result = _as(
+        c, other_user, "submit", "--parsable", "-o", "who-%u-%j.out", "--wrap", "id -un; id -u"
+    )
     assert result.returncode == 0, result.stderr
     job_id = int(result.stdout)
     job = c.wait(job_id)

@@ -52,7 +52,9 @@ def test_kill9_and_restart_loses_nothing(cluster: Cluster) -> None:
     time.sleep(1.0)  # the short job ends with no daemon to see it
 
     c.start()
-    jobs = {j["job_id"]: j for j in json.loads(c.cli("queue", "--all", "--json", check=True).stdout)}
+    jobs = {
+        j["job_id"]: j for j in json.loads(c.cli("queue", "--all", "--json", check=True).stdout)
+    }
     assert set(jobs) >= {long_a, short, long_b, pending}
     assert jobs[short]["state"] == "COMPLETED" and jobs[short]["end_time"] is not None
     assert jobs[long_a]["state"] == "RUNNING" and jobs[long_b]["state"] == "RUNNING"
@@ -89,13 +91,14 @@ def test_down_keeps_running_jobs_and_up_adopts_them(cluster: Cluster) -> None:
 def test_crash_between_commit_and_launch_launches_once(cluster: Cluster) -> None:
     """A job marked RUNNING whose supervisor never started goes back to the queue."""
     c = cluster
-    script = c.script('echo $PODIUM_JOB_ID >> launches.txt\n', "once.sh")
+    script = c.script("echo $PODIUM_JOB_ID >> launches.txt\n", "once.sh")
     job_id = c.submit("--hold", str(script))
     c.stop()
     db = sqlite3.connect(c.home / "podium.db")
     db.execute(
         "UPDATE jobs SET state='RUNNING', held=0, start_time=?, node='node0', gpu_ids='[]' "
-        "WHERE job_id=?", (time.time(), job_id),
+        "WHERE job_id=?",
+        (time.time(), job_id),
     )
     db.commit()
     db.close()
@@ -122,7 +125,9 @@ def test_second_daemon_for_same_home_is_refused(cluster: Cluster) -> None:
 
     result = subprocess.run(
         [sys.executable, "-m", "podium.server.daemon", "--home", str(c.home)],
-        capture_output=True, text=True, timeout=30,
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     assert result.returncode == 1
     assert "already running" in result.stderr

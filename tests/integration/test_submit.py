@@ -161,9 +161,24 @@ def test_json_output_has_stable_keys(shared_cluster: Cluster) -> None:
     c = shared_cluster
     result = c.cli("submit", "--json", "--hold", "--wrap", "true", check=True)
     record = json.loads(result.stdout)
-    for key in ("job_id", "name", "user", "state", "reason", "partition", "qos", "gpus", "node",
-                "exit_code", "submit_time", "start_time", "end_time", "elapsed_s",
-                "gpu_seconds", "restart_count"):
+    for key in (
+        "job_id",
+        "name",
+        "user",
+        "state",
+        "reason",
+        "partition",
+        "qos",
+        "gpus",
+        "node",
+        "exit_code",
+        "submit_time",
+        "start_time",
+        "end_time",
+        "elapsed_s",
+        "gpu_seconds",
+        "restart_count",
+    ):
         assert key in record
     assert record["state"] == "PENDING" and record["reason"] == "Held"
     c.cli("cancel", str(record["job_id"]), check=True)
@@ -182,8 +197,11 @@ def test_array_job_with_throttle(shared_cluster: Cluster) -> None:
     assert sorted(j["array_task_id"] for j in tasks) == list(range(6))
     for task in tasks:
         c.wait(task["job_id"])
-    acct = [j for j in json.loads(c.cli("acct", "--json", check=True).stdout)
-            if j["array_job_id"] == array_id]
+    acct = [
+        j
+        for j in json.loads(c.cli("acct", "--json", check=True).stdout)
+        if j["array_job_id"] == array_id
+    ]
     # Never more than two at once: sort by start and check overlaps.
     spans = sorted((j["start_time"], j["end_time"]) for j in acct)
     for i, (start, _) in enumerate(spans):

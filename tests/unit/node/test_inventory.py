@@ -65,10 +65,16 @@ def test_declared_and_auto_fallback() -> None:
         resolve_inventory(GpuInventory(source="nvml"), RecordedNvml([], fail_init=True))
 
 
-@pytest.mark.parametrize("name,short", [
-    ("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA A100-SXM4-40GB", "a100"),
-    ("Tesla V100-SXM2-16GB", "v100"), ("NVIDIA H200", "h200"), ("NVIDIA GeForce RTX 4090", "geforce"),
-])
+@pytest.mark.parametrize(
+    "name,short",
+    [
+        ("NVIDIA H100 80GB HBM3", "h100"),
+        ("NVIDIA A100-SXM4-40GB", "a100"),
+        ("Tesla V100-SXM2-16GB", "v100"),
+        ("NVIDIA H200", "h200"),
+        ("NVIDIA GeForce RTX 4090", "geforce"),
+    ],
+)
 def test_type_names(name: str, short: str) -> None:
     assert gpu_type_name(name) == short
 

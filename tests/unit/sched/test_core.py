@@ -9,10 +9,19 @@ from podium.spec.job import Dependency
 NODE = NodeView("n0", cpus=8, memory_mb=16000, gpus=tuple(GpuSlot(i, "h100") for i in range(4)))
 
 
-def job(job_id: int, gpus: int = 0, qos: int = 100, submit: float = 0.0, **kw: object) -> PendingJob:
-    return PendingJob(job_id=job_id, user=str(kw.pop("user", "u")), name=str(kw.pop("name", f"j{job_id}")),
-                      partition="main", qos_priority=qos, submit_time=submit or job_id,
-                      gpus=gpus, **kw)  # type: ignore[arg-type]
+def job(
+    job_id: int, gpus: int = 0, qos: int = 100, submit: float = 0.0, **kw: object
+) -> PendingJob:
+    return PendingJob(
+        job_id=job_id,
+        user=str(kw.pop("user", "u")),
+        name=str(kw.pop("name", f"j{job_id}")),
+        partition="main",
+        qos_priority=qos,
+        submit_time=submit or job_id,
+        gpus=gpus,
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 def test_seed_scenario_b_and_a_start_c_waits() -> None:
@@ -50,8 +59,10 @@ def test_exclusive_jobs() -> None:
     d = schedule(Snapshot(nodes=(NODE,), running=(busy,), pending=(job(1, exclusive="node"),)), 0)
     assert d.reasons[1] == "Resources"
     excl = Allocation(job_id=9, node="n0", user="bob", cpus=1, exclusive="user")
-    d = schedule(Snapshot(nodes=(NODE,), running=(excl,),
-                          pending=(job(1, user="amy"), job(2, user="bob"))), 0)
+    d = schedule(
+        Snapshot(nodes=(NODE,), running=(excl,), pending=(job(1, user="amy"), job(2, user="bob"))),
+        0,
+    )
     assert [s.job_id for s in d.starts] == [] and d.reasons[1] == "Resources"
     d = schedule(Snapshot(nodes=(NODE,), running=(excl,), pending=(job(2, user="bob"),)), 0)
     assert [s.job_id for s in d.starts] == [2]
@@ -67,8 +78,9 @@ def test_held_begin_time_dependencies_and_throttle() -> None:
         job(6, array_job_id=6, array_throttle=1),
         job(7, array_job_id=6, array_throttle=1),
     )
-    d = schedule(Snapshot(nodes=(NODE,), pending=pending, job_states={50: "RUNNING", 51: "FAILED"}),
-                 now=10)
+    d = schedule(
+        Snapshot(nodes=(NODE,), pending=pending, job_states={50: "RUNNING", 51: "FAILED"}), now=10
+    )
     assert d.reasons[1] == "Held" and d.reasons[2] == "BeginTime"
     assert d.reasons[3] == "Dependency" and d.reasons[4] == "DependencyNeverSatisfied"
     assert d.cancels == {4: "DependencyNeverSatisfied"}
@@ -77,30 +89,46 @@ def test_held_begin_time_dependencies_and_throttle() -> None:
 
 def test_any_dependency_and_arrays_as_a_whole() -> None:
     dep = (Dependency(kind="afterok", job_ids=(10,)),)
-    snap = Snapshot(nodes=(NODE,), pending=(job(1, dependencies=dep),),
-                    job_states={11: "COMPLETED", 12: "RUNNING"}, array_members={10: (11, 12)})
+    snap = Snapshot(
+        nodes=(NODE,),
+        pending=(job(1, dependencies=dep),),
+        job_states={11: "COMPLETED", 12: "RUNNING"},
+        array_members={10: (11, 12)},
+    )
     assert schedule(snap, 0).reasons[1] == "Dependency"
     any_dep = (Dependency(kind="afterok", job_ids=(11,)), Dependency(kind="afterok", job_ids=(12,)))
-    snap = Snapshot(nodes=(NODE,), pending=(job(1, dependencies=any_dep, dependency_any=True),),
-                    job_states={11: "COMPLETED", 12: "RUNNING"})
+    snap = Snapshot(
+        nodes=(NODE,),
+        pending=(job(1, dependencies=any_dep, dependency_any=True),),
+        job_states={11: "COMPLETED", 12: "RUNNING"},
+    )
     assert [s.job_id for s in schedule(snap, 0).starts] == [1]
 
 
 def test_singleton_one_at_a_time() -> None:
     single = (Dependency(kind="singleton"),)
     running = Allocation(job_id=9, node="n0", user="u", name="train")
-    snap = Snapshot(nodes=(NODE,), running=(running,),
-                    pending=(job(1, name="train", dependencies=single),))
+    snap = Snapshot(
+        nodes=(NODE,), running=(running,), pending=(job(1, name="train", dependencies=single),)
+    )
     assert schedule(snap, 0).reasons[1] == "Dependency"
-    snap = Snapshot(nodes=(NODE,), pending=(job(1, name="t", dependencies=single),
-                                            job(2, name="t", dependencies=single)))
+    snap = Snapshot(
+        nodes=(NODE,),
+        pending=(job(1, name="t", dependencies=single), job(2, name="t", dependencies=single)),
+    )
     d = schedule(snap, 0)
     assert [s.job_id for s in d.starts] == [1] and d.reasons[2] == "Dependency"
 
 
 jobs_strategy = st.lists(
-    st.tuples(st.integers(0, 4), st.integers(1, 8), st.integers(0, 16000), st.sampled_from([10, 100, 1000])),
-    min_size=1, max_size=25,
+    st.tuples(
+        st.integers(0, 4),
+        st.integers(1, 8),
+        st.integers(0, 16000),
+        st.sampled_from([10, 100, 1000]),
+    ),
+    min_size=1,
+    max_size=25,
 )
 
 
@@ -109,8 +137,11 @@ jobs_strategy = st.lists(
 def test_never_oversubscribes_and_allocates_whole_jobs(
     specs: list[tuple[int, int, int, int]], busy_gpus: list[int]
 ) -> None:
-    running = (Allocation(job_id=999, node="n0", user="x", gpu_indices=tuple(busy_gpus), cpus=1,
-                          mem_mb=1000),)
+    running = (
+        Allocation(
+            job_id=999, node="n0", user="x", gpu_indices=tuple(busy_gpus), cpus=1, mem_mb=1000
+        ),
+    )
     pending = tuple(job(i + 1, g, qos=q, cpus=c, mem_mb=m) for i, (g, c, m, q) in enumerate(specs))
     d = schedule(Snapshot(nodes=(NODE,), running=running, pending=pending), now=0)
     by_id = {p.job_id: p for p in pending}

@@ -13,17 +13,32 @@ ME = Submitter(uid=1000, gid=1000, name="alice")
 
 def config() -> ClusterConfig:
     return ClusterConfig(
-        node=NodeConfig(name="n0", cpus=16, memory_mb=64000,
-                        gpus=GpuInventory(source="declared", count=4, type="h100")),
-        partitions=[Partition(name="main", default=True, default_time="1:00:00"),
-                    Partition(name="short", max_time="10")],
+        node=NodeConfig(
+            name="n0",
+            cpus=16,
+            memory_mb=64000,
+            gpus=GpuInventory(source="declared", count=4, type="h100"),
+        ),
+        partitions=[
+            Partition(name="main", default=True, default_time="1:00:00"),
+            Partition(name="short", max_time="10"),
+        ],
     )
 
 
-def build(script: str = "#!/bin/sh\ntrue\n", options: list[str] | None = None,
-          who: Submitter = ME, **kw: object) -> JobSpec:
-    req = SubmitRequest(script=script, options=options or [], cwd="/tmp",
-                        environment={"HOME": "/home/a", "PATH": "/bin", "SECRET": "x"}, **kw)
+def build(
+    script: str = "#!/bin/sh\ntrue\n",
+    options: list[str] | None = None,
+    who: Submitter = ME,
+    **kw: object,
+) -> JobSpec:
+    req = SubmitRequest(
+        script=script,
+        options=options or [],
+        cwd="/tmp",
+        environment={"HOME": "/home/a", "PATH": "/bin", "SECRET": "x"},
+        **kw,
+    )
     return build_job(req, config(), who, NOW).spec
 
 
@@ -43,7 +58,13 @@ def test_script_then_yaml_then_command_line() -> None:
 
 def test_resources() -> None:
     spec = build(options=["-n", "4", "-c", "2", "--gpus-per-task=1", "--mem-per-cpu=1G"])
-    assert (spec.ntasks, spec.cpus, spec.gpus, spec.gpus_per_task, spec.mem_mb) == (4, 8, 4, 1, 8192)
+    assert (spec.ntasks, spec.cpus, spec.gpus, spec.gpus_per_task, spec.mem_mb) == (
+        4,
+        8,
+        4,
+        1,
+        8192,
+    )
     spec = build(options=["--gres=gpu:h100:2", "--cpus-per-gpu=3", "--mem-per-gpu=10G"])
     assert (spec.gpus, spec.gpu_type, spec.cpus, spec.mem_mb) == (2, "h100", 6, 20480)
     spec = build(options=["--exclusive", "-G", "1"])
@@ -59,14 +80,17 @@ def test_conflicting_gpu_requests() -> None:
         build(options=["--gres=gpu:h100:1", "--gpus=a100:1"])
 
 
-@pytest.mark.parametrize("options,message", [
-    (["-G", "5"], "asks for 5 GPUs but node n0 has 4"),
-    (["--nodes=2"], "has 1 node"),
-    (["-n", "4", "--ntasks-per-node=2"], "needs 2 nodes"),
-    (["-p", "short", "-t", "11"], "exceeds partition short's max time 10"),
-    (["-p", "short", "-t", "UNLIMITED"], "exceeds partition short"),
-    (["--nodelist=n1"], "the only node is 'n0'"),
-])
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        (["-G", "5"], "asks for 5 GPUs but node n0 has 4"),
+        (["--nodes=2"], "has 1 node"),
+        (["-n", "4", "--ntasks-per-node=2"], "needs 2 nodes"),
+        (["-p", "short", "-t", "11"], "exceeds partition short's max time 10"),
+        (["-p", "short", "-t", "UNLIMITED"], "exceeds partition short"),
+        (["--nodelist=n1"], "the only node is 'n0'"),
+    ],
+)
 def test_never_fits(options: list[str], message: str) -> None:
     with pytest.raises(Unsatisfiable, match=message):
         build(options=options)
@@ -85,7 +109,8 @@ def test_export_modes() -> None:
 def test_dependencies_arrays_signals() -> None:
     spec = build(options=["-d", "afterok:1:2,afterany:3_4,singleton"])
     assert spec.dependencies == (
-        Dependency(kind="afterok", job_ids=(1, 2)), Dependency(kind="afterany", job_ids=(3,)),
+        Dependency(kind="afterok", job_ids=(1, 2)),
+        Dependency(kind="afterany", job_ids=(3,)),
         Dependency(kind="singleton"),
     )
     assert build(options=["-d", "afterok:1?afternotok:2"]).dependency_any
@@ -94,7 +119,11 @@ def test_dependencies_arrays_signals() -> None:
     assert spec.array.throttle == 2
     spec = build(options=["--signal=B:USR1@90"])
     assert spec.signal is not None
-    assert (spec.signal.signum, spec.signal.seconds_before, spec.signal.batch_only) == (10, 90, True)
+    assert (spec.signal.signum, spec.signal.seconds_before, spec.signal.batch_only) == (
+        10,
+        90,
+        True,
+    )
     with pytest.raises(SpecError, match="before the start"):
         build(options=["-t", "1", "--signal=USR1@60"])
 

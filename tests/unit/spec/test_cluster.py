@@ -23,18 +23,24 @@ def test_dump_and_load_round_trip(tmp_path: Path) -> None:
     assert load_config(path) == config
 
 
-@pytest.mark.parametrize("text,message", [
-    ("nodee: {}\n", "unknown key 'nodee' (did you mean 'node'?)"),
-    ("node: {gpus: {cuont: 2}}\n", "unknown key 'node.gpus.cuont' (did you mean 'count'?)"),
-    ("partitions: [{name: a, max_tme: '1:00'}]\n", "'partitions.0.max_tme' (did you mean 'max_time'?)"),
-    ("node: {cpus: 0}\n", "node.cpus"),
-    ("default_qos: urgent\n", "default_qos 'urgent' is not one of"),
-    ("partitions: [{name: a}, {name: a}]\n", "partition names must be unique"),
-    ("partitions: [{name: a, max_time: forever}]\n", "invalid time 'forever'"),
-    ("- a\n", "expected a mapping"),
-    ("a: [b\n", "not valid YAML at line"),
-    ("proctrack: magic\n", "proctrack"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("nodee: {}\n", "unknown key 'nodee' (did you mean 'node'?)"),
+        ("node: {gpus: {cuont: 2}}\n", "unknown key 'node.gpus.cuont' (did you mean 'count'?)"),
+        (
+            "partitions: [{name: a, max_tme: '1:00'}]\n",
+            "'partitions.0.max_tme' (did you mean 'max_time'?)",
+        ),
+        ("node: {cpus: 0}\n", "node.cpus"),
+        ("default_qos: urgent\n", "default_qos 'urgent' is not one of"),
+        ("partitions: [{name: a}, {name: a}]\n", "partition names must be unique"),
+        ("partitions: [{name: a, max_time: forever}]\n", "invalid time 'forever'"),
+        ("- a\n", "expected a mapping"),
+        ("a: [b\n", "not valid YAML at line"),
+        ("proctrack: magic\n", "proctrack"),
+    ],
+)
 def test_errors_are_one_line(text: str, message: str) -> None:
     with pytest.raises(ConfigError) as info:
         parse_config(text, "cfg")

@@ -11,8 +11,13 @@ def test_long_short_and_attached_forms() -> None:
         ["--job-name=a", "--ntasks", "2", "-G2", "-c", "3", "-J=b", "--exclusive", "--hold"], "x"
     )
     assert [(g.long, g.value) for g in given] == [
-        ("job-name", "a"), ("ntasks", "2"), ("gpus", "2"), ("cpus-per-task", "3"),
-        ("job-name", "b"), ("exclusive", None), ("hold", None),
+        ("job-name", "a"),
+        ("ntasks", "2"),
+        ("gpus", "2"),
+        ("cpus-per-task", "3"),
+        ("job-name", "b"),
+        ("exclusive", None),
+        ("hold", None),
     ]
     assert rest == []
 
@@ -23,16 +28,19 @@ def test_unknown_option_suggests_the_nearest() -> None:
 
 
 def test_refused_option_gives_the_reason() -> None:
-    with pytest.raises(SpecError, match="--reservation cannot be honoured: .*no advance"):
+    with pytest.raises(SpecError, match=r"--reservation cannot be honoured: .*no advance"):
         parse_tokens(["--reservation=r1"], "x")
 
 
-@pytest.mark.parametrize("tokens,message", [
-    (["--ntasks"], "--ntasks needs a value"),
-    (["--hold=1"], "--hold takes no value"),
-    (["-Q1"], "-Q takes no value"),
-    (["stray"], "unexpected argument 'stray'"),
-])
+@pytest.mark.parametrize(
+    "tokens,message",
+    [
+        (["--ntasks"], "--ntasks needs a value"),
+        (["--hold=1"], "--hold takes no value"),
+        (["-Q1"], "-Q takes no value"),
+        (["stray"], "unexpected argument 'stray'"),
+    ],
+)
 def test_malformed_tokens(tokens: list[str], message: str) -> None:
     with pytest.raises(SpecError, match=message):
         parse_tokens(tokens, "x")

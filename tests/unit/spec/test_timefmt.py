@@ -9,17 +9,27 @@ from hypothesis import strategies as st
 from podium.spec.timefmt import format_duration, parse_begin, parse_duration, parse_memory_mb
 
 
-@pytest.mark.parametrize("text,seconds", [
-    ("30", 1800), ("30:15", 1815), ("1:30:00", 5400), ("2-0", 172800), ("2-12", 216000),
-    ("2-12:30", 217800), ("2-12:30:05", 217805), ("UNLIMITED", None), ("infinite", None),
-])
+@pytest.mark.parametrize(
+    "text,seconds",
+    [
+        ("30", 1800),
+        ("30:15", 1815),
+        ("1:30:00", 5400),
+        ("2-0", 172800),
+        ("2-12", 216000),
+        ("2-12:30", 217800),
+        ("2-12:30:05", 217805),
+        ("UNLIMITED", None),
+        ("infinite", None),
+    ],
+)
 def test_slurm_time_formats(text: str, seconds: int | None) -> None:
     assert parse_duration(text) == seconds
 
 
 @pytest.mark.parametrize("text", ["", "abc", "1:2:3:4", "-5", "0", "1-a", "0:00"])
 def test_bad_times(text: str) -> None:
-    with pytest.raises(ValueError, match="UNLIMITED|positive"):
+    with pytest.raises(ValueError, match=r"UNLIMITED|positive"):
         parse_duration(text)
 
 
@@ -33,8 +43,10 @@ def test_format_then_parse_round_trips(seconds: int) -> None:
         assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("text,mb", [("500", 500), ("500M", 500), ("4G", 4096), ("1T", 1048576),
-                                     ("2048K", 2), ("4gb", 4096)])
+@pytest.mark.parametrize(
+    "text,mb",
+    [("500", 500), ("500M", 500), ("4G", 4096), ("1T", 1048576), ("2048K", 2), ("4gb", 4096)],
+)
 def test_memory_sizes(text: str, mb: int) -> None:
     assert parse_memory_mb(text) == mb
 

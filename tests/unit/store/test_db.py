@@ -10,8 +10,16 @@ from podium.store.db import Store
 
 
 def spec(**kw: object) -> JobSpec:
-    base = dict(name="j", script="#!/bin/sh\n", work_dir="/tmp", submit_dir="/tmp", mem_mb=100,
-                partition="main", qos="normal", account="a")
+    base = dict(
+        name="j",
+        script="#!/bin/sh\n",
+        work_dir="/tmp",
+        submit_dir="/tmp",
+        mem_mb=100,
+        partition="main",
+        qos="normal",
+        account="a",
+    )
     base.update(kw)
     return JobSpec(**base)  # type: ignore[arg-type]
 
@@ -19,8 +27,9 @@ def spec(**kw: object) -> JobSpec:
 def test_wal_and_array_insert(tmp_path: Path) -> None:
     store = Store(tmp_path / "db")
     assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    ids = store.insert_jobs(spec(array=ArraySpec(indices=(0, 3, 5), throttle=2)),
-                            uid=1, gid=1, user="u", now=1.0)
+    ids = store.insert_jobs(
+        spec(array=ArraySpec(indices=(0, 3, 5), throttle=2)), uid=1, gid=1, user="u", now=1.0
+    )
     rows = store.jobs_by_ids([ids[0]])
     assert [r["array_task_id"] for r in rows] == [0, 3, 5]
     assert {r["array_job_id"] for r in rows} == {ids[0]}

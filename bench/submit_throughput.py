@@ -1,0 +1,173 @@
+"""Submit throughput and submit-to-start latency on the embedded cluster.
+
+    python bench/submit_throughput.py [--jobs 1000] [--modes api,cli]
+
+For each mode, a fresh daemon (declared node: 64 CPUs, 8 GPUs) receives N trivial jobs
+(`--wrap true`, 1 CPU each):
+  api  one httpx client on the unix socket, one request per job, back to back;
+  cli  a bash loop calling `podium submit --parsable --wrap true` once per job, as
+       users script sbatch (a new process each time).
+It reports submissions per second, then waits for every job to end and reports the
+submit-to-start latency (p50, p99) from the accounting records, and the client
+start-up cost of one `podium submit`. Results go to stdout and bench/results/.
+This is a benchmark, not a test: run it by hand, numbers vary with the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+BIN = Path(sys.executable).parent
+CONFIG = """\
+node:
+  name: bench0
+  cpus: 64
+  memory_mb: 64000
+  gpus: {source: declared, count: 8, type: h100}
+kill_wait_s: 5
+scheduler_interval_s: 0.2
+"""
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+class Daemon:
+    def __init__(self) -> None:
+        self.home = Path(tempfile.mkdtemp(prefix="podium-bench-"))
+        (self.home / "cluster.yaml").write_text(CONFIG)
+        (self.home / "work").mkdir()
+        self.env = dict(os.environ, PODIUM_HOME=str(self.home), PATH=f"{BIN}:{os.environ['PATH']}")
+
+    def __enter__(self) -> Daemon:
+        subprocess.run([str(BIN / "podium"), "up"], env=self.env, check=True, capture_output=True)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        subprocess.run([str(BIN / "podium"), "down"], env=self.env, capture_output=True)
+        shutil.rmtree(self.home, ignore_errors=True)
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(self.home / "podium.sock")),
+            base_url="http://podium",
+            timeout=120,
+        )
+
+
+def submit_api(d: Daemon, n: int) -> float:
+    body = {
+        "wrap": "true",
+        "cwd": str(d.home / "work"),
+        "environment": {"PATH": "/usr/bin:/bin"},
+        "options": ["--output=/dev/null"],
+    }
+    with d.client() as client:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            r = client.post("/v1/jobs", json=body)
+            r.raise_for_status()
+        return time.perf_counter() - t0
+
+
+def submit_cli(d: Daemon, n: int) -> float:
+    loop = (
+        f"for i in $(seq {n}); do podium submit --parsable --output=/dev/null "
+        f"--wrap true >/dev/null || exit 1; done"
+    )
+    t0 = time.perf_counter()
+    subprocess.run(["bash", "-c", loop], env=d.env, cwd=d.home / "work", check=True)
+    return time.perf_counter() - t0
+
+
+def client_startup(d: Daemon, repeats: int = 20) -> float:
+    """Median wall time of one `podium submit --test-only` (validates, queues nothing)."""
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        subprocess.run(
+            [str(BIN / "podium"), "submit", "--test-only", "--wrap", "true"],
+            env=d.env,
+            cwd=d.home / "work",
+            check=True,
+            capture_output=True,
+        )
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def drain(d: Daemon, n: int, timeout: float) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout
+    with d.client() as client:
+        while True:
+            jobs: list[dict[str, Any]] = client.get("/v1/jobs", params={"all": "true"}).json()[
+                "jobs"
+            ]
+            if sum(j["state"] == "COMPLETED" for j in jobs) >= n or time.monotonic() > deadline:
+                return jobs
+            time.sleep(0.5)
+
+
+def run_mode(mode: str, n: int) -> dict[str, Any]:
+    with Daemon() as d:
+        startup = client_startup(d) if mode == "cli" else None
+        elapsed = submit_api(d, n) if mode == "api" else submit_cli(d, n)
+        t_submitted = time.perf_counter()
+        jobs = drain(d, n, timeout=max(600.0, n * 2.0))
+        t_done = time.perf_counter()
+    started = [j for j in jobs if j["start_time"]]
+    latency = [j["start_epoch"] - j["submit_epoch"] for j in started]
+    return {
+        "mode": mode,
+        "jobs": n,
+        "completed": sum(j["state"] == "COMPLETED" for j in jobs),
+        "submit_s": round(elapsed, 3),
+        "submits_per_s": round(n / elapsed, 1),
+        "all_done_after_submit_s": round(t_done - t_submitted, 2),
+        "latency_p50_s": round(percentile(latency, 50), 3) if latency else None,
+        "latency_p99_s": round(percentile(latency, 99), 3) if latency else None,
+        "client_startup_s": round(startup, 4) if startup is not None else None,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--modes", default="api,cli")
+    args = parser.parse_args()
+    results = [run_mode(m, args.jobs) for m in args.modes.split(",")]
+    out = Path(__file__).parent / "results"
+    out.mkdir(exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    (out / f"submit-{stamp}.json").write_text(json.dumps(results, indent=2))
+    keys = list(results[0])
+    print(" | ".join(keys))
+    for r in results:
+        print(" | ".join(str(r[k]) for k in keys))
+    if len(results) == 2:
+        api, cli = results
+        print(
+            f"\nratio api/cli submits per second: {api['submits_per_s'] / cli['submits_per_s']:.2f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""The files between the daemon and a supervisor, and how they are written.
+
+Standard library only (json, os): the supervisor imports this at every job start.
+Files are written atomically (temp file, fsync, rename), so a reader sees either
+nothing or the whole file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+PLAN_FILE = "launch.json"
+STARTED_FILE = "started.json"
+RESULT_FILE = "result.json"
+LOCK_FILE = "lock"
+SCRIPT_FILE = "script"
+SUPERVISOR_LOG = "supervisor.log"
+
+
+def write_atomic(path: Path, data: Any) -> None:
+    """Write `data` as JSON to `path` so readers see all of it or nothing."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w") as fh:
+        json.dump(data, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object at `path`, or None when it does not exist."""
+    try:
+        with open(path) as fh:
+            data = json.load(fh)
+    except FileNotFoundError:
+        return None
+    return data if isinstance(data, dict) else None
