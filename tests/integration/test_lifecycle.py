@@ -194,7 +194,7 @@ def test_acct_filters(cluster: Cluster) -> None:
     rows = json.loads(c.cli("acct", "--json", check=True).stdout)
     by_id = {r["job_id"]: r for r in rows}
     assert by_id[done["job_id"]]["gpu_seconds"] == pytest.approx(
-        2 * by_id[done["job_id"]]["elapsed_s"]
+        2 * by_id[done["job_id"]]["elapsed_s"], abs=0.002
     )
     only_failed = json.loads(c.cli("acct", "--json", "--state", "FAILED", check=True).stdout)
     assert [r["job_id"] for r in only_failed] == [failed["job_id"]]
