@@ -4,9 +4,13 @@
 
 For each mode, a fresh daemon (declared node: 64 CPUs, 8 GPUs) receives N trivial jobs
 (`--wrap true`, 1 CPU each):
-  api  one httpx client on the unix socket, one request per job, back to back;
-  cli  a bash loop calling `podium submit --parsable --wrap true` once per job, as
-       users script sbatch (a new process each time).
+  api    one httpx client on the unix socket, one request per job, back to back; each
+         job starts while the next ones are submitted;
+  cli    a bash loop calling `podium submit --parsable --wrap true` once per job, as
+         users script sbatch (a new process each time);
+  queue  as api, but submitted held (pure accept rate: nothing starts), then all
+         released at once: `start_rate_per_s` is how fast the daemon starts and
+         finishes them (supervisor launch cost).
 It reports submissions per second, then waits for every job to end and reports the
 submit-to-start latency (p50, p99) from the accounting records, and the client
 start-up cost of one `podium submit`. Results go to stdout and bench/results/.
@@ -70,12 +74,12 @@ class Daemon:
         )
 
 
-def submit_api(d: Daemon, n: int) -> float:
+def submit_api(d: Daemon, n: int, held: bool = False) -> float:
     body = {
         "wrap": "true",
         "cwd": str(d.home / "work"),
         "environment": {"PATH": "/usr/bin:/bin"},
-        "options": ["--output=/dev/null"],
+        "options": ["--output=/dev/null"] + (["--hold"] if held else []),
     }
     with d.client() as client:
         t0 = time.perf_counter()
@@ -123,15 +127,25 @@ def drain(d: Daemon, n: int, timeout: float) -> list[dict[str, Any]]:
             time.sleep(0.5)
 
 
+def release_all(d: Daemon) -> None:
+    with d.client() as client:
+        ids = [j["job_id"] for j in client.get("/v1/jobs").json()["jobs"]]
+        client.post("/v1/jobs/release", json={"job_ids": ids}).raise_for_status()
+
+
 def run_mode(mode: str, n: int) -> dict[str, Any]:
     with Daemon() as d:
         startup = client_startup(d) if mode == "cli" else None
-        elapsed = submit_api(d, n) if mode == "api" else submit_cli(d, n)
+        elapsed = submit_cli(d, n) if mode == "cli" else submit_api(d, n, held=mode == "queue")
+        if mode == "queue":
+            release_all(d)
         t_submitted = time.perf_counter()
         jobs = drain(d, n, timeout=max(600.0, n * 2.0))
         t_done = time.perf_counter()
     started = [j for j in jobs if j["start_time"]]
     latency = [j["start_epoch"] - j["submit_epoch"] for j in started]
+    if mode == "queue":  # held on purpose: latency from submit means nothing
+        latency = []
     return {
         "mode": mode,
         "jobs": n,
@@ -139,6 +153,7 @@ def run_mode(mode: str, n: int) -> dict[str, Any]:
         "submit_s": round(elapsed, 3),
         "submits_per_s": round(n / elapsed, 1),
         "all_done_after_submit_s": round(t_done - t_submitted, 2),
+        "start_rate_per_s": round(n / (t_done - t_submitted), 1) if mode == "queue" else None,
         "latency_p50_s": round(percentile(latency, 50), 3) if latency else None,
         "latency_p99_s": round(percentile(latency, 99), 3) if latency else None,
         "client_startup_s": round(startup, 4) if startup is not None else None,
@@ -150,7 +165,7 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--jobs", type=int, default=1000)
-    parser.add_argument("--modes", default="api,cli")
+    parser.add_argument("--modes", default="api,cli,queue")
     args = parser.parse_args()
     results = [run_mode(m, args.jobs) for m in args.modes.split(",")]
     out = Path(__file__).parent / "results"
@@ -161,11 +176,10 @@ def main() -> int:
     print(" | ".join(keys))
     for r in results:
         print(" | ".join(str(r[k]) for k in keys))
-    if len(results) == 2:
-        api, cli = results
-        print(
-            f"\nratio api/cli submits per second: {api['submits_per_s'] / cli['submits_per_s']:.2f}"
-        )
+    by_mode = {r["mode"]: r for r in results}
+    if "api" in by_mode and "cli" in by_mode:
+        ratio = by_mode["api"]["submits_per_s"] / by_mode["cli"]["submits_per_s"]
+        print(f"\nratio api/cli submits per second: {ratio:.2f}")
     return 0
 
 

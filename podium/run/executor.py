@@ -53,7 +53,7 @@ class LocalExecutor:
     def __init__(self, jobs_dir: Path, python: str = sys.executable) -> None:
         self.jobs_dir = jobs_dir
         self.python = python
-        self._children: dict[int, subprocess.Popen[bytes]] = {}
+        self._children: dict[int, subprocess.Popen[bytes]] = {}  # by job id
         jobs_dir.mkdir(parents=True, exist_ok=True)
 
     def job_dir(self, job_id: int) -> Path:
@@ -81,7 +81,9 @@ class LocalExecutor:
                 fh.write(script)
             if os.geteuid() == 0:
                 os.chown(script_path, plan.uid, plan.gid)
-            write_atomic(job_dir / PLAN_FILE, asdict(plan))
+            # Not fsynced: after a power loss the supervisor is gone too, and the job
+            # reads as never launched.
+            write_atomic(job_dir / PLAN_FILE, asdict(plan), durable=False)
             with open(job_dir / SUPERVISOR_LOG, "ab") as log:
                 proc = subprocess.Popen(
                     [self.python, "-m", "podium.run.supervisor", str(job_dir), str(lock_fd)],
@@ -94,12 +96,11 @@ class LocalExecutor:
                 )
         finally:
             os.close(lock_fd)
-        self._children[proc.pid] = proc
+        self._children[plan.job_id] = proc
         return proc.pid
 
     def poll(self, job_id: int) -> Poll:
         """The job's status as seen from its files and lock (see the module docstring)."""
-        self.reap()
         job_dir = self.job_dir(job_id)
         data = read_json(job_dir / RESULT_FILE)
         if data is not None:
@@ -127,13 +128,18 @@ class LocalExecutor:
             os.close(fd)  # closing releases the lock if we took it
         return False
 
-    def cancel(self, job_id: int, pid: int | None) -> bool:
+    def cancel(self, job_id: int) -> bool:
         """Ask the job's supervisor to cancel it (SIGTERM). False if none is alive."""
-        if pid is None or not self._lock_held(self.job_dir(job_id)):
+        if not self._lock_held(self.job_dir(job_id)):
             return False
         started = read_json(self.job_dir(job_id) / STARTED_FILE)
+        child = self._children.get(job_id)
         if started is not None:
             pid = int(started["pid"])
+        elif child is not None:
+            pid = child.pid  # still starting up: it will see the signal as a cancel or die
+        else:
+            return False
         try:
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
@@ -142,9 +148,9 @@ class LocalExecutor:
 
     def reap(self) -> None:
         """Collect supervisors this daemon started that have exited (no zombies)."""
-        for pid, proc in list(self._children.items()):
+        for job_id, proc in list(self._children.items()):
             if proc.poll() is not None:
-                del self._children[pid]
+                del self._children[job_id]
 
     def forget(self, job_id: int) -> None:
         """Remove a finished job's state directory, keeping nothing but the DB row."""

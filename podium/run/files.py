@@ -20,13 +20,18 @@ SCRIPT_FILE = "script"
 SUPERVISOR_LOG = "supervisor.log"
 
 
-def write_atomic(path: Path, data: Any) -> None:
-    """Write `data` as JSON to `path` so readers see all of it or nothing."""
+def write_atomic(path: Path, data: Any, *, durable: bool = True) -> None:
+    """Write `data` as JSON to `path` so readers see all of it or nothing.
+
+    With `durable`, the data is on disk (fsync) before the file appears, so it also
+    survives a power loss; without it, only a process crash.
+    """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "w") as fh:
         json.dump(data, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
+        if durable:
+            fh.flush()
+            os.fsync(fh.fileno())
     os.replace(tmp, path)
 
 

@@ -317,7 +317,7 @@ def main(argv: list[str]) -> int:
         return 2
     plan = load_plan(data)
     start = time.time()
-    write_atomic(job_dir / STARTED_FILE, {"pid": os.getpid(), "start_time": start})
+    write_atomic(job_dir / STARTED_FILE, {"pid": os.getpid(), "start_time": start}, durable=False)
     try:
         sup = Supervisor(job_dir, plan)
     except ContainmentError as exc:

@@ -22,13 +22,13 @@ from podium.node.inventory import GpuInfo
 from podium.run.executor import LaunchError, LocalExecutor
 from podium.run.patterns import expand
 from podium.run.plan import LaunchPlan, TaskPlan
-from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot, schedule
+from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot, Start, schedule
 from podium.sched.model import Reason
 from podium.server.records import job_record
 from podium.spec.build import SubmitRequest, Submitter, build_job
 from podium.spec.cluster import ClusterConfig
 from podium.spec.job import JobSpec, JobState
-from podium.store.db import Row, Store, spec_of
+from podium.store.db import Row, RunningStart, Store, spec_of
 
 log = logging.getLogger("podium.controller")
 
@@ -265,7 +265,7 @@ class Controller:
         for r in rows:
             if r["state"] == JobState.RUNNING.value:
                 self._cancel_requested.add(r["job_id"])
-                self.executor.cancel(r["job_id"], r["supervisor_pid"])
+                self.executor.cancel(r["job_id"])
                 done.append(r["job_id"])
         return sorted(done)
 
@@ -442,61 +442,75 @@ class Controller:
 
     def tick(self) -> int:
         """One pass: collect ended jobs, schedule, start what was decided. Returns starts."""
+        self.executor.reap()
         for row in self.store.jobs(states=[JobState.RUNNING.value]):
             self._collect(row)
         decisions = schedule(self.snapshot(), self.clock())
         if decisions.cancels:
             self.store.cancel_pending(decisions.cancels, self.clock(), Reason.DEPENDENCY_NEVER)
         self.store.set_reasons(dict(decisions.reasons))
-        for start in decisions.starts:
-            self._start(start.job_id, start.gpu_indices, start.cpus, start.mem_mb)
+        if decisions.starts:
+            self._start(decisions.starts)
         return len(decisions.starts)
 
-    def _start(self, job_id: int, gpu_ids: tuple[int, ...], cpus: int, mem_mb: int) -> None:
-        row = self.store.job(job_id)
-        spec = self._spec(row)
-        now = self.clock()
+    def _start(self, starts: tuple[Start, ...]) -> None:
+        """Record the starts as RUNNING (one commit), then launch each supervisor.
 
-        def path(pattern: str) -> str:
-            expanded = expand(
-                pattern,
-                job_id=job_id,
-                name=row["name"],
-                user=row["user"],
-                node=self.node_name,
-                array_job_id=row["array_job_id"],
-                array_task_id=row["array_task_id"],
+        The commit comes first: a daemon that dies between the two leaves jobs that
+        recovery finds never launched, never a job running twice.
+        """
+        rows = {r["job_id"]: r for r in self.store.jobs_by_ids([s.job_id for s in starts])}
+        records = []
+        for start in starts:
+            row = rows[start.job_id]
+            spec = self._spec(row)
+            stdout = self._output_path(row, spec, spec.output)
+            stderr = self._output_path(row, spec, spec.error) if spec.error else stdout
+            records.append(
+                RunningStart(
+                    start.job_id,
+                    self.node_name,
+                    start.gpu_indices,
+                    start.cpus,
+                    start.mem_mb,
+                    stdout,
+                    stderr,
+                )
             )
-            return os.path.join(spec.work_dir, expanded)
+        marked = set(self.store.mark_running(records, self.clock()))
+        for start in starts:
+            if start.job_id not in marked:
+                continue
+            row = rows[start.job_id]
+            spec = self._spec(row)
+            try:
+                plan = self._plan(row, spec, list(start.gpu_indices), start.cpus)
+                self.executor.launch(plan, spec.script)
+            except (LaunchError, OSError) as exc:
+                log.error("job %s: launch failed: %s", start.job_id, exc)
+                self.store.mark_ended(
+                    start.job_id,
+                    state=JobState.FAILED,
+                    exit_code=None,
+                    signal=None,
+                    end_time=self.clock(),
+                    reason=f"launch failed: {exc}",
+                )
+                continue
+            self._mail(row, "BEGIN", "began")
 
-        stdout = path(spec.output)
-        stderr = path(spec.error) if spec.error else stdout
-        self.store.mark_running(
-            job_id,
+    def _output_path(self, row: Row, spec: JobSpec, pattern: str) -> str:
+        """An output pattern expanded for this job (%t is left for the supervisor)."""
+        expanded = expand(
+            pattern,
+            job_id=row["job_id"],
+            name=row["name"],
+            user=row["user"],
             node=self.node_name,
-            gpu_ids=gpu_ids,
-            cpus=cpus,
-            mem_mb=mem_mb,
-            stdout=stdout,
-            stderr=stderr,
-            now=now,
+            array_job_id=row["array_job_id"],
+            array_task_id=row["array_task_id"],
         )
-        try:
-            plan = self._plan(row, spec, list(gpu_ids), cpus)
-            pid = self.executor.launch(plan, spec.script)
-        except (LaunchError, OSError) as exc:
-            log.error("job %s: launch failed: %s", job_id, exc)
-            self.store.mark_ended(
-                job_id,
-                state=JobState.FAILED,
-                exit_code=None,
-                signal=None,
-                end_time=self.clock(),
-                reason=f"launch failed: {exc}",
-            )
-            return
-        self.store.set_supervisor(job_id, pid)
-        self._mail(row, "BEGIN", "began")
+        return os.path.join(spec.work_dir, expanded)
 
     def _plan(self, row: Row, spec: JobSpec, gpu_ids: list[int], cpus: int) -> LaunchPlan:
         uid, gid, user = row["uid"], row["gid"], row["user"]

@@ -10,6 +10,7 @@ import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,19 @@ from podium.spec.job import JobSpec, JobState
 from podium.store.schema import SCHEMA, SCHEMA_VERSION
 
 Row = sqlite3.Row
+
+
+@dataclass(frozen=True)
+class RunningStart:
+    """What `mark_running` records for one job: where it runs and its output files."""
+
+    job_id: int
+    node: str
+    gpu_ids: tuple[int, ...]
+    cpus: int
+    mem_mb: int
+    stdout: str
+    stderr: str
 
 
 class Store:
@@ -39,8 +53,16 @@ class Store:
         self.conn.close()
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception."""
+    def transaction(self, durable: bool = False) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception.
+
+        A `durable` commit is on disk when it returns (synchronous=FULL): used for what
+        a user is told was accepted (submit, cancel, hold, drain). Other commits
+        (the daemon's own bookkeeping) survive a crash of the daemon but may be lost
+        with the machine's power, which the recovery protocol tolerates: the job files
+        written by supervisors say what really happened.
+        """
+        self.conn.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             yield self.conn
@@ -57,7 +79,7 @@ class Store:
         throttle = spec.array.throttle if spec.array else None
         spec_json = spec.model_dump_json()
         ids: list[int] = []
-        with self.transaction() as conn:
+        with self.transaction(durable=True) as conn:
             for index in indices:
                 cur = conn.execute(
                     """INSERT INTO jobs (array_task_id, array_throttle, name, user, uid, gid,
@@ -166,34 +188,34 @@ class Store:
             out.setdefault(r["array_job_id"], []).append(r["job_id"])
         return {k: tuple(v) for k, v in out.items()}
 
-    def mark_running(
-        self,
-        job_id: int,
-        *,
-        node: str,
-        gpu_ids: Sequence[int],
-        cpus: int,
-        mem_mb: int,
-        stdout: str,
-        stderr: str,
-        now: float,
-    ) -> None:
-        """PENDING -> RUNNING with its allocation. Raises NotFound if no longer PENDING."""
-        with self.transaction() as conn:
-            cur = conn.execute(
-                """UPDATE jobs SET state='RUNNING', reason='None', start_time=?, end_time=NULL,
-                     node=?, gpu_ids=?, cpus=?, mem_mb=?, stdout=?, stderr=?,
-                     exit_code=NULL, signal=NULL, supervisor_pid=NULL
-                   WHERE job_id=? AND state='PENDING'""",
-                (now, node, json.dumps(list(gpu_ids)), cpus, mem_mb, stdout, stderr, job_id),
-            )
-            if cur.rowcount != 1:
-                raise NotFound(f"job {job_id} is no longer pending")
-            self._event(conn, now, "start", job_id=job_id, node=node)
+    def mark_running(self, starts: Sequence[RunningStart], now: float) -> list[int]:
+        """PENDING -> RUNNING with their allocations, all in one commit.
 
-    def set_supervisor(self, job_id: int, pid: int) -> None:
+        Returns the ids that were still PENDING (only those may be launched).
+        """
+        done: list[int] = []
         with self.transaction() as conn:
-            conn.execute("UPDATE jobs SET supervisor_pid=? WHERE job_id=?", (pid, job_id))
+            for s in starts:
+                cur = conn.execute(
+                    """UPDATE jobs SET state='RUNNING', reason='None', start_time=?,
+                         end_time=NULL, node=?, gpu_ids=?, cpus=?, mem_mb=?, stdout=?, stderr=?,
+                         exit_code=NULL, signal=NULL
+                       WHERE job_id=? AND state='PENDING'""",
+                    (
+                        now,
+                        s.node,
+                        json.dumps(list(s.gpu_ids)),
+                        s.cpus,
+                        s.mem_mb,
+                        s.stdout,
+                        s.stderr,
+                        s.job_id,
+                    ),
+                )
+                if cur.rowcount == 1:
+                    done.append(s.job_id)
+                    self._event(conn, now, "start", job_id=s.job_id, node=s.node)
+        return done
 
     def mark_ended(
         self,
@@ -221,7 +243,7 @@ class Store:
         with self.transaction() as conn:
             conn.execute(
                 """UPDATE jobs SET state='PENDING', reason='None', start_time=NULL, node=NULL,
-                     gpu_ids=NULL, supervisor_pid=NULL WHERE job_id=? AND state='RUNNING'""",
+                     gpu_ids=NULL WHERE job_id=? AND state='RUNNING'""",
                 (job_id,),
             )
             self._event(conn, now, "relaunch", job_id=job_id, detail="supervisor never started")
@@ -229,7 +251,7 @@ class Store:
     def cancel_pending(self, job_ids: Iterable[int], now: float, reason: str = "None") -> list[int]:
         """PENDING -> CANCELLED; returns the ids that were pending."""
         done: list[int] = []
-        with self.transaction() as conn:
+        with self.transaction(durable=True) as conn:
             for job_id in job_ids:
                 cur = conn.execute(
                     """UPDATE jobs SET state='CANCELLED', end_time=?, reason=?
@@ -244,7 +266,7 @@ class Store:
     def set_held(self, job_ids: Iterable[int], held: bool, now: float) -> list[int]:
         """Hold or release PENDING jobs; returns those changed."""
         done: list[int] = []
-        with self.transaction() as conn:
+        with self.transaction(durable=True) as conn:
             for job_id in job_ids:
                 cur = conn.execute(
                     "UPDATE jobs SET held=?, reason=? WHERE job_id=? AND state='PENDING'",
@@ -283,7 +305,7 @@ class Store:
     def set_node_state(
         self, name: str, admin_state: str, reason: str | None, uid: int | None, now: float
     ) -> None:
-        with self.transaction() as conn:
+        with self.transaction(durable=True) as conn:
             conn.execute(
                 "UPDATE nodes SET admin_state=?, reason=?, reason_uid=?, reason_time=? "
                 "WHERE name=?",

@@ -34,7 +34,6 @@ CREATE TABLE IF NOT EXISTS jobs (
     exit_code      INTEGER,
     signal         INTEGER,
     restart_count  INTEGER NOT NULL DEFAULT 0,
-    supervisor_pid INTEGER,
     stdout         TEXT,
     stderr         TEXT,
     work_dir       TEXT NOT NULL

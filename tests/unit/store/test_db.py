@@ -2,11 +2,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-from podium.errors import NotFound
 from podium.spec.job import ArraySpec, JobSpec, JobState
-from podium.store.db import Store
+from podium.store.db import RunningStart, Store
 
 
 def spec(**kw: object) -> JobSpec:
@@ -39,10 +36,9 @@ def test_wal_and_array_insert(tmp_path: Path) -> None:
 def test_a_job_starts_at_most_once(tmp_path: Path) -> None:
     store = Store(tmp_path / "db")
     (job_id,) = store.insert_jobs(spec(), uid=1, gid=1, user="u", now=1.0)
-    kw = dict(node="n", gpu_ids=[0], cpus=1, mem_mb=1, stdout="o", stderr="e", now=2.0)
-    store.mark_running(job_id, **kw)  # type: ignore[arg-type]
-    with pytest.raises(NotFound, match="no longer pending"):
-        store.mark_running(job_id, **kw)  # type: ignore[arg-type]
+    start = RunningStart(job_id, "n", (0,), 1, 1, "o", "e")
+    assert store.mark_running([start], now=2.0) == [job_id]
+    assert store.mark_running([start], now=2.5) == []  # no longer pending: not started twice
     assert store.mark_ended(job_id, state=JobState.COMPLETED, exit_code=0, signal=None, end_time=3)
     assert not store.mark_ended(job_id, state=JobState.FAILED, exit_code=1, signal=None, end_time=4)
     assert store.job(job_id)["state"] == "COMPLETED"
