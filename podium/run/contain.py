@@ -141,7 +141,7 @@ class JobContainment:
             for pid in pids:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-            (reap or _reap_all)()
+            (reap or reap_children)()
             if time.monotonic() > deadline:
                 break
             time.sleep(0.02)
@@ -208,11 +208,15 @@ def _alive(pid: int) -> bool:
     return stat[stat.rindex(")") + 2 : stat.rindex(")") + 3] != "Z"
 
 
-def _reap_all() -> None:
+def reap_children(record: Callable[[int, int], None] | None = None) -> None:
+    """Collect every exited child (ours or re-parented to us); give `record` each
+    (pid, wait status). Never blocks."""
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
             return
+        if record is not None:
+            record(pid, status)

@@ -24,7 +24,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, cast
 
-from podium.run.contain import ContainmentError, JobContainment
+from podium.run.contain import ContainmentError, JobContainment, reap_children
 from podium.run.files import PLAN_FILE, RESULT_FILE, STARTED_FILE, read_json, write_atomic
 from podium.run.patterns import expand
 from podium.run.spawn import SpawnError, spawn_task
@@ -222,16 +222,12 @@ class Supervisor:
             os.close(fd)
 
     def _reap(self) -> None:
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
-            if pid in self.tasks and pid not in self.status:
-                code = os.waitstatus_to_exitcode(status)
-                self.status[pid] = (code, None) if code >= 0 else (None, -code)
+        reap_children(self._record)
+
+    def _record(self, pid: int, status: int) -> None:
+        if pid in self.tasks and pid not in self.status:
+            code = os.waitstatus_to_exitcode(status)
+            self.status[pid] = (code, None) if code >= 0 else (None, -code)
 
     def _running(self) -> bool:
         return len(self.status) < len(self.tasks)
