@@ -7,7 +7,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -25,8 +24,8 @@ pytestmark = [
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def test_demo_runs_the_seed_scenario() -> None:
-    home = Path(tempfile.mkdtemp(prefix="podium-demo-test-", dir="/tmp"))
+def test_demo_runs_the_seed_scenario(tmp_path: Path) -> None:
+    home = tmp_path / "home"
     env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}")
     result = subprocess.run(
         [PODIUM, "demo", "--home", str(home)], capture_output=True, text=True, env=env, timeout=600
