@@ -16,6 +16,7 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from types import FrameType
 
 import uvicorn
 from fastapi import FastAPI
@@ -37,6 +38,18 @@ from podium.spec.cluster import (
 from podium.store.db import Store
 
 log = logging.getLogger("podium.daemon")
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, except that SIGTERM/SIGINT mean "stop cleanly and exit 0".
+
+    uvicorn re-raises the signal after its graceful shutdown, which would kill the
+    process before the daemon removes its socket and pid file and closes the store.
+    """
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        self._captured_signals.clear()
 
 
 def resolve_config(
@@ -125,7 +138,7 @@ def serve(home: Path, config: ClusterConfig) -> None:
     app.router.lifespan_context = lifespan
     sock = paths.socket_path(home)
     sock.unlink(missing_ok=True)
-    server = uvicorn.Server(
+    server = _Server(
         uvicorn.Config(
             app,
             uds=str(sock),

@@ -1,0 +1,65 @@
+"""Starting and stopping the daemon: background, foreground (for systemd), config."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+
+import psutil
+import pytest
+
+from tests.integration.conftest import PODIUM, make_cluster, teardown_cluster
+
+pytestmark = pytest.mark.integration
+
+
+def test_foreground_daemon_serves_and_stops_on_sigterm() -> None:
+    c = make_cluster()
+    proc = subprocess.Popen(
+        [PODIUM, "up", "--foreground"],
+        env=c.env,
+        cwd=c.work,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not (c.home / "podium.sock").exists():
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        assert c.alive()
+        job_id = c.submit("--wrap", "sleep 2")
+        c.wait(job_id, {"RUNNING"})
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+        assert not (c.home / "podium.sock").exists()
+        sup = next(
+            p
+            for p in psutil.process_iter(["cmdline"])
+            if "podium.run.supervisor" in " ".join(p.info["cmdline"] or [])
+            and str(c.home) in " ".join(p.info["cmdline"] or [])
+        )
+        assert sup.is_running()  # the job outlived its daemon
+        c.start()
+        assert c.wait(job_id, timeout=20)["state"] == "COMPLETED"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        teardown_cluster(c)
+
+
+def test_first_up_writes_the_default_config_and_gpus_flag_does_not() -> None:
+    c = make_cluster()
+    try:
+        (c.home / "cluster.yaml").unlink()
+        c.start("--gpus", "2")
+        assert not (c.home / "cluster.yaml").exists()
+        assert "2 GPUs" in c.cli("up", check=True).stdout  # already up: says so, changes nothing
+        c.stop()
+        c.start()
+        text = (c.home / "cluster.yaml").read_text()
+        assert "partitions:" in text and "qos:" in text and "high" in text
+    finally:
+        teardown_cluster(c)
