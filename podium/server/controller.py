@@ -371,8 +371,11 @@ class Controller:
             log.warning("mail for job %s failed: %s", row["job_id"], exc)
 
     def _spec(self, row: Row) -> JobSpec:
+        """The job's spec, parsed once and kept while the job is active."""
         spec = self._specs.get(row["job_id"])
         if spec is None:
+            if "spec" not in row.keys():
+                row = self.store.job(row["job_id"])
             spec = spec_of(row)
             self._specs[row["job_id"]] = spec
         return spec
@@ -405,7 +408,7 @@ class Controller:
             )
         pending = []
         dep_ids: set[int] = set()
-        for r in self.store.jobs(states=[JobState.PENDING.value]):
+        for r in self.store.pending_brief():
             spec = self._spec(r)
             qos = self.config.qos_level(r["qos"])
             pending.append(

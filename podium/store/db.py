@@ -172,6 +172,13 @@ class Store:
             f"SELECT * FROM jobs {where} ORDER BY job_id{tail}", args
         ).fetchall()
 
+    def pending_brief(self) -> list[Row]:
+        """PENDING jobs without their stored spec: what a scheduling pass reads each time."""
+        return self.conn.execute(
+            """SELECT job_id, user, name, partition, qos, submit_time, cpus, mem_mb, gpus, nice,
+                 held, array_job_id, array_throttle FROM jobs WHERE state='PENDING'"""
+        ).fetchall()
+
     def states_of(self, job_ids: Iterable[int]) -> dict[int, str]:
         """Map each existing job id (and array tasks of array ids) to its state."""
         return {r["job_id"]: r["state"] for r in self.jobs_by_ids(job_ids)}

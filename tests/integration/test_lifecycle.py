@@ -228,3 +228,37 @@ def test_logs_follow(cluster: Cluster) -> None:
     )
     assert proc.stdout == "line1\nline2\nline3\n"
     assert c.cli("logs", str(job_id), check=True).stdout == "line1\nline2\nline3\n"
+
+
+def test_mail_is_sent_through_the_configured_command() -> None:
+    from tests.integration.conftest import make_cluster, teardown_cluster
+
+    c = make_cluster()
+    recorder = c.home / "mail.sh"
+    log = c.home / "mail.log"
+    recorder.write_text(f'#!/bin/sh\necho "$@" >> {log}\n')
+    recorder.chmod(0o755)
+    with open(c.home / "cluster.yaml", "a") as fh:
+        fh.write(f"mail_command: {recorder}\n")
+    c.start()
+    try:
+        job_id = c.submit("--mail-type=BEGIN,END", "--mail-user=ops@example.org", "--wrap", "true")
+        c.wait(job_id)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and (not log.exists() or log.read_text().count("\n") < 2):
+            time.sleep(0.05)
+        lines = log.read_text().splitlines()
+        assert any(
+            f"job {job_id}" in ln and "began" in ln and "ops@example.org" in ln for ln in lines
+        )
+        assert any(f"job {job_id}" in ln and "ended COMPLETED" in ln for ln in lines)
+    finally:
+        teardown_cluster(c)
+
+
+def test_input_file_feeds_stdin(cluster: Cluster) -> None:
+    c = cluster
+    (c.work / "in.txt").write_text("fed through stdin\n")
+    job_id = c.submit("--input=in.txt", "-o", "in-%j.out", "--wrap", "cat")
+    c.wait(job_id)
+    assert (c.work / f"in-{job_id}.out").read_text() == "fed through stdin\n"
