@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from podium.sched.priority import Factors, PriorityWeights
 from podium.spec.job import Dependency
 
 
@@ -19,7 +20,35 @@ class Reason:
     BEGIN_TIME = "BeginTime"
     ARRAY_LIMIT = "JobArrayTaskLimit"
     NODE_UNAVAILABLE = "ReqNodeNotAvail"
+    QOS_GPUS_PER_USER = "QOSMaxGRESPerUser"
+    QOS_JOBS_PER_USER = "QOSMaxJobsPerUserLimit"
+    ACCOUNT_GPUS = "AssocGrpGRES"
     NONE = "None"
+
+
+@dataclass(frozen=True)
+class QosLimits:
+    """Per-user limits of one QoS (Slurm's MaxTRESPerUser=gres/gpu, MaxJobsPerUser)."""
+
+    max_gpus_per_user: int | None = None
+    max_jobs_per_user: int | None = None
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What a pass may do. The default is the daemon's: priority order, backfill and
+    preemption, no limits. `use_priority=False` is plain FIFO (submit order)."""
+
+    use_priority: bool = True
+    backfill: bool = True
+    preemption: bool = True
+    weights: PriorityWeights = field(default_factory=PriorityWeights)
+    preempts: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    preempt_mode: Mapping[str, str] = field(default_factory=dict)
+    preempt_exempt_s: float = 0.0
+    qos_limits: Mapping[str, QosLimits] = field(default_factory=dict)
+    account_gpu_limits: Mapping[str, int] = field(default_factory=dict)
+    partition_tiers: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -54,6 +83,18 @@ class Allocation:
     exclusive: str = "none"
     name: str = ""
     array_job_id: int | None = None
+    qos: str = ""
+    account: str = ""
+    start_time: float = 0.0
+    time_limit_s: float | None = None
+    preempting: bool = False
+
+    @property
+    def end_estimate(self) -> float:
+        """When the job will have ended at the latest (its time limit), inf if unlimited."""
+        if self.time_limit_s is None:
+            return float("inf")
+        return self.start_time + self.time_limit_s
 
 
 @dataclass(frozen=True)
@@ -79,6 +120,9 @@ class PendingJob:
     kill_on_invalid_dep: bool = False
     array_job_id: int | None = None
     array_throttle: int | None = None
+    qos: str = ""
+    account: str = ""
+    time_limit_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -87,7 +131,8 @@ class Snapshot:
 
     `job_states` maps job ids that pending jobs depend on to their state name;
     `array_members` maps an array's id to the job ids of its tasks. `partition_nodes`
-    maps a partition to its node names (absent: every node).
+    maps a partition to its node names (absent: every node). `fairshare` maps
+    (account, user) to its fair-share factor in [0, 1] (absent: 1).
     """
 
     nodes: tuple[NodeView, ...]
@@ -96,6 +141,7 @@ class Snapshot:
     job_states: Mapping[int, str] = field(default_factory=dict)
     array_members: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
     partition_nodes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    fairshare: Mapping[tuple[str, str], float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -110,10 +156,33 @@ class Start:
 
 
 @dataclass(frozen=True)
+class Preempt:
+    """Decision: stop running job `job_id` so that `for_job` can start; `mode` is
+    "requeue" (back to the queue, checkpoint kept) or "cancel"."""
+
+    job_id: int
+    for_job: int
+    mode: str
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """Where and when the highest-priority blocked job of a partition will start."""
+
+    job_id: int
+    node: str
+    start_time: float
+
+
+@dataclass(frozen=True)
 class Decisions:
-    """The outcome of a pass: jobs to start, why each other pending job waits, and
-    jobs to cancel because their dependency can never be satisfied."""
+    """The outcome of a pass: jobs to start, jobs to preempt, why each other pending job
+    waits, reservations held for blocked jobs, jobs to cancel because their dependency
+    can never be satisfied, and every pending job's priority factors."""
 
     starts: tuple[Start, ...] = ()
     reasons: Mapping[int, str] = field(default_factory=dict)
     cancels: Mapping[int, str] = field(default_factory=dict)
+    preempts: tuple[Preempt, ...] = ()
+    reservations: tuple[Reservation, ...] = ()
+    priorities: Mapping[int, Factors] = field(default_factory=dict)

@@ -1,0 +1,284 @@
+"""Backfill, reservations, preemption, limits and priority: the pure core."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot, schedule
+from podium.sched.fairshare import Association, decay, fairshare_table, user_factors
+from podium.sched.model import Policy, QosLimits
+from podium.sched.priority import PriorityWeights, factors
+
+NODE = NodeView("n0", cpus=8, memory_mb=16000, gpus=tuple(GpuSlot(i, "h100") for i in range(4)))
+
+
+def job(
+    job_id: int,
+    gpus: int = 0,
+    limit: float | None = 100.0,
+    qos: str = "normal",
+    qos_priority: int = 100,
+    submit: float | None = None,
+    **kw: object,
+) -> PendingJob:
+    return PendingJob(
+        job_id=job_id,
+        user=str(kw.pop("user", "u")),
+        name=f"j{job_id}",
+        partition="main",
+        qos_priority=qos_priority,
+        submit_time=submit if submit is not None else job_id,
+        gpus=gpus,
+        time_limit_s=limit,
+        qos=qos,
+        account=str(kw.pop("account", "acct")),
+        **kw,
+    )  # type: ignore[arg-type]
+
+
+def running(
+    job_id: int,
+    gpus: tuple[int, ...],
+    start: float,
+    limit: float | None,
+    qos: str = "normal",
+    user: str = "u",
+) -> Allocation:
+    return Allocation(
+        job_id=job_id,
+        node="n0",
+        user=user,
+        gpu_indices=gpus,
+        cpus=1,
+        qos=qos,
+        start_time=start,
+        time_limit_s=limit,
+        account="acct",
+    )
+
+
+def test_backfill_fills_gaps_without_delaying_the_reservation() -> None:
+    # 3 GPUs busy until t=100; the big job needs all 4 -> reserved for t=100.
+    busy = running(9, (0, 1, 2), start=0, limit=100)
+    big = job(1, 4, limit=50, qos_priority=1000)
+    short = job(2, 1, limit=50)  # ends at 60 <= 100: may backfill
+    long = job(3, 1, limit=500)  # would still hold a GPU at t=100: may not
+    d = schedule(Snapshot(nodes=(NODE,), running=(busy,), pending=(big, short, long)), now=10)
+    assert [s.job_id for s in d.starts] == [2]
+    assert d.reasons[1] == "Resources" and d.reasons[3] == "Priority"
+    assert [(r.job_id, r.start_time) for r in d.reservations] == [(1, 100)]
+
+
+def test_without_backfill_lower_jobs_wait() -> None:
+    busy = running(9, (0, 1, 2), start=0, limit=100)
+    pending = (job(1, 4, qos_priority=1000), job(2, 1, limit=5))
+    d = schedule(
+        Snapshot(nodes=(NODE,), running=(busy,), pending=pending),
+        now=10,
+        policy=Policy(backfill=False),
+    )
+    assert d.starts == () and d.reasons == {1: "Resources", 2: "Priority"}
+
+
+def test_backfill_may_use_room_the_reservation_leaves() -> None:
+    # GPUs 0-2 are busy until t=100 and GPU 3 is free now.
+    busy = running(9, (0, 1, 2), start=0, limit=100)
+    long = job(2, 1, limit=10_000)  # would still run at t=100
+    d = schedule(
+        Snapshot(nodes=(NODE,), running=(busy,), pending=(job(1, 4, qos_priority=1000), long)),
+        now=10,
+    )
+    assert d.starts == ()  # the 4-GPU job needs GPU 3 at t=100
+    d = schedule(
+        Snapshot(nodes=(NODE,), running=(busy,), pending=(job(1, 2, qos_priority=1000), long)),
+        now=10,
+    )
+    assert [s.job_id for s in d.starts] == [2]  # a 2-GPU job leaves GPU 3 spare at t=100
+
+
+def test_big_job_is_not_starved_by_a_stream_of_small_ones() -> None:
+    """Simulate: a 4-GPU job waits behind an endless stream of 1-GPU jobs."""
+    now, next_id = 0.0, 100
+    allocs: list[Allocation] = [running(i, (i,), start=0, limit=30 + 10 * i) for i in range(4)]
+    big = job(1, 4, limit=50, qos_priority=100, submit=0)  # same QoS, first in line
+    reserved_at: float | None = None
+    for _ in range(200):
+        allocs = [a for a in allocs if a.end_estimate > now]
+        stream = tuple(
+            job(next_id + k, 1, limit=40, qos_priority=100, submit=now) for k in range(4)
+        )
+        d = schedule(Snapshot(nodes=(NODE,), running=tuple(allocs), pending=(big, *stream)), now)
+        if reserved_at is None and d.reservations:
+            reserved_at = d.reservations[0].start_time
+        started = {s.job_id: s for s in d.starts}
+        if 1 in started:
+            assert reserved_at is not None and now <= reserved_at
+            return
+        for s in d.starts:
+            allocs.append(
+                Allocation(
+                    job_id=s.job_id,
+                    node="n0",
+                    user="u",
+                    gpu_indices=s.gpu_indices,
+                    cpus=1,
+                    start_time=now,
+                    time_limit_s=40,
+                    qos="normal",
+                )
+            )
+        next_id += 4
+        now += 5
+    raise AssertionError("the big job never started")
+
+
+def test_preemption_picks_the_least_work_lost_and_respects_exempt_time() -> None:
+    allocs = (
+        running(10, (0, 1), start=0, limit=None, qos="low"),  # 2 GPUs x 100 s = 200
+        running(11, (2,), start=90, limit=None, qos="low"),  # 1 GPU x 10 s = 10
+        running(12, (3,), start=95, limit=None, qos="normal"),  # not preemptable by high
+    )
+    urgent = job(1, 1, qos="high", qos_priority=1000)
+    policy = Policy(preempts={"high": frozenset({"low"})})
+    d = schedule(Snapshot(nodes=(NODE,), running=allocs, pending=(urgent,)), now=100, policy=policy)
+    assert [(p.job_id, p.for_job, p.mode) for p in d.preempts] == [(11, 1, "requeue")]
+    assert d.starts == ()
+    exempt = Policy(
+        preempts={"high": frozenset({"low"})}, preempt_exempt_s=30, preempt_mode={"low": "cancel"}
+    )
+    d = schedule(Snapshot(nodes=(NODE,), running=allocs, pending=(urgent,)), now=100, policy=exempt)
+    assert [(p.job_id, p.mode) for p in d.preempts] == [(10, "cancel")]
+    # Once a victim is being stopped, no second one is chosen for the same job.
+    stopping = (allocs[0], Allocation(**{**allocs[1].__dict__, "preempting": True}), allocs[2])
+    d = schedule(
+        Snapshot(nodes=(NODE,), running=stopping, pending=(urgent,)), now=101, policy=policy
+    )
+    assert d.preempts == ()
+
+
+def test_limits_name_the_limit() -> None:
+    allocs = (running(9, (0,), start=0, limit=None, user="amy"),)
+    policy = Policy(
+        qos_limits={"normal": QosLimits(max_gpus_per_user=2, max_jobs_per_user=5)},
+        account_gpu_limits={"small": 1},
+    )
+    pending = (job(1, 2, user="amy"), job(2, 1, user="amy"), job(3, 2, user="bob", account="small"))
+    d = schedule(Snapshot(nodes=(NODE,), running=allocs, pending=pending), now=0, policy=policy)
+    assert d.reasons[1] == "QOSMaxGRESPerUser" and d.reasons[3] == "AssocGrpGRES"
+    assert [s.job_id for s in d.starts] == [2]
+    one = Policy(qos_limits={"normal": QosLimits(max_jobs_per_user=1)})
+    d = schedule(Snapshot(nodes=(NODE,), running=allocs, pending=(job(2, 1, user="amy"),)), 0, one)
+    assert d.reasons[2] == "QOSMaxJobsPerUserLimit"
+
+
+def test_priority_factors_and_fairshare_order() -> None:
+    w = PriorityWeights(age=1000, fairshare=10000, qos=0, jobsize=0, partition=0, max_age_s=100)
+    f = factors(
+        weights=w,
+        now=50,
+        submit_time=0,
+        fairshare=0.25,
+        qos_priority=0,
+        max_qos_priority=0,
+        gpus=0,
+        cluster_gpus=4,
+        partition_tier=0,
+        max_partition_tier=0,
+        nice=10,
+    )
+    assert f.age == 0.5 and f.total == 500 + 2500 - 10
+    pending = (job(1, 4, account="heavy", user="h"), job(2, 4, account="light", user="l"))
+    snap = Snapshot(
+        nodes=(NODE,), pending=pending, fairshare={("heavy", "h"): 0.1, ("light", "l"): 0.9}
+    )
+    d = schedule(snap, now=0, policy=Policy(weights=w))
+    assert [s.job_id for s in d.starts] == [2]
+    assert d.priorities[2].total > d.priorities[1].total
+    fifo = schedule(snap, now=0, policy=Policy(weights=w, use_priority=False))
+    assert [s.job_id for s in fifo.starts] == [1]
+
+
+def test_fairshare_classic_formula() -> None:
+    root = Association(
+        "root",
+        children=(
+            Association(
+                "a",
+                2,
+                children=(Association("u1", 1, is_user=True), Association("u2", 1, is_user=True)),
+            ),
+            Association("b", 1, children=(Association("u3", 1, is_user=True),)),
+        ),
+    )
+    assert set(user_factors(root, {}).values()) == {1.0}
+    table = {
+        (r.account, r.user): r
+        for r in fairshare_table(root, {("a", "u1"): 100.0, ("b", "u3"): 100.0})
+    }
+    assert abs(table[("a", None)].norm_shares - 2 / 3) < 1e-9
+    # b used half with a third of the shares: lower than a (half with two thirds).
+    assert table[("b", None)].fairshare < table[("a", None)].fairshare
+    # u2 used nothing: highest; u1 and u3 used the same share of the same size.
+    assert table[("a", "u2")].fairshare > table[("a", "u1")].fairshare
+    assert abs(table[("a", "u1")].fairshare - table[("b", "u3")].fairshare) < 1e-9
+    assert decay(100.0, 3600, 3600) == 50.0 and decay(100.0, 0, 3600) == 100.0
+
+
+NODES = tuple(
+    NodeView(f"n{i}", cpus=16, memory_mb=64000, gpus=tuple(GpuSlot(g, "h100") for g in range(8)))
+    for i in range(3)
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 8), st.integers(1, 400), st.sampled_from([10, 100, 1000])),
+        min_size=1,
+        max_size=30,
+    ),
+    st.lists(st.tuples(st.integers(0, 2), st.integers(1, 8), st.integers(1, 300)), max_size=6),
+)
+def test_backfill_never_oversubscribes_nor_delays_the_reservation(
+    specs: list[tuple[int, int, int]], busy: list[tuple[int, int, int]]
+) -> None:
+    allocs, used = [], {n.name: 0 for n in NODES}
+    for k, (node_i, gpus, limit) in enumerate(busy):
+        name = NODES[node_i].name
+        take = min(gpus, 8 - used[name])
+        if take:
+            allocs.append(
+                Allocation(
+                    job_id=1000 + k,
+                    node=name,
+                    user="x",
+                    gpu_indices=tuple(range(used[name], used[name] + take)),
+                    cpus=1,
+                    start_time=0,
+                    time_limit_s=limit,
+                )
+            )
+            used[name] += take
+    pending = tuple(job(i + 1, g, limit=lim, qos_priority=q) for i, (g, lim, q) in enumerate(specs))
+    d = schedule(Snapshot(nodes=NODES, running=tuple(allocs), pending=pending), now=0)
+    per_node: dict[str, list[int]] = {n.name: [] for n in NODES}
+    for a in allocs:
+        per_node[a.node].extend(a.gpu_indices)
+    for s in d.starts:
+        per_node[s.node].extend(s.gpu_indices)
+    for gpus in per_node.values():
+        assert len(gpus) == len(set(gpus)) and all(0 <= g < 8 for g in gpus)
+    # The reserved job must still fit at its reserved time, given what started now.
+    limits = {p.job_id: p.time_limit_s for p in pending}
+    for r in d.reservations:
+        need = next(p.gpus for p in pending if p.job_id == r.job_id)
+        held_then = sum(
+            len(a.gpu_indices) for a in allocs if a.node == r.node and a.end_estimate > r.start_time
+        )
+        held_then += sum(
+            len(s.gpu_indices)
+            for s in d.starts
+            if s.node == r.node and (limits[s.job_id] or 1e18) > r.start_time
+        )
+        assert 8 - held_then >= need
