@@ -374,7 +374,7 @@ class Controller:
         """The job's spec, parsed once and kept while the job is active."""
         spec = self._specs.get(row["job_id"])
         if spec is None:
-            if "spec" not in row.keys():
+            if "spec" not in row.keys():  # noqa: SIM118 (sqlite3.Row: `in` tests values)
                 row = self.store.job(row["job_id"])
             spec = spec_of(row)
             self._specs[row["job_id"]] = spec
