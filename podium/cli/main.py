@@ -22,6 +22,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "hold": ("podium.cli.jobs", "hold", "Hold pending jobs."),
     "release": ("podium.cli.jobs", "release", "Release held jobs."),
     "acct": ("podium.cli.jobs", "acct", "Accounting: finished and running jobs."),
+    "priority": ("podium.cli.sched_cmds", "priority", "Pending jobs' priority factors (sprio)."),
+    "share": ("podium.cli.sched_cmds", "share", "Fair share per account and user (sshare)."),
     "nodes": ("podium.cli.nodes", "nodes", "Node state and GPU owners."),
     "drain": ("podium.cli.nodes", "drain", "Drain a node (admin)."),
     "resume": ("podium.cli.nodes", "resume", "Resume a drained node (admin)."),

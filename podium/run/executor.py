@@ -130,6 +130,14 @@ class LocalExecutor:
 
     def cancel(self, job_id: int) -> bool:
         """Ask the job's supervisor to cancel it (SIGTERM). False if none is alive."""
+        return self._signal(job_id, signal.SIGTERM)
+
+    def preempt(self, job_id: int) -> bool:
+        """Ask the job's supervisor to preempt it (SIGUSR1): the job gets its --signal or
+        SIGTERM, the grace time, then SIGKILL, and ends PREEMPTED."""
+        return self._signal(job_id, signal.SIGUSR1)
+
+    def _signal(self, job_id: int, sig: int) -> bool:
         if not self._lock_held(self.job_dir(job_id)):
             return False
         started = read_json(self.job_dir(job_id) / STARTED_FILE)
@@ -141,7 +149,7 @@ class LocalExecutor:
         else:
             return False
         try:
-            os.kill(pid, signal.SIGTERM)
+            os.kill(pid, sig)
         except ProcessLookupError:
             return False
         return True

@@ -8,7 +8,8 @@ Contract:
 - It starts all tasks together; when the job ends, none of its processes survives.
 - SIGTERM/SIGINT/SIGHUP to the supervisor means cancel: the job's processes get
   SIGTERM, then SIGKILL after the grace time, and the state is CANCELLED. Reaching
-  the time limit does the same with state TIMEOUT.
+  the time limit does the same with state TIMEOUT. SIGUSR1 means preempt: the job's
+  --signal (or SIGTERM), the grace time, SIGKILL, state PREEMPTED.
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ def result_record(
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-WATCHED = {signal.SIGCHLD, *STOP_SIGNALS}
+PREEMPT_SIGNAL = signal.SIGUSR1
+WATCHED = {signal.SIGCHLD, PREEMPT_SIGNAL, *STOP_SIGNALS}
 
 
 def _free_port() -> int:
@@ -241,11 +243,11 @@ class Supervisor:
             return
         self.contain.signal_all(sig)
 
-    def _terminate(self, state: str) -> None:
-        """SIGCONT+SIGTERM to every process, wait the grace time, then SIGKILL."""
+    def _terminate(self, state: str, sig: int = signal.SIGTERM) -> None:
+        """SIGCONT + `sig` to every process, wait the grace time, then SIGKILL."""
         self.final_state = state
         self.contain.signal_all(signal.SIGCONT)
-        self.contain.signal_all(signal.SIGTERM)
+        self.contain.signal_all(sig)
         deadline = time.monotonic() + self.plan.kill_wait_s
         while time.monotonic() < deadline:
             self._reap()
@@ -277,6 +279,9 @@ class Supervisor:
             info = signal.sigtimedwait(WATCHED, wait)
             if info is not None and info.si_signo in STOP_SIGNALS:
                 self._terminate("CANCELLED")
+                return
+            if info is not None and info.si_signo == PREEMPT_SIGNAL:
+                self._terminate("PREEMPTED", plan.signal_num or signal.SIGTERM)
                 return
 
     def result(self, leftover: int) -> dict[str, Any]:

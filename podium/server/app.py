@@ -147,6 +147,16 @@ def create_app(
         jobs = controller.list_jobs(states=_states(state), user=user, since=since, until=until)
         return {"jobs": [j for j in jobs if j["start_time"] is not None or j["end_time"]]}
 
+    @app.get("/v1/priority")
+    async def priority(request: Request) -> dict[str, Any]:
+        caller(request)
+        return {"jobs": controller.priorities()}
+
+    @app.get("/v1/share")
+    async def share(request: Request) -> dict[str, Any]:
+        caller(request)
+        return {"shares": controller.share()}
+
     @app.get("/v1/nodes")
     async def nodes(request: Request) -> dict[str, Any]:
         caller(request)

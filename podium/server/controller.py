@@ -13,7 +13,7 @@ import pwd
 import subprocess
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +22,19 @@ from podium.node.inventory import GpuInfo
 from podium.run.executor import LaunchError, LocalExecutor
 from podium.run.patterns import expand
 from podium.run.plan import LaunchPlan, TaskPlan
-from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot, Start, schedule
+from podium.sched import (
+    Allocation,
+    Decisions,
+    GpuSlot,
+    NodeView,
+    PendingJob,
+    Snapshot,
+    Start,
+    schedule,
+)
+from podium.sched.fairshare import Association, fairshare_table, user_factors
 from podium.sched.model import Reason
+from podium.server.policy import half_life_s, policy_from_config, share_tree
 from podium.server.records import job_record
 from podium.spec.build import SubmitRequest, Submitter, build_job
 from podium.spec.cluster import ClusterConfig
@@ -73,6 +84,10 @@ class Controller:
         self.owner_uid = os.geteuid()
         self._specs: dict[int, JobSpec] = {}
         self._cancel_requested: set[int] = set()
+        self._preempting: dict[int, str] = {}  # job id -> mode, while its supervisor stops it
+        self.policy = policy_from_config(config)
+        self.half_life_s = half_life_s(config)
+        self.last: Decisions | None = None
         self.node_name = config.node.name
         store.ensure_node(self.node_name)
 
@@ -105,6 +120,7 @@ class Controller:
             req, self.config, Submitter(who.uid, who.gid, who.name, who.is_admin), now
         )
         spec = built.spec
+        self._check_submit_limit(spec, who)
         dep_ids = {j for d in spec.dependencies for j in d.job_ids}
         if dep_ids:
             known = set(self.store.states_of(dep_ids)) | set(self.store.array_members(dep_ids))
@@ -133,6 +149,20 @@ class Controller:
         for job_id in ids:
             self._specs[job_id] = spec
         return [job_record(r, now) for r in self.store.jobs_by_ids(ids)]
+
+    def _check_submit_limit(self, spec: JobSpec, who: Caller) -> None:
+        """Refuse a submission over its QoS's max_submit_jobs_per_user."""
+        level = self.config.qos_level(spec.qos)
+        cap = level.max_submit_jobs_per_user if level else None
+        if cap is None:
+            return
+        active = len(self.store.jobs(states=ACTIVE, user=who.name, qos=spec.qos))
+        adding = len(spec.array.indices) if spec.array else 1
+        if active + adding > cap:
+            raise SpecError(
+                f"QOSMaxSubmitJobPerUserLimit: QoS {spec.qos} allows {cap} queued or running "
+                f"jobs per user; you have {active} and this adds {adding}"
+            )
 
     # --- queries -----------------------------------------------------------------
 
@@ -309,6 +339,16 @@ class Controller:
             return "adopted"
         if poll.status == "ended" and poll.result is not None:
             res = poll.result
+            self._charge(row, res.end_time)
+            mode = self._preempting.pop(job_id, "requeue")
+            if (
+                res.state == JobState.PREEMPTED.value
+                and mode == "requeue"
+                and self._spec(row).requeue
+            ):
+                self.store.requeue(job_id, now, "preempted")
+                self._mail(row, "REQUEUE", "was preempted and requeued")
+                return "requeued"
             self.store.mark_ended(
                 job_id,
                 state=JobState(res.state),
@@ -338,6 +378,15 @@ class Controller:
         )
         self._after_end(row, JobState.NODE_FAIL.value)
         return "lost"
+
+    def _charge(self, row: Row, end_time: float) -> None:
+        """Add a finished run's GPU-seconds (and weighted CPU-seconds) to fair share."""
+        if row["start_time"] is None:
+            return
+        elapsed = max(0.0, end_time - row["start_time"])
+        weight = self.config.fairshare.cpu_weight
+        amount = elapsed * (len(spec_gpu_ids(row)) + weight * row["cpus"])
+        self.store.charge(row["account"], row["user"], amount, end_time, self.half_life_s)
 
     def _after_end(self, row: Row, state: str) -> None:
         self._cancel_requested.discard(row["job_id"])
@@ -404,6 +453,11 @@ class Controller:
                     exclusive=spec.exclusive,
                     name=r["name"],
                     array_job_id=r["array_job_id"],
+                    qos=r["qos"],
+                    account=r["account"],
+                    start_time=r["start_time"] or self.clock(),
+                    time_limit_s=r["time_limit_s"],
+                    preempting=r["job_id"] in self._preempting,
                 )
             )
         pending = []
@@ -432,6 +486,9 @@ class Controller:
                     kill_on_invalid_dep=spec.kill_on_invalid_dep,
                     array_job_id=r["array_job_id"],
                     array_throttle=r["array_throttle"],
+                    qos=r["qos"],
+                    account=r["account"],
+                    time_limit_s=r["time_limit_s"],
                 )
             )
             dep_ids.update(j for d in spec.dependencies for j in d.job_ids)
@@ -441,14 +498,69 @@ class Controller:
             pending=tuple(pending),
             job_states=self.store.states_of(dep_ids),
             array_members=self.store.array_members(dep_ids),
+            fairshare=user_factors(*self._share_inputs(running, pending)),
         )
+
+    def _share_inputs(
+        self, running: list[Allocation], pending: list[PendingJob]
+    ) -> tuple[Association, dict[tuple[str, str], float]]:
+        """The fair-share tree and usage now: decayed stored usage plus what running
+        jobs have used so far."""
+        now = self.clock()
+        usage = self.store.usage(now, self.half_life_s)
+        weight = self.config.fairshare.cpu_weight
+        for a in running:
+            used = max(0.0, now - a.start_time) * (len(a.gpu_indices) + weight * a.cpus)
+            usage[(a.account, a.user)] = usage.get((a.account, a.user), 0.0) + used
+        seen = set(usage) | {(p.account, p.user) for p in pending}
+        return share_tree(self.config, seen), usage
+
+    def share(self) -> list[dict[str, Any]]:
+        """Fair share per account and user, like sshare."""
+        snap = self.snapshot()
+        tree, usage = self._share_inputs(list(snap.running), list(snap.pending))
+        return [asdict(r) for r in fairshare_table(tree, usage)]
+
+    def priorities(self) -> list[dict[str, Any]]:
+        """Each pending job's priority factors from the last pass, like sprio."""
+        if self.last is None:
+            return []
+        rows = {r["job_id"]: r for r in self.store.jobs(states=[JobState.PENDING.value])}
+        out = []
+        for job_id, f in sorted(self.last.priorities.items(), key=lambda kv: -kv[1].total):
+            row = rows.get(job_id)
+            if row is None:
+                continue
+            out.append(
+                {
+                    "job_id": job_id,
+                    "name": row["name"],
+                    "user": row["user"],
+                    "account": row["account"],
+                    "qos": row["qos"],
+                    "partition": row["partition"],
+                    "priority": round(f.total, 3),
+                    "age": round(f.age, 6),
+                    "fairshare": round(f.fairshare, 6),
+                    "qos_factor": round(f.qos, 6),
+                    "jobsize": round(f.jobsize, 6),
+                    "partition_factor": round(f.partition, 6),
+                    "nice": f.nice,
+                }
+            )
+        return out
 
     def tick(self) -> int:
         """One pass: collect ended jobs, schedule, start what was decided. Returns starts."""
         self.executor.reap()
         for row in self.store.jobs(states=[JobState.RUNNING.value]):
             self._collect(row)
-        decisions = schedule(self.snapshot(), self.clock())
+        decisions = schedule(self.snapshot(), self.clock(), self.policy)
+        self.last = decisions
+        for pre in decisions.preempts:
+            self._preempting[pre.job_id] = pre.mode
+            self.executor.preempt(pre.job_id)
+            log.info("job %s preempted (%s) for job %s", pre.job_id, pre.mode, pre.for_job)
         if decisions.cancels:
             self.store.cancel_pending(decisions.cancels, self.clock(), Reason.DEPENDENCY_NEVER)
         self.store.set_reasons(dict(decisions.reasons))

@@ -531,8 +531,12 @@ def _resolve(
         account = str(g.value)
         if not re.match(r"^[A-Za-z0-9_.@-]+$", account):
             raise _err(g, f"invalid account name {account!r}")
-        if config.accounts and account not in config.accounts:
-            raise _err(g, f"unknown account {account!r}{did_you_mean(account, config.accounts)}")
+        names = [a.name for a in config.accounts]
+        if names and account not in names:
+            raise _err(g, f"unknown account {account!r}{did_you_mean(account, names)}")
+        entry = config.account(account)
+        if entry is not None and entry.users and who.name not in [u.name for u in entry.users]:
+            raise _err(g, f"user {who.name} is not in account {account!r}")
     out["account"] = account
     time_limit = partition.default_time_s
     if (g := raw.get("time")) is not None:

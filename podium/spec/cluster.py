@@ -50,10 +50,11 @@ class NodeConfig(Closed):
 
 
 class Partition(Closed):
-    """A queue of the cluster, with its time limits."""
+    """A queue of the cluster, with its time limits and priority tier."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     default: bool = False
+    priority_tier: int = Field(default=0, ge=0)
     default_time: str | None = None
     max_time: str = "UNLIMITED"
 
@@ -74,10 +75,84 @@ class Partition(Closed):
 
 
 class Qos(Closed):
-    """A quality-of-service level; higher priority starts first."""
+    """A quality-of-service level: its priority, whom it may preempt, how its own jobs
+    are preempted, and per-user limits (Slurm's QOS record)."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     priority: int = Field(ge=0)
+    preempt: list[str] = Field(default_factory=list, description="QoS this one may preempt")
+    preempt_mode: Literal["requeue", "cancel"] = "requeue"
+    max_gpus_per_user: int | None = Field(default=None, ge=0)
+    max_jobs_per_user: int | None = Field(default=None, ge=0)
+    max_submit_jobs_per_user: int | None = Field(default=None, ge=0)
+
+
+class UserShare(Closed):
+    """A user inside an account, with its shares."""
+
+    name: str
+    shares: int = Field(default=1, ge=0)
+
+
+class Account(Closed):
+    """An account with its shares, its users and a GPU cap for the whole group."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.@-]+$")
+    shares: int = Field(default=1, ge=0)
+    users: list[UserShare] = Field(default_factory=list, description="empty: any user")
+    max_gpus: int | None = Field(default=None, ge=0)
+
+
+class PriorityConfig(Closed):
+    """Weights of the multifactor priority (Slurm's PriorityWeight*)."""
+
+    weight_age: float = Field(default=1000, ge=0)
+    weight_fairshare: float = Field(default=10000, ge=0)
+    weight_qos: float = Field(default=100000, ge=0)
+    weight_jobsize: float = Field(default=1000, ge=0)
+    weight_partition: float = Field(default=1000000, ge=0)
+    max_age: str = "7-00:00:00"
+    favor_small: bool = False
+
+    @field_validator("max_age")
+    @classmethod
+    def _valid_age(cls, value: str) -> str:
+        parse_duration(value)
+        return value
+
+
+class FairshareConfig(Closed):
+    """Usage charged for fair share: GPU-seconds plus cpu_weight x CPU-seconds."""
+
+    half_life: str = "7-00:00:00"
+    cpu_weight: float = Field(default=0.0, ge=0)
+
+    @field_validator("half_life")
+    @classmethod
+    def _valid_half_life(cls, value: str) -> str:
+        parse_duration(value)
+        return value
+
+
+class SchedulerConfig(Closed):
+    """What scheduling passes may do."""
+
+    backfill: bool = True
+    preemption: bool = True
+    preempt_exempt_time: str = Field(default="0:00", description="minimum run before preemption")
+
+    @field_validator("preempt_exempt_time")
+    @classmethod
+    def _valid_exempt(cls, value: str) -> str:
+        if value not in ("0", "0:00"):
+            parse_duration(value)
+        return value
+
+    @property
+    def preempt_exempt_s(self) -> float:
+        if self.preempt_exempt_time in ("0", "0:00"):
+            return 0.0
+        return float(parse_duration(self.preempt_exempt_time) or 0)
 
 
 class ClusterConfig(Closed):
@@ -97,9 +172,12 @@ class ClusterConfig(Closed):
         min_length=1,
     )
     default_qos: str = "normal"
-    accounts: list[str] = Field(
-        default_factory=list, description="allowed accounts; empty means any"
+    accounts: list[Account] = Field(
+        default_factory=list, description="accounts and their shares; empty means any account"
     )
+    priority: PriorityConfig = Field(default_factory=PriorityConfig)
+    fairshare: FairshareConfig = Field(default_factory=FairshareConfig)
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     kill_wait_s: float = Field(default=30.0, ge=0, description="SIGTERM to SIGKILL grace")
     default_mem_per_cpu_mb: int | None = Field(default=None, ge=1)
     scheduler_interval_s: float = Field(default=0.5, gt=0, le=60)
@@ -123,7 +201,19 @@ class ClusterConfig(Closed):
             raise ValueError("QoS names must be unique")
         if self.default_qos not in qos_names:
             raise ValueError(f"default_qos {self.default_qos!r} is not one of {qos_names}")
+        for q in self.qos:
+            for other in q.preempt:
+                if other not in qos_names or other == q.name:
+                    raise ValueError(
+                        f"QoS {q.name} may preempt only other QoS of {qos_names}, not {other!r}"
+                    )
+        account_names = [a.name for a in self.accounts]
+        if len(set(account_names)) != len(account_names):
+            raise ValueError("account names must be unique")
         return self
+
+    def account(self, name: str) -> Account | None:
+        return next((a for a in self.accounts if a.name == name), None)
 
     @property
     def default_partition(self) -> Partition:

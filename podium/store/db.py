@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from podium.errors import NotFound
+from podium.sched.fairshare import decay
 from podium.spec.job import JobSpec, JobState
-from podium.store.schema import SCHEMA, SCHEMA_VERSION
+from podium.store.schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
 
 Row = sqlite3.Row
 
@@ -47,6 +48,10 @@ class Store:
         version = self.conn.execute("PRAGMA user_version").fetchone()[0]
         if version == 0:
             self.conn.executescript(SCHEMA)
+            version = 1
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            self.conn.executescript(MIGRATIONS[target])
+        if version != SCHEMA_VERSION:
             self.conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def close(self) -> None:
@@ -146,8 +151,9 @@ class Store:
         since: float | None = None,
         until: float | None = None,
         limit: int | None = None,
+        qos: str | None = None,
     ) -> list[Row]:
-        """Jobs filtered by state, user, name, and [since, until] overlap; oldest first."""
+        """Jobs filtered by state, user, name, QoS and [since, until] overlap; oldest first."""
         clauses: list[str] = []
         args: list[Any] = []
         if states is not None:
@@ -160,6 +166,9 @@ class Store:
         if name is not None:
             clauses.append("name=?")
             args.append(name)
+        if qos is not None:
+            clauses.append("qos=?")
+            args.append(qos)
         if since is not None:
             clauses.append("(end_time IS NULL OR end_time >= ?)")
             args.append(since)
@@ -175,8 +184,9 @@ class Store:
     def pending_brief(self) -> list[Row]:
         """PENDING jobs without their stored spec: what a scheduling pass reads each time."""
         return self.conn.execute(
-            """SELECT job_id, user, name, partition, qos, submit_time, cpus, mem_mb, gpus, nice,
-                 held, array_job_id, array_throttle FROM jobs WHERE state='PENDING'"""
+            """SELECT job_id, user, name, account, partition, qos, submit_time, cpus, mem_mb,
+                 gpus, nice, held, array_job_id, array_throttle, time_limit_s
+               FROM jobs WHERE state='PENDING'"""
         ).fetchall()
 
     def states_of(self, job_ids: Iterable[int]) -> dict[int, str]:
@@ -254,6 +264,46 @@ class Store:
                 (job_id,),
             )
             self._event(conn, now, "relaunch", job_id=job_id, detail="supervisor never started")
+
+    def requeue(self, job_id: int, now: float, why: str) -> bool:
+        """RUNNING -> PENDING again (preempted or failed node), restart count raised.
+
+        The job keeps its id, submit time and checkpoint directory.
+        """
+        with self.transaction(durable=True) as conn:
+            cur = conn.execute(
+                """UPDATE jobs SET state='PENDING', reason='None', start_time=NULL,
+                     end_time=NULL, node=NULL, gpu_ids=NULL, exit_code=NULL, signal=NULL,
+                     restart_count=restart_count + 1
+                   WHERE job_id=? AND state='RUNNING'""",
+                (job_id,),
+            )
+            if cur.rowcount == 1:
+                self._event(conn, now, "requeue", job_id=job_id, detail=why)
+            return cur.rowcount == 1
+
+    def charge(
+        self, account: str, user: str, amount: float, now: float, half_life_s: float
+    ) -> None:
+        """Add `amount` (GPU-seconds) to the decayed usage of (account, user)."""
+        with self.transaction() as conn:
+            row = conn.execute(
+                "SELECT value, updated FROM usage WHERE account=? AND user=?", (account, user)
+            ).fetchone()
+            value = amount
+            if row is not None:
+                value += decay(row["value"], now - row["updated"], half_life_s)
+            conn.execute(
+                "INSERT OR REPLACE INTO usage (account, user, value, updated) VALUES (?,?,?,?)",
+                (account, user, value, now),
+            )
+
+    def usage(self, now: float, half_life_s: float) -> dict[tuple[str, str], float]:
+        """Every (account, user)'s usage, decayed to `now`."""
+        return {
+            (r["account"], r["user"]): decay(r["value"], now - r["updated"], half_life_s)
+            for r in self.conn.execute("SELECT * FROM usage")
+        }
 
     def cancel_pending(self, job_ids: Iterable[int], now: float, reason: str = "None") -> list[int]:
         """PENDING -> CANCELLED; returns the ids that were pending."""

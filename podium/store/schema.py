@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -59,3 +59,16 @@ CREATE TABLE IF NOT EXISTS events (
 );
 CREATE INDEX IF NOT EXISTS events_job ON events(job_id);
 """
+
+# Version 2: fair-share usage per (account, user), decayed lazily from `updated`.
+MIGRATIONS = {
+    2: """
+CREATE TABLE IF NOT EXISTS usage (
+    account TEXT NOT NULL,
+    user    TEXT NOT NULL,
+    value   REAL NOT NULL,
+    updated REAL NOT NULL,
+    PRIMARY KEY (account, user)
+);
+""",
+}

@@ -1,0 +1,76 @@
+"""Scheduling views: `podium priority` (like sprio) and `podium share` (like sshare)."""
+
+from __future__ import annotations
+
+import click
+
+from podium.cli import render
+from podium.cli.client import Client
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True)
+def priority(as_json: bool) -> None:
+    """Each pending job's priority and its factors: age, fair share, QoS, size, partition, nice."""
+    jobs = Client().get("/v1/priority")["jobs"]
+    if as_json:
+        render.print_json(jobs)
+        return
+    render.table(
+        None,
+        [
+            "JOBID",
+            "USER",
+            "ACCOUNT",
+            "QOS",
+            "PRIORITY",
+            "AGE",
+            "FAIRSHARE",
+            "QOS_F",
+            "JOBSIZE",
+            "PARTITION_F",
+            "NICE",
+        ],
+        [
+            [
+                j["job_id"],
+                j["user"],
+                j["account"],
+                j["qos"],
+                f"{j['priority']:.0f}",
+                f"{j['age']:.3f}",
+                f"{j['fairshare']:.3f}",
+                f"{j['qos_factor']:.3f}",
+                f"{j['jobsize']:.3f}",
+                f"{j['partition_factor']:.3f}",
+                j["nice"],
+            ]
+            for j in jobs
+        ],
+    )
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True)
+def share(as_json: bool) -> None:
+    """Fair share per account and user: shares, decayed usage (GPU-seconds), factor."""
+    rows = Client().get("/v1/share")["shares"]
+    if as_json:
+        render.print_json(rows)
+        return
+    render.table(
+        None,
+        ["ACCOUNT", "USER", "RAW_SHARES", "NORM_SHARES", "RAW_USAGE", "EFFECTV_USAGE", "FAIRSHARE"],
+        [
+            [
+                r["account"],
+                r["user"] or "",
+                r["raw_shares"],
+                f"{r['norm_shares']:.4f}",
+                f"{r['raw_usage']:.0f}",
+                f"{r['effective_usage']:.4f}",
+                f"{r['fairshare']:.4f}",
+            ]
+            for r in rows
+        ],
+    )

@@ -1,0 +1,66 @@
+"""From the cluster config to the scheduler's Policy and fair-share tree."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from podium.sched.fairshare import Association
+from podium.sched.model import Policy, QosLimits
+from podium.sched.priority import PriorityWeights
+from podium.spec.cluster import ClusterConfig
+from podium.spec.timefmt import parse_duration
+
+
+def policy_from_config(config: ClusterConfig) -> Policy:
+    """The Policy a daemon with this config schedules by."""
+    p = config.priority
+    return Policy(
+        use_priority=True,
+        backfill=config.scheduler.backfill,
+        preemption=config.scheduler.preemption,
+        weights=PriorityWeights(
+            age=p.weight_age,
+            fairshare=p.weight_fairshare,
+            qos=p.weight_qos,
+            jobsize=p.weight_jobsize,
+            partition=p.weight_partition,
+            max_age_s=float(parse_duration(p.max_age) or 0),
+            favor_small=p.favor_small,
+        ),
+        preempts={q.name: frozenset(q.preempt) for q in config.qos if q.preempt},
+        preempt_mode={q.name: q.preempt_mode for q in config.qos},
+        preempt_exempt_s=config.scheduler.preempt_exempt_s,
+        qos_limits={
+            q.name: QosLimits(q.max_gpus_per_user, q.max_jobs_per_user)
+            for q in config.qos
+            if q.max_gpus_per_user is not None or q.max_jobs_per_user is not None
+        },
+        account_gpu_limits={a.name: a.max_gpus for a in config.accounts if a.max_gpus is not None},
+        partition_tiers={p.name: p.priority_tier for p in config.partitions},
+    )
+
+
+def share_tree(config: ClusterConfig, seen: Iterable[tuple[str, str]]) -> Association:
+    """root -> accounts -> users: the configured ones with their shares, plus every
+    (account, user) seen in jobs or usage with one share each."""
+    shares = {a.name: a.shares for a in config.accounts}
+    users: dict[str, dict[str, int]] = {
+        a.name: {u.name: u.shares for u in a.users} for a in config.accounts
+    }
+    for account, user in seen:
+        users.setdefault(account, {}).setdefault(user, 1)
+    return Association(
+        "root",
+        children=tuple(
+            Association(
+                name,
+                shares.get(name, 1),
+                children=tuple(Association(u, s, is_user=True) for u, s in members.items()),
+            )
+            for name, members in users.items()
+        ),
+    )
+
+
+def half_life_s(config: ClusterConfig) -> float:
+    return float(parse_duration(config.fairshare.half_life) or 0)
