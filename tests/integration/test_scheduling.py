@@ -1,0 +1,117 @@
+"""The daemon's scheduling policy: backfill, preemption with resume, limits, views."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
+
+pytestmark = pytest.mark.integration
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+POLICY = """\
+qos:
+  - {name: high, priority: 1000, preempt: [low]}
+  - {name: normal, priority: 100, max_gpus_per_user: 3, max_submit_jobs_per_user: 20}
+  - {name: low, priority: 10, preempt_mode: requeue}
+accounts:
+  - {name: physics, shares: 3}
+  - {name: biology, shares: 1, max_gpus: 1}
+"""
+
+
+@pytest.fixture
+def policy_cluster() -> Iterator[Cluster]:
+    c = make_cluster(kill_wait=8.0, extra=POLICY)
+    c.start()
+    try:
+        yield c
+    finally:
+        teardown_cluster(c)
+
+
+def test_backfill_never_delays_the_reserved_job(policy_cluster: Cluster) -> None:
+    c = policy_cluster
+    running = c.submit("--gpus=3", "--time=0:30", "--qos=high", "--wrap", "sleep 30")
+    c.wait(running, {"RUNNING"})
+    big = c.submit("--gpus=4", "--time=1:00", "--qos=high", "--wrap", "true")
+    short = c.submit("--gpus=1", "--time=0:10", "--wrap", "sleep 1")  # ends before the reservation
+    long = c.submit("--gpus=1", "--time=10:00", "--wrap", "sleep 1")  # would delay it
+    assert c.wait(short, {"RUNNING", "COMPLETED"})["state"] in ("RUNNING", "COMPLETED")
+    time.sleep(0.6)
+    assert c.job(big)["reason"] == "Resources"
+    assert c.job(long)["state"] == "PENDING" and c.job(long)["reason"] == "Priority"
+    prios = json.loads(c.cli("priority", "--json", check=True).stdout)
+    by_id = {p["job_id"]: p for p in prios}
+    assert by_id[big]["priority"] > by_id[long]["priority"]
+    assert {"age", "fairshare", "qos_factor", "jobsize", "partition_factor", "nice"} <= set(
+        by_id[big]
+    )
+    assert "PRIORITY" in c.cli("priority", check=True).stdout
+    c.cli("cancel", str(running), str(big), str(long), check=True)
+
+
+def test_limits_hold_jobs_with_the_limit_named(policy_cluster: Cluster) -> None:
+    c = policy_cluster
+    first = c.submit("--gpus=2", "--wrap", "sleep 20")
+    c.wait(first, {"RUNNING"})
+    second = c.submit("--gpus=2", "--wrap", "true")
+    time.sleep(0.6)
+    assert c.job(second)["reason"] == "QOSMaxGRESPerUser"
+    bio = c.submit("--account=biology", "--gpus=2", "--qos=low", "--wrap", "true")
+    time.sleep(0.6)
+    assert c.job(bio)["reason"] == "AssocGrpGRES"
+    c.cli("cancel", str(first), str(second), str(bio), check=True)
+    many = c.cli("submit", "--array=0-30", "--hold", "--wrap", "true")
+    assert many.returncode == 2 and "QOSMaxSubmitJobPerUserLimit" in many.stderr
+
+
+def test_share_reports_decayed_usage(policy_cluster: Cluster) -> None:
+    c = policy_cluster
+    job_id = c.submit("--account=physics", "--gpus=2", "--wrap", "sleep 1")
+    c.wait(job_id)
+    rows = json.loads(c.cli("share", "--json", check=True).stdout)
+    physics = next(r for r in rows if r["account"] == "physics" and r["user"] is None)
+    assert physics["raw_shares"] == 3 and physics["norm_shares"] == pytest.approx(0.75)
+    assert physics["raw_usage"] == pytest.approx(2.0, rel=0.5)  # ~2 GPU x 1 s
+    assert physics["fairshare"] < 1.0
+    assert "FAIRSHARE" in c.cli("share", check=True).stdout
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="PyTorch not installed")
+def test_preempted_job_is_requeued_and_resumes_from_its_checkpoint(policy_cluster: Cluster) -> None:
+    c = policy_cluster
+    env_script = c.script(
+        "#SBATCH --qos=low --gpus=4 -o low-%j-%a.out --open-mode=append -J trainer\n"
+        f"exec python3 {EXAMPLES / 'train.py'} --model resnet --steps 400 --checkpoint-every 10 "
+        "--step-time 0.02\n",
+        "low.sh",
+    )
+    low = c.submit(str(env_script))
+    out = c.work / f"low-{low}-4294967294.out"
+    deadline = time.monotonic() + 120
+    while not (out.exists() and re.search(r"step [1-9]\d+/400", out.read_text())):
+        assert time.monotonic() < deadline, out.read_text() if out.exists() else "no output"
+        time.sleep(0.2)
+    urgent = c.submit("--qos=high", "--gpus=2", "--wrap", "sleep 1")
+    job = c.wait(low, {"PENDING"}, timeout=60)
+    assert job["restart_count"] == 1
+    events = [e["kind"] for e in c.job(low)["events"]]
+    assert "requeue" in events
+    assert c.wait(urgent, timeout=60)["state"] == "COMPLETED"
+    final = c.wait(low, timeout=300)
+    assert final["state"] == "COMPLETED" and final["restart_count"] == 1
+    text = out.read_text()
+    saved = re.search(r"SIGTERM: checkpoint saved at step (\d+)", text)
+    resumed = re.search(r"resumed from checkpoint at step (\d+)", text)
+    assert saved and resumed, text
+    assert int(resumed.group(1)) == int(saved.group(1)) > 0
+    assert "restart=1" in text and "done: 400 steps" in text
