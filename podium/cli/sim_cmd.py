@@ -1,0 +1,138 @@
+"""`podium sim`: replay a trace through the scheduling core on a virtual clock."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import click
+
+from podium.cli import render
+from podium.errors import SpecError
+
+COLUMNS = [
+    "policy",
+    "finished",
+    "avg_jct_s",
+    "p50_jct_s",
+    "p99_jct_s",
+    "avg_wait_s",
+    "p99_wait_s",
+    "makespan_s",
+    "gpu_util",
+    "preemptions",
+    "rho_avg",
+    "rho_max",
+]
+
+
+@click.command()
+@click.argument("trace", type=click.Path(path_type=Path))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["tiresias", "alibaba", "simple"]),
+    default=None,
+    help="Trace format (default: from the CSV header).",
+)
+@click.option("--nodes", type=click.IntRange(1, 100000), default=None, help="Number of nodes.")
+@click.option("--gpus-per-node", type=click.IntRange(0, 64), default=8)
+@click.option("--cpus-per-node", type=click.IntRange(1, 100000), default=64)
+@click.option("--mem-per-node", type=click.IntRange(1), default=512000, help="MiB.")
+@click.option(
+    "--node-list",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Nodes from a CSV (Alibaba node list format: sn,cpu_milli,memory_mib,gpu,model).",
+)
+@click.option(
+    "--config",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Use the node of this cluster config (times --nodes).",
+)
+@click.option(
+    "--policies",
+    default="fifo,priority,backfill,preempt,fairshare",
+    help="Comma-separated: fifo, priority, backfill, preempt, fairshare.",
+)
+@click.option(
+    "--time-scale",
+    type=float,
+    default=1.0,
+    help="Multiply submit times (e.g. 0.2 compresses arrivals five-fold).",
+)
+@click.option(
+    "--checkpoint-interval",
+    type=float,
+    default=600.0,
+    help="Seconds between checkpoints (work lost on preemption).",
+)
+@click.option(
+    "--time-limit-factor",
+    type=float,
+    default=1.0,
+    help="Time limit = duration x this (what backfill plans with).",
+)
+@click.option("--json", "as_json", is_flag=True)
+def sim(
+    trace: Path,
+    fmt: str | None,
+    nodes: int | None,
+    gpus_per_node: int,
+    cpus_per_node: int,
+    mem_per_node: int,
+    node_list: Path | None,
+    config: Path | None,
+    policies: str,
+    time_scale: float,
+    checkpoint_interval: float,
+    time_limit_factor: float,
+    as_json: bool,
+) -> None:
+    """Replay TRACE under each policy and compare JCT, waits, utilisation and fairness."""
+    from podium.sim.engine import POLICIES, SimOptions, simulate, uniform_nodes
+    from podium.sim.metrics import summarize
+    from podium.sim.traces import TraceNode, read_alibaba_nodes, read_trace
+
+    names = [p.strip() for p in policies.split(",") if p.strip()]
+    bad = [p for p in names if p not in POLICIES]
+    if bad:
+        raise SpecError(f"unknown policy {bad[0]!r}: expected {', '.join(POLICIES)}")
+    if time_scale <= 0 or time_limit_factor <= 0:
+        raise SpecError("--time-scale and --time-limit-factor must be positive")
+    if node_list is not None:
+        cluster = read_alibaba_nodes(node_list)
+    elif config is not None:
+        from podium.spec.cluster import load_config
+
+        node = load_config(config).node
+        cluster = [
+            TraceNode(
+                f"{node.name}-{i}", node.gpus.count, node.cpus, node.memory_mb, node.gpus.type
+            )
+            for i in range(nodes or 1)
+        ]
+    elif nodes is not None:
+        cluster = uniform_nodes(nodes, gpus_per_node, cpus_per_node, mem_per_node)
+    else:
+        raise SpecError(
+            "give the cluster: --nodes N [--gpus-per-node G], --node-list CSV "
+            "or --config cluster.yaml"
+        )
+    jobs = read_trace(trace, fmt)
+    if time_scale != 1.0:
+        jobs = [replace(j, submit_time=j.submit_time * time_scale) for j in jobs]
+    options = SimOptions(
+        checkpoint_interval_s=checkpoint_interval, time_limit_factor=time_limit_factor
+    )
+    results = [summarize(simulate(jobs, cluster, name, options)) for name in names]
+    if as_json:
+        render.print_json(results)
+        return
+    gpus = sum(n.gpus for n in cluster)
+    title = f"{trace.name}: {len(jobs)} jobs on {len(cluster)} nodes, {gpus} GPUs"
+    render.table(title, COLUMNS, [[r[c] for c in COLUMNS] for r in results])
+    skipped = results[0]["unschedulable"] if results else 0
+    if skipped:
+        click.echo(f"{skipped} job(s) fit no node and were not replayed")

@@ -1,0 +1,233 @@
+"""Replay a trace on a virtual clock through `podium.sched.schedule`, unchanged.
+
+Events are arrivals and completions; after the events of one instant, one scheduling
+pass runs (again while it preempts, so freed GPUs are used at once). A preempted job
+loses the work done since its last checkpoint (`checkpoint_interval_s`; 0 means it
+loses nothing) and is requeued with its remaining work. Jobs that fit no node are
+reported as unschedulable and not replayed.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot, schedule
+from podium.sched.fairshare import Association, decay, user_factors
+from podium.sched.model import Policy
+from podium.sched.priority import PriorityWeights
+from podium.sim.traces import TraceJob, TraceNode
+
+QOS_PRIORITY = {"high": 1000, "normal": 100, "low": 10}
+NO_FAIRSHARE = PriorityWeights(fairshare=0.0)
+WITH_FAIRSHARE = PriorityWeights(fairshare=100000.0, qos=100000.0)
+PREEMPTS = {"high": frozenset({"low"})}
+
+POLICIES: dict[str, Policy] = {
+    "fifo": Policy(use_priority=False, backfill=False, preemption=False),
+    "priority": Policy(backfill=False, preemption=False, weights=NO_FAIRSHARE),
+    "backfill": Policy(backfill=True, preemption=False, weights=NO_FAIRSHARE),
+    "preempt": Policy(backfill=True, preemption=True, weights=NO_FAIRSHARE, preempts=PREEMPTS),
+    "fairshare": Policy(backfill=True, preemption=True, weights=WITH_FAIRSHARE, preempts=PREEMPTS),
+}
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    checkpoint_interval_s: float = 600.0
+    time_limit_factor: float = 1.0
+    fairshare_half_life_s: float = 7 * 86400.0
+
+
+@dataclass
+class JobOutcome:
+    """What happened to one job."""
+
+    job: TraceJob
+    first_start: float | None = None
+    end: float | None = None
+    gpu_seconds: float = 0.0
+    lost_seconds: float = 0.0
+    preemptions: int = 0
+    contenders_at_arrival: int = 1
+
+
+@dataclass
+class SimResult:
+    policy: str
+    outcomes: list[JobOutcome]
+    unschedulable: list[TraceJob]
+    total_gpus: int
+    preemptions: int
+    passes: int = 0
+
+
+@dataclass
+class _Run:
+    alloc: Allocation
+    token: int
+    started: float
+
+
+@dataclass
+class _State:
+    remaining: dict[int, float] = field(default_factory=dict)
+    tokens: dict[int, int] = field(default_factory=dict)
+
+
+def _fits_somewhere(job: TraceJob, nodes: list[TraceNode]) -> bool:
+    return any(job.gpus <= n.gpus and job.cpus <= n.cpus and job.mem_mb <= n.mem_mb for n in nodes)
+
+
+def simulate(
+    trace: list[TraceJob], nodes: list[TraceNode], policy_name: str, options: SimOptions
+) -> SimResult:
+    """Replay `trace` on `nodes` under the named policy (see POLICIES)."""
+    policy = POLICIES[policy_name]
+    views = tuple(
+        NodeView(n.name, n.cpus, n.mem_mb, tuple(GpuSlot(i, n.gpu_type) for i in range(n.gpus)))
+        for n in nodes
+    )
+    runnable = [j for j in trace if _fits_somewhere(j, nodes)]
+    unschedulable = [j for j in trace if not _fits_somewhere(j, nodes)]
+    outcomes = {j.job_id: JobOutcome(j) for j in runnable}
+    by_id = {j.job_id: j for j in runnable}
+    pending_jobs: dict[int, PendingJob] = {}
+    running: dict[int, _Run] = {}
+    state = _State({j.job_id: j.duration for j in runnable}, {j.job_id: 0 for j in runnable})
+    usage: dict[tuple[str, str], float] = {}
+    usage_time = 0.0
+    events: list[tuple[float, int, int, int]] = []  # (time, kind 0=finish 1=arrive, id, token)
+    for j in runnable:
+        heapq.heappush(events, (j.submit_time, 1, j.job_id, 0))
+    preemptions = passes = 0
+
+    def pending_of(j: TraceJob) -> PendingJob:
+        limit = j.time_limit if j.time_limit is not None else j.duration * options.time_limit_factor
+        return PendingJob(
+            job_id=j.job_id,
+            user=j.user,
+            name=str(j.job_id),
+            partition="main",
+            qos_priority=QOS_PRIORITY.get(j.qos, 100),
+            submit_time=j.submit_time,
+            cpus=j.cpus,
+            mem_mb=j.mem_mb,
+            gpus=j.gpus,
+            qos=j.qos,
+            account=j.account,
+            time_limit_s=max(1.0, limit),
+        )
+
+    def charge(key: tuple[str, str], amount: float, now: float) -> None:
+        nonlocal usage_time
+        if now > usage_time:
+            for k in usage:
+                usage[k] = decay(usage[k], now - usage_time, options.fairshare_half_life_s)
+            usage_time = now
+        usage[key] = usage.get(key, 0.0) + amount
+
+    while events:
+        now = events[0][0]
+        while events and events[0][0] == now:
+            _, kind, job_id, token = heapq.heappop(events)
+            if kind == 1:
+                pending_jobs[job_id] = pending_of(by_id[job_id])
+                outcomes[job_id].contenders_at_arrival = len(pending_jobs) + len(running)
+            elif job_id in running and running[job_id].token == token:
+                run = running.pop(job_id)
+                out = outcomes[job_id]
+                out.end = now
+                out.gpu_seconds += (now - run.started) * by_id[job_id].gpus
+                j = by_id[job_id]
+                charge((j.account, j.user), (now - run.started) * j.gpus, now)
+        if not pending_jobs:
+            continue
+        while True:
+            fairshare: dict[tuple[str, str], float] = {}
+            if policy.weights.fairshare > 0:
+                seen = set(usage) | {(p.account, p.user) for p in pending_jobs.values()}
+                accounts: dict[str, set[str]] = {}
+                for account, user in seen:
+                    accounts.setdefault(account, set()).add(user)
+                tree = Association(
+                    "root",
+                    children=tuple(
+                        Association(
+                            a, 1, tuple(Association(u, 1, is_user=True) for u in sorted(us))
+                        )
+                        for a, us in sorted(accounts.items())
+                    ),
+                )
+                live = dict(usage)
+                for job_id, run in running.items():
+                    j = by_id[job_id]
+                    key = (j.account, j.user)
+                    live[key] = live.get(key, 0.0) + (now - run.started) * j.gpus
+                fairshare = user_factors(tree, live)
+            snap = Snapshot(
+                nodes=views,
+                running=tuple(r.alloc for r in running.values()),
+                pending=tuple(pending_jobs.values()),
+                fairshare=fairshare,
+            )
+            decisions = schedule(snap, now, policy)
+            passes += 1
+            for pre in decisions.preempts:
+                run = running.pop(pre.job_id)
+                j = by_id[pre.job_id]
+                out = outcomes[pre.job_id]
+                done = now - run.started
+                interval = options.checkpoint_interval_s
+                kept = done if interval <= 0 else (done // interval) * interval
+                state.remaining[pre.job_id] -= kept
+                out.lost_seconds += done - kept
+                out.gpu_seconds += done * j.gpus
+                out.preemptions += 1
+                preemptions += 1
+                charge((j.account, j.user), done * j.gpus, now)
+                if pre.mode == "requeue":
+                    pending_jobs[pre.job_id] = pending_of(j)
+                else:
+                    out.end = now
+            for s in decisions.starts:
+                p = pending_jobs.pop(s.job_id)
+                token = state.tokens[s.job_id] + 1
+                state.tokens[s.job_id] = token
+                alloc = Allocation(
+                    job_id=s.job_id,
+                    node=s.node,
+                    user=p.user,
+                    gpu_indices=s.gpu_indices,
+                    cpus=s.cpus,
+                    mem_mb=s.mem_mb,
+                    qos=p.qos,
+                    account=p.account,
+                    start_time=now,
+                    time_limit_s=p.time_limit_s,
+                )
+                running[s.job_id] = _Run(alloc, token, now)
+                out = outcomes[s.job_id]
+                if out.first_start is None:
+                    out.first_start = now
+                heapq.heappush(events, (now + state.remaining[s.job_id], 0, s.job_id, token))
+            if not decisions.preempts:
+                break
+    return SimResult(
+        policy_name,
+        list(outcomes.values()),
+        unschedulable,
+        sum(n.gpus for n in nodes),
+        preemptions,
+        passes,
+    )
+
+
+def uniform_nodes(
+    count: int, gpus: int, cpus: int, mem_mb: int, gpu_type: str = "gpu"
+) -> list[TraceNode]:
+    """`count` identical nodes."""
+    return [TraceNode(f"node{i:04d}", gpus, cpus, mem_mb, gpu_type) for i in range(count)]
+
+
+__all__ = ["POLICIES", "SimOptions", "SimResult", "simulate", "uniform_nodes"]

@@ -1,0 +1,64 @@
+"""Summaries of a simulation: completion time, queueing delay, makespan, utilisation,
+preemptions and finish-time fairness (Themis' rho)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from podium.sim.engine import SimResult
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def summarize(result: SimResult) -> dict[str, Any]:
+    """Averages and percentiles over finished jobs.
+
+    rho = JCT / T_alone, where T_alone is the job's duration on 1/N of the cluster's
+    GPUs, N being the jobs in the system when it arrived (slower in proportion when
+    that share is less than it asks for). rho <= 1 means the job did no worse than
+    on its fair share of a private cluster.
+    """
+    done = [o for o in result.outcomes if o.end is not None and o.first_start is not None]
+    ends = [o.end for o in done if o.end is not None]
+    starts = [o.first_start for o in done if o.first_start is not None]
+    jct = [end - o.job.submit_time for o, end in zip(done, ends, strict=True)]
+    wait = [start - o.job.submit_time for o, start in zip(done, starts, strict=True)]
+    first = min((o.job.submit_time for o in result.outcomes), default=0.0)
+    last = max(ends, default=first)
+    makespan = max(0.0, last - first)
+    busy = sum(o.gpu_seconds for o in result.outcomes)
+    util = busy / (result.total_gpus * makespan) if result.total_gpus and makespan else 0.0
+    rho = []
+    for o, time_shared in zip(done, jct, strict=True):
+        share = result.total_gpus / max(1, o.contenders_at_arrival)
+        alone = o.job.duration * max(1.0, o.job.gpus / share) if o.job.gpus else o.job.duration
+        rho.append(time_shared / alone if alone > 0 else 1.0)
+    return {
+        "policy": result.policy,
+        "jobs": len(result.outcomes),
+        "finished": len(done),
+        "unschedulable": len(result.unschedulable),
+        "avg_jct_s": round(_mean(jct), 1),
+        "p50_jct_s": round(_pct(jct, 50), 1),
+        "p99_jct_s": round(_pct(jct, 99), 1),
+        "avg_wait_s": round(_mean(wait), 1),
+        "p50_wait_s": round(_pct(wait, 50), 1),
+        "p99_wait_s": round(_pct(wait, 99), 1),
+        "makespan_s": round(makespan, 1),
+        "gpu_util": round(util, 4),
+        "preemptions": result.preemptions,
+        "lost_gpu_s": round(sum(o.lost_seconds * o.job.gpus for o in result.outcomes), 1),
+        "rho_avg": round(_mean(rho), 3),
+        "rho_p99": round(_pct(rho, 99), 3),
+        "rho_max": round(max(rho, default=0.0), 3),
+        "rho_le_1": round(sum(1 for r in rho if r <= 1.0) / len(rho), 3) if rho else 0.0,
+    }

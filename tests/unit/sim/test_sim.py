@@ -1,0 +1,139 @@
+"""The simulator: trace readers, replay through the real scheduling core, metrics."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from podium.errors import SpecError
+from podium.sim.engine import SimOptions, simulate, uniform_nodes
+from podium.sim.metrics import summarize
+from podium.sim.traces import TraceJob, detect_format, read_alibaba, read_alibaba_nodes, read_trace
+
+SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "traces"
+
+
+def test_readers(tmp_path: Path) -> None:
+    tiresias = tmp_path / "t.csv"
+    tiresias.write_text(
+        "job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n"
+        "0,2,10,5,vgg19,100,30\n"
+    )
+    (job,) = read_trace(tiresias)
+    assert (job.gpus, job.submit_time, job.duration, job.account) == (2, 10.0, 100.0, "vgg19")
+    pods = tmp_path / "p.csv"
+    pods.write_text(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
+        "creation_time,deletion_time,scheduled_time\n"
+        "a,12000,16384,1,1000,,LS,Running,0,500,10\n"
+        "b,6000,12288,0,460,,BE,Running,5,100,5\n"
+    )
+    a, b = read_alibaba(pods)
+    assert (a.gpus, a.cpus, a.duration, a.qos) == (1, 12, 490.0, "high")
+    assert (b.gpus, b.qos) == (1, "low")  # fractional GPU rounded up to a whole one
+    simple = tmp_path / "s.csv"
+    simple.write_text("job_id,submit_time,gpus,duration,qos\n1,0,4,60,high\n")
+    assert detect_format(simple) == "simple" and read_trace(simple)[0].qos == "high"
+    bad = tmp_path / "b.csv"
+    bad.write_text("x,y\n1,2\n")
+    with pytest.raises(SpecError, match="unknown trace format"):
+        read_trace(bad)
+
+
+def _jobs(*specs: tuple[float, int, float]) -> list[TraceJob]:
+    return [
+        TraceJob(job_id=i, submit_time=s, gpus=g, duration=d) for i, (s, g, d) in enumerate(specs)
+    ]
+
+
+def test_backfill_shortens_waits_without_delaying_the_big_job() -> None:
+    # 8 GPUs; a 6-GPU job runs, a full-node job waits; small short jobs arrive behind it.
+    trace = _jobs((0, 6, 100), (1, 8, 100), (2, 1, 50), (3, 1, 50), (4, 1, 500))
+    nodes = uniform_nodes(1, 8, 64, 512000)
+    fifo = {o.job.job_id: o for o in simulate(trace, nodes, "priority", SimOptions()).outcomes}
+    bf = {o.job.job_id: o for o in simulate(trace, nodes, "backfill", SimOptions()).outcomes}
+    assert fifo[2].first_start == 200 and bf[2].first_start == 2  # backfilled at once
+    assert bf[1].first_start == fifo[1].first_start == 100  # the big job is not delayed
+    assert bf[4].first_start >= 200  # the long one would have delayed it: it waits
+
+
+def test_preemption_requeues_and_loses_only_work_since_checkpoint() -> None:
+    trace = [
+        TraceJob(job_id=0, submit_time=0, gpus=8, duration=1000, qos="low"),
+        TraceJob(job_id=1, submit_time=250, gpus=8, duration=100, qos="high"),
+    ]
+    nodes = uniform_nodes(1, 8, 64, 512000)
+    result = simulate(trace, nodes, "preempt", SimOptions(checkpoint_interval_s=100))
+    out = {o.job.job_id: o for o in result.outcomes}
+    assert result.preemptions == 1 and out[0].preemptions == 1
+    assert out[1].first_start == 250 and out[1].end == 350
+    assert out[0].lost_seconds == 50  # 250 s done, checkpoint at 200
+    assert out[0].end == 350 + 800  # remaining 1000 - 200
+    none = simulate(trace, nodes, "backfill", SimOptions())
+    assert none.preemptions == 0
+
+
+def test_metrics() -> None:
+    trace = _jobs((0, 8, 100), (0, 8, 100))
+    summary = summarize(simulate(trace, uniform_nodes(1, 8, 64, 512000), "fifo", SimOptions()))
+    assert summary["finished"] == 2 and summary["makespan_s"] == 200
+    assert summary["avg_jct_s"] == 150 and summary["avg_wait_s"] == 50
+    assert summary["gpu_util"] == 1.0
+    # The first arrives alone (N=1: 100 s alone, JCT 100); the second with N=2 would take
+    # 200 s on half the GPUs, and its JCT is 200: both rho = 1.
+    assert summary["rho_max"] == 1.0 and summary["rho_avg"] == 1.0
+
+
+@pytest.mark.skipif(not SHARED.exists(), reason="../shared/traces not beside this checkout")
+def test_shared_traces_replay() -> None:
+    tiresias = read_trace(SHARED / "tiresias_60_job.csv")
+    assert len(tiresias) == 60
+    result = summarize(
+        simulate(tiresias, uniform_nodes(2, 8, 64, 512000), "backfill", SimOptions())
+    )
+    assert result["finished"] == 60 and 0 < result["gpu_util"] <= 1
+    pods = read_alibaba(SHARED / "alibaba_openb_pod_list_default.csv")
+    nodes = read_alibaba_nodes(SHARED / "alibaba_openb_node_list_gpu_node.csv")
+    assert len(pods) == 8152 and len(nodes) > 1000
+    sample = sorted(pods, key=lambda j: j.submit_time)[:400]
+    assert summarize(simulate(sample, nodes, "preempt", SimOptions()))["finished"] > 0
+
+
+def test_cli_compares_policies(tmp_path: Path) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text(
+        "job_id,submit_time,gpus,duration,qos\n0,0,6,100,low\n1,1,8,100,high\n2,2,1,50,normal\n"
+    )
+    podium = [sys.executable, "-m", "podium"]
+    out = subprocess.run(
+        [*podium, "sim", str(trace), "--nodes", "1", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    results = json.loads(out.stdout)
+    assert [r["policy"] for r in results] == [
+        "fifo",
+        "priority",
+        "backfill",
+        "preempt",
+        "fairshare",
+    ]
+    assert next(r for r in results if r["policy"] == "preempt")["preemptions"] == 1
+    table = subprocess.run(
+        [*podium, "sim", str(trace), "--nodes", "1", "--policies", "fifo"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "fifo" in table and "avg_jct_s" in table
+    bad = subprocess.run(
+        [*podium, "sim", str(trace), "--nodes", "1", "--policies", "lifo"],
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2 and "unknown policy 'lifo'" in bad.stderr
