@@ -35,6 +35,7 @@ class NvmlSeam(Protocol):
     def nvmlDeviceGetName(self, handle: Any) -> str | bytes: ...
     def nvmlDeviceGetMemoryInfo(self, handle: Any) -> Any: ...
     def nvmlDeviceGetUUID(self, handle: Any) -> str | bytes: ...
+    def nvmlDeviceGetTopologyCommonAncestor(self, a: Any, b: Any) -> int: ...
 
 
 def gpu_type_name(product: str) -> str:
@@ -76,6 +77,62 @@ def read_nvml(nvml: NvmlSeam | None = None) -> list[GpuInfo] | None:
         return gpus
     finally:
         nvml.nvmlShutdown()
+
+
+# NVML topology levels (nvmlGpuTopologyLevel_t): 0 same board, 10 one PCIe switch,
+# 20 several switches, 30 host bridge, 40 NUMA node, 50 across sockets.
+CLOSE_LEVEL = 10
+
+
+def read_nvml_topology(nvml: NvmlSeam | None = None) -> list[list[int]] | None:
+    """Groups of GPU indices whose common ancestor is at most one PCIe switch (or the
+    same board), from NVML; None when NVML cannot be read."""
+    if nvml is None:
+        try:
+            import pynvml
+
+            nvml = pynvml
+        except ImportError:
+            return None
+    try:
+        nvml.nvmlInit()
+    except Exception:
+        return None
+    try:
+        count = nvml.nvmlDeviceGetCount()
+        handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+        parent = list(range(count))
+
+        def root(i: int) -> int:
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            return i
+
+        for a in range(count):
+            for b in range(a + 1, count):
+                level = nvml.nvmlDeviceGetTopologyCommonAncestor(handles[a], handles[b])
+                if level <= CLOSE_LEVEL:
+                    parent[root(b)] = root(a)
+        groups: dict[int, list[int]] = {}
+        for i in range(count):
+            groups.setdefault(root(i), []).append(i)
+        return [g for g in groups.values() if len(g) > 1]
+    except Exception:
+        return []
+    finally:
+        nvml.nvmlShutdown()
+
+
+def gpu_groups(
+    inv: GpuInventory, gpus: list[GpuInfo], nvml: NvmlSeam | None = None
+) -> list[list[int]]:
+    """The topology groups to schedule with: declared ones, else NVML's for real GPUs."""
+    if inv.topology:
+        return inv.topology
+    if gpus and not gpus[0].uuid.startswith("declared-"):
+        return read_nvml_topology(nvml) or []
+    return []
 
 
 def declared(inv: GpuInventory) -> list[GpuInfo]:

@@ -126,7 +126,36 @@ def _fits_now(job: PendingJob, node: _Node) -> tuple[int, ...] | None:
     usable = node.gpus_of(job.gpu_type)
     if len(usable) < job.gpus:
         return None
-    return tuple(sorted(usable)[: job.gpus])
+    return pick_gpus(usable, job.gpus, node.view.gpu_groups)
+
+
+def pick_gpus(free: list[int], need: int, groups: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
+    """Choose `need` of the `free` GPUs, keeping a job's GPUs close together.
+
+    With a known topology (groups of GPUs behind one NVLink domain or PCIe switch):
+    the group that fits the job with the fewest GPUs to spare, so larger groups stay
+    whole for larger jobs; when no single group fits, the fewest groups, largest
+    first. Without a topology: the lowest indices.
+    """
+    if need == 0:
+        return ()
+    if not groups:
+        return tuple(sorted(free)[:need])
+    free_set = set(free)
+    grouped = [sorted(free_set & set(g)) for g in groups]
+    seen = {i for g in groups for i in g}
+    grouped += [[i] for i in sorted(free_set - seen)]
+    grouped = [g for g in grouped if g]
+    fitting = [g for g in grouped if len(g) >= need]
+    if fitting:
+        best = min(fitting, key=lambda g: (len(g), g[0]))
+        return tuple(best[:need])
+    chosen: list[int] = []
+    for g in sorted(grouped, key=lambda g: (-len(g), g[0])):
+        chosen.extend(g[: need - len(chosen)])
+        if len(chosen) == need:
+            break
+    return tuple(sorted(chosen))
 
 
 def _could_ever_fit(job: PendingJob, node: NodeView) -> bool:

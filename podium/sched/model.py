@@ -68,6 +68,7 @@ class NodeView:
     memory_mb: int
     gpus: tuple[GpuSlot, ...] = ()
     schedulable: bool = True
+    gpu_groups: tuple[tuple[int, ...], ...] = ()  # GPUs sharing an NVLink/PCIe switch
 
 
 @dataclass(frozen=True)

@@ -89,6 +89,7 @@ class Controller:
         self.half_life_s = half_life_s(config)
         self.last: Decisions | None = None
         self.node_name = config.node.name
+        self.gpu_groups: tuple[tuple[int, ...], ...] = ()
         store.ensure_node(self.node_name)
 
     # --- identity ----------------------------------------------------------------
@@ -438,6 +439,7 @@ class Controller:
             memory_mb=self.config.node.memory_mb,
             gpus=tuple(GpuSlot(g.index, g.type) for g in self.gpus),
             schedulable=node_row["admin_state"] == "up",
+            gpu_groups=self.gpu_groups,
         )
         running = []
         for r in self.store.jobs(states=[JobState.RUNNING.value]):
@@ -499,6 +501,7 @@ class Controller:
             job_states=self.store.states_of(dep_ids),
             array_members=self.store.array_members(dep_ids),
             fairshare=user_factors(*self._share_inputs(running, pending)),
+            partition_nodes={p.name: tuple(p.nodes) for p in self.config.partitions if p.nodes},
         )
 
     def _share_inputs(

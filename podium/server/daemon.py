@@ -23,7 +23,7 @@ from fastapi import FastAPI
 
 from podium import paths
 from podium.errors import PodiumError
-from podium.node.inventory import resolve_inventory
+from podium.node.inventory import gpu_groups, resolve_inventory
 from podium.run.executor import LocalExecutor
 from podium.server.app import create_app
 from podium.server.controller import Controller
@@ -103,6 +103,7 @@ def serve(home: Path, config: ClusterConfig) -> None:
     config.node.gpus.count = len(gpus)
     executor = LocalExecutor(home / "jobs")
     controller = Controller(home, config, store, executor, gpus)
+    controller.gpu_groups = tuple(tuple(g) for g in gpu_groups(config.node.gpus, gpus))
     counts = controller.recover()
     log.info("recovered running jobs: %s", counts)
 

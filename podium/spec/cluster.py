@@ -37,6 +37,20 @@ class GpuInventory(Closed):
     count: int = Field(default=0, ge=0, le=64)
     type: str = Field(default="gpu", pattern=r"^[A-Za-z0-9_.-]+$")
     memory_mb: int = Field(default=0, ge=0)
+    topology: list[list[int]] = Field(
+        default_factory=list,
+        description="groups of GPU indices behind one NVLink domain or PCIe switch "
+        "(declared GPUs; NVML-detected GPUs are grouped from the driver's topology)",
+    )
+
+    @model_validator(mode="after")
+    def _topology_in_range(self) -> GpuInventory:
+        flat = [i for group in self.topology for i in group]
+        if len(flat) != len(set(flat)):
+            raise ValueError("a GPU may be in only one topology group")
+        if self.source == "declared" and any(not 0 <= i < self.count for i in flat):
+            raise ValueError(f"topology names GPUs outside 0..{self.count - 1}")
+        return self
 
 
 class NodeConfig(Closed):
@@ -55,6 +69,7 @@ class Partition(Closed):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     default: bool = False
     priority_tier: int = Field(default=0, ge=0)
+    nodes: list[str] = Field(default_factory=list, description="its nodes; empty: all")
     default_time: str | None = None
     max_time: str = "UNLIMITED"
 
@@ -207,6 +222,13 @@ class ClusterConfig(Closed):
                     raise ValueError(
                         f"QoS {q.name} may preempt only other QoS of {qos_names}, not {other!r}"
                     )
+        for p in self.partitions:
+            unknown = [n for n in p.nodes if n != self.node.name]
+            if unknown:
+                raise ValueError(
+                    f"partition {p.name} names unknown node(s) {unknown}: this cluster's node "
+                    f"is {self.node.name!r}"
+                )
         account_names = [a.name for a in self.accounts]
         if len(set(account_names)) != len(account_names):
             raise ValueError("account names must be unique")

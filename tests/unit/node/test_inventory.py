@@ -87,3 +87,23 @@ def test_real_nvml_when_present() -> None:
     if not gpus:
         pytest.skip("no NVIDIA GPU / NVML on this machine")
     assert all(g.memory_mb > 0 and g.uuid.startswith("GPU-") for g in gpus)
+
+
+class TopologyNvml(RecordedNvml):
+    """8 GPUs: 0-3 behind one PCIe switch, 4-7 behind another (levels as NVML reports)."""
+
+    def nvmlDeviceGetTopologyCommonAncestor(self, a: Any, b: Any) -> int:
+        return 10 if (a < 4) == (b < 4) else 50
+
+
+def test_topology_groups_from_nvml_and_declared() -> None:
+    from podium.node.inventory import gpu_groups, read_nvml_topology
+
+    nvml = TopologyNvml(["NVIDIA H100 80GB HBM3"] * 8)
+    assert read_nvml_topology(nvml) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    gpus = resolve_inventory(GpuInventory(source="nvml"), nvml)
+    assert gpu_groups(GpuInventory(source="nvml"), gpus, nvml) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    declared = GpuInventory(source="declared", count=4, topology=[[0, 1], [2, 3]])
+    assert gpu_groups(declared, resolve_inventory(declared)) == [[0, 1], [2, 3]]
+    with pytest.raises(ValueError, match="outside"):
+        GpuInventory(source="declared", count=2, topology=[[0, 5]])

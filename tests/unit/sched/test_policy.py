@@ -282,3 +282,21 @@ def test_backfill_never_oversubscribes_nor_delays_the_reservation(
             if s.node == r.node and (limits[s.job_id] or 1e18) > r.start_time
         )
         assert 8 - held_then >= need
+
+
+def test_gpus_close_together_when_topology_is_known() -> None:
+    from podium.sched.core import pick_gpus
+
+    groups = ((0, 1, 2, 3), (4, 5, 6, 7))
+    assert pick_gpus([0, 1, 2, 3, 4, 5, 6, 7], 2, groups) == (0, 1)
+    # The group with the fewest spare GPUs that still fits: keep the whole one whole.
+    assert pick_gpus([3, 4, 5, 6, 7], 1, groups) == (3,)
+    assert pick_gpus([2, 3, 4, 5, 6, 7], 2, groups) == (2, 3)
+    assert pick_gpus([1, 2, 4, 5, 6], 3, groups) == (4, 5, 6)
+    # No group fits: fewest groups, largest first.
+    assert pick_gpus([1, 2, 4, 5, 6], 4, groups) == (1, 4, 5, 6)
+    assert pick_gpus([5, 1, 3], 2, ()) == (1, 3)
+    node = NodeView("n", 8, 1000, tuple(GpuSlot(i, "h100") for i in range(8)), gpu_groups=groups)
+    busy = Allocation(job_id=9, node="n", user="u", gpu_indices=(0, 4), cpus=1)
+    d = schedule(Snapshot(nodes=(node,), running=(busy,), pending=(job(1, 3),)), now=0)
+    assert d.starts[0].gpu_indices == (1, 2, 3)

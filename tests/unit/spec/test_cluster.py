@@ -50,3 +50,16 @@ def test_errors_are_one_line(text: str, message: str) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(tmp_path / "nope.yaml")
+
+
+def test_partitions_name_known_nodes_and_qos_preempt_known_levels() -> None:
+    ok = parse_config(
+        "node: {name: n0}\npartitions: [{name: a, nodes: [n0], priority_tier: 2}]\n", "cfg"
+    )
+    assert ok.partitions[0].nodes == ["n0"] and ok.partitions[0].priority_tier == 2
+    with pytest.raises(ConfigError, match="unknown node"):
+        parse_config("node: {name: n0}\npartitions: [{name: a, nodes: [n9]}]\n", "cfg")
+    with pytest.raises(ConfigError, match="may preempt only other QoS"):
+        parse_config(
+            "qos: [{name: high, priority: 1, preempt: [nobody]}]\ndefault_qos: high\n", "cfg"
+        )
