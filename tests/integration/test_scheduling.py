@@ -115,3 +115,22 @@ def test_preempted_job_is_requeued_and_resumes_from_its_checkpoint(policy_cluste
     assert saved and resumed, text
     assert int(resumed.group(1)) == int(saved.group(1)) > 0
     assert "restart=1" in text and "done: 400 steps" in text
+
+
+def test_preempt_mode_cancel_ends_the_victim() -> None:
+    c = make_cluster(
+        kill_wait=1.0,
+        extra="qos:\n  - {name: high, priority: 1000, preempt: [low]}\n"
+        "  - {name: normal, priority: 100}\n  - {name: low, priority: 10, preempt_mode: cancel}\n",
+    )
+    c.start()
+    try:
+        victim = c.submit("--qos=low", "--gpus=4", "--wrap", "sleep 60")
+        c.wait(victim, {"RUNNING"})
+        urgent = c.submit("--qos=high", "--gpus=1", "--wrap", "true")
+        job = c.wait(victim, timeout=30)
+        assert job["state"] == "PREEMPTED" and job["restart_count"] == 0
+        assert job["signal"] == 15  # SIGTERM, the default preemption signal
+        assert c.wait(urgent, timeout=30)["state"] == "COMPLETED"
+    finally:
+        teardown_cluster(c)
