@@ -53,8 +53,8 @@ COLUMNS = [
 )
 @click.option(
     "--policies",
-    default="fifo,priority,backfill,preempt,fairshare",
-    help="Comma-separated: fifo, priority, backfill, preempt, fairshare.",
+    default="fifo,fifo-backfill,priority,backfill,preempt,fairshare",
+    help="Comma-separated: fifo, fifo-backfill, priority, backfill, preempt, fairshare.",
 )
 @click.option(
     "--time-scale",

@@ -25,6 +25,7 @@ PREEMPTS = {"high": frozenset({"low"})}
 
 POLICIES: dict[str, Policy] = {
     "fifo": Policy(use_priority=False, backfill=False, preemption=False),
+    "fifo-backfill": Policy(use_priority=False, backfill=True, preemption=False),
     "priority": Policy(backfill=False, preemption=False, weights=NO_FAIRSHARE),
     "backfill": Policy(backfill=True, preemption=False, weights=NO_FAIRSHARE),
     "preempt": Policy(backfill=True, preemption=True, weights=NO_FAIRSHARE, preempts=PREEMPTS),

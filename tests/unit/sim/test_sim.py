@@ -118,6 +118,7 @@ def test_cli_compares_policies(tmp_path: Path) -> None:
     results = json.loads(out.stdout)
     assert [r["policy"] for r in results] == [
         "fifo",
+        "fifo-backfill",
         "priority",
         "backfill",
         "preempt",
