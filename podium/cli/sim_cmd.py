@@ -74,6 +74,12 @@ COLUMNS = [
     default=1.0,
     help="Time limit = duration x this (what backfill plans with).",
 )
+@click.option(
+    "--pass-interval",
+    type=float,
+    default=0.0,
+    help="At most one scheduling pass per this many seconds (0: after every event).",
+)
 @click.option("--json", "as_json", is_flag=True)
 def sim(
     trace: Path,
@@ -88,6 +94,7 @@ def sim(
     time_scale: float,
     checkpoint_interval: float,
     time_limit_factor: float,
+    pass_interval: float,
     as_json: bool,
 ) -> None:
     """Replay TRACE under each policy and compare JCT, waits, utilisation and fairness."""
@@ -124,7 +131,9 @@ def sim(
     if time_scale != 1.0:
         jobs = [replace(j, submit_time=j.submit_time * time_scale) for j in jobs]
     options = SimOptions(
-        checkpoint_interval_s=checkpoint_interval, time_limit_factor=time_limit_factor
+        checkpoint_interval_s=checkpoint_interval,
+        time_limit_factor=time_limit_factor,
+        pass_interval_s=pass_interval,
     )
     results = [summarize(simulate(jobs, cluster, name, options)) for name in names]
     if as_json:

@@ -276,7 +276,7 @@ def schedule(snapshot: Snapshot, now: float, policy: Policy | None = None) -> De
     max_qos = max((j.qos_priority for j in snapshot.pending), default=0)
     max_tier = max(policy.partition_tiers.values(), default=0)
     prios: dict[int, Factors] = {}
-    for job in snapshot.pending:
+    for job in snapshot.pending if policy.use_priority else ():
         prios[job.job_id] = factors(
             weights=policy.weights,
             now=now,
@@ -304,6 +304,8 @@ def schedule(snapshot: Snapshot, now: float, policy: Policy | None = None) -> De
     has_blocked: set[str] = set()
     reserved: set[str] = set()
     victims: set[int] = {a.job_id for a in snapshot.running if a.preempting}
+    partition_nodes: dict[str, list[_Node]] = {}
+    ever_fits: dict[tuple[str, int, str | None, int, int], bool] = {}
 
     for job in order:
         why = _waits_for(job, snapshot, now, singleton_owner, array_running)
@@ -360,12 +362,20 @@ def schedule(snapshot: Snapshot, now: float, policy: Policy | None = None) -> De
         if placed:
             continue
 
-        candidates = [
-            n
-            for n in nodes.values()
-            if n.view.schedulable and (allowed_set is None or n.view.name in allowed_set)
-        ]
-        if not any(_could_ever_fit(job, n.view) for n in candidates):
+        candidates = partition_nodes.get(job.partition)
+        if candidates is None:
+            candidates = [
+                n
+                for n in nodes.values()
+                if n.view.schedulable and (allowed_set is None or n.view.name in allowed_set)
+            ]
+            partition_nodes[job.partition] = candidates
+        shape = (job.partition, job.gpus, job.gpu_type, job.cpus, job.mem_mb)
+        ever = ever_fits.get(shape)
+        if ever is None:
+            ever = any(_could_ever_fit(job, n.view) for n in candidates)
+            ever_fits[shape] = ever
+        if not ever:
             reasons[job.job_id] = Reason.NODE_UNAVAILABLE
             continue
         if policy.preemption and policy.preempts.get(job.qos):

@@ -35,9 +35,13 @@ POLICIES: dict[str, Policy] = {
 
 @dataclass(frozen=True)
 class SimOptions:
+    """`pass_interval_s` > 0 runs at most one scheduling pass per interval (like Slurm's
+    sched_min_interval), instead of one after every event."""
+
     checkpoint_interval_s: float = 600.0
     time_limit_factor: float = 1.0
     fairshare_half_life_s: float = 7 * 86400.0
+    pass_interval_s: float = 0.0
 
 
 @dataclass
@@ -102,6 +106,8 @@ def simulate(
     for j in runnable:
         heapq.heappush(events, (j.submit_time, 1, j.job_id, 0))
     preemptions = passes = 0
+    next_pass = 0.0
+    wake_pending = False
 
     def pending_of(j: TraceJob) -> PendingJob:
         limit = j.time_limit if j.time_limit is not None else j.duration * options.time_limit_factor
@@ -132,7 +138,9 @@ def simulate(
         now = events[0][0]
         while events and events[0][0] == now:
             _, kind, job_id, token = heapq.heappop(events)
-            if kind == 1:
+            if kind == 2:
+                wake_pending = False
+            elif kind == 1:
                 pending_jobs[job_id] = pending_of(by_id[job_id])
                 outcomes[job_id].contenders_at_arrival = len(pending_jobs) + len(running)
             elif job_id in running and running[job_id].token == token:
@@ -144,6 +152,12 @@ def simulate(
                 charge((j.account, j.user), (now - run.started) * j.gpus, now)
         if not pending_jobs:
             continue
+        if now < next_pass:
+            if not wake_pending:
+                heapq.heappush(events, (next_pass, 2, -1, 0))
+                wake_pending = True
+            continue
+        next_pass = now + options.pass_interval_s
         while True:
             fairshare: dict[tuple[str, str], float] = {}
             if policy.weights.fairshare > 0:
