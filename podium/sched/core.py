@@ -305,6 +305,7 @@ def schedule(snapshot: Snapshot, now: float, policy: Policy | None = None) -> De
     reserved: set[str] = set()
     victims: set[int] = {a.job_id for a in snapshot.running if a.preempting}
     partition_nodes: dict[str, list[_Node]] = {}
+    no_room: set[tuple[str, int, str | None, int, int, str, str]] = set()
     ever_fits: dict[tuple[str, int, str | None, int, int], bool] = {}
 
     for job in order:
@@ -324,11 +325,27 @@ def schedule(snapshot: Snapshot, now: float, policy: Policy | None = None) -> De
         allowed = snapshot.partition_nodes.get(job.partition)
         allowed_set = set(allowed) if allowed is not None else None
         placed = False
-        for node in index.from_size(job.gpus):
+        # Free resources only shrink during a pass: a request that fit no node before
+        # fits none now, whatever its time limit.
+        request = (
+            job.partition,
+            job.gpus,
+            job.gpu_type,
+            job.cpus,
+            job.mem_mb,
+            job.exclusive,
+            job.user if job.exclusive == "user" else "",
+        )
+        fits_somewhere = False
+        nodes_to_try = () if request in no_room else index.from_size(job.gpus)
+        for node in nodes_to_try:
             if allowed_set is not None and node.view.name not in allowed_set:
                 continue
             gpus = _fits_now(job, node)
-            if gpus is None or not _respects_hold(job, node, now):
+            if gpus is None:
+                continue
+            fits_somewhere = True
+            if not _respects_hold(job, node, now):
                 continue
             before = len(node.free_gpus)
             alloc = Allocation(
@@ -361,6 +378,8 @@ def schedule(snapshot: Snapshot, now: float, policy: Policy | None = None) -> De
             break
         if placed:
             continue
+        if not fits_somewhere:
+            no_room.add(request)
 
         candidates = partition_nodes.get(job.partition)
         if candidates is None:
