@@ -8,6 +8,8 @@ scheduler, binding, CUDA_VISIBLE_DEVICES) is the same code path as with real GPU
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -48,35 +50,45 @@ def _text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def read_nvml(nvml: NvmlSeam | None = None) -> list[GpuInfo] | None:
-    """The GPUs NVML reports, or None when NVML is not available on this machine."""
+@contextmanager
+def _nvml_session(nvml: NvmlSeam | None) -> Iterator[NvmlSeam | None]:
+    """NVML initialised for the block, or None when it cannot be read here."""
     if nvml is None:
         try:
             import pynvml
-
-            nvml = pynvml
         except ImportError:
-            return None
+            yield None
+            return
+        nvml = pynvml
     try:
         nvml.nvmlInit()
     except Exception:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
-        return None
+        yield None
+        return
     try:
+        yield nvml
+    finally:
+        nvml.nvmlShutdown()
+
+
+def read_nvml(nvml: NvmlSeam | None = None) -> list[GpuInfo] | None:
+    """The GPUs NVML reports, or None when NVML is not available on this machine."""
+    with _nvml_session(nvml) as session:
+        if session is None:
+            return None
         gpus = []
-        for index in range(nvml.nvmlDeviceGetCount()):
-            handle = nvml.nvmlDeviceGetHandleByIndex(index)
-            memory = nvml.nvmlDeviceGetMemoryInfo(handle)
+        for index in range(session.nvmlDeviceGetCount()):
+            handle = session.nvmlDeviceGetHandleByIndex(index)
+            memory = session.nvmlDeviceGetMemoryInfo(handle)
             gpus.append(
                 GpuInfo(
                     index=index,
-                    type=gpu_type_name(_text(nvml.nvmlDeviceGetName(handle))),
+                    type=gpu_type_name(_text(session.nvmlDeviceGetName(handle))),
                     memory_mb=int(memory.total // (1024 * 1024)),
-                    uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
+                    uuid=_text(session.nvmlDeviceGetUUID(handle)),
                 )
             )
         return gpus
-    finally:
-        nvml.nvmlShutdown()
 
 
 # NVML topology levels (nvmlGpuTopologyLevel_t): 0 same board, 10 one PCIe switch,
@@ -87,20 +99,11 @@ CLOSE_LEVEL = 10
 def read_nvml_topology(nvml: NvmlSeam | None = None) -> list[list[int]] | None:
     """Groups of GPU indices whose common ancestor is at most one PCIe switch (or the
     same board), from NVML; None when NVML cannot be read."""
-    if nvml is None:
-        try:
-            import pynvml
-
-            nvml = pynvml
-        except ImportError:
+    with _nvml_session(nvml) as session:
+        if session is None:
             return None
-    try:
-        nvml.nvmlInit()
-    except Exception:
-        return None
-    try:
-        count = nvml.nvmlDeviceGetCount()
-        handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+        count = session.nvmlDeviceGetCount()
+        handles = [session.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
         parent = list(range(count))
 
         def root(i: int) -> int:
@@ -109,19 +112,18 @@ def read_nvml_topology(nvml: NvmlSeam | None = None) -> list[list[int]] | None:
                 i = parent[i]
             return i
 
-        for a in range(count):
-            for b in range(a + 1, count):
-                level = nvml.nvmlDeviceGetTopologyCommonAncestor(handles[a], handles[b])
-                if level <= CLOSE_LEVEL:
-                    parent[root(b)] = root(a)
+        try:
+            for a in range(count):
+                for b in range(a + 1, count):
+                    level = session.nvmlDeviceGetTopologyCommonAncestor(handles[a], handles[b])
+                    if level <= CLOSE_LEVEL:
+                        parent[root(b)] = root(a)
+        except Exception:  # the driver cannot tell: schedule without a topology
+            return []
         groups: dict[int, list[int]] = {}
         for i in range(count):
             groups.setdefault(root(i), []).append(i)
         return [g for g in groups.values() if len(g) > 1]
-    except Exception:
-        return []
-    finally:
-        nvml.nvmlShutdown()
 
 
 def gpu_groups(
