@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "nodes": ("podium.cli.nodes", "nodes", "Node state and GPU owners."),
     "drain": ("podium.cli.nodes", "drain", "Drain a node (admin)."),
     "resume": ("podium.cli.nodes", "resume", "Resume a drained node (admin)."),
+    "health": ("podium.cli.health_cmd", "health", "Run the node's health checks now."),
     "sim": ("podium.cli.sim_cmd", "sim", "Replay a job trace through the scheduler."),
     "demo": ("podium.cli.demo", "demo", "Run the three-researcher scenario on 4 GPUs."),
 }

@@ -170,6 +170,33 @@ class SchedulerConfig(Closed):
         return float(parse_duration(self.preempt_exempt_time) or 0)
 
 
+class GpuTypeThresholds(Closed):
+    """Health thresholds for one GPU type."""
+
+    max_temperature_c: int = Field(default=84, ge=0)
+    max_retired_pages: int = Field(default=10, ge=0)
+    max_leftover_mb: float = Field(default=15.0, ge=0)
+    nccl_busbw_gbps: float | None = Field(default=None, gt=0)
+
+
+class HealthConfig(Closed):
+    """What `podium health` checks and against which thresholds."""
+
+    kernel_log: str | None = Field(default=None, description="file with kernel messages (Xid)")
+    disk_paths: list[str] = Field(default_factory=list, description="default: / and PODIUM_HOME")
+    max_disk_used_percent: float = Field(default=83.0, gt=0, le=100)
+    required_mounts: list[str] = Field(default_factory=list)
+    nccl_output: str | None = Field(default=None, description="nccl-tests output to judge")
+    dcgm_level: int = Field(default=1, ge=1, le=4)
+    thresholds: dict[str, GpuTypeThresholds] = Field(
+        default_factory=lambda: {
+            "h100": GpuTypeThresholds(nccl_busbw_gbps=460.0),
+            "h200": GpuTypeThresholds(nccl_busbw_gbps=460.0),
+            "a100": GpuTypeThresholds(nccl_busbw_gbps=228.0),
+        }
+    )
+
+
 class ClusterConfig(Closed):
     """The whole cluster config."""
 
@@ -193,6 +220,7 @@ class ClusterConfig(Closed):
     priority: PriorityConfig = Field(default_factory=PriorityConfig)
     fairshare: FairshareConfig = Field(default_factory=FairshareConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    health: HealthConfig = Field(default_factory=HealthConfig)
     kill_wait_s: float = Field(default=30.0, ge=0, description="SIGTERM to SIGKILL grace")
     default_mem_per_cpu_mb: int | None = Field(default=None, ge=1)
     scheduler_interval_s: float = Field(default=0.5, gt=0, le=60)

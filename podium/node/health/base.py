@@ -1,0 +1,89 @@
+"""Results, statuses and actions of health checks, and running a set of them."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from enum import IntEnum, StrEnum
+from typing import Any, Protocol
+
+
+class Status(IntEnum):
+    """Nagios plugin statuses; the value is the plugin exit code."""
+
+    OK = 0
+    WARNING = 1
+    CRITICAL = 2
+    UNKNOWN = 3
+
+
+class Action(StrEnum):
+    """What recovery should do about a critical result, mildest first."""
+
+    NONE = "none"
+    RECORD = "record"  # counts against the GPU or node, no drain on its own
+    CLEAN = "clean"  # free leftover state (GPU memory) and re-check
+    DRAIN = "drain"
+    RESET = "reset"  # drain, then reset the GPU
+    REBOOT = "reboot"
+    REPLACE = "replace"
+
+
+ACTION_ORDER = list(Action)
+
+
+@dataclass(frozen=True)
+class Result:
+    """One finding of one check: its status, a one-line reason, what to do, where."""
+
+    check: str
+    status: Status
+    reason: str
+    action: Action = Action.NONE
+    gpu: int | None = None
+    time: float = field(default_factory=time.time)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["status"] = self.status.name.lower()
+        data["action"] = self.action.value
+        return data
+
+
+class Check(Protocol):
+    """A health check. `deep` checks are slow (burn-in, DCGM, NCCL) and run on idle nodes."""
+
+    name: str
+    deep: bool
+
+    def run(self) -> list[Result]: ...
+
+
+def run_checks(checks: Iterable[Check], deep: bool = False) -> list[Result]:
+    """Run the quick checks (and the deep ones if asked); an exception in a check is an
+    unknown result naming it, never a crash."""
+    results: list[Result] = []
+    for check in checks:
+        if check.deep and not deep:
+            continue
+        try:
+            results.extend(check.run())
+        except Exception as exc:
+            results.append(Result(check.name, Status.UNKNOWN, f"check failed: {exc}"))
+    return results
+
+
+def worst(results: Iterable[Result]) -> Status:
+    """The worst status (critical > warning > unknown > ok), as a Nagios exit code."""
+    statuses = [r.status for r in results]
+    for status in (Status.CRITICAL, Status.WARNING, Status.UNKNOWN):
+        if status in statuses:
+            return status
+    return Status.OK
+
+
+def strongest_action(results: Iterable[Result]) -> Action:
+    actions = [r.action for r in results]
+    return max(actions, key=ACTION_ORDER.index, default=Action.NONE)

@@ -1,0 +1,187 @@
+"""GPU checks through the NVML seam: count, ECC, retired pages, row remapping,
+temperature, and memory left allocated after a job.
+
+Thresholds (DESIGN.md): count != expected -> reboot (replace if it recurs); uncorrected
+volatile ECC > 0 -> drain; retired pages > 10 -> drain; row remap pending -> reset,
+failed -> replace; temperature > 84 C -> drain; leftover memory > 15 MiB -> clean.
+Without NVML every check is unknown, "skipped: no NVML", never a failure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from podium.node.health.base import Action, Result, Status
+
+
+class GpuProbe(Protocol):
+    """What the GPU checks read. The real one wraps pynvml; tests give recorded values."""
+
+    def count(self) -> int: ...
+    def ecc_uncorrected_volatile(self, index: int) -> int: ...
+    def retired_pages(self, index: int) -> int: ...
+    def row_remap(self, index: int) -> tuple[bool, bool]: ...  # (pending, failed)
+    def temperature_c(self, index: int) -> int: ...
+    def used_memory_mb(self, index: int) -> float: ...
+
+
+@dataclass(frozen=True)
+class GpuThresholds:
+    max_retired_pages: int = 10
+    max_temperature_c: int = 84
+    max_leftover_mb: float = 15.0
+
+
+class NvmlProbe:
+    """GpuProbe over pynvml (opened per call; cheap next to the check interval)."""
+
+    def __init__(self, nvml: Any = None) -> None:
+        if nvml is None:
+            import pynvml
+
+            nvml = pynvml
+        self.nvml = nvml
+        nvml.nvmlInit()
+
+    def _h(self, index: int) -> Any:
+        return self.nvml.nvmlDeviceGetHandleByIndex(index)
+
+    def count(self) -> int:
+        return int(self.nvml.nvmlDeviceGetCount())
+
+    def ecc_uncorrected_volatile(self, index: int) -> int:
+        n = self.nvml
+        return int(
+            n.nvmlDeviceGetTotalEccErrors(
+                self._h(index), n.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, n.NVML_VOLATILE_ECC
+            )
+        )
+
+    def retired_pages(self, index: int) -> int:
+        n = self.nvml
+        total = 0
+        for cause in (
+            n.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS,
+            n.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR,
+        ):
+            total += len(n.nvmlDeviceGetRetiredPages(self._h(index), cause))
+        return total
+
+    def row_remap(self, index: int) -> tuple[bool, bool]:
+        info = self.nvml.nvmlDeviceGetRemappedRows(self._h(index))
+        return bool(info[2]), bool(info[3])
+
+    def temperature_c(self, index: int) -> int:
+        n = self.nvml
+        return int(n.nvmlDeviceGetTemperature(self._h(index), n.NVML_TEMPERATURE_GPU))
+
+    def used_memory_mb(self, index: int) -> float:
+        return float(self.nvml.nvmlDeviceGetMemoryInfo(self._h(index)).used) / (1024 * 1024)
+
+
+class GpuChecks:
+    """All per-GPU NVML checks in one pass; `idle` GPUs are also checked for leftovers."""
+
+    name = "gpu"
+    deep = False
+
+    def __init__(
+        self,
+        probe: GpuProbe | None,
+        expected: int,
+        thresholds: GpuThresholds | None = None,
+        idle: set[int] | None = None,
+    ) -> None:
+        self.probe = probe
+        self.expected = expected
+        self.t = thresholds or GpuThresholds()
+        self.idle = idle or set()
+
+    def run(self) -> list[Result]:
+        probe = self.probe
+        if probe is None:
+            return [Result(self.name, Status.UNKNOWN, "skipped: no NVML on this machine")]
+        results: list[Result] = []
+        count = probe.count()
+        if count != self.expected:
+            results.append(
+                Result(
+                    "gpu_count",
+                    Status.CRITICAL,
+                    f"{count} GPUs visible, {self.expected} expected",
+                    Action.REBOOT,
+                )
+            )
+        else:
+            results.append(Result("gpu_count", Status.OK, f"{count} GPUs visible"))
+        for i in range(count):
+            ecc = probe.ecc_uncorrected_volatile(i)
+            if ecc > 0:
+                results.append(
+                    Result(
+                        "ecc",
+                        Status.CRITICAL,
+                        f"GPU {i}: {ecc} uncorrected volatile ECC errors",
+                        Action.DRAIN,
+                        i,
+                    )
+                )
+            pages = probe.retired_pages(i)
+            if pages > self.t.max_retired_pages:
+                results.append(
+                    Result(
+                        "retired_pages",
+                        Status.CRITICAL,
+                        f"GPU {i}: {pages} retired pages (> {self.t.max_retired_pages})",
+                        Action.DRAIN,
+                        i,
+                    )
+                )
+            pending, failed = probe.row_remap(i)
+            if failed:
+                results.append(
+                    Result(
+                        "row_remap",
+                        Status.CRITICAL,
+                        f"GPU {i}: row remap failed",
+                        Action.REPLACE,
+                        i,
+                    )
+                )
+            elif pending:
+                results.append(
+                    Result(
+                        "row_remap",
+                        Status.CRITICAL,
+                        f"GPU {i}: row remap pending (reset needed)",
+                        Action.RESET,
+                        i,
+                    )
+                )
+            temp = probe.temperature_c(i)
+            if temp > self.t.max_temperature_c:
+                results.append(
+                    Result(
+                        "temperature",
+                        Status.CRITICAL,
+                        f"GPU {i}: {temp} C (> {self.t.max_temperature_c} C)",
+                        Action.DRAIN,
+                        i,
+                    )
+                )
+            if i in self.idle:
+                used = probe.used_memory_mb(i)
+                if used > self.t.max_leftover_mb:
+                    results.append(
+                        Result(
+                            "leftover_memory",
+                            Status.CRITICAL,
+                            f"GPU {i}: {used:.0f} MiB still allocated with no job",
+                            Action.CLEAN,
+                            i,
+                        )
+                    )
+        if all(r.status is Status.OK for r in results):
+            results.append(Result(self.name, Status.OK, f"{count} GPUs healthy"))
+        return results
