@@ -29,7 +29,7 @@ def test_foreground_daemon_serves_and_stops_on_sigterm() -> None:
             assert proc.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
         assert c.alive()
-        job_id = c.submit("--wrap", "sleep 2")
+        job_id = c.submit("--wrap", "sleep 8")
         c.wait(job_id, {"RUNNING"})
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0

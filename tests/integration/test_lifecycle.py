@@ -99,7 +99,7 @@ def test_hold_and_release(cluster: Cluster) -> None:
 
 def test_priority_order_and_reasons(cluster: Cluster) -> None:
     c = cluster
-    blocker = c.submit("--gpus=4", "--wrap", "sleep 2")
+    blocker = c.submit("--gpus=4", "--wrap", "sleep 5")
     c.wait(blocker, {"RUNNING"})
     low = c.submit("--qos=low", "--gpus=2", "--wrap", "sleep 0.5")
     normal = c.submit("--gpus=4", "--wrap", "sleep 0.5")

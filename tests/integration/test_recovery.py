@@ -35,11 +35,16 @@ def _supervisor_pid(c: Cluster, job_id: int) -> int:
 
 def test_kill9_and_restart_loses_nothing(cluster: Cluster) -> None:
     c = cluster
-    body = 'echo $PODIUM_JOB_ID >> launches.txt\nsleep "$1"\n'
+    # Long jobs run until the test opens the gate, so the check does not race the clock.
+    body = (
+        "echo $PODIUM_JOB_ID >> launches.txt\n"
+        'if [ "$1" = gate ]; then while [ ! -e gate-open ]; do sleep 0.1; done; '
+        'else sleep "$1"; fi\n'
+    )
     script = c.script(body, "rec.sh")
-    long_a = c.submit("--gpus=2", str(script), "4")
+    long_a = c.submit("--gpus=2", str(script), "gate")
     short = c.submit("--gpus=1", str(script), "0.5")  # ends while the daemon is down
-    long_b = c.submit("--gpus=1", str(script), "4")
+    long_b = c.submit("--gpus=1", str(script), "gate")
     pending = c.submit("--gpus=4", str(script), "0.2")
     for job_id in (long_a, short, long_b):
         c.wait(job_id, {"RUNNING", "COMPLETED"})
@@ -59,6 +64,7 @@ def test_kill9_and_restart_loses_nothing(cluster: Cluster) -> None:
     assert jobs[short]["state"] == "COMPLETED" and jobs[short]["end_time"] is not None
     assert jobs[long_a]["state"] == "RUNNING" and jobs[long_b]["state"] == "RUNNING"
     assert jobs[pending]["state"] == "PENDING"
+    (c.work / "gate-open").touch()
     for job_id in (long_a, long_b, pending):
         assert c.wait(job_id, timeout=30)["state"] == "COMPLETED"
     assert c.job(long_a)["end_time"] is not None
@@ -76,7 +82,7 @@ def test_submit_is_durable_when_it_returns(cluster: Cluster) -> None:
 
 def test_down_keeps_running_jobs_and_up_adopts_them(cluster: Cluster) -> None:
     c = cluster
-    job_id = c.submit("--wrap", "sleep 2; echo finished")
+    job_id = c.submit("--wrap", "sleep 6; echo finished")
     c.wait(job_id, {"RUNNING"})
     result = c.cli("down", check=True)
     assert "1 running job(s) keep running" in result.stdout
