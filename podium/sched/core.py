@@ -348,21 +348,7 @@ def schedule(snapshot: Snapshot, now: float, policy: Policy | None = None) -> De
             if not _respects_hold(job, node, now):
                 continue
             before = len(node.free_gpus)
-            alloc = Allocation(
-                job_id=job.job_id,
-                node=node.view.name,
-                user=job.user,
-                gpu_indices=gpus,
-                cpus=job.cpus,
-                mem_mb=job.mem_mb,
-                exclusive=job.exclusive,
-                name=job.name,
-                array_job_id=job.array_job_id,
-                qos=job.qos,
-                account=job.account,
-                start_time=now,
-                time_limit_s=job.time_limit_s,
-            )
+            alloc = job.allocate(node.view.name, gpus, now)
             node.take(alloc)
             index.moved(node, before)
             hold = node.hold

@@ -125,6 +125,24 @@ class PendingJob:
     account: str = ""
     time_limit_s: float | None = None
 
+    def allocate(self, node: str, gpu_indices: tuple[int, ...], now: float) -> Allocation:
+        """What this job holds once started on `node` with these GPUs at `now`."""
+        return Allocation(
+            job_id=self.job_id,
+            node=node,
+            user=self.user,
+            gpu_indices=gpu_indices,
+            cpus=self.cpus,
+            mem_mb=self.mem_mb,
+            exclusive=self.exclusive,
+            name=self.name,
+            array_job_id=self.array_job_id,
+            qos=self.qos,
+            account=self.account,
+            start_time=now,
+            time_limit_s=self.time_limit_s,
+        )
+
 
 @dataclass(frozen=True)
 class Snapshot:

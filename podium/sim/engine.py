@@ -209,19 +209,7 @@ def simulate(
                 p = pending_jobs.pop(s.job_id)
                 token = state.tokens[s.job_id] + 1
                 state.tokens[s.job_id] = token
-                alloc = Allocation(
-                    job_id=s.job_id,
-                    node=s.node,
-                    user=p.user,
-                    gpu_indices=s.gpu_indices,
-                    cpus=s.cpus,
-                    mem_mb=s.mem_mb,
-                    qos=p.qos,
-                    account=p.account,
-                    start_time=now,
-                    time_limit_s=p.time_limit_s,
-                )
-                running[s.job_id] = _Run(alloc, token, now)
+                running[s.job_id] = _Run(p.allocate(s.node, s.gpu_indices, now), token, now)
                 out = outcomes[s.job_id]
                 if out.first_start is None:
                     out.first_start = now
