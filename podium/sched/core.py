@@ -64,6 +64,10 @@ class _Node:
     exclusive_node: bool = False
     exclusive_users: set[str] = field(default_factory=set)
     hold: _Hold | None = None
+    types: dict[int, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.types = {g.index: g.type for g in self.view.gpus}
 
     def take(self, alloc: Allocation) -> None:
         self.cpus -= alloc.cpus
@@ -80,15 +84,13 @@ class _Node:
     def gpus_of(self, gpu_type: str | None) -> list[int]:
         if gpu_type is None:
             return self.free_gpus
-        types = {g.index: g.type for g in self.view.gpus}
-        return [g for g in self.free_gpus if types[g] == gpu_type]
+        return [g for g in self.free_gpus if self.types[g] == gpu_type]
 
     def matching(self, indices: Iterable[int], gpu_type: str | None) -> int:
         """How many of these GPU indices are of `gpu_type` (all when None)."""
         if gpu_type is None:
             return sum(1 for _ in indices)
-        types = {g.index: g.type for g in self.view.gpus}
-        return sum(1 for g in indices if types[g] == gpu_type)
+        return sum(1 for g in indices if self.types[g] == gpu_type)
 
 
 class _Index:
