@@ -57,12 +57,6 @@ class LaunchPlan:
     proctrack: str = "auto"
     extra: dict[str, Any] = field(default_factory=dict)
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LaunchPlan:
-        data = dict(data)
-        data["tasks"] = [TaskPlan(**t) for t in data["tasks"]]
-        return cls(**data)
-
 
 @dataclass
 class TaskResult:
