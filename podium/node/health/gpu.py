@@ -116,71 +116,35 @@ class GpuChecks:
         else:
             results.append(Result("gpu_count", Status.OK, f"{count} GPUs visible"))
         for i in range(count):
+
+            def critical(check: str, reason: str, action: Action, gpu: int = i) -> None:
+                results.append(Result(check, Status.CRITICAL, f"GPU {gpu}: {reason}", action, gpu))
+
             ecc = probe.ecc_uncorrected_volatile(i)
             if ecc > 0:
-                results.append(
-                    Result(
-                        "ecc",
-                        Status.CRITICAL,
-                        f"GPU {i}: {ecc} uncorrected volatile ECC errors",
-                        Action.DRAIN,
-                        i,
-                    )
-                )
+                critical("ecc", f"{ecc} uncorrected volatile ECC errors", Action.DRAIN)
             pages = probe.retired_pages(i)
             if pages > self.t.max_retired_pages:
-                results.append(
-                    Result(
-                        "retired_pages",
-                        Status.CRITICAL,
-                        f"GPU {i}: {pages} retired pages (> {self.t.max_retired_pages})",
-                        Action.DRAIN,
-                        i,
-                    )
+                critical(
+                    "retired_pages",
+                    f"{pages} retired pages (> {self.t.max_retired_pages})",
+                    Action.DRAIN,
                 )
             pending, failed = probe.row_remap(i)
             if failed:
-                results.append(
-                    Result(
-                        "row_remap",
-                        Status.CRITICAL,
-                        f"GPU {i}: row remap failed",
-                        Action.REPLACE,
-                        i,
-                    )
-                )
+                critical("row_remap", "row remap failed", Action.REPLACE)
             elif pending:
-                results.append(
-                    Result(
-                        "row_remap",
-                        Status.CRITICAL,
-                        f"GPU {i}: row remap pending (reset needed)",
-                        Action.RESET,
-                        i,
-                    )
-                )
+                critical("row_remap", "row remap pending (reset needed)", Action.RESET)
             temp = probe.temperature_c(i)
             if temp > self.t.max_temperature_c:
-                results.append(
-                    Result(
-                        "temperature",
-                        Status.CRITICAL,
-                        f"GPU {i}: {temp} C (> {self.t.max_temperature_c} C)",
-                        Action.DRAIN,
-                        i,
-                    )
-                )
+                critical("temperature", f"{temp} C (> {self.t.max_temperature_c} C)", Action.DRAIN)
             if i in self.idle:
                 used = probe.used_memory_mb(i)
                 if used > self.t.max_leftover_mb:
-                    results.append(
-                        Result(
-                            "leftover_memory",
-                            Status.CRITICAL,
-                            f"GPU {i}: {used:.0f} MiB still allocated with no job",
-                            Action.CLEAN,
-                            i,
-                        )
+                    critical(
+                        "leftover_memory",
+                        f"{used:.0f} MiB still allocated with no job",
+                        Action.CLEAN,
                     )
         if all(r.status is Status.OK for r in results):
             results.append(Result(self.name, Status.OK, f"{count} GPUs healthy"))
