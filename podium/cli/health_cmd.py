@@ -10,6 +10,8 @@ import click
 
 from podium import paths
 from podium.cli import render
+from podium.cli.client import Client
+from podium.errors import DaemonUnavailable
 
 
 @click.command()
@@ -22,22 +24,33 @@ from podium.cli import render
     help="Cluster config (default: $PODIUM_HOME/cluster.yaml, else the defaults).",
 )
 def health(deep: bool, as_json: bool, config: Path | None) -> None:
-    """Run the health checks; exit 0 ok, 1 warning, 2 critical, 3 unknown (Nagios)."""
-    from podium.node.health.base import run_checks, worst
+    """Run the health checks; exit 0 ok, 1 warning, 2 critical, 3 unknown (Nagios).
+
+    With a daemon running, it runs them: results are stored as events and faults are
+    acted on (fence, requeue). Without one, or with --config, they run here."""
+    from podium.node.health.base import Status, run_checks, worst_status
     from podium.node.health.suite import node_checks, nvml_probe
     from podium.node.inventory import resolve_inventory
     from podium.spec.cluster import default_config, load_config
 
     home = paths.home()
-    path = config or paths.config_path(home)
-    cluster = load_config(path) if path.exists() else default_config()
-    gpus = resolve_inventory(cluster.node.gpus)
-    results = run_checks(node_checks(cluster, home, gpus, nvml_probe()), deep=deep)
-    records = [r.to_json() for r in results]
-    home.mkdir(parents=True, exist_ok=True)
-    with open(home / "health.jsonl", "a") as fh:
-        for record in records:
-            fh.write(json.dumps(record) + "\n")
+    records = None
+    if config is None:  # a running daemon runs them: results become events and act
+        try:
+            data = Client(home, timeout=3600).post("/v1/health", {"deep": deep})
+            records = data["results"]
+        except DaemonUnavailable:
+            pass
+    if records is None:
+        path = config or paths.config_path(home)
+        cluster = load_config(path) if path.exists() else default_config()
+        gpus = resolve_inventory(cluster.node.gpus)
+        results = run_checks(node_checks(cluster, home, gpus, nvml_probe()), deep=deep)
+        records = [r.to_json() for r in results]
+        home.mkdir(parents=True, exist_ok=True)
+        with open(home / "health.jsonl", "a") as fh:
+            for record in records:
+                fh.write(json.dumps({"node": cluster.node.name, **record}) + "\n")
     if as_json:
         render.print_json(records)
     else:
@@ -55,4 +68,5 @@ def health(deep: bool, as_json: bool, config: Path | None) -> None:
                 for r in records
             ],
         )
-    sys.exit(int(worst(results)))
+    statuses = {s.name.lower(): s for s in Status}
+    sys.exit(int(worst_status(statuses[r["status"]] for r in records)))

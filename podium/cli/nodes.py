@@ -11,7 +11,8 @@ from podium.cli.client import Client
 @click.command()
 @click.option("--json", "as_json", is_flag=True)
 def nodes(as_json: bool) -> None:
-    """Node state (idle, mixed, allocated, draining, drained, down) and GPU owners."""
+    """Node state (idle, mixed, allocated, draining, drained) and, per GPU, its job and
+    health: label, fault, last deep check and reason."""
     data = Client().get("/v1/nodes")["nodes"]
     if as_json:
         render.print_json(data)
@@ -30,7 +31,13 @@ def drain(node: str, reason: str) -> None:
 
 @click.command()
 @click.argument("node")
-def resume(node: str) -> None:
-    """Return a drained NODE to service."""
-    data = Client().post(f"/v1/nodes/{node}/resume")
-    click.echo(f"{data['node']}: {data['state']}")
+@click.option("--gpu", type=int, default=None, help="Only this GPU (fenced by health).")
+def resume(node: str, gpu: int | None) -> None:
+    """Return NODE (or one of its GPUs) to service: an admin's drain and whatever the
+    health agent fenced, a GPU marked for replacement included."""
+    data = Client().post(f"/v1/nodes/{node}/resume", {"gpu": gpu})
+    if gpu is None:
+        click.echo(f"{data['node']}: {data['state']}")
+    else:
+        g = next(x for x in data["gpus"] if x["index"] == gpu)
+        click.echo(f"{data['node']} GPU {gpu}: {g['health']['label']}")

@@ -106,11 +106,9 @@ def show_acct(jobs: list[dict[str, Any]], title: str | None = None) -> None:
 
 
 def show_nodes(nodes: list[dict[str, Any]]) -> None:
+    """The node table, then each GPU's owner and health (HyperPod-style labels)."""
     rows = []
     for n in nodes:
-        owners = " ".join(
-            f"{g['index']}:{g['job_id'] if g['job_id'] is not None else '-'}" for g in n["gpus"]
-        )
         rows.append(
             [
                 n["node"],
@@ -119,11 +117,28 @@ def show_nodes(nodes: list[dict[str, Any]]) -> None:
                 f"{n['mem_alloc_mb']}/{n['mem_total_mb']}",
                 f"{n['gpus_used']}/{n['gpus_total']}",
                 n["gpu_type"] or "",
-                owners,
+                n.get("health", {}).get("label", ""),
                 n["reason"] or "",
             ]
         )
-    table(None, ["NODE", "STATE", "CPUS", "MEM_MB", "GPUS", "TYPE", "GPU:JOB", "REASON"], rows)
+    table(None, ["NODE", "STATE", "CPUS", "MEM_MB", "GPUS", "TYPE", "HEALTH", "REASON"], rows)
+    gpu_rows = []
+    for n in nodes:
+        for g in n["gpus"]:
+            h = g.get("health", {})
+            gpu_rows.append(
+                [
+                    n["node"],
+                    g["index"],
+                    "-" if g["job_id"] is None else g["job_id"],
+                    h.get("label", ""),
+                    h.get("fault") or "",
+                    h.get("last_deep_check") or "",
+                    h.get("reason") or "",
+                ]
+            )
+    if gpu_rows:
+        table(None, ["NODE", "GPU", "JOB", "HEALTH", "FAULT", "DEEP CHECK", "REASON"], gpu_rows)
 
 
 def show_record(record: dict[str, Any], skip: Callable[[str], bool] = lambda k: False) -> None:

@@ -25,6 +25,12 @@ class GpuInfo:
     type: str
     memory_mb: int
     uuid: str = ""
+    pci: str = ""  # PCI bus id as the kernel log names it ("" when declared)
+
+    @property
+    def bus_id(self) -> str:
+        """The PCI bus id Xid lines name this GPU by; declared GPUs get 0000:<index>:00."""
+        return self.pci or f"0000:{self.index:02x}:00"
 
 
 class NvmlSeam(Protocol):
@@ -86,9 +92,17 @@ def read_nvml(nvml: NvmlSeam | None = None) -> list[GpuInfo] | None:
                     type=gpu_type_name(_text(session.nvmlDeviceGetName(handle))),
                     memory_mb=int(memory.total // (1024 * 1024)),
                     uuid=_text(session.nvmlDeviceGetUUID(handle)),
+                    pci=_pci(session, handle),
                 )
             )
         return gpus
+
+
+def _pci(session: Any, handle: Any) -> str:
+    try:
+        return _text(session.nvmlDeviceGetPciInfo(handle).busId)
+    except Exception:  # an older seam or driver: Xids are then matched by index order
+        return ""
 
 
 # NVML topology levels (nvmlGpuTopologyLevel_t): 0 same board, 10 one PCIe switch,

@@ -29,6 +29,7 @@ from podium.run.files import (
     SCRIPT_FILE,
     STARTED_FILE,
     SUPERVISOR_LOG,
+    TASKS_FILE,
     read_json,
     write_atomic,
 )
@@ -136,6 +137,16 @@ class LocalExecutor:
         """Ask the job's supervisor to preempt it (SIGUSR1): the job gets its --signal or
         SIGTERM, the grace time, then SIGKILL, and ends PREEMPTED."""
         return self._signal(job_id, signal.SIGUSR1)
+
+    def fail(self, job_id: int) -> bool:
+        """Tell the job's supervisor its hardware failed (SIGUSR2): its processes are
+        killed at once and it ends NODE_FAIL."""
+        return self._signal(job_id, signal.SIGUSR2)
+
+    def task_pids(self, job_id: int) -> dict[int, int]:
+        """Each running task's pid by rank (empty until all tasks have started)."""
+        data = read_json(self.job_dir(job_id) / TASKS_FILE)
+        return {int(k): int(v) for k, v in (data or {}).items()}
 
     def _signal(self, job_id: int, sig: int) -> bool:
         if not self._lock_held(self.job_dir(job_id)):

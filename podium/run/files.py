@@ -15,6 +15,8 @@ from typing import Any
 PLAN_FILE = "launch.json"
 STARTED_FILE = "started.json"
 RESULT_FILE = "result.json"
+TASKS_FILE = "tasks.json"  # pid of each task, by rank, once all have started
+HEARTBEAT_FILE = "heartbeat"  # the job touches it (PODIUM_HEARTBEAT_FILE)
 LOCK_FILE = "lock"
 SCRIPT_FILE = "script"
 SUPERVISOR_LOG = "supervisor.log"

@@ -55,6 +55,7 @@ class LaunchPlan:
     qos: str = ""
     account: str = ""
     proctrack: str = "auto"
+    heartbeat_timeout_s: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -77,6 +78,7 @@ class JobResult:
     reason: str = "None"
     tasks: list[TaskResult] = field(default_factory=list)
     leftover_killed: int = 0
+    fault: str | None = None  # "hang" or "node": Podium stopped the job for a fault
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JobResult:

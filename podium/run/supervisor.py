@@ -9,7 +9,13 @@ Contract:
 - SIGTERM/SIGINT/SIGHUP to the supervisor means cancel: the job's processes get
   SIGTERM, then SIGKILL after the grace time, and the state is CANCELLED. Reaching
   the time limit does the same with state TIMEOUT. SIGUSR1 means preempt: the job's
-  --signal (or SIGTERM), the grace time, SIGKILL, state PREEMPTED.
+  --signal (or SIGTERM), the grace time, SIGKILL, state PREEMPTED. SIGUSR2 means its
+  hardware failed: SIGKILL at once, state NODE_FAIL (the GPU is gone; nothing the job
+  could still do would be trusted).
+- With a heartbeat timeout, the job must touch PODIUM_HEARTBEAT_FILE at least that
+  often (counted from its start); when it does not, it is hung: SIGTERM, the grace
+  time, SIGKILL, state FAILED with reason "hang: ..." and fault "hang".
+- It writes JOB_DIR/tasks.json (each task's pid by rank) once all tasks started.
 """
 
 from __future__ import annotations
@@ -26,7 +32,15 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, cast
 
 from podium.run.contain import ContainmentError, JobContainment, reap_children
-from podium.run.files import PLAN_FILE, RESULT_FILE, STARTED_FILE, read_json, write_atomic
+from podium.run.files import (
+    HEARTBEAT_FILE,
+    PLAN_FILE,
+    RESULT_FILE,
+    STARTED_FILE,
+    TASKS_FILE,
+    read_json,
+    write_atomic,
+)
 from podium.run.patterns import expand
 from podium.run.spawn import SpawnError, spawn_task
 
@@ -50,9 +64,11 @@ def result_record(
     reason: str = "None",
     tasks: list[dict[str, Any]] | None = None,
     leftover: int = 0,
+    fault: str | None = None,
 ) -> dict[str, Any]:
     """The JSON of a JobResult (see podium.run.plan.JobResult)."""
     return {
+        "fault": fault,
         "state": state,
         "exit_code": exit_code,
         "signal": signal_num,
@@ -66,7 +82,8 @@ def result_record(
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 PREEMPT_SIGNAL = signal.SIGUSR1
-WATCHED = {signal.SIGCHLD, PREEMPT_SIGNAL, *STOP_SIGNALS}
+FAULT_SIGNAL = signal.SIGUSR2
+WATCHED = {signal.SIGCHLD, PREEMPT_SIGNAL, FAULT_SIGNAL, *STOP_SIGNALS}
 
 
 def _free_port() -> int:
@@ -75,7 +92,9 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def task_environment(plan: LaunchPlan, task: TaskPlan, master_port: int) -> dict[str, str]:
+def task_environment(
+    plan: LaunchPlan, task: TaskPlan, master_port: int, heartbeat: str | None = None
+) -> dict[str, str]:
     """The environment of one task: the job's exported environment plus Podium's."""
     env = dict(plan.environment)
     ntasks = len(plan.tasks)
@@ -110,6 +129,9 @@ def task_environment(plan: LaunchPlan, task: TaskPlan, master_port: int) -> dict
         env["PODIUM_TIME_LIMIT_S"] = str(plan.time_limit_s)
     if plan.checkpoint_dir:
         env["PODIUM_CHECKPOINT_DIR"] = plan.checkpoint_dir
+    if heartbeat is not None:
+        env["PODIUM_HEARTBEAT_FILE"] = heartbeat
+        env["PODIUM_HEARTBEAT_TIMEOUT_S"] = str(plan.heartbeat_timeout_s)
     if plan.array_job_id is not None:
         env["PODIUM_ARRAY_JOB_ID"] = str(plan.array_job_id)
         env["PODIUM_ARRAY_TASK_ID"] = str(plan.array_task_id)
@@ -148,6 +170,11 @@ class Supervisor:
         self.start = time.time()
         self.final_state: str | None = None
         self.reason = "None"
+        self.fault: str | None = None
+        self.heartbeat: Path | None = None
+        self.heartbeat_timeout = float(getattr(plan, "heartbeat_timeout_s", None) or 0)
+        if self.heartbeat_timeout:
+            self.heartbeat = job_dir / HEARTBEAT_FILE
 
     # -- files -------------------------------------------------------------------
 
@@ -201,12 +228,19 @@ class Supervisor:
             creds = (plan.uid, plan.gid, plan.groups)
         port = _free_port()
         pgid = 0
+        heartbeat = None
+        if self.heartbeat is not None:
+            fd = os.open(self.heartbeat, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            if creds is not None:
+                os.fchown(fd, plan.uid, plan.gid)
+            os.close(fd)
+            heartbeat = str(self.heartbeat)
         for task in plan.tasks:
             in_fd, out_fd, err_fd = self._output_fds(task, opener)
             try:
                 pid = spawn_task(
                     plan.argv,
-                    task_environment(plan, task, port),
+                    task_environment(plan, task, port, heartbeat),
                     plan.work_dir,
                     stdin_fd=in_fd,
                     stdout_fd=out_fd,
@@ -222,6 +256,17 @@ class Supervisor:
             self.tasks[pid] = task
         for fd in set(self._opened.values()):
             os.close(fd)
+        pids = {str(t.procid): pid for pid, t in self.tasks.items()}
+        write_atomic(self.job_dir / TASKS_FILE, pids, durable=False)
+
+    def _silent_for(self, now: float) -> float:
+        """Seconds since the job's last heartbeat (or its start)."""
+        assert self.heartbeat is not None
+        try:
+            last = max(self.start, os.stat(self.heartbeat).st_mtime)
+        except OSError:
+            last = self.start
+        return now - last
 
     def _reap(self) -> None:
         reap_children(self._record)
@@ -272,6 +317,13 @@ class Supervisor:
             if deadline is not None and now >= deadline:
                 self._terminate("TIMEOUT")
                 return
+            if self.heartbeat is not None:
+                silent = self._silent_for(now)
+                if silent > self.heartbeat_timeout:
+                    self.reason = f"hang: no heartbeat for {silent:.0f}s"
+                    self.fault = "hang"
+                    self._terminate("FAILED")
+                    return
             wait = 1.0
             for moment in (signal_at, deadline):
                 if moment is not None:
@@ -282,6 +334,11 @@ class Supervisor:
                 return
             if info is not None and info.si_signo == PREEMPT_SIGNAL:
                 self._terminate("PREEMPTED", plan.signal_num or signal.SIGTERM)
+                return
+            if info is not None and info.si_signo == FAULT_SIGNAL:
+                self.fault = "node"
+                self.final_state = "NODE_FAIL"
+                self.contain.signal_all(signal.SIGKILL)
                 return
 
     def result(self, leftover: int) -> dict[str, Any]:
@@ -303,7 +360,14 @@ class Supervisor:
         if exit_code is None and sig is None:
             exit_code = 0
         return result_record(
-            state, exit_code, sig, self.start, reason=self.reason, tasks=tasks, leftover=leftover
+            state,
+            exit_code,
+            sig,
+            self.start,
+            reason=self.reason,
+            tasks=tasks,
+            leftover=leftover,
+            fault=self.fault,
         )
 
 

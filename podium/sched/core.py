@@ -126,6 +126,8 @@ def _fits_now(job: PendingJob, node: _Node) -> tuple[int, ...] | None:
     if job.exclusive == "user" and node.users - {job.user}:
         return None
     usable = node.gpus_of(job.gpu_type)
+    if job.avoid_gpus:
+        usable = [g for g in usable if (node.view.name, g) not in job.avoid_gpus]
     if len(usable) < job.gpus:
         return None
     return pick_gpus(usable, job.gpus, node.view.gpu_groups)
@@ -307,7 +309,8 @@ def schedule(snapshot: Snapshot, now: float, policy: Policy | None = None) -> De
     reserved: set[str] = set()
     victims: set[int] = {a.job_id for a in snapshot.running if a.preempting}
     partition_nodes: dict[str, list[_Node]] = {}
-    no_room: set[tuple[str, int, str | None, int, int, str, str]] = set()
+    no_room: set[tuple[str, int, str | None, int, int, str, str, frozenset[tuple[str, int]]]]
+    no_room = set()
     ever_fits: dict[tuple[str, int, str | None, int, int], bool] = {}
 
     for job in order:
@@ -337,6 +340,7 @@ def schedule(snapshot: Snapshot, now: float, policy: Policy | None = None) -> De
             job.mem_mb,
             job.exclusive,
             job.user if job.exclusive == "user" else "",
+            job.avoid_gpus,
         )
         fits_somewhere = False
         nodes_to_try = () if request in no_room else index.from_size(job.gpus)

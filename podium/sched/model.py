@@ -124,6 +124,7 @@ class PendingJob:
     qos: str = ""
     account: str = ""
     time_limit_s: float | None = None
+    avoid_gpus: frozenset[tuple[str, int]] = frozenset()  # (node, GPU) it must not get
 
     def allocate(self, node: str, gpu_indices: tuple[int, ...], now: float) -> Allocation:
         """What this job holds once started on `node` with these GPUs at `now`."""

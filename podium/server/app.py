@@ -6,9 +6,10 @@ anything in the request.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -38,6 +39,28 @@ class DrainRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     reason: str
+
+
+class ResumeRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    gpu: int | None = None
+
+
+class HealthRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    deep: bool = False
+
+
+class InjectRequest(BaseModel):
+    """A fault in a running job: a hung rank (SIGSTOP) or a killed one (SIGKILL)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["hang", "kill"]
+    job_id: int
+    rank: int = Field(default=0, ge=0)
 
 
 def _states(text: str | None) -> list[str] | None:
@@ -167,10 +190,30 @@ def create_app(
         return controller.drain(caller(request), node, body.reason)
 
     @app.post("/v1/nodes/{node}/resume")
-    async def resume(request: Request, node: str) -> dict[str, Any]:
-        result = controller.resume(caller(request), node)
+    async def resume(
+        request: Request, node: str, body: ResumeRequest | None = None
+    ) -> dict[str, Any]:
+        result = controller.resume(caller(request), node, body.gpu if body else None)
         wake()
         return result
+
+    @app.post("/v1/health")
+    async def health(request: Request, body: HealthRequest) -> dict[str, Any]:
+        who = caller(request)
+        agent = controller.agent
+        if agent is None:
+            raise SpecError("this daemon runs no health agent")
+        if body.deep and not who.is_admin:
+            raise PermissionDenied("deep health checks are for the administrator")
+        results = await asyncio.to_thread(agent.run_now, body.deep)
+        agent.handle(results, controller.clock())
+        wake()
+        return {"node": controller.node_name, "results": [r.to_json() for r in results]}
+
+    @app.post("/v1/inject")
+    async def inject(request: Request, body: InjectRequest) -> dict[str, Any]:
+        pid = controller.inject(caller(request), body.kind, body.job_id, body.rank)
+        return {"job_id": body.job_id, "rank": body.rank, "pid": pid, "kind": body.kind}
 
     @app.post("/v1/shutdown")
     async def shutdown(request: Request) -> dict[str, Any]:

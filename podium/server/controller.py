@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import pwd
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterable
@@ -19,6 +20,9 @@ from typing import Any
 
 from podium.errors import NotFound, PermissionDenied, SpecError
 from podium.node.inventory import GpuInfo
+from podium.recover.agent import HealthAgent
+from podium.recover.ladder import Health, Label
+from podium.recover.resume import Ended, decide, newest_checkpoint
 from podium.run.executor import LaunchError, LocalExecutor
 from podium.run.patterns import expand
 from podium.run.plan import LaunchPlan, TaskPlan
@@ -40,6 +44,7 @@ from podium.spec.build import SubmitRequest, Submitter, build_job
 from podium.spec.cluster import ClusterConfig
 from podium.spec.job import JobSpec, JobState
 from podium.store.db import Row, RunningStart, Store, spec_of
+from podium.store.health import HealthTable
 
 log = logging.getLogger("podium.controller")
 
@@ -90,6 +95,9 @@ class Controller:
         self.last: Decisions | None = None
         self.node_name = config.node.name
         self.gpu_groups: tuple[tuple[int, ...], ...] = ()
+        self.health = HealthTable(store)
+        self.agent: HealthAgent | None = None  # set by the daemon
+        self._faulted: dict[int, tuple[str, int | None]] = {}  # job -> (reason, bad GPU)
         store.ensure_node(self.node_name)
 
     # --- identity ----------------------------------------------------------------
@@ -205,8 +213,13 @@ class Controller:
         node_row = self.store.node(self.node_name)
         used = len(owner)
         total = len(self.gpus)
-        if node_row["admin_state"] == "drain":
+        health = {h.gpu: h for h in self.health.all() if h.node == self.node_name}
+        node_health = health.get(None, Health(self.node_name, None))
+        reason = node_row["reason"]
+        if node_row["admin_state"] == "drain" or node_health.fenced:
             state = "draining" if running else "drained"
+            if node_row["admin_state"] != "drain":
+                reason = node_health.reason
         elif not running:
             state = "idle"
         elif (total and used == total) or cpus_alloc >= self.config.node.cpus:
@@ -217,7 +230,9 @@ class Controller:
             {
                 "node": self.node_name,
                 "state": state,
-                "reason": node_row["reason"],
+                "reason": reason,
+                "health": _health_json(node_health, self.config.health.recovery),
+                "agent": self._agent_state(),
                 "cpus_total": self.config.node.cpus,
                 "cpus_alloc": cpus_alloc,
                 "mem_total_mb": self.config.node.memory_mb,
@@ -234,6 +249,10 @@ class Controller:
                         "memory_mb": g.memory_mb,
                         "uuid": g.uuid,
                         "job_id": owner.get(g.index),
+                        "health": _health_json(
+                            health.get(g.index, Health(self.node_name, g.index)),
+                            self.config.health.recovery,
+                        ),
                     }
                     for g in self.gpus
                 ],
@@ -314,12 +333,78 @@ class Controller:
         self.store.set_node_state(node, "drain", reason.strip(), who.uid, self.clock())
         return self.nodes()[0]
 
-    def resume(self, who: Caller, node: str) -> dict[str, Any]:
+    def resume(self, who: Caller, node: str, gpu: int | None = None) -> dict[str, Any]:
+        """Return a node (an admin's drain and whatever health fenced on it), or one GPU
+        the health agent fenced, to service: the admin vouches for the hardware."""
         self._require_admin(who, "resuming a node")
-        if self.store.node(node)["admin_state"] != "drain":
-            raise SpecError(f"node {node} is not drained: nothing to resume")
-        self.store.set_node_state(node, "up", None, who.uid, self.clock())
+        drained = self.store.node(node)["admin_state"] == "drain"
+        now = self.clock()
+        fenced = [
+            h
+            for h in self.health.all()
+            if h.node == node and h.label is not Label.SCHEDULABLE and (gpu is None or h.gpu == gpu)
+        ]
+        if gpu is not None and gpu not in {g.index for g in self.gpus}:
+            raise SpecError(f"node {node} has no GPU {gpu} (it has 0-{len(self.gpus) - 1})")
+        if not fenced and not (drained and gpu is None):
+            what = f"GPU {gpu} of node {node}" if gpu is not None else f"node {node}"
+            raise SpecError(f"{what} is neither drained nor fenced: nothing to resume")
+        for h in fenced:
+            self.health.put(
+                Health(h.node, h.gpu, deep=h.deep), now, f"resumed by {who.name} (was {h.label})"
+            )
+        if drained and gpu is None:
+            self.store.set_node_state(node, "up", None, who.uid, now)
         return self.nodes()[0]
+
+    def inject(self, who: Caller, kind: str, job_id: int, rank: int) -> int:
+        """Fault injection into a running job: SIGSTOP (hang) or SIGKILL (kill) to one
+        rank. For the job's owner or an admin. Returns the rank's pid."""
+        row = self.store.job(job_id)
+        if row["uid"] != who.uid and not who.is_admin:
+            raise PermissionDenied(f"job {job_id} belongs to {row['user']}")
+        if row["state"] != JobState.RUNNING.value:
+            raise SpecError(f"job {job_id} is {row['state']}: only a running job can be hit")
+        pids = self.executor.task_pids(job_id)
+        if rank not in pids:
+            ranks = f"0-{len(pids) - 1}" if pids else "none started yet"
+            raise SpecError(f"job {job_id} has no rank {rank} (ranks: {ranks})")
+        sig = signal.SIGSTOP if kind == "hang" else signal.SIGKILL
+        try:
+            os.kill(pids[rank], sig)
+        except ProcessLookupError:
+            raise SpecError(f"rank {rank} of job {job_id} has already exited") from None
+        self.store.event(self.clock(), "inject", job_id=job_id, detail=f"{kind} rank {rank}")
+        return pids[rank]
+
+    # --- what the health agent needs ----------------------------------------------
+
+    def _agent_state(self) -> str:
+        if self.agent is None:
+            return "off"
+        return "deep-check-in-progress" if self.agent.busy_deep() else "watching"
+
+    def gpu_owners(self) -> dict[int, int]:
+        """GPU index -> the running job holding it."""
+        owners = {}
+        for r in self.store.jobs(states=[JobState.RUNNING.value]):
+            for g in spec_gpu_ids(r):
+                owners[g] = r["job_id"]
+        return owners
+
+    def running_job_ids(self) -> list[int]:
+        return [r["job_id"] for r in self.store.jobs(states=[JobState.RUNNING.value])]
+
+    def fail_jobs(self, job_ids: list[int], reason: str, gpu: int | None) -> None:
+        """Stop jobs whose hardware failed: killed at once, they end NODE_FAIL with
+        `reason` (and are requeued avoiding `gpu` if they asked for auto-resume)."""
+        for job_id in job_ids:
+            if job_id in self._faulted or job_id in self._cancel_requested:
+                continue
+            self._faulted[job_id] = (reason, gpu)
+            if not self.executor.fail(job_id):
+                log.warning("job %s: no supervisor to stop for %s", job_id, reason)
+            log.warning("job %s stopped: %s", job_id, reason)
 
     # --- the loop ------------------------------------------------------------------
 
@@ -350,16 +435,9 @@ class Controller:
                 self.store.requeue(job_id, now, "preempted")
                 self._mail(row, "REQUEUE", "was preempted and requeued")
                 return "requeued"
-            self.store.mark_ended(
-                job_id,
-                state=JobState(res.state),
-                exit_code=res.exit_code,
-                signal=res.signal,
-                end_time=res.end_time,
-                reason=res.reason,
+            return self._end_or_resume(
+                row, res.state, res.exit_code, res.signal, res.end_time, res.reason, res.fault
             )
-            self._after_end(row, res.state)
-            return "ended"
         if job_id in self._cancel_requested:
             self.store.mark_ended(
                 job_id, state=JobState.CANCELLED, exit_code=None, signal=None, end_time=now
@@ -369,16 +447,83 @@ class Controller:
         if poll.status == "unlaunched":
             self.store.requeue_unlaunched(job_id, now)
             return "relaunch"
+        self._end_or_resume(
+            row, JobState.NODE_FAIL.value, None, None, now, "supervisor vanished", "node"
+        )
+        return "lost"
+
+    def _end_or_resume(
+        self,
+        row: Row,
+        state: str,
+        exit_code: int | None,
+        sig: int | None,
+        end_time: float,
+        reason: str,
+        fault: str | None,
+    ) -> str:
+        """Record how a run ended; requeue it instead when auto-resume says so.
+
+        A run stopped because its GPU or node was fenced ends NODE_FAIL with the health
+        reason; requeued, it avoids that GPU while the GPU is unhealthy.
+        """
+        job_id = row["job_id"]
+        now = self.clock()
+        faulted = self._faulted.pop(job_id, None)
+        if faulted is not None:
+            reason, bad_gpu = faulted
+            state = JobState.NODE_FAIL.value
+        else:
+            bad_gpu = None
+        if state in (JobState.FAILED.value, JobState.NODE_FAIL.value):
+            spec = self._spec(row)
+            checkpoint = spec.checkpoint_dir or str(self.home / "checkpoints" / str(job_id))
+            newest = newest_checkpoint(checkpoint)
+            before = row["checkpoint_mtime"]
+            verdict = decide(
+                Ended(
+                    state=state,
+                    exit_code=exit_code,
+                    signal=sig,
+                    fault=fault is not None or faulted is not None,
+                    auto_resume=spec.auto_resume,
+                    restart_count=row["restart_count"],
+                    requeue_exit_codes=spec.requeue_exit_codes,
+                    no_requeue_exit_codes=spec.no_requeue_exit_codes,
+                    stalled_restarts=row["stalled_restarts"],
+                    progressed=newest is not None and (before is None or newest > before),
+                    max_stalled=self.config.resume.max_restarts_without_progress,
+                )
+            )
+            if self.agent is not None and faulted is None:
+                self.agent.job_failed(spec_gpu_ids(row))
+            if verdict.requeue:
+                exclude = [tuple(e) for e in json.loads(row["exclude"] or "[]")]
+                if bad_gpu is not None and (row["node"], bad_gpu) not in exclude:
+                    exclude.append((row["node"], bad_gpu))
+                self.store.requeue(
+                    job_id,
+                    now,
+                    f"{state}: {reason}; {verdict.reason}",
+                    exclude=[(str(n), int(g)) for n, g in exclude],
+                    checkpoint_mtime=newest,
+                    stalled_restarts=verdict.stalled_restarts,
+                )
+                self._mail(row, "REQUEUE", f"ended {state} and was requeued")
+                log.info("job %s %s (%s): requeued, %s", job_id, state, reason, verdict.reason)
+                return "requeued"
+            if spec.auto_resume > 0:
+                reason = f"{reason}; not requeued: {verdict.reason}"
         self.store.mark_ended(
             job_id,
-            state=JobState.NODE_FAIL,
-            exit_code=None,
-            signal=None,
-            end_time=now,
-            reason="supervisor vanished",
+            state=JobState(state),
+            exit_code=exit_code,
+            signal=sig,
+            end_time=end_time,
+            reason=reason,
         )
-        self._after_end(row, JobState.NODE_FAIL.value)
-        return "lost"
+        self._after_end(row, state)
+        return "ended"
 
     def _charge(self, row: Row, end_time: float) -> None:
         """Add a finished run's GPU-seconds (and weighted CPU-seconds) to fair share."""
@@ -433,12 +578,15 @@ class Controller:
     def snapshot(self) -> Snapshot:
         """The scheduler's view of the cluster now."""
         node_row = self.store.node(self.node_name)
+        health = [h for h in self.health.all() if h.node == self.node_name]
+        fenced = {h.gpu for h in health if h.fenced}
+        unhealthy = {(h.node, h.gpu) for h in health if h.label is not Label.SCHEDULABLE}
         view = NodeView(
             name=self.node_name,
             cpus=self.config.node.cpus,
             memory_mb=self.config.node.memory_mb,
-            gpus=tuple(GpuSlot(g.index, g.type) for g in self.gpus),
-            schedulable=node_row["admin_state"] == "up",
+            gpus=tuple(GpuSlot(g.index, g.type) for g in self.gpus if g.index not in fenced),
+            schedulable=node_row["admin_state"] == "up" and None not in fenced,
             gpu_groups=self.gpu_groups,
         )
         running = []
@@ -449,7 +597,7 @@ class Controller:
                     job_id=r["job_id"],
                     node=r["node"] or self.node_name,
                     user=r["user"],
-                    gpu_indices=tuple(spec_gpu_ids(r)),
+                    gpu_indices=tuple(g for g in spec_gpu_ids(r) if g not in fenced),
                     cpus=r["cpus"],
                     mem_mb=r["mem_mb"],
                     exclusive=spec.exclusive,
@@ -491,6 +639,9 @@ class Controller:
                     qos=r["qos"],
                     account=r["account"],
                     time_limit_s=r["time_limit_s"],
+                    avoid_gpus=frozenset(
+                        (n, g) for n, g in json.loads(r["exclude"] or "[]") if (n, g) in unhealthy
+                    ),
                 )
             )
             dep_ids.update(j for d in spec.dependencies for j in d.job_ids)
@@ -558,6 +709,11 @@ class Controller:
         self.executor.reap()
         for row in self.store.jobs(states=[JobState.RUNNING.value]):
             self._collect(row)
+        if self.agent is not None:
+            try:
+                self.agent.tick()
+            except Exception:
+                log.exception("health agent failed")
         decisions = schedule(self.snapshot(), self.clock(), self.policy)
         self.last = decisions
         for pre in decisions.preempts:
@@ -683,7 +839,21 @@ class Controller:
             qos=row["qos"],
             account=row["account"],
             proctrack=self.config.proctrack,
+            heartbeat_timeout_s=spec.heartbeat_timeout_s,
         )
+
+
+def _health_json(h: Health, recovery: str) -> dict[str, Any]:
+    """A node's or GPU's health as `podium nodes` shows it."""
+    return {
+        "label": h.label.value,
+        "fenced": h.fenced,
+        "fault": h.fault,
+        "reason": h.reason,
+        "since": h.since,
+        "last_deep_check": h.deep,
+        "recovery": recovery,
+    }
 
 
 def spec_gpu_ids(row: Row) -> list[int]:

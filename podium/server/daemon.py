@@ -23,7 +23,9 @@ from fastapi import FastAPI
 
 from podium import paths
 from podium.errors import PodiumError
+from podium.node.health.suite import nvml_probe
 from podium.node.inventory import gpu_groups, resolve_inventory
+from podium.recover.agent import HealthAgent
 from podium.run.executor import LocalExecutor
 from podium.server.app import create_app
 from podium.server.controller import Controller
@@ -104,6 +106,19 @@ def serve(home: Path, config: ClusterConfig) -> None:
     executor = LocalExecutor(home / "jobs")
     controller = Controller(home, config, store, executor, gpus)
     controller.gpu_groups = tuple(tuple(g) for g in gpu_groups(config.node.gpus, gpus))
+    declared = (
+        config.node.gpus.source == "declared" or not gpus or gpus[0].uuid.startswith("declared-")
+    )
+    controller.agent = HealthAgent(
+        home,
+        config,
+        controller.node_name,
+        gpus,
+        controller.health,
+        controller,
+        controller.clock,
+        probe=None if declared else nvml_probe(),
+    )
     counts = controller.recover()
     log.info("recovered running jobs: %s", counts)
 
@@ -156,6 +171,7 @@ def serve(home: Path, config: ClusterConfig) -> None:
     finally:
         sock.unlink(missing_ok=True)
         paths.pid_path(home).unlink(missing_ok=True)
+        controller.agent.close()
         store.close()
         os.close(lock_fd)
 

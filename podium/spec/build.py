@@ -609,6 +609,7 @@ def _resolve(
         if not g.value:
             raise _err(g, "needs a directory")
         out["checkpoint_dir"] = os.path.normpath(os.path.join(work_dir, g.value))
+    _resilience(raw, config, out)
 
     # Mail: honoured only where the cluster has a way to send it.
     if (g := raw.get("mail-type")) is not None:
@@ -632,6 +633,54 @@ def _resolve(
     spec = JobSpec(**out)
     check_fits(spec, config)
     return spec
+
+
+def _exit_codes(g: Given) -> tuple[int, ...]:
+    """A comma-separated list of exit codes 0-255 (an empty value means none)."""
+    codes = []
+    for part in str(g.value or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if not part.isdigit() or int(part) > 255:
+            raise _err(g, f"expected exit codes 0-255 separated by commas, got {part!r}")
+        codes.append(int(part))
+    return tuple(sorted(set(codes)))
+
+
+def _resilience(raw: _Raw, config: ClusterConfig, out: dict[str, Any]) -> None:
+    """Auto-resume, requeue exit codes and the heartbeat, over the cluster defaults."""
+    defaults = config.resume
+    out["auto_resume"] = defaults.auto_resume
+    if (g := raw.get("auto-resume")) is not None:
+        value = str(g.value or "")
+        if not value.isdigit() or int(value) > 1000:
+            raise _err(g, f"expected a number of restarts 0-1000, got {value!r}")
+        out["auto_resume"] = int(value)
+    requeue = set(defaults.requeue_exit_codes)
+    stop = set(defaults.no_requeue_exit_codes)
+    if (g := raw.get("requeue-exit")) is not None:
+        requeue = set(_exit_codes(g))
+        stop -= requeue
+    if (g := raw.get("no-requeue-exit")) is not None:
+        stop = set(_exit_codes(g))
+        both = requeue & stop
+        if both and raw.get("requeue-exit") is not None:
+            raise _err(g, f"exit code {min(both)} is also in --requeue-exit: pick one")
+        requeue -= stop
+    if 0 in requeue and (g := raw.get("requeue-exit")) is not None:
+        raise _err(g, "exit code 0 means success: it cannot requeue")
+    out["requeue_exit_codes"] = tuple(sorted(requeue))
+    out["no_requeue_exit_codes"] = tuple(sorted(stop))
+    if (g := raw.get("heartbeat-timeout")) is not None:
+        value = str(g.value or "").strip()
+        try:  # plain numbers are seconds here (a heartbeat is short), or sbatch's forms
+            timeout = int(value) if value.isdigit() else parse_duration(value)
+        except ValueError as exc:
+            raise _err(g, str(exc)) from None
+        if not timeout:
+            raise _err(g, "needs a positive time in seconds or [HH:]MM:SS (e.g. 60 or 5:00)")
+        out["heartbeat_timeout_s"] = timeout
 
 
 def check_fits(spec: JobSpec, config: ClusterConfig) -> None:

@@ -188,6 +188,29 @@ class HealthConfig(Closed):
     required_mounts: list[str] = Field(default_factory=list)
     nccl_output: str | None = Field(default=None, description="nccl-tests output to judge")
     dcgm_level: int = Field(default=1, ge=1, le=4)
+    burn_in_seconds: float = Field(default=5.0, gt=0, description="PyTorch GPU burn-in length")
+    recovery: Literal["automatic", "none"] = Field(
+        default="automatic",
+        description="automatic: fence, reset or reboot, re-check, return to service; "
+        "none: only label faults (HyperPod's node recovery modes)",
+    )
+    interval_s: float = Field(default=30.0, gt=0, description="quick checks run this often")
+    deep_interval_s: float = Field(
+        default=3600.0, gt=0, description="deep checks run this often on an idle node"
+    )
+    reset_command: str | None = Field(
+        default=None,
+        description="resets one GPU; {gpu} is its index (e.g. nvidia-smi --gpu-reset -i {gpu})",
+    )
+    reboot_command: str | None = Field(
+        default=None, description="reboots the node (run only once it has no jobs)"
+    )
+    action_timeout_s: float = Field(default=300.0, gt=0)
+    retry_s: float = Field(default=300.0, gt=0, description="wait after a failed deep check")
+    max_faults: int = Field(
+        default=3, ge=1, description="faults within fault_window_s that mark for replacement"
+    )
+    fault_window_s: float = Field(default=86400.0, gt=0)
     thresholds: dict[str, GpuTypeThresholds] = Field(
         default_factory=lambda: {
             "h100": GpuTypeThresholds(nccl_busbw_gbps=460.0),
@@ -195,6 +218,19 @@ class HealthConfig(Closed):
             "a100": GpuTypeThresholds(nccl_busbw_gbps=228.0),
         }
     )
+
+
+class ResumeConfig(Closed):
+    """Cluster defaults for auto-resume (a job's own options win)."""
+
+    auto_resume: int = Field(default=0, ge=0, description="restarts after a fault, by default")
+    requeue_exit_codes: list[int] = Field(
+        default_factory=list, description="exit codes that mean 'a fault: requeue me'"
+    )
+    no_requeue_exit_codes: list[int] = Field(
+        default_factory=list, description="exit codes that mean 'do not requeue'"
+    )
+    max_restarts_without_progress: int = Field(default=3, ge=1)
 
 
 class ClusterConfig(Closed):
@@ -221,6 +257,7 @@ class ClusterConfig(Closed):
     fairshare: FairshareConfig = Field(default_factory=FairshareConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     health: HealthConfig = Field(default_factory=HealthConfig)
+    resume: ResumeConfig = Field(default_factory=ResumeConfig)
     kill_wait_s: float = Field(default=30.0, ge=0, description="SIGTERM to SIGKILL grace")
     default_mem_per_cpu_mb: int | None = Field(default=None, ge=1)
     scheduler_interval_s: float = Field(default=0.5, gt=0, le=60)

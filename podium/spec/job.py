@@ -102,3 +102,7 @@ class JobSpec(Frozen):
     mail_user: str | None = None
     constraint: str | None = None
     checkpoint_dir: str | None = None
+    auto_resume: int = 0  # restarts after a fault (node, GPU, hang, requeue exit code)
+    requeue_exit_codes: tuple[int, ...] = ()
+    no_requeue_exit_codes: tuple[int, ...] = ()
+    heartbeat_timeout_s: int | None = None

@@ -18,7 +18,7 @@ from podium.errors import SpecError
 from podium.spec.suggest import did_you_mean
 
 ArgKind = Literal["none", "required", "optional"]
-Scope = Literal["any", "cli"]
+Scope = Literal["any", "cli", "podium"]
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,8 @@ class Option:
     """One sbatch-style option: its long name, short letter and argument kind.
 
     `scope` is "cli" for options that only make sense on the command line (they
-    steer the client, like --wait, or replace the script, like --wrap).
+    steer the client, like --wait, or replace the script, like --wrap), and "podium"
+    for Podium's own options, which sbatch does not know (not valid in #SBATCH lines).
     """
 
     long: str
@@ -93,7 +94,11 @@ OPTIONS: dict[str, Option] = _table(
     Option("mail-type"),
     Option("mail-user"),
     # Podium's own options (valid in #PODIUM lines, YAML and on the command line).
-    Option("checkpoint-dir"),
+    Option("checkpoint-dir", scope="podium"),
+    Option("auto-resume", scope="podium"),
+    Option("requeue-exit", scope="podium"),
+    Option("no-requeue-exit", scope="podium"),
+    Option("heartbeat-timeout", scope="podium"),
     # Client-side options: they steer `podium submit` itself.
     Option("wrap", scope="cli"),
     Option("file", "f", scope="cli"),
@@ -273,7 +278,8 @@ def script_directives(script: str) -> list[Given]:
         for opt in options:
             if OPTIONS[opt.long].scope == "cli":
                 raise SpecError(f"{where}: --{opt.long} is only valid on the command line")
-        if prefix == "#SBATCH" and any(o.long == "checkpoint-dir" for o in options):
-            raise SpecError(f"{where}: --checkpoint-dir is a Podium option: write it as #PODIUM")
+        ours = [o.long for o in options if OPTIONS[o.long].scope == "podium"]
+        if prefix == "#SBATCH" and ours:
+            raise SpecError(f"{where}: --{ours[0]} is a Podium option: write it as #PODIUM")
         given.extend(options)
     return given

@@ -185,7 +185,7 @@ class Store:
         """PENDING jobs without their stored spec: what a scheduling pass reads each time."""
         return self.conn.execute(
             """SELECT job_id, user, name, account, partition, qos, submit_time, cpus, mem_mb,
-                 gpus, nice, held, array_job_id, array_throttle, time_limit_s
+                 gpus, nice, held, array_job_id, array_throttle, time_limit_s, exclude
                FROM jobs WHERE state='PENDING'"""
         ).fetchall()
 
@@ -265,18 +265,36 @@ class Store:
             )
             self._event(conn, now, "relaunch", job_id=job_id, detail="supervisor never started")
 
-    def requeue(self, job_id: int, now: float, why: str) -> bool:
+    def requeue(
+        self,
+        job_id: int,
+        now: float,
+        why: str,
+        *,
+        exclude: Sequence[tuple[str, int]] | None = None,
+        checkpoint_mtime: float | None = None,
+        stalled_restarts: int | None = None,
+    ) -> bool:
         """RUNNING -> PENDING again (preempted or failed node), restart count raised.
 
-        The job keeps its id, submit time and checkpoint directory.
+        The job keeps its id, submit time and checkpoint directory. `exclude` replaces
+        the (node, GPU) pairs it must avoid; the progress fields are auto-resume's.
         """
         with self.transaction(durable=True) as conn:
             cur = conn.execute(
                 """UPDATE jobs SET state='PENDING', reason='None', start_time=NULL,
                      end_time=NULL, node=NULL, gpu_ids=NULL, exit_code=NULL, signal=NULL,
-                     restart_count=restart_count + 1
+                     restart_count=restart_count + 1,
+                     exclude=COALESCE(?, exclude),
+                     checkpoint_mtime=COALESCE(?, checkpoint_mtime),
+                     stalled_restarts=COALESCE(?, stalled_restarts)
                    WHERE job_id=? AND state='RUNNING'""",
-                (job_id,),
+                (
+                    None if exclude is None else json.dumps([list(e) for e in exclude]),
+                    checkpoint_mtime,
+                    stalled_restarts,
+                    job_id,
+                ),
             )
             if cur.rowcount == 1:
                 self._event(conn, now, "requeue", job_id=job_id, detail=why)
@@ -386,6 +404,13 @@ class Store:
             "INSERT INTO events (time, job_id, node, kind, detail) VALUES (?,?,?,?,?)",
             (now, job_id, node, kind, detail),
         )
+
+    def event(
+        self, now: float, kind: str, *, job_id: int | None = None, detail: str | None = None
+    ) -> None:
+        """Record an event on its own."""
+        with self.transaction() as conn:
+            self._event(conn, now, kind, job_id=job_id, detail=detail)
 
     def events(self, job_id: int | None = None) -> list[Row]:
         if job_id is None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -70,5 +70,36 @@ CREATE TABLE IF NOT EXISTS usage (
     updated REAL NOT NULL,
     PRIMARY KEY (account, user)
 );
+""",
+    # Version 3: health of nodes and GPUs (what the agent fenced and why), the faults
+    # behind them, and what auto-resume needs per job.
+    3: """
+CREATE TABLE IF NOT EXISTS health (
+    node     TEXT NOT NULL,
+    gpu      INTEGER NOT NULL,           -- -1: the node itself
+    label    TEXT NOT NULL DEFAULT 'schedulable',
+    fenced   INTEGER NOT NULL DEFAULT 0, -- 1: the agent took it out of service
+    fault    TEXT,
+    reason   TEXT,
+    remedy   TEXT,                       -- reset, reboot, drain, replace
+    since    REAL,
+    boot_id  TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    deep     TEXT,                       -- last deep check: passed or failed
+    checked  REAL,                       -- when it ended
+    PRIMARY KEY (node, gpu)
+);
+CREATE TABLE IF NOT EXISTS faults (
+    id     INTEGER PRIMARY KEY AUTOINCREMENT,
+    time   REAL NOT NULL,
+    node   TEXT NOT NULL,
+    gpu    INTEGER NOT NULL,
+    fault  TEXT NOT NULL,
+    reason TEXT
+);
+CREATE INDEX IF NOT EXISTS faults_target ON faults(node, gpu, time);
+ALTER TABLE jobs ADD COLUMN exclude TEXT;
+ALTER TABLE jobs ADD COLUMN checkpoint_mtime REAL;
+ALTER TABLE jobs ADD COLUMN stalled_restarts INTEGER NOT NULL DEFAULT 0;
 """,
 }

@@ -77,7 +77,12 @@ def run_checks(checks: Iterable[Check], deep: bool = False) -> list[Result]:
 
 def worst(results: Iterable[Result]) -> Status:
     """The worst status (critical > warning > unknown > ok), as a Nagios exit code."""
-    statuses = [r.status for r in results]
+    return worst_status(r.status for r in results)
+
+
+def worst_status(found: Iterable[Status]) -> Status:
+    """The worst of these statuses (critical > warning > unknown > ok)."""
+    statuses = list(found)
     for status in (Status.CRITICAL, Status.WARNING, Status.UNKNOWN):
         if status in statuses:
             return status

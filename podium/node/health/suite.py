@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from podium.node.health.base import Check
+from podium.node.health.burnin import BurnInCheck
 from podium.node.health.dcgm import DcgmDiagCheck
 from podium.node.health.gpu import GpuChecks, GpuProbe, GpuThresholds, NvmlProbe
 from podium.node.health.nccl import NcclBandwidthCheck
@@ -23,9 +24,16 @@ def nvml_probe() -> GpuProbe | None:
 
 
 def node_checks(
-    config: ClusterConfig, home: Path, gpus: list[GpuInfo], probe: GpuProbe | None
+    config: ClusterConfig,
+    home: Path,
+    gpus: list[GpuInfo],
+    probe: GpuProbe | None,
+    burn_in_gpus: list[int] | None = None,
+    xid_from_end: bool = False,
 ) -> list[Check]:
-    """Quick checks (GPU state, Xid, disk, mounts) and deep ones (DCGM, NCCL bandwidth)."""
+    """Quick checks (GPU state, Xid, disk, mounts) and deep ones (DCGM, NCCL bandwidth,
+    the PyTorch burn-in on `burn_in_gpus`, default all). `xid_from_end`: with no saved
+    offset, Xid lines already in the kernel log are not reported."""
     h = config.health
     gpu_type = config.node.gpus.type.lower()
     limits = h.thresholds.get(gpu_type)
@@ -48,10 +56,15 @@ def node_checks(
     if h.required_mounts:
         checks.append(MountCheck([Path(p) for p in h.required_mounts]))
     if h.kernel_log:
-        # Declared GPUs have no PCI address: name them 0000:<index>:00 for injected faults.
-        pci = {f"0000:{g.index:02x}:00": g.index for g in gpus}
-        checks.append(XidCheck(Path(h.kernel_log), pci, state=home / "xid-offset.json"))
+        pci = {g.bus_id: g.index for g in gpus}
+        checks.append(
+            XidCheck(
+                Path(h.kernel_log), pci, state=home / "xid-offset.json", start_at_end=xid_from_end
+            )
+        )
     checks.append(DcgmDiagCheck(level=h.dcgm_level))
+    burn = [g.index for g in gpus] if burn_in_gpus is None else burn_in_gpus
+    checks.append(BurnInCheck(burn, h.burn_in_seconds))
     if h.nccl_output:
         busbw = {t: v.nccl_busbw_gbps for t, v in h.thresholds.items() if v.nccl_busbw_gbps}
         checks.append(NcclBandwidthCheck(Path(h.nccl_output), gpu_type, busbw))

@@ -85,7 +85,11 @@ class XidCheck:
     deep = False
 
     def __init__(
-        self, log_path: Path, pci_to_gpu: dict[str, int], state: Path | None = None
+        self,
+        log_path: Path,
+        pci_to_gpu: dict[str, int],
+        state: Path | None = None,
+        start_at_end: bool = False,
     ) -> None:
         self.log_path = log_path
         self.pci_to_gpu = {normalise_pci(k): v for k, v in pci_to_gpu.items()}
@@ -96,7 +100,14 @@ class XidCheck:
             try:
                 saved = json.loads(state.read_text())
                 self.offset, self.inode = int(saved["offset"]), int(saved["inode"])
+                return
             except (ValueError, KeyError, TypeError):
+                pass
+        if start_at_end:  # a watcher's first start: old lines are history, not news
+            try:
+                st = os.stat(log_path)
+                self.offset, self.inode = st.st_size, st.st_ino
+            except OSError:
                 pass
 
     def run(self) -> list[Result]:

@@ -1,0 +1,135 @@
+"""`podium inject`: put a fault where the real one would appear.
+
+- xid: an NVRM Xid line for a GPU in the kernel log the health agent watches
+  (health.kernel_log), as the driver writes it;
+- hang / kill: SIGSTOP or SIGKILL to one rank of a running job (through the daemon);
+- disk-full: a file that fills a watched filesystem past the disk threshold;
+  `podium inject clear` removes it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import click
+
+from podium import paths
+from podium.cli.client import Client
+
+FILL_NAME = ".podium-inject-fill"
+
+
+def _config_path() -> Path:
+    return paths.config_path(paths.home())
+
+
+def xid_line(bus_id: str, code: int, uptime: float, pid: int = 0) -> str:
+    """A kernel log line as the NVIDIA driver writes it for an Xid."""
+    from podium.node.health.xid import MEANING
+
+    meaning = MEANING.get(code, "Xid event")
+    return f"[{uptime:12.6f}] NVRM: Xid (PCI:{bus_id}): {code}, pid={pid}, name=inject, {meaning}\n"
+
+
+@click.group()
+def inject() -> None:
+    """Inject a fault where the real one would appear (for tests and demos)."""
+
+
+@inject.command()
+@click.option("--gpu", type=int, required=True, help="GPU index (as CUDA_VISIBLE_DEVICES).")
+@click.option("--code", type=int, default=79, show_default=True, help="Xid code.")
+def xid(gpu: int, code: int) -> None:
+    """Append an Xid line for GPU to the watched kernel log."""
+    from podium.node.inventory import resolve_inventory
+    from podium.spec.cluster import load_config
+
+    path = _config_path()
+    if not path.exists():
+        raise click.UsageError(f"no cluster config at {path}: start the cluster with podium up")
+    config = load_config(path)
+    log_file = config.health.kernel_log
+    if not log_file:
+        raise click.UsageError(
+            "the cluster watches no kernel log: set health.kernel_log in the cluster config"
+        )
+    gpus = {g.index: g for g in resolve_inventory(config.node.gpus)}
+    if gpu not in gpus:
+        raise click.UsageError(f"no GPU {gpu}: the node has GPUs 0-{len(gpus) - 1}")
+    uptime = time.clock_gettime(time.CLOCK_BOOTTIME)
+    with open(log_file, "a") as fh:
+        fh.write(xid_line(gpus[gpu].bus_id, code, uptime, os.getpid()))
+    click.echo(f"Xid {code} written for GPU {gpu} ({gpus[gpu].bus_id}) to {log_file}")
+
+
+def _job_fault(kind: str, job_id: int, rank: int) -> None:
+    data = Client().post("/v1/inject", {"kind": kind, "job_id": job_id, "rank": rank})
+    what = "stopped (SIGSTOP)" if kind == "hang" else "killed (SIGKILL)"
+    click.echo(f"job {job_id} rank {rank} (pid {data['pid']}) {what}")
+
+
+@inject.command()
+@click.argument("job_id", type=int)
+@click.option("--rank", type=int, default=0, show_default=True)
+def hang(job_id: int, rank: int) -> None:
+    """Hang one rank of a running job (SIGSTOP): its peers block, heartbeats stop."""
+    _job_fault("hang", job_id, rank)
+
+
+@inject.command()
+@click.argument("job_id", type=int)
+@click.option("--rank", type=int, default=0, show_default=True)
+def kill(job_id: int, rank: int) -> None:
+    """Kill one rank of a running job (SIGKILL), as the OOM killer would."""
+    _job_fault("kill", job_id, rank)
+
+
+@inject.command("disk-full")
+@click.option(
+    "--path",
+    "where",
+    type=click.Path(path_type=Path, file_okay=False),
+    required=True,
+    help="A directory on the filesystem to fill (one the health checks watch).",
+)
+@click.option("--percent", type=float, default=95.0, show_default=True)
+@click.option("--max-gb", type=float, default=8.0, show_default=True, help="Refuse beyond this.")
+def disk_full(where: Path, percent: float, max_gb: float) -> None:
+    """Fill the filesystem holding PATH to PERCENT used with one file."""
+    usage = shutil.disk_usage(where)
+    need = int(usage.total * percent / 100) - usage.used
+    if need <= 0:
+        click.echo(f"{where} is already {usage.used / usage.total:.0%} full")
+        return
+    if need > max_gb * 1e9:
+        raise click.UsageError(
+            f"filling {where} to {percent}% needs {need / 1e9:.1f} GB, over --max-gb={max_gb}"
+        )
+    target = where / FILL_NAME
+    with open(target, "ab") as fh:
+        chunk = b"\0" * (1 << 20)
+        left = need
+        while left > 0:
+            n = min(left, len(chunk))
+            try:
+                fh.write(chunk[:n])
+            except OSError:
+                break  # the filesystem is full: that is the point
+            left -= n
+    usage = shutil.disk_usage(where)
+    click.echo(f"{where}: {usage.used / usage.total:.0%} used (fill file {target})")
+
+
+@inject.command()
+@click.option("--path", "where", type=click.Path(path_type=Path, file_okay=False), required=True)
+def clear(where: Path) -> None:
+    """Remove the fill file disk-full left in PATH."""
+    target = where / FILL_NAME
+    if target.exists():
+        target.unlink()
+        click.echo(f"removed {target}")
+    else:
+        click.echo(f"no fill file in {where}")
