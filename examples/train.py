@@ -6,11 +6,16 @@ a tiny BERT-, GPT- or ResNet-like model on synthetic data with DistributedDataPa
 when there are several ranks, saves a checkpoint every few steps (rank 0, atomically),
 and resumes from the last checkpoint when restarted. On SIGTERM (preemption, time
 limit, cancel) it saves a checkpoint before exiting.
+
+Every step it touches PODIUM_HEARTBEAT_FILE when the job declared a heartbeat, and
+with --progress FILE rank 0 appends one JSON line per step, checkpoint and resume
+(time, step, restart count): what the fault demo and the goodput benchmark read.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -90,6 +95,24 @@ def save(path: str, model: nn.Module, optimizer: torch.optim.Optimizer, step: in
     os.replace(tmp, path)
 
 
+class Progress:
+    """Rank 0's JSON-lines record of steps, checkpoints and resumes (or nothing)."""
+
+    def __init__(self, path: str | None, rank: int) -> None:
+        self.fh = open(path, "a", buffering=1) if path and rank == 0 else None  # noqa: SIM115 (open for the whole run)
+        self.restart = int(os.environ.get("PODIUM_RESTART_COUNT", "0"))
+        self.heartbeat = os.environ.get("PODIUM_HEARTBEAT_FILE")
+
+    def log(self, event: str, step: int) -> None:
+        if self.fh is not None:
+            record = {"t": time.time(), "event": event, "step": step, "restart": self.restart}
+            self.fh.write(json.dumps(record) + "\n")
+
+    def beat(self) -> None:
+        if self.heartbeat:
+            os.utime(self.heartbeat)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", choices=["bert", "gpt", "resnet"], required=True)
@@ -98,6 +121,7 @@ def main() -> int:
     parser.add_argument(
         "--step-time", type=float, default=0.0, help="extra seconds per step (to stretch a demo)"
     )
+    parser.add_argument("--progress", default=None, help="append rank 0's progress here (JSON)")
     args = parser.parse_args()
 
     rank = int(os.environ.get("RANK", "0"))
@@ -137,6 +161,8 @@ def main() -> int:
         optimizer.load_state_dict(state["optimizer"])
         start = state["step"]
         print(f"[job {job} rank {rank}] resumed from checkpoint at step {start}", flush=True)
+    progress = Progress(args.progress, rank)
+    progress.log("resume" if start else "begin", start)
     if world > 1:
         model = nn.parallel.DistributedDataParallel(model)
     plain = model.module if world > 1 else model
@@ -156,8 +182,11 @@ def main() -> int:
         step += 1
         if args.step_time:
             time.sleep(args.step_time)
+        progress.log("step", step)
+        progress.beat()
         if rank == 0 and (step % args.checkpoint_every == 0 or step == args.steps):
             save(ckpt, plain, optimizer, step)
+            progress.log("checkpoint", step)
         if rank == 0 and (step % 10 == 0 or step == args.steps):
             print(f"[job {job}] step {step}/{args.steps} loss {loss.item():.4f}", flush=True)
         if stop["asked"]:

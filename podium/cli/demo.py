@@ -57,9 +57,21 @@ def _submit(client: Client, script: Path, work: Path, env: dict[str, str]) -> di
 )
 @click.option("--keep", is_flag=True, help="Leave the demo daemon running at the end.")
 @click.option("--timeout", type=float, default=600.0, help="Give up after this many seconds.")
-def demo(home: Path | None, keep: bool, timeout: float) -> None:
-    """Run the three-researcher scenario on 4 declared GPUs and show the queue."""
+@click.option(
+    "--faults",
+    is_flag=True,
+    help="Instead: a training job survives an Xid 79 on one of its GPUs (auto-resume).",
+)
+def demo(home: Path | None, keep: bool, timeout: float, faults: bool) -> None:
+    """Run the three-researcher scenario on 4 declared GPUs and show the queue
+    (--faults: the fault-tolerance scenario)."""
     home = (home or Path(tempfile.mkdtemp(prefix="podium-demo-"))).absolute()
+    if faults:
+        from podium.cli.fault_demo import run_fault_demo
+
+        if not run_fault_demo(home, examples_dir(), keep, timeout):
+            sys.exit(1)
+        return
     work = home / "work"
     work.mkdir(parents=True, exist_ok=True)
     examples = examples_dir()

@@ -77,9 +77,11 @@ class JobContainment:
         if mount is None or os.geteuid() != 0:
             return
         parent = mount / _own_cgroup().lstrip("/")
-        path = parent / f"podium-job-{job_id}"
+        # The supervisor's pid makes the name unique: several daemons (homes) on one
+        # machine number their jobs alike.
+        path = parent / f"podium-job-{job_id}-{os.getpid()}"
         try:
-            path.mkdir(exist_ok=True)
+            path.mkdir()
         except OSError:
             return
         if os.access(path / "cgroup.procs", os.W_OK):

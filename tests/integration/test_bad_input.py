@@ -101,7 +101,7 @@ CLI_CASES = [
     (["show", "99999"], ["no job 99999"]),
     (["cancel", "99999"], ["no job 99999"]),
     (["queue", "--state", "RUNING"], ["unknown state 'RUNING'"]),
-    (["resume", "node0"], ["not drained"]),
+    (["resume", "node0"], ["neither drained nor fenced"]),
     (["drain", "nodeX", "--reason", "x"], ["no node 'nodeX'"]),
     (["drain", "node0", "--reason", " "], ["needs a reason"]),
     (["submitt", "x"], ["no command 'submitt'", "did you mean 'submit'"]),

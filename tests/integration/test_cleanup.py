@@ -100,4 +100,4 @@ def test_proctrack_cgroup_uses_a_job_cgroup(cluster: Cluster) -> None:
     job_id = c.submit("-o", "cg-%j.out", "--wrap", "cat /proc/self/cgroup")
     c.wait(job_id)
     text = (c.work / f"cg-{job_id}.out").read_text()
-    assert f"podium-job-{job_id}" in text
+    assert f"podium-job-{job_id}-" in text

@@ -171,7 +171,7 @@ def test_drain_and_resume(cluster: Cluster) -> None:
     c.cli("resume", "node0", check=True)
     assert c.wait(waiting)["state"] == "COMPLETED"
     again = c.cli("resume", "node0")
-    assert again.returncode == 2 and "not drained" in again.stderr
+    assert again.returncode == 2 and "neither drained nor fenced" in again.stderr
 
 
 def test_nodes_show_gpu_owners(cluster: Cluster) -> None:

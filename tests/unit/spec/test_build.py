@@ -155,3 +155,34 @@ def test_begin_and_mail() -> None:
     with pytest.raises(SpecError, match="no mail transport"):
         build(options=["--mail-type=END"])
     assert build(options=["--mail-type=NONE"]).mail_types == ()
+
+
+def test_resilience_options() -> None:
+    spec = build(
+        "#!/bin/sh\n#PODIUM --auto-resume=3\n#PODIUM --heartbeat-timeout=90\ntrue\n",
+        ["--requeue-exit=75,137", "--no-requeue-exit=3"],
+    )
+    assert spec.auto_resume == 3 and spec.heartbeat_timeout_s == 90
+    assert spec.requeue_exit_codes == (75, 137) and spec.no_requeue_exit_codes == (3,)
+    assert build(options=["--heartbeat-timeout=5:00"]).heartbeat_timeout_s == 300
+    assert build().auto_resume == 0
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--auto-resume=x"], "expected a number of restarts 0-1000, got 'x'"),
+        (["--requeue-exit=75,300"], "expected exit codes 0-255 separated by commas, got '300'"),
+        (["--requeue-exit=0"], "exit code 0 means success"),
+        (["--requeue-exit=3", "--no-requeue-exit=3"], "exit code 3 is also in --requeue-exit"),
+        (["--heartbeat-timeout=0"], "needs a positive time"),
+    ],
+)
+def test_bad_resilience_options(options: list[str], message: str) -> None:
+    with pytest.raises(SpecError, match=message):
+        build(options=options)
+
+
+def test_podium_options_are_refused_in_sbatch_lines() -> None:
+    with pytest.raises(SpecError, match="--auto-resume is a Podium option: write it as #PODIUM"):
+        build("#!/bin/sh\n#SBATCH --auto-resume=2\ntrue\n")
