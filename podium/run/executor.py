@@ -28,6 +28,7 @@ from podium.run.files import (
     RESULT_FILE,
     SCRIPT_FILE,
     STARTED_FILE,
+    FAULT_FILE,
     SUPERVISOR_LOG,
     TASKS_FILE,
     read_json,
@@ -73,7 +74,7 @@ class LocalExecutor:
                 fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 raise LaunchError(f"job {plan.job_id} is still supervised") from None
-            for stale in (STARTED_FILE, RESULT_FILE):
+            for stale in (STARTED_FILE, RESULT_FILE, FAULT_FILE, TASKS_FILE):
                 (job_dir / stale).unlink(missing_ok=True)
             script_path = job_dir / SCRIPT_FILE
             script_path.unlink(missing_ok=True)
@@ -138,10 +139,19 @@ class LocalExecutor:
         SIGTERM, the grace time, then SIGKILL, and ends PREEMPTED."""
         return self._signal(job_id, signal.SIGUSR1)
 
-    def fail(self, job_id: int) -> bool:
+    def fail(self, job_id: int, reason: str, gpu: int | None) -> bool:
         """Tell the job's supervisor its hardware failed (SIGUSR2): its processes are
-        killed at once and it ends NODE_FAIL."""
+        killed at once and it ends NODE_FAIL. The reason and the bad GPU are kept in
+        the job directory (`fault_note`), so a restarted daemon still knows them."""
+        write_atomic(self.job_dir(job_id) / FAULT_FILE, {"reason": reason, "gpu": gpu})
         return self._signal(job_id, signal.SIGUSR2)
+
+    def fault_note(self, job_id: int) -> tuple[str, int | None] | None:
+        """What `fail` recorded for the job, if anything."""
+        data = read_json(self.job_dir(job_id) / FAULT_FILE)
+        if data is None:
+            return None
+        return str(data["reason"]), data.get("gpu")
 
     def task_pids(self, job_id: int) -> dict[int, int]:
         """Each running task's pid by rank (empty until all tasks have started)."""

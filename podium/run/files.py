@@ -16,6 +16,7 @@ PLAN_FILE = "launch.json"
 STARTED_FILE = "started.json"
 RESULT_FILE = "result.json"
 TASKS_FILE = "tasks.json"  # pid of each task, by rank, once all have started
+FAULT_FILE = "fault.json"  # why the daemon stopped the job for a hardware fault
 HEARTBEAT_FILE = "heartbeat"  # the job touches it (PODIUM_HEARTBEAT_FILE)
 LOCK_FILE = "lock"
 SCRIPT_FILE = "script"

@@ -402,7 +402,7 @@ class Controller:
             if job_id in self._faulted or job_id in self._cancel_requested:
                 continue
             self._faulted[job_id] = (reason, gpu)
-            if not self.executor.fail(job_id):
+            if not self.executor.fail(job_id, reason, gpu):
                 log.warning("job %s: no supervisor to stop for %s", job_id, reason)
             log.warning("job %s stopped: %s", job_id, reason)
 
@@ -470,6 +470,8 @@ class Controller:
         job_id = row["job_id"]
         now = self.clock()
         faulted = self._faulted.pop(job_id, None)
+        if faulted is None and fault == "node":  # stopped by a daemon that since restarted
+            faulted = self.executor.fault_note(job_id)
         if faulted is not None:
             reason, bad_gpu = faulted
             state = JobState.NODE_FAIL.value

@@ -48,6 +48,28 @@ def test_demo_runs_the_seed_scenario(tmp_path: Path) -> None:
     assert not (home / "podium.sock").exists()  # the demo stopped its daemon
 
 
+def test_fault_demo_resumes_on_healthy_gpus_from_the_last_checkpoint(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}")
+    result = subprocess.run(
+        [PODIUM, "demo", "--faults", "--home", str(home)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    out = result.stdout
+    assert result.returncode == 0, out + result.stderr
+    bad = int(re.search(r"Xid 79 \(GPU has fallen off the bus\) written for GPU (\d)", out)[1])  # type: ignore[index]
+    assert re.search(rf"node0\s+{bad}\s+-\s+unschedulable-pending-reboot\s+xid-79", out), out
+    steps = re.search(r"last checkpoint at step (\d+);.* it resumed at step (\d+)", out)
+    assert steps and steps[1] == steps[2], out
+    assert "requeue  NODE_FAIL: health: Xid 79 on GPU" in out
+    assert "ended COMPLETED after 1 restart(s)" in out
+    progress = [line for line in (home / "work" / "progress.jsonl").read_text().splitlines()]
+    assert '"restart": 1' in progress[-1]
+
+
 def test_training_job_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     env = dict(os.environ, PODIUM_CHECKPOINT_DIR=str(tmp_path), RANK="0", WORLD_SIZE="1")
     cmd = [

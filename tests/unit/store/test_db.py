@@ -51,3 +51,44 @@ def test_state_survives_reopen(tmp_path: Path) -> None:
     ids = store.insert_jobs(spec(), uid=1, gid=1, user="u", now=1.0)
     store.close()
     assert Store(tmp_path / "db").job(ids[0])["state"] == "PENDING"
+
+
+def test_requeue_keeps_exclusions_and_progress(tmp_path: Path) -> None:
+    store = Store(tmp_path / "db")
+    [job] = store.insert_jobs(spec(), uid=1, gid=1, user="u", now=1.0)
+    start = RunningStart(job, "n0", (1,), 1, 100, "o", "e")
+    assert store.mark_running([start], 2.0) == [job]
+    assert store.requeue(
+        job, 3.0, "NODE_FAIL", exclude=[("n0", 1)], checkpoint_mtime=2.5, stalled_restarts=1
+    )
+    row = store.job(job)
+    assert (row["state"], row["restart_count"], row["exclude"]) == ("PENDING", 1, '[["n0", 1]]')
+    assert (row["checkpoint_mtime"], row["stalled_restarts"]) == (2.5, 1)
+    store.mark_running([start], 4.0)
+    assert store.requeue(job, 5.0, "preempted")  # keeps what it does not name
+    row = store.job(job)
+    assert (row["exclude"], row["checkpoint_mtime"], row["restart_count"]) == (
+        '[["n0", 1]]',
+        2.5,
+        2,
+    )
+
+
+def test_health_records_and_faults(tmp_path: Path) -> None:
+    from podium.recover.ladder import Health, Label, Remedy
+    from podium.store.health import HealthTable
+
+    store = Store(tmp_path / "db")
+    assert store.conn.execute("PRAGMA user_version").fetchone()[0] == 3
+    table = HealthTable(store)
+    assert table.get("n0", 2) == Health("n0", 2)
+    fenced = Health("n0", 2, Label.PENDING_RESET, True, "xid-48", "health: x", Remedy.RESET, 9.0)
+    table.put(fenced, 9.0, "fenced")
+    table.put(Health("n0", None, Label.DRAINED, True, "disk"), 9.5)
+    assert table.get("n0", 2) == fenced and table.get("n0", None).label is Label.DRAINED
+    for t in (1.0, 5.0, 8.0):
+        table.record_fault("n0", 2, "xid-48", "health: x", t)
+    assert table.recent_faults("n0", 2, since=4.0) == 2
+    assert table.recent_faults("n0", None, since=0.0) == 0
+    kinds = [(e["kind"], e["detail"]) for e in store.events()]
+    assert ("health", "GPU 2: fenced") in kinds
