@@ -29,17 +29,15 @@ import itertools
 import json
 import os
 import random
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
+from embedded import EmbeddedCluster
 
 from podium.cli.inject import xid_line
 from podium.sim.goodput import (
@@ -57,11 +55,11 @@ node:
   name: bench0
   cpus: 8
   memory_mb: 16000
-  gpus: {{source: declared, count: 4, type: h100}}
+  gpus: {source: declared, count: 4, type: h100}
 kill_wait_s: 5
 scheduler_interval_s: 0.2
 health:
-  kernel_log: {kernel_log}
+  kernel_log: {home}/kern.log
   interval_s: 0.5
   deep_interval_s: 86400
   reset_command: "true"
@@ -70,30 +68,11 @@ health:
 """
 
 
-class Cluster:
+class Cluster(EmbeddedCluster):
     def __init__(self) -> None:
-        self.home = Path(tempfile.mkdtemp(prefix="podium-goodput-"))
+        super().__init__(CONFIG, prefix="podium-goodput-")
         self.kernel_log = self.home / "kern.log"
         self.kernel_log.touch()
-        (self.home / "cluster.yaml").write_text(CONFIG.format(kernel_log=self.kernel_log))
-        self.work = self.home / "work"
-        self.work.mkdir()
-        self.env = dict(os.environ, PODIUM_HOME=str(self.home), PATH=f"{BIN}:{os.environ['PATH']}")
-
-    def __enter__(self) -> Cluster:
-        subprocess.run([str(BIN / "podium"), "up"], env=self.env, check=True, capture_output=True)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        subprocess.run([str(BIN / "podium"), "down"], env=self.env, capture_output=True)
-        shutil.rmtree(self.home, ignore_errors=True)
-
-    def client(self) -> httpx.Client:
-        return httpx.Client(
-            transport=httpx.HTTPTransport(uds=str(self.home / "podium.sock")),
-            base_url="http://podium",
-            timeout=60,
-        )
 
     def submit(self, client: httpx.Client, args: argparse.Namespace, tag: str, resume: int) -> int:
         progress = self.work / f"{tag}.jsonl"

@@ -21,17 +21,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import httpx
+from embedded import EmbeddedCluster
 
 BIN = Path(sys.executable).parent
 CONFIG = """\
@@ -51,27 +48,9 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
-class Daemon:
+class Daemon(EmbeddedCluster):
     def __init__(self) -> None:
-        self.home = Path(tempfile.mkdtemp(prefix="podium-bench-"))
-        (self.home / "cluster.yaml").write_text(CONFIG)
-        (self.home / "work").mkdir()
-        self.env = dict(os.environ, PODIUM_HOME=str(self.home), PATH=f"{BIN}:{os.environ['PATH']}")
-
-    def __enter__(self) -> Daemon:
-        subprocess.run([str(BIN / "podium"), "up"], env=self.env, check=True, capture_output=True)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        subprocess.run([str(BIN / "podium"), "down"], env=self.env, capture_output=True)
-        shutil.rmtree(self.home, ignore_errors=True)
-
-    def client(self) -> httpx.Client:
-        return httpx.Client(
-            transport=httpx.HTTPTransport(uds=str(self.home / "podium.sock")),
-            base_url="http://podium",
-            timeout=120,
-        )
+        super().__init__(CONFIG)
 
 
 def submit_api(d: Daemon, n: int, held: bool = False) -> float:

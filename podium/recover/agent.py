@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Protocol
 
 from podium.node.health.base import Check, Result, Status, run_checks
-from podium.node.health.gpu import GpuProbe
+from podium.node.health.gpu import GpuChecks, GpuProbe
 from podium.node.health.suite import node_checks
 from podium.node.inventory import GpuInfo
 from podium.recover.ladder import (
@@ -121,6 +121,10 @@ class HealthAgent:
         if now >= self._next_quick and self._checking.acquire(blocking=False):
             try:
                 self._next_quick = now + self.h.interval_s
+                busy = set(self.jobs.gpu_owners())
+                for check in self._quick:
+                    if isinstance(check, GpuChecks):  # leftover memory: GPUs with no job
+                        check.idle = {g.index for g in self.gpus} - busy
                 results = run_checks(self._quick)
             finally:
                 self._checking.release()

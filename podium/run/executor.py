@@ -23,12 +23,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from podium.run.files import (
+    FAULT_FILE,
     LOCK_FILE,
     PLAN_FILE,
     RESULT_FILE,
     SCRIPT_FILE,
     STARTED_FILE,
-    FAULT_FILE,
     SUPERVISOR_LOG,
     TASKS_FILE,
     read_json,

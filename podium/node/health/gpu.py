@@ -1,9 +1,12 @@
 """GPU checks through the NVML seam: count, ECC, retired pages, row remapping,
-temperature, and memory left allocated after a job.
+temperature, throttle reasons, the driver's recovery action, and memory left allocated
+after a job.
 
 Thresholds (DESIGN.md): count != expected -> reboot (replace if it recurs); uncorrected
 volatile ECC > 0 -> drain; retired pages > 10 -> drain; row remap pending -> reset,
-failed -> replace; temperature > 84 C -> drain; leftover memory > 15 MiB -> clean.
+failed -> replace; temperature > 84 C -> drain; leftover memory > 15 MiB -> clean;
+NVML recovery action reset/reboot/drain -> that; hardware or thermal throttling ->
+warning, recorded against the GPU.
 Without NVML every check is unknown, "skipped: no NVML", never a failure.
 """
 
@@ -24,6 +27,31 @@ class GpuProbe(Protocol):
     def row_remap(self, index: int) -> tuple[bool, bool]: ...  # (pending, failed)
     def temperature_c(self, index: int) -> int: ...
     def used_memory_mb(self, index: int) -> float: ...
+    def recovery_action(self, index: int) -> int | None: ...  # NVML_GPU_RECOVERY_ACTION_*
+    def throttle_reasons(self, index: int) -> int: ...  # nvmlClocksEventReason bit mask
+
+
+# NVML's recovery action field (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, driver >= 550): what
+# the driver says the GPU needs. 0 none, 1 GPU reset, 2 node reboot, 3 drain P2P,
+# 4 drain and reset.
+FI_GPU_RECOVERY_ACTION = 271
+RECOVERY_ACTIONS = {
+    1: ("GPU reset", Action.RESET),
+    2: ("node reboot", Action.REBOOT),
+    3: ("drain peer-to-peer traffic", Action.DRAIN),
+    4: ("drain and reset", Action.RESET),
+}
+# Throttle (clock event) reasons that mean hardware trouble rather than a busy GPU.
+HW_SLOWDOWN = 0x08
+HW_THERMAL_SLOWDOWN = 0x40
+HW_POWER_BRAKE_SLOWDOWN = 0x80
+SW_THERMAL_SLOWDOWN = 0x20
+THROTTLE_NAMES = {
+    HW_SLOWDOWN: "hardware slowdown",
+    HW_THERMAL_SLOWDOWN: "hardware thermal slowdown",
+    HW_POWER_BRAKE_SLOWDOWN: "power brake slowdown",
+    SW_THERMAL_SLOWDOWN: "software thermal slowdown",
+}
 
 
 @dataclass(frozen=True)
@@ -78,6 +106,24 @@ class NvmlProbe:
 
     def used_memory_mb(self, index: int) -> float:
         return float(self.nvml.nvmlDeviceGetMemoryInfo(self._h(index)).used) / (1024 * 1024)
+
+    def recovery_action(self, index: int) -> int | None:
+        """The driver's recommended recovery action; None where the driver lacks it."""
+        try:
+            [value] = self.nvml.nvmlDeviceGetFieldValues(self._h(index), [FI_GPU_RECOVERY_ACTION])
+            if getattr(value, "nvmlReturn", 0) != 0:
+                return None
+            return int(value.value.uiVal)
+        except Exception:
+            return None
+
+    def throttle_reasons(self, index: int) -> int:
+        n = self.nvml
+        getter = (
+            getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None)
+            or n.nvmlDeviceGetCurrentClocksThrottleReasons
+        )
+        return int(getter(self._h(index)))
 
 
 class GpuChecks:
@@ -138,6 +184,22 @@ class GpuChecks:
             temp = probe.temperature_c(i)
             if temp > self.t.max_temperature_c:
                 critical("temperature", f"{temp} C (> {self.t.max_temperature_c} C)", Action.DRAIN)
+            recovery = probe.recovery_action(i)
+            if recovery in RECOVERY_ACTIONS:
+                what, action = RECOVERY_ACTIONS[recovery]
+                critical("recovery_action", f"the driver asks for {what}", action)
+            reasons = probe.throttle_reasons(i)
+            slow = [name for bit, name in THROTTLE_NAMES.items() if reasons & bit]
+            if slow:
+                results.append(
+                    Result(
+                        "throttle",
+                        Status.WARNING,
+                        f"GPU {i}: clocks throttled: {', '.join(slow)}",
+                        Action.RECORD,
+                        i,
+                    )
+                )
             if i in self.idle:
                 used = probe.used_memory_mb(i)
                 if used > self.t.max_leftover_mb:

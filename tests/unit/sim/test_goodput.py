@@ -29,7 +29,9 @@ def test_failures_and_slow_recovery_cost_goodput() -> None:
     slow = simulate(model(mtbf_s=3600, detect_s=1800), trials=300, seed=1)
     rare = simulate(model(mtbf_s=36_000), trials=300, seed=1)
     assert rare.ettr > fast.ettr > slow.ettr
-    assert fast.failures == pytest.approx(slow.failures * fast.wall_s / slow.wall_s, rel=0.3)
+    # Failures strike while the job runs, not while it is down: with the same seed the
+    # slow recovery meets the same failures, and pays more for each.
+    assert slow.failures == fast.failures and slow.wall_s > fast.wall_s
 
 
 def test_young_daly_interval_is_near_the_best() -> None:

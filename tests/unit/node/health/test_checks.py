@@ -101,6 +101,12 @@ class RecordedProbe:
     def used_memory_mb(self, index: int) -> float:
         return 512.0 if index == 0 else 3.0
 
+    def recovery_action(self, index: int) -> int | None:
+        return 2 if index == 3 else (None if index == 2 else 0)  # None: an older driver
+
+    def throttle_reasons(self, index: int) -> int:
+        return 0x40 | 0x01 if index == 0 else 0x01  # thermal slowdown (+ idle bit)
+
 
 def test_gpu_checks_through_the_nvml_seam() -> None:
     results = GpuChecks(RecordedProbe(), expected=4, idle={0, 1}).run()
@@ -112,7 +118,11 @@ def test_gpu_checks_through_the_nvml_seam() -> None:
         ("row_remap", 3): Action.REPLACE,
         ("temperature", 0): Action.DRAIN,
         ("leftover_memory", 0): Action.CLEAN,
+        ("recovery_action", 3): Action.REBOOT,
     }
+    [throttle] = [r for r in results if r.check == "throttle"]
+    assert (throttle.gpu, throttle.status, throttle.action) == (0, Status.WARNING, Action.RECORD)
+    assert throttle.reason == "GPU 0: clocks throttled: hardware thermal slowdown"
     count = GpuChecks(RecordedProbe(3), expected=4).run()
     assert count[0].check == "gpu_count" and count[0].action is Action.REBOOT
     calm = GpuChecks(RecordedProbe(), expected=4, thresholds=GpuThresholds(max_temperature_c=95))

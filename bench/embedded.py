@@ -1,0 +1,41 @@
+"""A fresh embedded cluster for one benchmark run: `podium up` in a temporary home,
+`podium down` and removal at the end."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import httpx
+
+BIN = Path(sys.executable).parent
+
+
+class EmbeddedCluster:
+    """A daemon for HOME/cluster.yaml = `config` (`{home}` in it is replaced)."""
+
+    def __init__(self, config: str, prefix: str = "podium-bench-") -> None:
+        self.home = Path(tempfile.mkdtemp(prefix=prefix))
+        (self.home / "cluster.yaml").write_text(config.replace("{home}", str(self.home)))
+        self.work = self.home / "work"
+        self.work.mkdir()
+        self.env = dict(os.environ, PODIUM_HOME=str(self.home), PATH=f"{BIN}:{os.environ['PATH']}")
+
+    def __enter__(self) -> EmbeddedCluster:
+        subprocess.run([str(BIN / "podium"), "up"], env=self.env, check=True, capture_output=True)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        subprocess.run([str(BIN / "podium"), "down"], env=self.env, capture_output=True)
+        shutil.rmtree(self.home, ignore_errors=True)
+
+    def client(self, timeout: float = 120) -> httpx.Client:
+        return httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(self.home / "podium.sock")),
+            base_url="http://podium",
+            timeout=timeout,
+        )
