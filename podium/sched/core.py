@@ -192,7 +192,9 @@ def _earliest_start(job: PendingJob, node: _Node, now: float) -> tuple[float, _H
     left then; None if never (jobs without a limit hold what it needs)."""
     if not _could_ever_fit(job, node.view):
         return None
-    gpus, cpus, mem = len(node.gpus_of(job.gpu_type)), node.cpus, node.mem_mb
+    avoid = {g for n, g in job.avoid_gpus if n == node.view.name}
+    gpus = sum(1 for g in node.gpus_of(job.gpu_type) if g not in avoid)
+    cpus, mem = node.cpus, node.mem_mb
     time = now
     conflicts = [a for a in node.allocs if _conflict(job.exclusive, job.user, a.exclusive, a.user)]
     if conflicts:
@@ -202,7 +204,7 @@ def _earliest_start(job: PendingJob, node: _Node, now: float) -> tuple[float, _H
     later = []
     for alloc in node.allocs:
         if alloc.end_estimate <= time:
-            gpus += node.matching(alloc.gpu_indices, job.gpu_type)
+            gpus += node.matching((g for g in alloc.gpu_indices if g not in avoid), job.gpu_type)
             cpus += alloc.cpus
             mem += alloc.mem_mb
         else:
@@ -213,7 +215,7 @@ def _earliest_start(job: PendingJob, node: _Node, now: float) -> tuple[float, _H
         if alloc.end_estimate == INF:
             return None
         time = max(time, alloc.end_estimate)
-        gpus += node.matching(alloc.gpu_indices, job.gpu_type)
+        gpus += node.matching((g for g in alloc.gpu_indices if g not in avoid), job.gpu_type)
         cpus += alloc.cpus
         mem += alloc.mem_mb
     if gpus < job.gpus or cpus < job.cpus or mem < job.mem_mb:

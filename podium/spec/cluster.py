@@ -232,6 +232,18 @@ class ResumeConfig(Closed):
     )
     max_restarts_without_progress: int = Field(default=3, ge=1)
 
+    @model_validator(mode="after")
+    def _codes(self) -> ResumeConfig:
+        codes = self.requeue_exit_codes + self.no_requeue_exit_codes
+        if any(not 0 <= c <= 255 for c in codes):
+            raise ValueError("exit codes are 0-255")
+        if 0 in self.requeue_exit_codes:
+            raise ValueError("requeue_exit_codes: exit code 0 means success, it cannot requeue")
+        both = set(self.requeue_exit_codes) & set(self.no_requeue_exit_codes)
+        if both:
+            raise ValueError(f"exit code {min(both)} is in both requeue lists: pick one")
+        return self
+
 
 class ClusterConfig(Closed):
     """The whole cluster config."""

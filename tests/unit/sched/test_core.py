@@ -154,3 +154,18 @@ def test_never_oversubscribes_and_allocates_whole_jobs(
         assert s.cpus == by_id[s.job_id].cpus and s.mem_mb == by_id[s.job_id].mem_mb
     started = {s.job_id for s in d.starts}
     assert started | set(d.reasons) == set(by_id) and not started & set(d.reasons)
+
+
+def test_a_requeued_job_avoids_its_faulty_gpu_and_others_do_not() -> None:
+    running = Allocation(job_id=9, node="n0", user="u", gpu_indices=(2, 3), cpus=1)
+    shy = job(1, 2, avoid_gpus=frozenset({("n0", 1)}))
+    d = schedule(Snapshot(nodes=(NODE,), running=(running,), pending=(shy,)), now=0)
+    assert d.starts == () and d.reasons[1] == "Resources"
+    d = schedule(Snapshot(nodes=(NODE,), running=(running,), pending=(job(2, 2),)), now=0)
+    assert d.starts[0].gpu_indices == (0, 1)  # the same shape without the exclusion fits
+    d = schedule(Snapshot(nodes=(NODE,), pending=(shy,)), now=0)
+    assert 1 not in d.starts[0].gpu_indices
+    # Its reservation counts only GPUs it may use: GPUs 2 and 3 free up at t=100.
+    limited = Allocation(9, "n0", "u", gpu_indices=(2, 3), cpus=1, time_limit_s=100)
+    d = schedule(Snapshot(nodes=(NODE,), running=(limited,), pending=(shy,)), now=0)
+    assert [(r.job_id, r.start_time) for r in d.reservations] == [(1, 100)]

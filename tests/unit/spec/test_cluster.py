@@ -39,6 +39,10 @@ def test_dump_and_load_round_trip(tmp_path: Path) -> None:
         ("- a\n", "expected a mapping"),
         ("a: [b\n", "not valid YAML at line"),
         ("proctrack: magic\n", "proctrack"),
+        ("resume: {requeue_exit_codes: [0]}\n", "exit code 0 means success"),
+        ("resume: {requeue_exit_codes: [3], no_requeue_exit_codes: [3]}\n", "pick one"),
+        ("health: {recovery: auto}\n", "health.recovery"),
+        ("health: {reset_comand: x}\n", "(did you mean 'reset_command'?)"),
     ],
 )
 def test_errors_are_one_line(text: str, message: str) -> None:
