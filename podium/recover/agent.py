@@ -135,9 +135,13 @@ class HealthAgent:
     def quick_checks(self) -> list[Check]:
         return self._quick
 
-    def deep_checks(self, gpus: list[int] | None = None) -> list[Check]:
+    def deep_checks(
+        self, gpus: list[int] | None = None, dcgm_level: int | None = None
+    ) -> list[Check]:
         """All checks, quick ones included (sharing their state), burn-in on `gpus`."""
-        deep = node_checks(self.config, self.home, self.gpus, self.probe, burn_in_gpus=gpus)
+        deep = node_checks(
+            self.config, self.home, self.gpus, self.probe, burn_in_gpus=gpus, dcgm_level=dcgm_level
+        )
         return self._quick + [c for c in deep if c.deep]
 
     def run_now(self, deep: bool) -> list[Result]:
@@ -240,7 +244,7 @@ class HealthAgent:
             for h in ready:
                 self.table.put(replace(h, label=Label.DEEP_CHECK), now, "deep check started")
             gpus = self._gpus_for(targets)
-            self._launch_deep(targets, gpus, "return to service")
+            self._launch_deep(targets, gpus, "return to service", self.h.dcgm_level_idle)
 
     def _gpus_for(self, targets: list[int | None]) -> list[int]:
         if None in targets:
@@ -268,8 +272,10 @@ class HealthAgent:
 
     # --- deep checks --------------------------------------------------------------
 
-    def _launch_deep(self, targets: list[int | None], gpus: list[int], why: str) -> None:
-        checks = self.deep_checks(gpus)
+    def _launch_deep(
+        self, targets: list[int | None], gpus: list[int], why: str, dcgm_level: int
+    ) -> None:
+        checks = self.deep_checks(gpus, dcgm_level)
         future = self._pool.submit(self._run_locked, checks)
         self._deep = _DeepRun(targets, gpus, future, why)
         self.table.log(self.node, f"deep check ({why}) on GPUs {gpus or 'none'}", self.clock())
@@ -282,12 +288,14 @@ class HealthAgent:
         free_failed = sorted(g for g in self._after_failure if g not in owners)
         if free_failed:
             self._after_failure -= set(free_failed)
-            self._launch_deep([], free_failed, "after a job failed")
+            self._launch_deep(
+                [], free_failed, "after a job failed", self.h.dcgm_level_after_failure
+            )
             return
         if now >= self._next_idle_deep and not self.jobs.running_job_ids() and None not in fenced:
             self._next_idle_deep = now + self.h.deep_interval_s
             idle = [g.index for g in self.gpus if g.index not in fenced]
-            self._launch_deep([], idle, "idle node")
+            self._launch_deep([], idle, "idle node", self.h.dcgm_level_idle)
 
     def _finish_deep(self, now: float) -> None:
         run = self._deep

@@ -187,7 +187,9 @@ class HealthConfig(Closed):
     max_disk_used_percent: float = Field(default=83.0, gt=0, le=100)
     required_mounts: list[str] = Field(default_factory=list)
     nccl_output: str | None = Field(default=None, description="nccl-tests output to judge")
-    dcgm_level: int = Field(default=1, ge=1, le=4)
+    dcgm_level: int = Field(default=1, ge=1, le=4, description="podium health --deep")
+    dcgm_level_after_failure: int = Field(default=2, ge=1, le=4)
+    dcgm_level_idle: int = Field(default=3, ge=1, le=4, description="also before return")
     burn_in_seconds: float = Field(default=5.0, gt=0, description="PyTorch GPU burn-in length")
     recovery: Literal["automatic", "none"] = Field(
         default="automatic",

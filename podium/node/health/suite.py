@@ -30,10 +30,12 @@ def node_checks(
     probe: GpuProbe | None,
     burn_in_gpus: list[int] | None = None,
     xid_from_end: bool = False,
+    dcgm_level: int | None = None,
 ) -> list[Check]:
     """Quick checks (GPU state, Xid, disk, mounts) and deep ones (DCGM, NCCL bandwidth,
     the PyTorch burn-in on `burn_in_gpus`, default all). `xid_from_end`: with no saved
-    offset, Xid lines already in the kernel log are not reported."""
+    offset, Xid lines already in the kernel log are not reported. `dcgm_level` overrides
+    the config's level for `dcgmi diag`."""
     h = config.health
     gpu_type = config.node.gpus.type.lower()
     limits = h.thresholds.get(gpu_type)
@@ -62,7 +64,7 @@ def node_checks(
                 Path(h.kernel_log), pci, state=home / "xid-offset.json", start_at_end=xid_from_end
             )
         )
-    checks.append(DcgmDiagCheck(level=h.dcgm_level))
+    checks.append(DcgmDiagCheck(level=dcgm_level or h.dcgm_level))
     burn = [g.index for g in gpus] if burn_in_gpus is None else burn_in_gpus
     checks.append(BurnInCheck(burn, h.burn_in_seconds))
     if h.nccl_output:
