@@ -24,7 +24,6 @@ This is a benchmark, not a test: numbers vary with the machine.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import itertools
 import json
 import os
@@ -39,7 +38,9 @@ from typing import Any
 import httpx
 from embedded import EmbeddedCluster
 
+from podium.cli.fault_demo import read_progress
 from podium.cli.inject import xid_line
+from podium.node.inventory import declared_bus_id
 from podium.sim.goodput import (
     GoodputModel,
     llama3_mtbf_s,
@@ -100,17 +101,7 @@ class Cluster(EmbeddedCluster):
 
     def inject(self, gpu: int) -> None:
         with open(self.kernel_log, "a") as fh:
-            fh.write(xid_line(f"0000:{gpu:02x}:00", 48, time.clock_gettime(time.CLOCK_BOOTTIME)))
-
-
-def read_progress(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        with contextlib.suppress(ValueError):  # a line being written
-            out.append(json.loads(line))
-    return out
+            fh.write(xid_line(declared_bus_id(gpu), 48, time.clock_gettime(time.CLOCK_BOOTTIME)))
 
 
 class Injector(threading.Thread):

@@ -23,6 +23,7 @@ from podium.cli.client import Client
 from podium.cli.daemon_cmds import start_daemon, stop_daemon
 from podium.cli.inject import xid_line
 from podium.errors import PodiumError
+from podium.node.inventory import declared_bus_id
 
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED"}
 
@@ -118,7 +119,7 @@ def run_fault_demo(home: Path, examples: Path, keep: bool, timeout: float) -> bo
             f"now at step {reached}\n"
         )
         with open(kernel_log, "a") as fh:
-            fh.write(xid_line(f"0000:{bad:02x}:00", 79, time.clock_gettime(time.CLOCK_BOOTTIME)))
+            fh.write(xid_line(declared_bus_id(bad), 79, time.clock_gettime(time.CLOCK_BOOTTIME)))
         fault_at = time.time()
         click.echo(f">>> Xid 79 (GPU has fallen off the bus) written for GPU {bad}\n")
 

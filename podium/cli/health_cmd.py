@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -28,7 +27,7 @@ def health(deep: bool, as_json: bool, config: Path | None) -> None:
 
     With a daemon running, it runs them: results are stored as events and faults are
     acted on (fence, requeue). Without one, or with --config, they run here."""
-    from podium.node.health.base import Status, run_checks, worst_status
+    from podium.node.health.base import Status, append_results, run_checks, worst_status
     from podium.node.health.suite import node_checks, nvml_probe
     from podium.node.inventory import resolve_inventory
     from podium.spec.cluster import default_config, load_config
@@ -48,9 +47,7 @@ def health(deep: bool, as_json: bool, config: Path | None) -> None:
         results = run_checks(node_checks(cluster, home, gpus, nvml_probe()), deep=deep)
         records = [r.to_json() for r in results]
         home.mkdir(parents=True, exist_ok=True)
-        with open(home / "health.jsonl", "a") as fh:
-            for record in records:
-                fh.write(json.dumps({"node": cluster.node.name, **record}) + "\n")
+        append_results(home / "health.jsonl", cluster.node.name, results)
     if as_json:
         render.print_json(records)
     else:

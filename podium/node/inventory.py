@@ -30,7 +30,12 @@ class GpuInfo:
     @property
     def bus_id(self) -> str:
         """The PCI bus id Xid lines name this GPU by; declared GPUs get 0000:<index>:00."""
-        return self.pci or f"0000:{self.index:02x}:00"
+        return self.pci or declared_bus_id(self.index)
+
+
+def declared_bus_id(index: int) -> str:
+    """The PCI bus id a declared GPU stands at, for Xid lines: 0000:<index>:00."""
+    return f"0000:{index:02x}:00"
 
 
 class NvmlSeam(Protocol):

@@ -14,7 +14,6 @@ All methods run on the daemon's event-loop thread, except the deep checks themse
 
 from __future__ import annotations
 
-import json
 import logging
 import shlex
 import subprocess
@@ -25,7 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
-from podium.node.health.base import Check, Result, Status, run_checks
+from podium.node.health.base import Check, Result, Status, append_results, run_checks
 from podium.node.health.gpu import GpuChecks, GpuProbe
 from podium.node.health.suite import node_checks
 from podium.node.inventory import GpuInfo
@@ -170,7 +169,7 @@ class HealthAgent:
     def handle(self, results: list[Result], now: float, skip: Collection[int | None] = ()) -> None:
         """Record results (JSON lines, events) and act on the faults they report.
         Targets in `skip` are judged by the deep check that produced the results."""
-        self._write_jsonl(results)
+        append_results(self.log_path, self.node, results)
         for r in results:
             fault = assess(r)
             if fault is None:
@@ -203,24 +202,17 @@ class HealthAgent:
         if victims:
             self.jobs.fail_jobs(sorted(set(victims)), h.reason or "health: fault", h.gpu)
 
-    def _write_jsonl(self, results: list[Result]) -> None:
-        try:
-            with open(self.log_path, "a") as fh:
-                for r in results:
-                    fh.write(json.dumps({"node": self.node, **r.to_json()}) + "\n")
-        except OSError as exc:
-            log.warning("cannot write %s: %s", self.log_path, exc)
-
     # --- the ladder ---------------------------------------------------------------
 
     def _advance(self, now: float) -> None:
+        fenced = [h for h in self.table.all(self.node) if h.fenced]
+        if not fenced:  # the usual case, every pass: nothing more to read
+            return
         owners = self.jobs.gpu_owners()
         running = bool(self.jobs.running_job_ids())
         boot = self.boot_id()
         ready: list[Health] = []
-        for h in self.table.all():
-            if h.node != self.node:
-                continue
+        for h in fenced:
             busy = running if h.gpu is None else h.gpu in owners
             step = next_step(
                 h,
@@ -281,10 +273,10 @@ class HealthAgent:
         self.table.log(self.node, f"deep check ({why}) on GPUs {gpus or 'none'}", self.clock())
 
     def _start_due_deep(self, now: float) -> None:
-        if self._deep is not None:
+        if self._deep is not None or (not self._after_failure and now < self._next_idle_deep):
             return
         owners = self.jobs.gpu_owners()
-        fenced = {h.gpu for h in self.table.all() if h.node == self.node and h.fenced}
+        fenced = {h.gpu for h in self.table.all(self.node) if h.fenced}
         free_failed = sorted(g for g in self._after_failure if g not in owners)
         if free_failed:
             self._after_failure -= set(free_failed)

@@ -96,7 +96,7 @@ def assess(result: Result) -> Fault | None:
     """
     if result.status not in (Status.CRITICAL, Status.WARNING):
         return None
-    if result.action in (Action.NONE,) and result.status is Status.WARNING:
+    if result.action is Action.NONE and result.status is Status.WARNING:
         return None
     remedy = _REMEDY.get(result.action) if result.status is Status.CRITICAL else None
     return Fault(result.gpu, fault_kind(result), f"health: {result.reason}", remedy)

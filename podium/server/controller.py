@@ -203,17 +203,13 @@ class Controller:
 
     def nodes(self) -> list[dict[str, Any]]:
         running = self.store.jobs(states=[JobState.RUNNING.value])
-        owner: dict[int, int] = {}
-        cpus_alloc = mem_alloc = 0
-        for r in running:
-            cpus_alloc += r["cpus"]
-            mem_alloc += r["mem_mb"]
-            for g in spec_gpu_ids(r):
-                owner[g] = r["job_id"]
+        owner = gpu_owners(running)
+        cpus_alloc = sum(r["cpus"] for r in running)
+        mem_alloc = sum(r["mem_mb"] for r in running)
         node_row = self.store.node(self.node_name)
         used = len(owner)
         total = len(self.gpus)
-        health = {h.gpu: h for h in self.health.all() if h.node == self.node_name}
+        health = {h.gpu: h for h in self.health.all(self.node_name)}
         node_health = health.get(None, Health(self.node_name, None))
         reason = node_row["reason"]
         if node_row["admin_state"] == "drain" or node_health.fenced:
@@ -341,8 +337,8 @@ class Controller:
         now = self.clock()
         fenced = [
             h
-            for h in self.health.all()
-            if h.node == node and h.label is not Label.SCHEDULABLE and (gpu is None or h.gpu == gpu)
+            for h in self.health.all(node)
+            if h.label is not Label.SCHEDULABLE and (gpu is None or h.gpu == gpu)
         ]
         if gpu is not None and gpu not in {g.index for g in self.gpus}:
             raise SpecError(f"node {node} has no GPU {gpu} (it has 0-{len(self.gpus) - 1})")
@@ -386,11 +382,7 @@ class Controller:
 
     def gpu_owners(self) -> dict[int, int]:
         """GPU index -> the running job holding it."""
-        owners = {}
-        for r in self.store.jobs(states=[JobState.RUNNING.value]):
-            for g in spec_gpu_ids(r):
-                owners[g] = r["job_id"]
-        return owners
+        return gpu_owners(self.store.jobs(states=[JobState.RUNNING.value]))
 
     def running_job_ids(self) -> list[int]:
         return [r["job_id"] for r in self.store.jobs(states=[JobState.RUNNING.value])]
@@ -479,8 +471,7 @@ class Controller:
             bad_gpu = None
         if state in (JobState.FAILED.value, JobState.NODE_FAIL.value):
             spec = self._spec(row)
-            checkpoint = spec.checkpoint_dir or str(self.home / "checkpoints" / str(job_id))
-            newest = newest_checkpoint(checkpoint)
+            newest = newest_checkpoint(self._checkpoint_dir(row, spec))
             before = row["checkpoint_mtime"]
             verdict = decide(
                 Ended(
@@ -580,7 +571,7 @@ class Controller:
     def snapshot(self) -> Snapshot:
         """The scheduler's view of the cluster now."""
         node_row = self.store.node(self.node_name)
-        health = [h for h in self.health.all() if h.node == self.node_name]
+        health = self.health.all(self.node_name)
         fenced = {h.gpu for h in health if h.fenced}
         unhealthy = {(h.node, h.gpu) for h in health if h.label is not Label.SCHEDULABLE}
         view = NodeView(
@@ -788,13 +779,17 @@ class Controller:
         )
         return os.path.join(spec.work_dir, expanded)
 
+    def _checkpoint_dir(self, row: Row, spec: JobSpec) -> str:
+        """The job's PODIUM_CHECKPOINT_DIR: --checkpoint-dir, else one per job id."""
+        return spec.checkpoint_dir or str(self.home / "checkpoints" / str(row["job_id"]))
+
     def _plan(self, row: Row, spec: JobSpec, gpu_ids: list[int], cpus: int) -> LaunchPlan:
         uid, gid, user = row["uid"], row["gid"], row["user"]
         try:
             groups = os.getgrouplist(user, gid)
         except (KeyError, OSError):
             groups = [gid]
-        checkpoint = spec.checkpoint_dir or str(self.home / "checkpoints" / str(row["job_id"]))
+        checkpoint = self._checkpoint_dir(row, spec)
         if spec.checkpoint_dir is None:
             Path(checkpoint).mkdir(parents=True, exist_ok=True)
             if os.geteuid() == 0:
@@ -861,6 +856,11 @@ def _health_json(h: Health, recovery: str) -> dict[str, Any]:
 def spec_gpu_ids(row: Row) -> list[int]:
     """The GPU indices a running job holds."""
     return list(json.loads(row["gpu_ids"])) if row["gpu_ids"] else []
+
+
+def gpu_owners(running: Iterable[Row]) -> dict[int, int]:
+    """GPU index -> the job holding it, over these running jobs' rows."""
+    return {g: r["job_id"] for r in running for g in spec_gpu_ids(r)}
 
 
 __all__ = ["Caller", "Controller"]

@@ -37,8 +37,14 @@ class HealthTable:
         ).fetchone()
         return _health(row) if row is not None else Health(node, gpu)
 
-    def all(self) -> list[Health]:
-        rows = self.store.conn.execute("SELECT * FROM health ORDER BY node, gpu").fetchall()
+    def all(self, node: str | None = None) -> list[Health]:
+        """Every stored record (of `node` only, when given)."""
+        if node is None:
+            rows = self.store.conn.execute("SELECT * FROM health ORDER BY node, gpu").fetchall()
+        else:
+            rows = self.store.conn.execute(
+                "SELECT * FROM health WHERE node=? ORDER BY gpu", (node,)
+            ).fetchall()
         return [_health(r) for r in rows]
 
     def put(self, h: Health, now: float, event: str | None = None) -> None:

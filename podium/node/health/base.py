@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from enum import IntEnum, StrEnum
+from pathlib import Path
 from typing import Any, Protocol
 
 
@@ -87,6 +90,17 @@ def worst_status(found: Iterable[Status]) -> Status:
         if status in statuses:
             return status
     return Status.OK
+
+
+def append_results(path: Path, node: str, results: Iterable[Result]) -> None:
+    """Append results to a JSON-lines log, one object per result with its node; a log
+    that cannot be written is reported on the logger, never raised."""
+    try:
+        with open(path, "a") as fh:
+            for r in results:
+                fh.write(json.dumps({"node": node, **r.to_json()}) + "\n")
+    except OSError as exc:
+        logging.getLogger("podium.health").warning("cannot write %s: %s", path, exc)
 
 
 def strongest_action(results: Iterable[Result]) -> Action:
