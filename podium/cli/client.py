@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
+import re
 import socket
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlencode
 
 from podium import paths
@@ -97,3 +99,39 @@ class Client:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+class Api(Protocol):
+    """What the commands call: the daemon's client, or the Slurm backend."""
+
+    def request(
+        self, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None
+    ) -> Any: ...
+
+    def get(self, path: str, **query: Any) -> Any: ...
+
+    def post(self, path: str, body: Any = None) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+def config_file(home: Path | None = None) -> Path:
+    """The cluster config the CLI reads: $PODIUM_CONFIG, else HOME/cluster.yaml."""
+    explicit = os.environ.get("PODIUM_CONFIG")
+    return Path(explicit) if explicit else paths.config_path(home)
+
+
+def connect(home: Path | None = None, timeout: float = 60.0) -> Api:
+    """The API for this cluster: the Slurm backend when the cluster config says
+    `backend: slurm`, else the local daemon. Only a Slurm config pays for loading it."""
+    path = config_file(home)
+    try:
+        text = path.read_text()
+    except OSError:
+        text = ""
+    if re.search(r"^backend:\s*[\"']?slurm\b", text, re.M):
+        from podium.slurm.api import SlurmApi
+        from podium.spec.cluster import parse_config
+
+        return SlurmApi(parse_config(text, str(path)), home)
+    return Client(home, timeout)

@@ -10,7 +10,7 @@ import time
 import click
 
 from podium.cli import render
-from podium.cli.client import Client
+from podium.cli.client import Api, connect
 from podium.errors import SpecError
 
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED"}
@@ -23,7 +23,7 @@ def _job_id(text: str) -> int:
     return int(base)
 
 
-def _resolve_ids(client: Client, texts: tuple[str, ...]) -> list[int]:
+def _resolve_ids(client: Api, texts: tuple[str, ...]) -> list[int]:
     """Job ids from user text; "42_3" names task 3 of array 42."""
     ids = []
     for text in texts:
@@ -54,7 +54,7 @@ def queue(
     as_json: bool, user: str | None, state: str | None, name: str | None, all_: bool, me: bool
 ) -> None:
     """List jobs (pending and running by default), like squeue."""
-    client = Client()
+    client = connect()
     if me:
         user = client.get("/v1/ping")["you"]
     jobs = client.get("/v1/jobs", state=state, user=user, name=name, all="true" if all_ else None)[
@@ -71,7 +71,7 @@ def queue(
 @click.option("--json", "as_json", is_flag=True)
 def show(job: str, as_json: bool) -> None:
     """Show one job in full, like scontrol show job."""
-    client = Client()
+    client = connect()
     (job_id,) = _resolve_ids(client, (job,))
     record = client.get(f"/v1/jobs/{job_id}")
     if as_json:
@@ -90,7 +90,7 @@ def show(job: str, as_json: bool) -> None:
 @click.option("--err", "stderr", is_flag=True, help="The error file instead of the output.")
 def logs(job: str, follow: bool, stderr: bool) -> None:
     """Print a job's output file."""
-    client = Client()
+    client = connect()
     (job_id,) = _resolve_ids(client, (job,))
     record = client.get(f"/v1/jobs/{job_id}")
     path = record["stderr" if stderr else "stdout"]
@@ -136,7 +136,7 @@ def cancel(
     jobs: tuple[str, ...], user: str | None, name: str | None, state: str | None, as_json: bool
 ) -> None:
     """Cancel jobs by id and/or filters, like scancel."""
-    client = Client()
+    client = connect()
     states = [s.strip().upper() for s in state.split(",")] if state else None
     body = {"job_ids": _resolve_ids(client, jobs), "user": user, "name": name, "states": states}
     done = client.post("/v1/jobs/cancel", body)["cancelled"]
@@ -151,7 +151,7 @@ def cancel(
 def _hold_release(jobs: tuple[str, ...], action: str) -> None:
     if not jobs:
         raise SpecError(f"name the jobs to {action}: podium {action} JOB...")
-    client = Client()
+    client = connect()
     key = "held" if action == "hold" else "released"
     done = client.post(f"/v1/jobs/{action}", {"job_ids": _resolve_ids(client, jobs)})[key]
     if not done:
@@ -209,7 +209,7 @@ def acct(
     as_json: bool, user: str | None, state: str | None, since: str | None, until: str | None
 ) -> None:
     """Accounting: started jobs with start, end, elapsed, GPU-seconds and exit code."""
-    client = Client()
+    client = connect()
     jobs = client.get(
         "/v1/acct", state=state, user=user, since=parse_when(since), until=parse_when(until)
     )["jobs"]

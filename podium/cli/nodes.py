@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from podium.cli import render
-from podium.cli.client import Client
+from podium.cli.client import connect
 
 
 @click.command()
@@ -13,7 +13,7 @@ from podium.cli.client import Client
 def nodes(as_json: bool) -> None:
     """Node state (idle, mixed, allocated, draining, drained) and, per GPU, its job and
     health: label, fault, last deep check and reason."""
-    data = Client().get("/v1/nodes")["nodes"]
+    data = connect().get("/v1/nodes")["nodes"]
     if as_json:
         render.print_json(data)
     else:
@@ -25,7 +25,7 @@ def nodes(as_json: bool) -> None:
 @click.option("--reason", "-r", required=True, help="Why (shown in podium nodes).")
 def drain(node: str, reason: str) -> None:
     """Drain NODE: its running jobs finish, nothing new starts there."""
-    data = Client().post(f"/v1/nodes/{node}/drain", {"reason": reason})
+    data = connect().post(f"/v1/nodes/{node}/drain", {"reason": reason})
     click.echo(f"{data['node']}: {data['state']} ({data['reason']})")
 
 
@@ -35,7 +35,7 @@ def drain(node: str, reason: str) -> None:
 def resume(node: str, gpu: int | None) -> None:
     """Return NODE (or one of its GPUs) to service: an admin's drain and whatever the
     health agent fenced, a GPU marked for replacement included."""
-    data = Client().post(f"/v1/nodes/{node}/resume", {"gpu": gpu})
+    data = connect().post(f"/v1/nodes/{node}/resume", {"gpu": gpu})
     if gpu is None:
         click.echo(f"{data['node']}: {data['state']}")
     else:

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from podium.cli.client import Client
+from podium.cli.client import Api, connect
 from podium.errors import SpecError
 from podium.spec.options import OPTIONS, Given, split_command_line
 
@@ -74,7 +74,7 @@ def submit(args: tuple[str, ...]) -> None:
     #SBATCH and #PODIUM lines in the script are honoured; options given here override
     them. Client options: --json (full record), --parsable (id only), --wait (block
     until the job ends and exit with its code), --test-only (validate, queue nothing),
-    --quiet.
+    --quiet, --dry-run (print the sbatch script Podium would submit to Slurm).
     """
     stdin_script = None
     argv = list(args)
@@ -85,7 +85,10 @@ def submit(args: tuple[str, ...]) -> None:
     request, opts = build_request(argv, stdin_script)
     if "script" not in request and "wrap" not in request and "yaml_text" not in request:
         raise SpecError('nothing to run: give a batch script, --wrap "CMD" or -f job.yaml')
-    client = Client()
+    if "dry-run" in opts:
+        click.echo(_dry_run(request), nl=False)
+        return
+    client = connect()
     jobs = client.post("/v1/jobs", request)["jobs"]
     first = jobs[0]
     if request["test_only"]:
@@ -108,7 +111,18 @@ def submit(args: tuple[str, ...]) -> None:
         sys.exit(_wait(client, [j["job_id"] for j in jobs]))
 
 
-def _wait(client: Client, job_ids: list[int]) -> int:
+def _dry_run(request: dict[str, Any]) -> str:
+    """The sbatch script for `request`, built against this cluster's config."""
+    from podium.cli.client import config_file
+    from podium.slurm.api import render_script
+    from podium.spec.cluster import default_config, load_config
+
+    path = config_file()
+    config = load_config(path) if path.exists() else default_config()
+    return render_script(config, request, path.parent)
+
+
+def _wait(client: Api, job_ids: list[int]) -> int:
     """Block until every job has ended; return the highest exit code (1 if none)."""
     worst = 0
     for job_id in job_ids:

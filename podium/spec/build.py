@@ -360,6 +360,7 @@ def _resolve(
     script_args: list[str],
 ) -> JobSpec:
     node = config.node
+    slurm = config.backend == "slurm"  # Slurm owns nodes, partitions, QoS and accounts
     out: dict[str, Any] = {"script": script, "script_args": tuple(script_args)}
 
     # Name and directories.
@@ -381,25 +382,44 @@ def _resolve(
             raise _err(g, f"{work_dir} is not a directory")
     out["work_dir"] = work_dir
 
-    # Nodes: one node only, said plainly.
+    # Nodes: one node only on the embedded cluster, said plainly; any count on Slurm.
+    nodes = 1
     if (g := raw.get("nodes")) is not None:
         match = re.match(r"^(\d+)(?:-(\d+))?$", str(g.value))
         if not match:
             raise _err(g, f"expected N or MIN-MAX, got {g.value!r}")
-        if int(match.group(1)) != 1:
+        nodes = int(match.group(1))
+        if nodes < 1:
+            raise _err(g, "needs at least 1 node")
+        if slurm and match.group(2) is not None and match.group(2) != match.group(1):
+            raise _err(g, "a node range is not supported: give one count (e.g. --nodes=2)")
+        if nodes != 1 and not slurm:
             raise Unsatisfiable(
                 f"{g.where}: --nodes={g.value}: the embedded cluster has 1 node "
                 "(use backend: slurm for multi-node jobs)"
             )
     if (g := raw.get("wait-all-nodes")) is not None and g.value not in ("0", "1"):
         raise _err(g, f"expected 0 or 1, got {g.value!r}")
-    if (g := raw.get("nodelist")) is not None:
+    out["nodes"] = nodes
+    if slurm:
+        for name, key in (("nodelist", "nodelist"), ("exclude", "exclude")):
+            if (g := raw.get(name)) is not None:
+                names = [n for n in str(g.value).split(",") if n]
+                bad = [n for n in names if not re.match(r"^[A-Za-z0-9_.\[\]-]+$", n)]
+                if not names or bad:
+                    raise _err(g, f"expected node names like node1,node[2-4], got {g.value!r}")
+                out[key] = tuple(names)
+    elif (g := raw.get("nodelist")) is not None:
         names = [n for n in str(g.value).split(",") if n]
         if names != [node.name] and set(names) != {node.name}:
             raise Unsatisfiable(f"{g.where}: --nodelist={g.value}: the only node is {node.name!r}")
-    if (g := raw.get("exclude")) is not None and node.name in str(g.value).split(","):
+    if not slurm and (g := raw.get("exclude")) is not None and node.name in str(g.value).split(","):
         raise Unsatisfiable(f"{g.where}: --exclude={g.value} excludes the only node {node.name!r}")
-    if (g := raw.get("constraint")) is not None:
+    if slurm and (g := raw.get("constraint")) is not None:
+        if not re.match(r"^[A-Za-z0-9_.&|,()\[\]*-]+$", str(g.value)):
+            raise _err(g, f"expected features joined with & or |, got {g.value!r}")
+        out["constraint"] = str(g.value)
+    elif (g := raw.get("constraint")) is not None:
         wanted = [f for f in re.split(r"[&,]", str(g.value)) if f]
         if "|" in str(g.value) or "[" in str(g.value):
             raise _err(g, "only features joined with '&' are supported")
@@ -415,14 +435,18 @@ def _resolve(
     ntasks = _positive_int(g) if (g := raw.get("ntasks")) else None
     if (g := raw.get("ntasks-per-node")) is not None:
         per_node = _positive_int(g)
+        out["ntasks_per_node"] = per_node
         if ntasks is None:
-            ntasks = per_node
-        elif ntasks > per_node:
+            ntasks = per_node * nodes
+        elif ntasks > per_node * nodes:
             raise Unsatisfiable(
                 f"{g.where}: --ntasks={ntasks} with --ntasks-per-node={per_node} needs "
-                f"{-(-ntasks // per_node)} nodes; the embedded cluster has 1"
+                f"{-(-ntasks // per_node)} nodes; "
+                + (f"--nodes={nodes} gives {nodes}" if slurm else "the embedded cluster has 1")
             )
-    ntasks = ntasks or 1
+    ntasks = ntasks or nodes  # like srun: one task per node unless told otherwise
+    if ntasks < nodes:
+        raise SpecError(f"--ntasks={ntasks} is fewer than --nodes={nodes}: each node needs a task")
     out["ntasks"] = ntasks
     cpt = _positive_int(g) if (g := raw.get("cpus-per-task")) else 1
     out["cpus_per_task"] = cpt
@@ -442,6 +466,9 @@ def _resolve(
         total = count * ntasks if name == "gpus-per-task" else count
         if name == "gpus-per-task":
             per_task = count
+        if name == "gpus-per-node":
+            total = count * nodes
+            out["gpus_per_node"] = count
         if gpus is not None and total != gpus:
             raise _err(g, f"asks for {total} GPUs in all but another option asked for {gpus}")
         gpus = total
@@ -455,7 +482,7 @@ def _resolve(
         cpus = max(cpus, _positive_int(g) * gpus)
     if (g := raw.get("mincpus")) is not None:
         cpus = max(cpus, _positive_int(g))
-    if (g := raw.get("ntasks-per-core")) is not None:
+    if (g := raw.get("ntasks-per-core")) is not None and not slurm:
         per_core = _positive_int(g)
         if ntasks > node.cpus * per_core:
             raise Unsatisfiable(
@@ -472,7 +499,7 @@ def _resolve(
             exclusive = "user"
         else:
             raise _err(g, f"expected no value or 'user', got {g.value!r}")
-    if exclusive == "node":
+    if exclusive == "node" and not slurm:
         cpus = node.cpus
     out["exclusive"] = exclusive
     out["cpus"] = cpus
@@ -490,6 +517,7 @@ def _resolve(
             amount = parse_memory_mb(str(g.value))
         except ValueError as exc:
             raise _err(g, str(exc)) from None
+        out["mem_request"] = (g.long, amount)
         if g.long == "mem":
             mem = amount
         elif g.long == "mem-per-cpu":
@@ -498,13 +526,24 @@ def _resolve(
             if not gpus:
                 raise _err(g, "needs GPUs (--gpus or --gres=gpu:N)")
             mem = amount * gpus
-    if exclusive == "node":
+    if exclusive == "node" and not slurm:
         mem = node.memory_mb
     out["mem_mb"] = mem
 
     # Partition, QoS, account, time.
+    if slurm:  # Slurm checks these itself; "" means Slurm's default
+        out["partition"] = raw.text("partition") or ""
+        out["qos"] = raw.text("qos") or ""
+        out["account"] = raw.text("account") or ""
+        for key in ("partition", "qos", "account"):
+            if out[key] and not re.match(r"^[A-Za-z0-9_.@,-]+$", out[key]):
+                raise SpecError(
+                    f"--{key}={out[key]!r}: expected a Slurm name (letters, digits, _.-)"
+                )
     partition = config.default_partition
-    if (g := raw.get("partition")) is not None:
+    if slurm:
+        pass
+    elif (g := raw.get("partition")) is not None:
         found = config.partition(str(g.value))
         if found is None:
             names = [p.name for p in config.partitions]
@@ -514,9 +553,12 @@ def _resolve(
                 f"partitions: {', '.join(names)}",
             )
         partition = found
-    out["partition"] = partition.name
+    if not slurm:
+        out["partition"] = partition.name
     qos = config.default_qos
-    if (g := raw.get("qos")) is not None:
+    if slurm:
+        pass
+    elif (g := raw.get("qos")) is not None:
         if config.qos_level(str(g.value)) is None:
             names = [q.name for q in config.qos]
             raise _err(
@@ -525,9 +567,12 @@ def _resolve(
                 f"QoS levels: {', '.join(names)}",
             )
         qos = str(g.value)
-    out["qos"] = qos
+    if not slurm:
+        out["qos"] = qos
     account = who.name
-    if (g := raw.get("account")) is not None:
+    if slurm:
+        pass
+    elif (g := raw.get("account")) is not None:
         account = str(g.value)
         if not re.match(r"^[A-Za-z0-9_.@-]+$", account):
             raise _err(g, f"invalid account name {account!r}")
@@ -537,14 +582,15 @@ def _resolve(
         entry = config.account(account)
         if entry is not None and entry.users and who.name not in [u.name for u in entry.users]:
             raise _err(g, f"user {who.name} is not in account {account!r}")
-    out["account"] = account
+    if not slurm:
+        out["account"] = account
     time_limit = partition.default_time_s
     if (g := raw.get("time")) is not None:
         try:
             time_limit = parse_duration(str(g.value))
         except ValueError as exc:
             raise _err(g, str(exc)) from None
-        cap = partition.max_time_s
+        cap = None if slurm else partition.max_time_s
         if cap is not None and (time_limit is None or time_limit > cap):
             raise Unsatisfiable(
                 f"{g.where}: --time={g.value} exceeds partition {partition.name}'s "
@@ -610,6 +656,7 @@ def _resolve(
             raise _err(g, "needs a directory")
         out["checkpoint_dir"] = os.path.normpath(os.path.join(work_dir, g.value))
     _resilience(raw, config, out)
+    _container(raw, slurm, out)
 
     # Mail: honoured only where the cluster has a way to send it.
     if (g := raw.get("mail-type")) is not None:
@@ -619,7 +666,7 @@ def _resolve(
         if bad:
             raise _err(g, f"unknown mail type {bad[0]!r}{did_you_mean(bad[0], valid)}")
         kinds = [k for k in kinds if k != "NONE"]
-        if kinds and not config.mail_command:
+        if kinds and not config.mail_command and not slurm:
             raise _err(
                 g,
                 "cannot be honoured: this cluster has no mail transport "
@@ -631,8 +678,36 @@ def _resolve(
         out["mail_user"] = raw.text("mail-user")
 
     spec = JobSpec(**out)
-    check_fits(spec, config)
+    if not slurm:
+        check_fits(spec, config)
     return spec
+
+
+def _container(raw: _Raw, slurm: bool, out: dict[str, Any]) -> None:
+    """Pyxis container flags: kept for the Slurm backend, refused on the embedded one."""
+    image, mounts = raw.get("container-image"), raw.get("container-mounts")
+    for g in (image, mounts):
+        if g is not None and not slurm:
+            raise Unsatisfiable(
+                f"{g.where}: --{g.long}: container jobs need backend: slurm with Pyxis; "
+                "the embedded cluster runs jobs on the host"
+            )
+    if image is not None:
+        if not image.value or any(c.isspace() for c in image.value):
+            raise _err(
+                image,
+                f"expected an image like nvcr.io#nvidia/pytorch:24.01-py3, got {image.value!r}",
+            )
+        out["container_image"] = image.value
+    if mounts is not None:
+        if image is None:
+            raise _err(mounts, "needs --container-image")
+        items = [m for m in str(mounts.value).split(",") if m]
+        for item in items:
+            parts = item.split(":")
+            if len(parts) > 3 or not all(parts[:2]) or any(c.isspace() for c in item):
+                raise _err(mounts, f"expected SRC[:DST[:FLAGS]],..., got {item!r}")
+        out["container_mounts"] = tuple(items)
 
 
 def _exit_codes(g: Given) -> tuple[int, ...]:

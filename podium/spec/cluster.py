@@ -247,10 +247,50 @@ class ResumeConfig(Closed):
         return self
 
 
+class SlurmAccess(Closed):
+    """How Podium reaches a Slurm cluster (backend: slurm)."""
+
+    via: Literal["cli", "rest"] = Field(
+        default="cli",
+        description="Slurm's CLI tools (sbatch, squeue --json, ...) or slurmrestd for reads",
+    )
+    conf: str | None = Field(default=None, description="SLURM_CONF for the CLI tools")
+    bin_dir: str | None = Field(default=None, description="where sbatch etc. live; PATH if unset")
+    rest_url: str | None = Field(
+        default=None, description="slurmrestd: http://HOST:PORT or unix:/PATH (via: rest)"
+    )
+    rest_user: str | None = Field(default=None, description="X-SLURM-USER-NAME for JWT auth")
+    rest_token_env: str = Field(
+        default="SLURM_TESTBED_JWT", description="environment variable holding the JWT"
+    )
+    api_version: str = Field(default="v0.0.38", pattern=r"^v\d+\.\d+\.\d+$")
+    python: str | None = Field(
+        default=None,
+        description="the Python with Podium installed on the compute nodes (default: this one)",
+    )
+    state_dir: str | None = Field(
+        default=None,
+        description="shared directory for checkpoints and health state (default: PODIUM_HOME)",
+    )
+
+    @model_validator(mode="after")
+    def _rest_needs_url(self) -> SlurmAccess:
+        if self.via == "rest" and not self.rest_url:
+            raise ValueError(
+                "slurm.via: rest needs slurm.rest_url (http://HOST:PORT or unix:/PATH)"
+            )
+        return self
+
+
 class ClusterConfig(Closed):
     """The whole cluster config."""
 
     cluster_name: str = "podium"
+    backend: Literal["embedded", "slurm"] = Field(
+        default="embedded",
+        description="embedded: this machine, run by podiumd; slurm: submit to a Slurm cluster",
+    )
+    slurm: SlurmAccess = Field(default_factory=SlurmAccess)
     node: NodeConfig = Field(default_factory=NodeConfig)
     partitions: list[Partition] = Field(
         default_factory=lambda: [Partition(name="main", default=True)], min_length=1

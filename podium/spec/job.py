@@ -71,13 +71,17 @@ class JobSpec(Frozen):
     work_dir: str
     submit_dir: str
     environment: dict[str, str] = Field(default_factory=dict)
+    nodes: int = 1
     ntasks: int = 1
+    ntasks_per_node: int | None = None
     cpus_per_task: int = 1
     cpus: int = 1
     gpus: int = 0
     gpus_per_task: int | None = None
+    gpus_per_node: int | None = None  # set when the job asked per node (multi-node jobs)
     gpu_type: str | None = None
-    mem_mb: int
+    mem_mb: int  # per node
+    mem_request: tuple[str, int] | None = None  # the option as given: ("mem-per-gpu", MiB)
     time_limit_s: int | None = None
     time_min_s: int | None = None
     output: str = "podium-%j.out"
@@ -101,6 +105,10 @@ class JobSpec(Frozen):
     mail_types: tuple[str, ...] = ()
     mail_user: str | None = None
     constraint: str | None = None
+    nodelist: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    container_image: str | None = None
+    container_mounts: tuple[str, ...] = ()
     checkpoint_dir: str | None = None
     auto_resume: int = 0  # restarts after a fault (node, GPU, hang, requeue exit code)
     requeue_exit_codes: tuple[int, ...] = ()

@@ -93,6 +93,9 @@ OPTIONS: dict[str, Option] = _table(
     Option("comment"),
     Option("mail-type"),
     Option("mail-user"),
+    # Pyxis (enroot) container flags: Slurm backend only.
+    Option("container-image"),
+    Option("container-mounts"),
     # Podium's own options (valid in #PODIUM lines, YAML and on the command line).
     Option("checkpoint-dir", scope="podium"),
     Option("auto-resume", scope="podium"),
@@ -106,6 +109,7 @@ OPTIONS: dict[str, Option] = _table(
     Option("parsable", arg="none", scope="cli"),
     Option("wait", "W", arg="none", scope="cli"),
     Option("test-only", arg="none", scope="cli"),
+    Option("dry-run", arg="none", scope="cli"),
     Option("quiet", "Q", arg="none", scope="cli"),
 )
 
@@ -123,8 +127,8 @@ REFUSED: dict[str, str] = {
     "burst-buffer": "the embedded cluster has no burst buffers",
     "bb": "the embedded cluster has no burst buffers",
     "bbf": "the embedded cluster has no burst buffers",
-    "container": "container jobs are not supported by the embedded backend yet",
-    "container-id": "container jobs are not supported by the embedded backend yet",
+    "container": "OCI bundles are not supported: use --container-image (Pyxis, backend: slurm)",
+    "container-id": "OCI bundles are not supported: use --container-image (Pyxis, backend: slurm)",
     "reboot": f"{_ONE_NODE}: it cannot be rebooted for one job",
     "cpu-freq": "CPU frequency control is not available on the embedded cluster",
     "gpu-freq": "GPU frequency control is not available on the embedded cluster",

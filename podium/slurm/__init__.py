@@ -1,0 +1,1 @@
+"""The Slurm backend: Podium's job spec, CLI and resiliency on a real Slurm cluster."""
