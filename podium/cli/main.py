@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "resume": ("podium.cli.nodes", "resume", "Resume a drained or fenced node or GPU (admin)."),
     "inject": ("podium.cli.inject", "inject", "Inject a fault (Xid, hang, kill, full disk)."),
     "health": ("podium.cli.health_cmd", "health", "Run the node's health checks now."),
+    "slurm": ("podium.cli.slurm_cmds", "slurm", "Render a Slurm cluster's config from YAML."),
     "sim": ("podium.cli.sim_cmd", "sim", "Replay a job trace through the scheduler."),
     "demo": ("podium.cli.demo", "demo", "Run the three-researcher scenario on 4 GPUs."),
 }

@@ -253,7 +253,7 @@ def _output(
 
 def node_label(state_words: list[str], reason: str | None) -> str:
     """The HyperPod-style health label of a Slurm node."""
-    if "DOWN" in state_words or "NOT_RESPONDING" in state_words:
+    if "DOWN" in state_words:
         return "unschedulable-down"
     if "DRAIN" in state_words or "DRAINED" in state_words or "DRAINING" in state_words:
         if reason and reason.startswith("podium:"):
@@ -309,6 +309,7 @@ def node_record(node: dict[str, Any], jobs: Iterable[dict[str, Any]]) -> dict[st
         "node": name,
         "state": state,
         "slurm_state": "+".join(words),
+        "responding": "NOT_RESPONDING" not in words,
         "reason": reason,
         "health": health,
         "agent": None,

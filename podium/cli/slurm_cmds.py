@@ -1,0 +1,61 @@
+"""`podium slurm ...`: render a Slurm cluster's configuration from a definition."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+import click
+
+from podium.errors import ConfigError
+
+
+@click.group()
+def slurm() -> None:
+    """Slurm clusters: render slurm.conf, gres.conf, cgroup.conf and the health wiring."""
+
+
+@slurm.command()
+@click.argument("definition", type=click.Path(path_type=Path))
+@click.option(
+    "--out",
+    "-o",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Directory to write (default: /etc/slurm, or TESTBED/etc with --testbed).",
+)
+@click.option(
+    "--testbed",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Lay the cluster out to run on this machine under this directory (tests).",
+)
+@click.option("--port-base", type=click.IntRange(1024, 60000), default=17800, show_default=True)
+@click.option("--python", "python", default=None, help="Python with Podium on the nodes.")
+def render(
+    definition: Path, out: Path | None, testbed: Path | None, port_base: int, python: str | None
+) -> None:
+    """Render DEFINITION (ParallelCluster-style YAML) into Slurm's config files."""
+    from podium.slurm.definition import load_definition
+    from podium.slurm.render import Testbed
+    from podium.slurm.render import render as render_files
+
+    try:
+        text = definition.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {definition}: {exc.strerror}") from None
+    defn = load_definition(text, str(definition))
+    bed = None
+    if testbed is not None:
+        bed = Testbed(str(testbed.absolute()), socket.gethostname().split(".")[0], port_base)
+    files = render_files(defn, python or sys.executable, bed)
+    target = out or (testbed / "etc" if testbed else Path("/etc/slurm"))
+    target.mkdir(parents=True, exist_ok=True)
+    for name, content in files.items():
+        path = target / name
+        path.write_text(content)
+        if name.endswith(".sh"):
+            os.chmod(path, 0o755)
+    click.echo(f"wrote {', '.join(sorted(files))} to {target}")

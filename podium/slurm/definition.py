@@ -1,0 +1,210 @@
+"""A ParallelCluster-style cluster definition (YAML), validated.
+
+The shape follows AWS ParallelCluster 3's cluster config (PascalCase keys: HeadNode,
+Scheduling.SlurmQueues[].ComputeResources[], SharedStorage) with what a cluster
+without a cloud needs instead of an instance type: `Gpus: {Count, Type}`, `Cpus` and
+`MemoryMiB`. Unknown keys are errors, with the key's path, so a typo is never ignored.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from podium.errors import ConfigError
+
+# Instance types ParallelCluster users name most, and what Slurm needs of them:
+# (vCPUs, memory MiB, GPU count, GPU type).
+INSTANCE_TYPES: dict[str, tuple[int, int, int, str | None]] = {
+    "p5.48xlarge": (192, 2_097_152, 8, "h100"),
+    "p5e.48xlarge": (192, 2_097_152, 8, "h200"),
+    "p4de.24xlarge": (96, 1_179_648, 8, "a100"),
+    "p4d.24xlarge": (96, 1_179_648, 8, "a100"),
+    "p3dn.24xlarge": (96, 786_432, 8, "v100"),
+    "p3.16xlarge": (64, 499_712, 8, "v100"),
+    "g6e.48xlarge": (192, 1_572_864, 8, "l40s"),
+    "g6.48xlarge": (192, 786_432, 8, "l4"),
+    "g5.48xlarge": (192, 786_432, 8, "a10g"),
+    "g5.12xlarge": (48, 196_608, 4, "a10g"),
+    "g5.xlarge": (4, 16_384, 1, "a10g"),
+    "c5.xlarge": (4, 8_192, 0, None),
+    "c5.2xlarge": (8, 16_384, 0, None),
+    "m5.xlarge": (4, 16_384, 0, None),
+    "m5.2xlarge": (8, 32_768, 0, None),
+}
+# Slurm holds back this much of a node's memory for the OS (as ParallelCluster does).
+MEMORY_RESERVE = 0.05
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class HeadNodeSpec(Strict):
+    """The node running slurmctld (and Podium's CLI)."""
+
+    Hostname: str = Field(default="head", pattern=r"^[A-Za-z0-9-]+$")
+    InstanceType: str | None = None
+
+
+class GpuSpec(Strict):
+    Count: int = Field(ge=1, le=64)
+    Type: str = Field(default="gpu", pattern=r"^[a-z0-9_]+$")
+
+
+class MigSharing(Strict):
+    """MIG: each GPU split into `PerGpu` slices of `Profile` (e.g. 1g.10gb x 7)."""
+
+    Profile: str = Field(pattern=r"^\d+g\.\d+gb$")
+    PerGpu: int = Field(ge=1, le=7)
+
+
+class SharingSpec(Strict):
+    """How a GPU is shared: whole (none), MIG slices, or MPS (percent shares)."""
+
+    Mode: Literal["none", "mig", "mps", "shard"] = "none"
+    Mig: MigSharing | None = None
+    SharesPerGpu: int = Field(default=4, ge=1, le=128, description="shard mode only")
+
+    @model_validator(mode="after")
+    def _mig_needs_profile(self) -> SharingSpec:
+        if self.Mode == "mig" and self.Mig is None:
+            raise ValueError("Mode: mig needs Mig: {Profile: 1g.10gb, PerGpu: 7}")
+        return self
+
+
+class EfaSpec(Strict):
+    Enabled: bool = False
+
+
+class ComputeResource(Strict):
+    """A group of identical nodes: an instance type, or CPUs/memory/GPUs given here."""
+
+    Name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    InstanceType: str | None = None
+    Cpus: int | None = Field(default=None, ge=1)
+    MemoryMiB: int | None = Field(default=None, ge=1)
+    Gpus: GpuSpec | None = None
+    MinCount: int = Field(default=0, ge=0)
+    MaxCount: int = Field(default=10, ge=1)
+    Efa: EfaSpec = Field(default_factory=EfaSpec)
+    Sharing: SharingSpec = Field(default_factory=SharingSpec)
+    Features: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _shape(self) -> ComputeResource:
+        if self.MinCount > self.MaxCount:
+            raise ValueError(f"MinCount {self.MinCount} exceeds MaxCount {self.MaxCount}")
+        if self.InstanceType is None and self.Cpus is None:
+            raise ValueError("give InstanceType, or Cpus (and MemoryMiB, Gpus) for the nodes")
+        if self.InstanceType is not None and self.InstanceType not in INSTANCE_TYPES:
+            known = ", ".join(sorted(INSTANCE_TYPES))
+            raise ValueError(
+                f"unknown InstanceType {self.InstanceType!r}: give Cpus/MemoryMiB/Gpus "
+                f"instead, or one of {known}"
+            )
+        if self.Sharing.Mode != "none" and self.gpus()[0] == 0:
+            raise ValueError(f"Sharing.Mode {self.Sharing.Mode} needs GPUs")
+        return self
+
+    def gpus(self) -> tuple[int, str | None]:
+        """(count, type) of GPUs per node."""
+        if self.Gpus is not None:
+            return self.Gpus.Count, self.Gpus.Type
+        if self.InstanceType is not None:
+            _, _, count, kind = INSTANCE_TYPES[self.InstanceType]
+            return count, kind
+        return 0, None
+
+    def cpus(self) -> int:
+        if self.Cpus is not None:
+            return self.Cpus
+        return INSTANCE_TYPES[self.InstanceType or ""][0]
+
+    def memory_mib(self) -> int:
+        """RealMemory for slurm.conf: the given memory, or the instance's less a reserve."""
+        if self.MemoryMiB is not None:
+            return self.MemoryMiB
+        if self.InstanceType is not None:
+            return int(INSTANCE_TYPES[self.InstanceType][1] * (1 - MEMORY_RESERVE))
+        return 1024
+
+
+class Queue(Strict):
+    """A Slurm partition and its compute resources."""
+
+    Name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    Default: bool = False
+    ComputeResources: list[ComputeResource] = Field(min_length=1)
+    MaxTime: str = Field(default="INFINITE", pattern=r"^(INFINITE|[0-9:-]+)$")
+    PriorityTier: int = Field(default=1, ge=0)
+
+
+class HealthChecksSpec(Strict):
+    """How Podium's health checks are wired into Slurm."""
+
+    Enabled: bool = True
+    Interval: int = Field(default=300, ge=1, description="HealthCheckInterval, seconds")
+    Prolog: bool = True
+    Epilog: bool = True
+
+
+class SlurmSettingsSpec(Strict):
+    ScaledownIdletime: int = Field(default=10, ge=1, description="minutes before power-down")
+    HealthChecks: HealthChecksSpec = Field(default_factory=HealthChecksSpec)
+    ResumeProgram: str | None = None
+    SuspendProgram: str | None = None
+    SlurmdTimeout: int = Field(default=300, ge=5)
+    CredExpire: int = Field(default=120, ge=5, description="AuthInfo cred_expire, seconds")
+
+
+class SchedulingSpec(Strict):
+    Scheduler: Literal["slurm"] = "slurm"
+    SlurmSettings: SlurmSettingsSpec = Field(default_factory=SlurmSettingsSpec)
+    SlurmQueues: list[Queue] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique(self) -> SchedulingSpec:
+        names = [q.Name for q in self.SlurmQueues]
+        if len(set(names)) != len(names):
+            raise ValueError("queue names must be unique")
+        if sum(q.Default for q in self.SlurmQueues) > 1:
+            raise ValueError("at most one queue may be Default: true")
+        return self
+
+
+class SharedStorageSpec(Strict):
+    Name: str
+    MountDir: str = Field(pattern=r"^/[^\s,:]*$")
+    StorageType: Literal["Efs", "FsxLustre", "FsxOntap", "FsxOpenZfs", "Ebs", "Nfs"] = "Nfs"
+
+
+class ClusterDefinition(Strict):
+    """The whole definition."""
+
+    ClusterName: str = Field(default="podium", pattern=r"^[a-z][a-z0-9-]*$")
+    HeadNode: HeadNodeSpec = Field(default_factory=HeadNodeSpec)
+    Scheduling: SchedulingSpec
+    SharedStorage: list[SharedStorageSpec] = Field(default_factory=list)
+    Region: str | None = None
+    Image: dict[str, str] | None = None
+
+
+def load_definition(text: str, what: str) -> ClusterDefinition:
+    """Parse and validate; raise ConfigError with one line per problem (path: message)."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{what}: not valid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{what}: expected a mapping with Scheduling: SlurmQueues: [...]")
+    try:
+        return ClusterDefinition.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        message = re.sub(r"^Value error, ", "", err["msg"])
+        raise ConfigError(f"{what}: {where}: {message}") from None

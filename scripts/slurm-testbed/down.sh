@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Stop the cluster up.sh started in DIR, strictly by the pids in DIR/run/*.pid (never by
+# name): cancel its jobs, then slurmd(s), slurmctld, munged; then any slurmstepd left
+# behind that carries this cluster's SLURM_CONF in its environment.
+set -u
+DIR=$(cd "${1:?usage: down.sh DIR}" 2>/dev/null && pwd) || exit 0
+RUN=$DIR/run
+export SLURM_CONF=$DIR/etc/slurm.conf
+
+stop_pidfile() {  # $1 pid file, $2 program
+    local f=$1 exe=$2 pid want cur
+    [ -f "$f" ] || return 0
+    pid=$(tr -dc '0-9' < "$f")
+    want=$(readlink -f "$(command -v "$exe" 2>/dev/null || echo "/usr/sbin/$exe")")
+    cur=$(readlink "/proc/$pid/exe" 2>/dev/null || true)
+    if [ -z "$pid" ] || [ "$cur" != "$want" ]; then rm -f "$f"; return 0; fi
+    kill -TERM "$pid" 2>/dev/null
+    for _ in $(seq 100); do [ -d "/proc/$pid" ] || break; sleep 0.1; done
+    [ -d "/proc/$pid" ] && kill -KILL "$pid" 2>/dev/null
+    rm -f "$f"
+}
+
+if [ -f "$RUN/slurmctld.pid" ] && [ -d "/proc/$(tr -dc '0-9' < "$RUN/slurmctld.pid")" ]; then
+    jobs=$(timeout 10 squeue -h -o %A 2>/dev/null | tr '\n' ' ')
+    if [ -n "${jobs// }" ]; then
+        timeout 10 scancel $jobs 2>/dev/null
+        for _ in $(seq 50); do [ -z "$(timeout 5 squeue -h -o %A 2>/dev/null)" ] && break; sleep 0.2; done
+    fi
+fi
+for f in "$RUN"/slurmd-*.pid; do [ -e "$f" ] && stop_pidfile "$f" slurmd; done
+stop_pidfile "$RUN/slurmctld.pid" slurmctld
+stop_pidfile "$RUN/munged.pid" munged
+stepd=$(readlink -f /usr/sbin/slurmstepd 2>/dev/null)
+for d in /proc/[0-9]*; do
+    [ "$(readlink "$d/exe" 2>/dev/null)" = "$stepd" ] || continue
+    tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qx "SLURM_CONF=$SLURM_CONF" || continue
+    kill -KILL "${d#/proc/}" 2>/dev/null
+done
+exit 0

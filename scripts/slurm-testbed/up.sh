@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Start a real Slurm cluster on this machine from files `podium slurm render --testbed DIR`
+# wrote to DIR/etc: a private munged, slurmctld and one slurmd per node (`slurmd -N`),
+# all on 127.0.0.1. Every daemon's pid lands in DIR/run/*.pid; down.sh stops exactly
+# those. Adapted from the team's shared testbed (../shared/slurm-testbed).
+#
+#   bash scripts/slurm-testbed/up.sh DIR      # ~1-5 s; prints "ready" when all nodes are idle
+set -euo pipefail
+DIR=$(cd "${1:?usage: up.sh DIR (rendered with podium slurm render --testbed DIR)}" && pwd)
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+[ -f "$DIR/etc/testbed.env" ] || { echo "up.sh: $DIR/etc/testbed.env missing: run podium slurm render --testbed $DIR first" >&2; exit 1; }
+# shellcheck disable=SC1091
+. "$DIR/etc/testbed.env"
+[ "$(id -u)" = 0 ] || { echo "up.sh: must run as root (slurmd runs jobs as their users)" >&2; exit 1; }
+for b in munged mungekey slurmctld slurmd sbatch; do
+    command -v $b >/dev/null || { echo "up.sh: $b not installed (run install.sh)" >&2; exit 1; }
+done
+trap 'rc=$?; if [ $rc != 0 ]; then echo "up.sh: failed (rc=$rc); logs in $DIR/log" >&2; bash "$HERE/down.sh" "$DIR" >&2 || true; fi' EXIT
+if ls "$DIR"/run/*.pid >/dev/null 2>&1; then bash "$HERE/down.sh" "$DIR"; fi
+busy=$(ss -Hltn 2>/dev/null | awk '{print $4}' | grep -E ":$TB_PORT_CTLD\$" || true)
+[ -z "$busy" ] || { echo "up.sh: port $TB_PORT_CTLD in use (another cluster? use --port-base)" >&2; exit 1; }
+rm -rf "$DIR/state" "$DIR/spool" "$DIR/log" "$DIR/run" "$DIR/munge" "$DIR/dev"
+mkdir -p "$DIR"/{state,log,run,dev,munge/key,shared/podium,nodes}
+chmod 755 "$DIR" "$DIR/munge"; chmod 700 "$DIR/munge/key"
+
+# Private munge: own key and socket.
+mungekey -c -k "$DIR/munge/key/munge.key" -b 1024
+munged --key-file="$DIR/munge/key/munge.key" --socket="$DIR/munge/munge.sock" \
+       --pid-file="$DIR/run/munged.pid" --log-file="$DIR/log/munged.log" \
+       --seed-file="$DIR/munge/key/munged.seed"
+for _ in $(seq 50); do munge -S "$DIR/munge/munge.sock" -n >/dev/null 2>&1 && break; sleep 0.1; done
+
+# Declared GPUs: char devices with /dev/null's numbers (gres/gpu needs File=).
+for ((g = 0; g < TB_GPU_FILES; g++)); do mknod "$DIR/dev/nvidia$g" c 1 3; done
+for n in $TB_NODES; do mkdir -p "$DIR/spool/$n" "$DIR/nodes/$n"; touch "$DIR/nodes/$n/kern.log"; done
+
+export SLURM_CONF=$DIR/etc/slurm.conf
+slurmctld -i
+for _ in $(seq 100); do scontrol ping 2>/dev/null | grep -q UP && break; sleep 0.1; done
+scontrol ping | grep -q UP || { tail "$DIR/log/slurmctld.log"; exit 1; }
+for n in $TB_NODES; do slurmd -N "$n"; done
+want=$(echo $TB_NODES | wc -w)
+idle=0
+for _ in $(seq 300); do
+    idle=$(sinfo -h -N -t idle -o '%N' 2>/dev/null | sort -u | wc -l)
+    [ "$idle" -ge "$want" ] && break
+    sleep 0.2
+done
+[ "$idle" -ge "$want" ] || { sinfo -N -o '%N %T %E'; echo "up.sh: only $idle of $want nodes idle" >&2; exit 1; }
+echo "up.sh: ready: $want nodes idle; SLURM_CONF=$SLURM_CONF"

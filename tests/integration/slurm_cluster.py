@@ -1,0 +1,124 @@
+"""A real Slurm test cluster for the integration tests, rendered by `podium slurm render`
+and started by scripts/slurm-testbed/up.sh; stopped by down.sh (by pid files only)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ROOT / "scripts" / "slurm-testbed"
+DEFINITION = Path(__file__).with_name("slurm_testbed.yaml")
+PODIUM = str(Path(sys.executable).parent / "podium")
+TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED"}
+
+
+def why_no_slurm() -> str | None:
+    """The reason Slurm tests cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "the Slurm test cluster needs root (slurmd runs jobs as their users)"
+    for tool in ("slurmctld", "slurmd", "munged", "sbatch"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (run scripts/slurm-testbed/install.sh)"
+    return None
+
+
+@dataclass
+class SlurmCluster:
+    directory: Path
+    env: dict[str, str]
+
+    @property
+    def config(self) -> Path:
+        return self.directory / "etc" / "podium.yaml"
+
+    def podium(
+        self, *args: str, check: bool = True, cwd: Path | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [PODIUM, *args], capture_output=True, text=True, env=self.env, cwd=cwd, timeout=120
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(f"podium {' '.join(args)} -> {done.returncode}: {done.stderr}")
+        return done
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self.podium(*args, "--json").stdout)
+
+    def scontrol(self, *args: str) -> str:
+        return subprocess.run(
+            ["scontrol", *args], capture_output=True, text=True, env=self.env, check=True
+        ).stdout
+
+    def wait_job(self, job_id: int, states: set[str], timeout: float = 90) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        job: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            job = self.json("show", str(job_id))
+            if job["state"] in states:
+                return job
+            time.sleep(0.3)
+        raise AssertionError(f"job {job_id} never reached {states}: {job}")
+
+    def node(self, name: str) -> dict[str, Any]:
+        nodes: list[dict[str, Any]] = self.json("nodes")
+        return next(n for n in nodes if n["node"] == name)
+
+    def wait_node(self, name: str, test: Any, timeout: float = 60) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        node: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            node = self.node(name)
+            if test(node):
+                return node
+            time.sleep(0.5)
+        raise AssertionError(f"node {name} never got there: {node}")
+
+
+def start_cluster(port_base: int = 18800) -> Iterator[SlurmCluster]:
+    reason = why_no_slurm()
+    if reason:
+        pytest.skip(reason)
+    directory = Path(tempfile.mkdtemp(prefix="podium-slurm-"))
+    subprocess.run(
+        [
+            PODIUM,
+            "slurm",
+            "render",
+            str(DEFINITION),
+            "--testbed",
+            str(directory),
+            "--port-base",
+            str(port_base),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    up = subprocess.run(
+        ["bash", str(SCRIPTS / "up.sh"), str(directory)], capture_output=True, text=True
+    )
+    if up.returncode != 0:
+        raise AssertionError(f"up.sh failed: {up.stderr[-2000:]}")
+    env = dict(os.environ)
+    env.pop("SLURM_JWT", None)
+    env.update(
+        PODIUM_CONFIG=str(directory / "etc" / "podium.yaml"),
+        SLURM_CONF=str(directory / "etc" / "slurm.conf"),
+        PODIUM_HOME=str(directory / "home"),
+    )
+    try:
+        yield SlurmCluster(directory, env)
+    finally:
+        subprocess.run(["bash", str(SCRIPTS / "down.sh"), str(directory)], capture_output=True)
+        shutil.rmtree(directory, ignore_errors=True)

@@ -1,0 +1,196 @@
+"""The Slurm backend against a real Slurm 22.05 cluster (slurmctld + 4 slurmd on this
+machine) started from files `podium slurm render` wrote: submit, queue, show, logs,
+cancel, acct, nodes, drain, resume, metacharacters, and auto-resume after a health
+check fails on a node under a running two-node job."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.slurm_cluster import ROOT, TERMINAL, SlurmCluster, start_cluster
+
+pytestmark = [pytest.mark.integration, pytest.mark.slurm]
+
+
+@pytest.fixture(scope="module")
+def slurm() -> Iterator[SlurmCluster]:
+    yield from start_cluster()
+
+
+def _submit(slurm: SlurmCluster, *args: str, cwd: Path) -> int:
+    return int(slurm.podium("submit", "--parsable", *args, cwd=cwd).stdout.strip())
+
+
+def test_rendered_cluster_has_its_nodes(slurm: SlurmCluster) -> None:
+    nodes = slurm.json("nodes")
+    assert [n["node"] for n in nodes] == [f"debug-st-g-{i}" for i in range(1, 5)]
+    assert all(n["gpus_total"] == 2 and n["gpu_type"] == "tesla" for n in nodes)
+    assert all(n["health"]["label"] == "schedulable" for n in nodes)
+    conf = (slurm.directory / "etc" / "slurm.conf").read_text()
+    assert "HealthCheckProgram=" in conf and "Prolog=" in conf and "Epilog=" in conf
+
+
+def test_multi_node_job_runs_with_ranks_and_logs(slurm: SlurmCluster, tmp_path: Path) -> None:
+    done = slurm.podium(
+        "submit",
+        "--wait",
+        "-N",
+        "2",
+        "--ntasks-per-node=2",
+        "--gpus-per-node=1",
+        "--wrap",
+        'echo "rank=$RANK/$WORLD_SIZE node=$SLURMD_NODENAME gpu=$CUDA_VISIBLE_DEVICES"',
+        cwd=tmp_path,
+    )
+    job_id = int(done.stdout.split()[-1])
+    job = slurm.json("show", str(job_id))
+    assert job["state"] == "COMPLETED" and job["exit_code"] == 0
+    assert job["node_count"] == 2 and len(job["nodes"]) == 2 and job["gpus"] == 2
+    out = slurm.podium("logs", str(job_id)).stdout
+    ranks = sorted(line.split()[0] for line in out.splitlines())
+    assert ranks == [f"rank={r}/4" for r in range(4)]
+    assert {line.split()[1] for line in out.splitlines()} == {f"node={n}" for n in job["nodes"]}
+    assert all(line.endswith("gpu=0") for line in out.splitlines())
+    acct = slurm.json("acct")
+    assert any(j["job_id"] == job_id and j["state"] == "COMPLETED" for j in acct)
+
+
+def test_exit_codes_queue_hold_cancel(slurm: SlurmCluster, tmp_path: Path) -> None:
+    failed = slurm.podium("submit", "--wait", "--wrap", "exit 3", check=False, cwd=tmp_path)
+    assert failed.returncode == 3
+    held = _submit(slurm, "--hold", "--wrap", "true", cwd=tmp_path)
+    queued = slurm.json("queue")
+    row = next(j for j in queued if j["job_id"] == held)
+    assert row["state"] == "PENDING" and row["held"]
+    slurm.podium("cancel", str(held))
+    assert slurm.wait_job(held, TERMINAL)["state"] == "CANCELLED"
+
+
+def test_bad_input_is_one_line_and_exit_2(slurm: SlurmCluster, tmp_path: Path) -> None:
+    for args, words in (
+        (["-p", "nope", "--wrap", "true"], "invalid partition"),
+        (["--heartbeat-timeout=30", "--wrap", "true"], "not enforced on the Slurm backend"),
+        (["-N", "2", "--ntasks=1", "--wrap", "true"], "fewer than --nodes"),
+        (["--container-mounts=/a:/b", "--wrap", "true"], "needs --container-image"),
+    ):
+        done = slurm.podium("submit", *args, check=False, cwd=tmp_path)
+        assert done.returncode == 2, done
+        assert words in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    missing = slurm.podium("show", "999999", check=False)
+    assert missing.returncode == 2 and "no job 999999" in missing.stderr
+
+
+def test_metacharacters_cannot_break_out(slurm: SlurmCluster, tmp_path: Path) -> None:
+    canary = tmp_path / "pwned"
+    name = f'x"; touch {canary}; echo "$(touch {canary})`touch {canary}`'
+    script = tmp_path / "meta.sh"
+    script.write_text("#!/bin/bash\nprintf '[%s]' \"$@\"\n")
+    done = slurm.podium(
+        "submit",
+        "--wait",
+        f"--job-name={name}",
+        f"--comment=$(touch {canary})",
+        str(script),
+        f"a'b; touch {canary}",
+        "$(id)",
+        "PODIUM_SCRIPT_x",
+        cwd=tmp_path,
+    )
+    job_id = int(done.stdout.split()[-1])
+    job = slurm.json("show", str(job_id))
+    assert job["name"] == name and job["comment"] == f"$(touch {canary})"
+    assert (
+        slurm.podium("logs", str(job_id)).stdout == f"[a'b; touch {canary}][$(id)][PODIUM_SCRIPT_x]"
+    )
+    assert not canary.exists()
+
+
+def test_drain_and_resume_by_admin(slurm: SlurmCluster) -> None:
+    slurm.podium("drain", "debug-st-g-4", "--reason", "maintenance window")
+    node = slurm.node("debug-st-g-4")
+    assert node["state"] == "drained" and node["health"]["label"] == "unschedulable-drained"
+    no_gpu = slurm.podium("resume", "debug-st-g-4", "--gpu", "0", check=False)
+    assert no_gpu.returncode == 2 and "whole nodes" in no_gpu.stderr
+    slurm.podium("resume", "debug-st-g-4")
+    slurm.wait_node("debug-st-g-4", lambda n: n["state"] == "idle" and n["responding"], 30)
+
+
+def _progress(path: Path) -> list[dict[str, object]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_health_fault_requeues_two_node_job_excluding_the_node(
+    slurm: SlurmCluster, tmp_path: Path
+) -> None:
+    """An Xid on one node of a running 2-node job: Podium's HealthCheckProgram drains it
+    (podium: reason), requeues the job excluding it; the job resumes from its last
+    checkpoint with PODIUM_RESTART_COUNT=1 elsewhere; a deep check returns the node to
+    service; an admin's drain on another node is left alone."""
+    slurm.podium("drain", "debug-st-g-3", "--reason", "admin: cabling")
+    progress = tmp_path / "progress.jsonl"
+    script = tmp_path / "train.sh"
+    script.write_text(
+        "#!/bin/bash\n#SBATCH --nodes=2 --ntasks-per-node=1 --gpus-per-node=1\n"
+        "#PODIUM --auto-resume=2\n"
+        f"exec {sys.executable} {ROOT}/examples/train.py --model gpt --steps 400 "
+        f"--checkpoint-every 10 --step-time 0.05 --progress {progress}\n"
+    )
+    job_id = _submit(slurm, str(script), cwd=tmp_path)
+    job = slurm.wait_job(job_id, {"RUNNING"})
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if sum(e["event"] == "checkpoint" for e in _progress(progress)) >= 2:
+            break
+        time.sleep(0.5)
+    victim = job["nodes"][1]
+    log = slurm.directory / "nodes" / victim / "kern.log"
+    with log.open("a") as fh:
+        fh.write("[  100.000000] NVRM: Xid (PCI:0000:01:00): 48, pid=1, name=python, DBE\n")
+    drained = slurm.wait_node(victim, lambda n: (n["reason"] or "").startswith("podium:"), 30)
+    assert "xid" in drained["reason"].lower()
+    requeued = slurm.wait_job(job_id, {"PENDING", "RUNNING"}, 30)
+    deadline = time.monotonic() + 60
+    while requeued["restart_count"] < 1 and time.monotonic() < deadline:
+        time.sleep(0.5)
+        requeued = slurm.json("show", str(job_id))
+    assert requeued["restart_count"] == 1
+    assert victim in requeued["excluded_nodes"]
+    final = slurm.wait_job(job_id, TERMINAL, 240)
+    assert final["state"] == "COMPLETED" and final["restart_count"] == 1
+    assert victim not in final["nodes"] and "debug-st-g-3" not in final["nodes"]
+    events = _progress(progress)
+    resume = next(e for e in events if e["event"] == "resume")
+    assert resume["restart"] == 1 and int(resume["step"]) >= 10  # type: ignore[call-overload]
+    assert max(int(e["step"]) for e in events) == 400  # type: ignore[call-overload]
+    # Podium brings back only its own drain, after a deep check.
+    slurm.wait_node(victim, lambda n: n["state"] in ("idle", "mixed", "allocated"), 60)
+    admin = slurm.node("debug-st-g-3")
+    assert admin["state"] == "drained" and admin["reason"].startswith("admin: cabling")
+    slurm.podium("resume", "debug-st-g-3")
+
+
+def test_application_error_is_not_requeued_but_a_requeue_exit_code_is(
+    slurm: SlurmCluster, tmp_path: Path
+) -> None:
+    app = _submit(slurm, "--auto-resume=2", "--wrap", "exit 3", cwd=tmp_path)
+    coded = _submit(
+        slurm,
+        "--auto-resume=1",
+        "--requeue-exit=75",
+        "--wrap",
+        '[ "$PODIUM_RESTART_COUNT" = 0 ] && exit 75; echo "restart=$PODIUM_RESTART_COUNT"',
+        cwd=tmp_path,
+    )
+    failed = slurm.wait_job(app, TERMINAL)
+    assert failed["state"] == "FAILED" and failed["exit_code"] == 3 and failed["restart_count"] == 0
+    done = slurm.wait_job(coded, {"COMPLETED"}, 90)
+    assert done["restart_count"] == 1
+    assert "restart=1" in slurm.podium("logs", str(coded)).stdout
