@@ -126,9 +126,8 @@ class NodeHook:
 
     def on_fault(self, bad: list[Result]) -> None:
         state, reason = self.slurm_state()
-        if not reason.startswith(PREFIX):
-            if "drain" not in state or not reason:
-                self.drain(drain_reason(bad))
+        if not reason.startswith(PREFIX) and ("drain" not in state or not reason):
+            self.drain(drain_reason(bad))
         remedy = "reboot" if any(r.action is Action.REBOOT for r in bad) else "reset"
         gpus = sorted({r.gpu for r in bad if r.gpu is not None})
         if not self.saved.exists():
@@ -145,7 +144,8 @@ class NodeHook:
             return  # waiting for the reboot (reboot_command or an operator)
         command = self.config.health.reset_command
         if saved.get("remedy") == "reset" and command and not saved.get("done"):
-            for gpu in saved.get("gpus") or [0]:
+            listed = saved.get("gpus")
+            for gpu in listed if isinstance(listed, list) and listed else [0]:
                 subprocess.run(
                     command.format(gpu=gpu),
                     shell=True,  # the admin's own command line from the cluster config

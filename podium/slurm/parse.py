@@ -107,7 +107,7 @@ def memory_mb(text: str) -> int | None:
 def _gres_count(text: str, name: str = "gpu") -> tuple[str | None, int]:
     """(type, count) of `name` in a GRES string: "gres:gpu:a100:2", "gpu:4,mps:400"."""
     for item in (text or "").split(","):
-        fields = item.split("(")[0].split(":")
+        fields = item.split("(")[0].replace("gres/", "gres:", 1).split(":")
         if fields and fields[0] == "gres":
             fields = fields[1:]
         if not fields or fields[0] != name:

@@ -265,9 +265,8 @@ def _gres_conf(defn: ClusterDefinition, testbed: Testbed | None) -> str:
             if res.Sharing.Mode == "mps":
                 lines.append(f"NodeName={node.name} Name=mps Count={res.gpus()[0] * 100}")
             elif res.Sharing.Mode == "shard":
-                lines.append(
-                    f"NodeName={node.name} Name=shard Count={res.gpus()[0] * res.Sharing.SharesPerGpu}"
-                )
+                shards = res.gpus()[0] * res.Sharing.SharesPerGpu
+                lines.append(f"NodeName={node.name} Name=shard Count={shards}")
         return "\n".join(lines) + "\n"
     lines += ["# Test cluster: fake GPU device files (char devices), no NVML.", "AutoDetect=off"]
     for node in nodes(defn):
@@ -290,9 +289,8 @@ def _gres_conf(defn: ClusterDefinition, testbed: Testbed | None) -> str:
         if res.Sharing.Mode == "mps":
             lines.append(f"NodeName={node.name} Name=mps Count={count * 100} File={files}")
         elif res.Sharing.Mode == "shard":
-            lines.append(
-                f"NodeName={node.name} Name=shard Count={count * res.Sharing.SharesPerGpu} File={files}"
-            )
+            shards = count * res.Sharing.SharesPerGpu
+            lines.append(f"NodeName={node.name} Name=shard Count={shards} File={files}")
     return "\n".join(lines) + "\n"
 
 
