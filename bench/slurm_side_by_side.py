@@ -33,9 +33,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.embedded import BIN, EmbeddedCluster  # noqa: E402
-from podium.sim.traces import read_tiresias  # noqa: E402
-from podium.slurm import parse  # noqa: E402
+from bench.embedded import BIN, EmbeddedCluster
+from podium.sim.traces import read_tiresias
+from podium.slurm import parse
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = ROOT.parent / "shared" / "traces" / "tiresias_60_job.csv"
