@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from podium.errors import SpecError, Unsatisfiable
-from podium.spec.cluster import ClusterConfig
+from podium.spec.cluster import ClusterConfig, Partition
 from podium.spec.job import ArraySpec, Dependency, DependencyKind, JobSpec, SignalSpec
 from podium.spec.options import OPTIONS, Given, parse_tokens, script_directives
 from podium.spec.suggest import did_you_mean
@@ -402,13 +402,13 @@ def _resolve(
         raise _err(g, f"expected 0 or 1, got {g.value!r}")
     out["nodes"] = nodes
     if slurm:
-        for name, key in (("nodelist", "nodelist"), ("exclude", "exclude")):
+        for name in ("nodelist", "exclude"):
             if (g := raw.get(name)) is not None:
                 names = [n for n in str(g.value).split(",") if n]
                 bad = [n for n in names if not re.match(r"^[A-Za-z0-9_.\[\]-]+$", n)]
                 if not names or bad:
                     raise _err(g, f"expected node names like node1,node[2-4], got {g.value!r}")
-                out[key] = tuple(names)
+                out[name] = tuple(names)
     elif (g := raw.get("nodelist")) is not None:
         names = [n for n in str(g.value).split(",") if n]
         if names != [node.name] and set(names) != {node.name}:
@@ -531,59 +531,11 @@ def _resolve(
     out["mem_mb"] = mem
 
     # Partition, QoS, account, time.
-    if slurm:  # Slurm checks these itself; "" means Slurm's default
-        out["partition"] = raw.text("partition") or ""
-        out["qos"] = raw.text("qos") or ""
-        out["account"] = raw.text("account") or ""
-        for key in ("partition", "qos", "account"):
-            if out[key] and not re.match(r"^[A-Za-z0-9_.@,-]+$", out[key]):
-                raise SpecError(
-                    f"--{key}={out[key]!r}: expected a Slurm name (letters, digits, _.-)"
-                )
-    partition = config.default_partition
     if slurm:
-        pass
-    elif (g := raw.get("partition")) is not None:
-        found = config.partition(str(g.value))
-        if found is None:
-            names = [p.name for p in config.partitions]
-            raise _err(
-                g,
-                f"no partition {g.value!r}{did_you_mean(str(g.value), names)}; "
-                f"partitions: {', '.join(names)}",
-            )
-        partition = found
-    if not slurm:
-        out["partition"] = partition.name
-    qos = config.default_qos
-    if slurm:
-        pass
-    elif (g := raw.get("qos")) is not None:
-        if config.qos_level(str(g.value)) is None:
-            names = [q.name for q in config.qos]
-            raise _err(
-                g,
-                f"no QoS {g.value!r}{did_you_mean(str(g.value), names)}; "
-                f"QoS levels: {', '.join(names)}",
-            )
-        qos = str(g.value)
-    if not slurm:
-        out["qos"] = qos
-    account = who.name
-    if slurm:
-        pass
-    elif (g := raw.get("account")) is not None:
-        account = str(g.value)
-        if not re.match(r"^[A-Za-z0-9_.@-]+$", account):
-            raise _err(g, f"invalid account name {account!r}")
-        names = [a.name for a in config.accounts]
-        if names and account not in names:
-            raise _err(g, f"unknown account {account!r}{did_you_mean(account, names)}")
-        entry = config.account(account)
-        if entry is not None and entry.users and who.name not in [u.name for u in entry.users]:
-            raise _err(g, f"user {who.name} is not in account {account!r}")
-    if not slurm:
-        out["account"] = account
+        _slurm_names(raw, out)
+        partition = config.default_partition
+    else:
+        partition = _cluster_names(raw, config, who, out)
     time_limit = partition.default_time_s
     if (g := raw.get("time")) is not None:
         try:
@@ -681,6 +633,59 @@ def _resolve(
     if not slurm:
         check_fits(spec, config)
     return spec
+
+
+def _slurm_names(raw: _Raw, out: dict[str, Any]) -> None:
+    """Partition, QoS and account as given: Slurm checks them itself; "" is its default."""
+    out["partition"] = raw.text("partition") or ""
+    out["qos"] = raw.text("qos") or ""
+    out["account"] = raw.text("account") or ""
+    for key in ("partition", "qos", "account"):
+        if out[key] and not re.match(r"^[A-Za-z0-9_.@,-]+$", out[key]):
+            raise SpecError(f"--{key}={out[key]!r}: expected a Slurm name (letters, digits, _.-)")
+
+
+def _cluster_names(
+    raw: _Raw, config: ClusterConfig, who: Submitter, out: dict[str, Any]
+) -> Partition:
+    """Partition, QoS and account checked against the embedded cluster's config; the
+    job's partition."""
+    partition = config.default_partition
+    if (g := raw.get("partition")) is not None:
+        found = config.partition(str(g.value))
+        if found is None:
+            names = [p.name for p in config.partitions]
+            raise _err(
+                g,
+                f"no partition {g.value!r}{did_you_mean(str(g.value), names)}; "
+                f"partitions: {', '.join(names)}",
+            )
+        partition = found
+    out["partition"] = partition.name
+    qos = config.default_qos
+    if (g := raw.get("qos")) is not None:
+        if config.qos_level(str(g.value)) is None:
+            names = [q.name for q in config.qos]
+            raise _err(
+                g,
+                f"no QoS {g.value!r}{did_you_mean(str(g.value), names)}; "
+                f"QoS levels: {', '.join(names)}",
+            )
+        qos = str(g.value)
+    out["qos"] = qos
+    account = who.name
+    if (g := raw.get("account")) is not None:
+        account = str(g.value)
+        if not re.match(r"^[A-Za-z0-9_.@-]+$", account):
+            raise _err(g, f"invalid account name {account!r}")
+        names = [a.name for a in config.accounts]
+        if names and account not in names:
+            raise _err(g, f"unknown account {account!r}{did_you_mean(account, names)}")
+        entry = config.account(account)
+        if entry is not None and entry.users and who.name not in [u.name for u in entry.users]:
+            raise _err(g, f"user {who.name} is not in account {account!r}")
+    out["account"] = account
+    return partition
 
 
 def _container(raw: _Raw, slurm: bool, out: dict[str, Any]) -> None:
