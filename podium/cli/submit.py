@@ -114,12 +114,12 @@ def submit(args: tuple[str, ...]) -> None:
 def _dry_run(request: dict[str, Any]) -> str:
     """The sbatch script for `request`, built against this cluster's config."""
     from podium.cli.client import config_file
-    from podium.slurm.api import render_script
+    from podium.slurm.api import build_script
     from podium.spec.cluster import default_config, load_config
 
     path = config_file()
     config = load_config(path) if path.exists() else default_config()
-    return render_script(config, request, path.parent)
+    return build_script(config, request, path.parent)[1]
 
 
 def _wait(client: Api, job_ids: list[int]) -> int:

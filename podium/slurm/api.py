@@ -20,12 +20,12 @@ from typing import Any
 from podium import __version__, paths
 from podium.cli.client import ApiError
 from podium.errors import PodiumError
-from podium.run.patterns import expand
 from podium.slurm import parse
 from podium.slurm.tools import SlurmError, SlurmRest, SlurmTools
 from podium.slurm.translate import sbatch_script
 from podium.spec.build import SubmitRequest, Submitter, build_job
 from podium.spec.cluster import ClusterConfig
+from podium.spec.job import JobSpec
 
 ACTIVE = ("PENDING", "RUNNING")
 
@@ -45,12 +45,13 @@ def state_dir(config: ClusterConfig, home: Path) -> str:
     return config.slurm.state_dir or str(home / "slurm")
 
 
-def render_script(config: ClusterConfig, body: dict[str, Any], home: Path) -> str:
-    """The sbatch script for a submit request (what `podium submit --dry-run` prints)."""
+def build_script(config: ClusterConfig, body: dict[str, Any], home: Path) -> tuple[JobSpec, str]:
+    """The job a submit request asks for, and its sbatch script (what `podium submit
+    --dry-run` prints). Raises SpecError/Unsatisfiable with the reason."""
     config = config.model_copy(update={"backend": "slurm"})
-    built = build_job(SubmitRequest(**body), config, submitter(), time.time())
+    spec = build_job(SubmitRequest(**body), config, submitter(), time.time()).spec
     python = config.slurm.python or sys.executable
-    return sbatch_script(built.spec, python, state_dir(config, home))
+    return spec, sbatch_script(spec, python, state_dir(config, home))
 
 
 class SlurmApi:
@@ -135,13 +136,9 @@ class SlurmApi:
         }
 
     def submit(self, body: dict[str, Any]) -> list[dict[str, Any]]:
-        config = self.config.model_copy(update={"backend": "slurm"})
-        req = SubmitRequest(**body)
-        spec = build_job(req, config, submitter(), time.time()).spec
-        python = self.config.slurm.python or sys.executable
-        script = sbatch_script(spec, python, state_dir(self.config, self.home))
+        spec, script = build_script(self.config, body, self.home)
         env = dict(spec.environment)
-        if req.test_only:
+        if body.get("test_only"):
             self.tools.run(["sbatch", "--test-only"], stdin=script, env=env, cwd=spec.submit_dir)
             return [self._would_be(spec.model_dump())]
         out = self.tools.run(["sbatch", "--parsable"], stdin=script, env=env, cwd=spec.submit_dir)
@@ -169,17 +166,7 @@ class SlurmApi:
         return [parse.job_record(j, now) for j in self.reader.jobs()]
 
     def list_jobs(self, query: dict[str, Any]) -> list[dict[str, Any]]:
-        jobs = self._records()
-        wanted = {s.strip().upper() for s in str(query.get("state", "")).split(",") if s.strip()}
-        if not wanted and str(query.get("all", "")).lower() not in ("true", "1"):
-            wanted = set(ACTIVE)
-        if wanted:
-            jobs = [j for j in jobs if j["state"] in wanted]
-        if query.get("user"):
-            jobs = [j for j in jobs if j["user"] == query["user"]]
-        if query.get("name"):
-            jobs = [j for j in jobs if j["name"] == query["name"]]
-        return sorted(jobs, key=lambda j: j["job_id"])
+        return _select(self._records(), query)
 
     def show(self, job_id: int) -> dict[str, Any]:
         found = [j for j in self._records() if j["job_id"] == job_id]
@@ -192,21 +179,22 @@ class SlurmApi:
             fields = self.tools.show_job(job_id)
             for key, field in (("stdout", "StdOut"), ("stderr", "StdErr")):
                 raw = _path(fields.get(field))
-                record[key] = _expand(raw, record) if raw else None
+                record[key] = parse.output_path(raw, record) if raw else None
         return record
 
     def _change(self, action: str, body: dict[str, Any]) -> dict[str, Any]:
         ids = [int(i) for i in body.get("job_ids") or []]
+        records = self._records()
         if action == "cancel" and not ids:
-            jobs = self.list_jobs({"state": ",".join(body.get("states") or []) or None})
-            if body.get("user"):
-                jobs = [j for j in jobs if j["user"] == body["user"]]
-            if body.get("name"):
-                jobs = [j for j in jobs if j["name"] == body["name"]]
-            ids = [j["job_id"] for j in jobs]
+            query = {
+                "state": ",".join(body.get("states") or []),
+                "user": body.get("user"),
+                "name": body.get("name"),
+            }
+            ids = [j["job_id"] for j in _select(records, query)]
         if not ids:
             return {{"cancel": "cancelled", "hold": "held", "release": "released"}[action]: []}
-        known = {j["job_id"] for j in self._records()}
+        known = {j["job_id"] for j in records}
         missing = [i for i in ids if i not in known]
         if missing:
             raise ApiError(f"no job {missing[0]} on the Slurm cluster", 404)
@@ -236,12 +224,7 @@ class SlurmApi:
         for job in self._records():
             if job["state"] != "PENDING":
                 ended.setdefault(job["job_id"], job)
-        jobs = sorted(ended.values(), key=lambda j: j["job_id"])
-        if query.get("state"):
-            wanted = {s.strip().upper() for s in str(query["state"]).split(",")}
-            jobs = [j for j in jobs if j["state"] in wanted]
-        if query.get("user"):
-            jobs = [j for j in jobs if j["user"] == query["user"]]
+        jobs = _select(list(ended.values()), {**query, "all": "true"})
         since, until = query.get("since"), query.get("until")
         if since is not None:
             jobs = [j for j in jobs if (j.get("end_epoch") or time.time()) >= float(since)]
@@ -273,17 +256,19 @@ class SlurmApi:
         return next(n for n in self.nodes() if n["node"] == node)
 
 
-def _expand(pattern: str, record: dict[str, Any]) -> str:
-    """Slurm leaves %j etc. unexpanded in `scontrol show job` after the job ends."""
-    return expand(
-        pattern,
-        job_id=record["job_id"],
-        name=record["name"],
-        user=record["user"],
-        node=(record.get("nodes") or [""])[0],
-        array_job_id=record.get("array_job_id"),
-        array_task_id=record.get("array_task_id"),
-    )
+def _select(jobs: list[dict[str, Any]], query: dict[str, Any]) -> list[dict[str, Any]]:
+    """The jobs matching `query` (state, user, name; pending and running ones unless it
+    names states or says all), by job id."""
+    wanted = {s.strip().upper() for s in str(query.get("state") or "").split(",") if s.strip()}
+    if not wanted and str(query.get("all", "")).lower() not in ("true", "1"):
+        wanted = set(ACTIVE)
+    if wanted:
+        jobs = [j for j in jobs if j["state"] in wanted]
+    if query.get("user"):
+        jobs = [j for j in jobs if j["user"] == query["user"]]
+    if query.get("name"):
+        jobs = [j for j in jobs if j["name"] == query["name"]]
+    return sorted(jobs, key=lambda j: j["job_id"])
 
 
 def _path(value: str | None) -> str | None:

@@ -119,6 +119,22 @@ class ComputeResource(Strict):
             return count, kind
         return 0, None
 
+    def gpu_devices(self) -> int:
+        """GPU devices per node as Slurm counts them: one per GPU, or per MIG slice."""
+        count, _ = self.gpus()
+        if self.Sharing.Mode == "mig" and self.Sharing.Mig is not None:
+            return count * self.Sharing.Mig.PerGpu
+        return count
+
+    def shared_gres(self) -> tuple[str, int] | None:
+        """The sharing GRES per node and its count: mps (100 per GPU) or shard."""
+        count, _ = self.gpus()
+        if self.Sharing.Mode == "mps":
+            return "mps", count * 100
+        if self.Sharing.Mode == "shard":
+            return "shard", count * self.Sharing.SharesPerGpu
+        return None
+
     def cpus(self) -> int:
         if self.Cpus is not None:
             return self.Cpus

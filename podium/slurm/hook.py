@@ -20,7 +20,6 @@ STATE_DIR/nodes/NODE; results are appended to STATE_DIR/health.jsonl.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -32,12 +31,13 @@ from podium.node.health.base import Action, Result, Status, append_results, run_
 from podium.node.health.suite import node_checks, nvml_probe
 from podium.node.inventory import resolve_inventory
 from podium.recover.agent import read_boot_id
+from podium.recover.ladder import assess
+from podium.run.files import read_json, write_atomic
 from podium.slurm import parse
 from podium.slurm.tools import SlurmError, SlurmTools
 from podium.spec.cluster import ClusterConfig, load_config
 
 PREFIX = "podium:"
-DRAINING = {Action.DRAIN, Action.RESET, Action.REBOOT, Action.REPLACE}
 
 
 def _config(node: str) -> ClusterConfig:
@@ -52,8 +52,8 @@ def _config(node: str) -> ClusterConfig:
 
 
 def faults(results: list[Result]) -> list[Result]:
-    """The results that take a node out of service."""
-    return [r for r in results if r.status is Status.CRITICAL and r.action in DRAINING]
+    """The results that take a node out of service: those the recovery ladder fences."""
+    return [r for r in results if (f := assess(r)) is not None and f.remedy is not None]
 
 
 def drain_reason(bad: list[Result]) -> str:
@@ -163,16 +163,10 @@ class NodeHook:
         self.saved.unlink(missing_ok=True)
 
     def _load(self) -> dict[str, object]:
-        try:
-            data: dict[str, object] = json.loads(self.saved.read_text())
-            return data
-        except (OSError, ValueError):
-            return {}
+        return read_json(self.saved) or {}
 
     def _save(self, data: dict[str, object]) -> None:
-        tmp = self.saved.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data))
-        tmp.replace(self.saved)
+        write_atomic(self.saved, data)
 
 
 def auto_resume_of(tools: SlurmTools, job_id: int) -> int:

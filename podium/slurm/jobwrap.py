@@ -13,13 +13,13 @@ PODIUM_CHECKPOINT_DIR, PODIUM_STATE_DIR.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 from podium.recover.resume import Ended, decide, newest_checkpoint
+from podium.run.files import read_json, write_atomic
 
 
 def _codes(name: str) -> tuple[int, ...]:
@@ -32,19 +32,13 @@ def _state_path() -> Path:
 
 
 def _load() -> dict[str, float | int | None]:
-    try:
-        data: dict[str, float | int | None] = json.loads(_state_path().read_text())
-        return data
-    except (OSError, ValueError):
-        return {}
+    return read_json(_state_path()) or {}
 
 
 def _save(data: dict[str, float | int | None]) -> None:
     path = _state_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data))
-    tmp.replace(path)
+    write_atomic(path, data)
 
 
 def _say(message: str) -> None:

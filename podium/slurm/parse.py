@@ -180,7 +180,7 @@ def job_record(job: dict[str, Any], now: float) -> dict[str, Any]:
     cpus = number(job.get("cpus")) or 1
     time_limit = number(job.get("time_limit"))
     job_id = number(job.get("job_id")) or 0
-    return {
+    record: dict[str, Any] = {
         "job_id": job_id,
         "display_id": f"{array_job}_{array_task}" if array_job else str(job_id),
         "array_job_id": array_job,
@@ -221,33 +221,28 @@ def job_record(job: dict[str, Any], now: float) -> dict[str, Any]:
         "cpu_seconds": round(elapsed * cpus, 3),
         "restart_count": number(job.get("restart_cnt")) or 0,
         "dependency": _text(job.get("dependency")),
-        "stdout": _output(job.get("standard_output"), job_id, nodes, job, array_job, array_task),
-        "stderr": _output(job.get("standard_error"), job_id, nodes, job, array_job, array_task),
+        "stdout": _text(job.get("standard_output")),
+        "stderr": _text(job.get("standard_error")),
         "work_dir": job.get("current_working_directory") or "",
         "comment": _text(job.get("comment")),
     }
+    for key in ("stdout", "stderr"):
+        if record[key]:
+            record[key] = output_path(str(record[key]), record)
+    return record
 
 
-def _output(
-    value: Any,
-    job_id: int,
-    nodes: list[str],
-    job: dict[str, Any],
-    array_job: int | None,
-    array_task: int | None,
-) -> str | None:
-    """An output path with Slurm's %-patterns expanded (squeue --json leaves them)."""
-    pattern = _text(value)
-    if pattern is None:
-        return None
+def output_path(pattern: str, record: dict[str, Any]) -> str:
+    """An output path with Slurm's %-patterns expanded for this job record (squeue
+    --json leaves them in)."""
     return expand(
         pattern,
-        job_id=job_id,
-        name=str(job.get("name") or ""),
-        user=str(job.get("user_name") or ""),
-        node=nodes[0] if nodes else "",
-        array_job_id=array_job,
-        array_task_id=array_task,
+        job_id=record["job_id"],
+        name=record["name"],
+        user=record["user"],
+        node=(record.get("nodes") or [""])[0],
+        array_job_id=record.get("array_job_id"),
+        array_task_id=record.get("array_task_id"),
     )
 
 

@@ -77,14 +77,11 @@ def _gres(res: ComputeResource) -> str:
     count, kind = res.gpus()
     if not count:
         return ""
-    mode = res.Sharing.Mode
-    if mode == "mig" and res.Sharing.Mig is not None:
-        return f"gpu:{res.Sharing.Mig.Profile}:{count * res.Sharing.Mig.PerGpu}"
+    if res.Sharing.Mode == "mig" and res.Sharing.Mig is not None:
+        return f"gpu:{res.Sharing.Mig.Profile}:{res.gpu_devices()}"
     gres = f"gpu:{kind}:{count}" if kind else f"gpu:{count}"
-    if mode == "mps":
-        gres += f",mps:{count * 100}"
-    elif mode == "shard":
-        gres += f",shard:{count * res.Sharing.SharesPerGpu}"
+    if shared := res.shared_gres():
+        gres += f",{shared[0]}:{shared[1]}"
     return gres
 
 
@@ -100,10 +97,6 @@ def _features(res: ComputeResource) -> list[str]:
     if res.Sharing.Mode != "none":
         feats.append(res.Sharing.Mode)
     return feats
-
-
-def _hostlist(names: list[str]) -> str:
-    return ",".join(names)
 
 
 def _slurm_conf(defn: ClusterDefinition, etc: str, testbed: Testbed | None) -> str:
@@ -191,7 +184,8 @@ def _slurm_conf(defn: ClusterDefinition, etc: str, testbed: Testbed | None) -> s
         lines += [f"Prolog={etc}/podium-prolog.sh", "PrologFlags=Alloc"]
     if hc.Epilog:
         lines.append(f"Epilog={etc}/podium-epilog.sh")
-    dynamic = [n for n in nodes(defn) if n.dynamic]
+    all_nodes = nodes(defn)
+    dynamic = [n for n in all_nodes if n.dynamic]
     power = bool(s.ResumeProgram and s.SuspendProgram)
     if dynamic and power:
         lines += [
@@ -209,19 +203,10 @@ def _slurm_conf(defn: ClusterDefinition, etc: str, testbed: Testbed | None) -> s
             "# No ResumeProgram/SuspendProgram: the dynamic (-dy-) nodes are rendered as",
             "# ordinary nodes and ScaledownIdletime does not apply.",
         ]
-    types = ["gpu"]
-    if any(
-        q_res.Sharing.Mode == "mps"
-        for q in defn.Scheduling.SlurmQueues
-        for q_res in q.ComputeResources
-    ):
-        types.append("mps")
-    if any(
-        r.Sharing.Mode == "shard" for q in defn.Scheduling.SlurmQueues for r in q.ComputeResources
-    ):
-        types.append("shard")
+    shared = {g[0] for n in all_nodes if (g := n.resource.shared_gres())}
+    types = ["gpu", *sorted(shared)]
     lines += ["", f"GresTypes={','.join(types)}", ""]
-    for i, node in enumerate(nodes(defn), start=1):
+    for i, node in enumerate(all_nodes, start=1):
         res = node.resource
         fields = [f"NodeName={node.name}"]
         if tb:
@@ -241,14 +226,14 @@ def _slurm_conf(defn: ClusterDefinition, etc: str, testbed: Testbed | None) -> s
     queues = defn.Scheduling.SlurmQueues
     default = next((q.Name for q in queues if q.Default), queues[0].Name)
     for q in queues:
-        lines.append(_partition(q, q.Name == default, nodes(defn)))
+        lines.append(_partition(q, q.Name == default, all_nodes))
     return "\n".join(lines) + "\n"
 
 
 def _partition(q: Queue, default: bool, all_nodes: list[Node]) -> str:
     members = [n.name for n in all_nodes if n.queue == q.Name]
     return (
-        f"PartitionName={q.Name} Nodes={_hostlist(members)} Default={'YES' if default else 'NO'} "
+        f"PartitionName={q.Name} Nodes={','.join(members)} Default={'YES' if default else 'NO'} "
         f"MaxTime={q.MaxTime} PriorityTier={q.PriorityTier} State=UP"
     )
 
@@ -260,37 +245,33 @@ def _gres_conf(defn: ClusterDefinition, testbed: Testbed | None) -> str:
             "# GPUs, MIG slices and their device files are found through NVML.",
             "AutoDetect=nvml",
         ]
-        for node in nodes(defn):
-            res = node.resource
-            if res.Sharing.Mode == "mps":
-                lines.append(f"NodeName={node.name} Name=mps Count={res.gpus()[0] * 100}")
-            elif res.Sharing.Mode == "shard":
-                shards = res.gpus()[0] * res.Sharing.SharesPerGpu
-                lines.append(f"NodeName={node.name} Name=shard Count={shards}")
-        return "\n".join(lines) + "\n"
-    lines += ["# Test cluster: fake GPU device files (char devices), no NVML.", "AutoDetect=off"]
+    else:
+        lines += [
+            "# Test cluster: fake GPU device files (char devices), no NVML.",
+            "AutoDetect=off",
+        ]
     for node in nodes(defn):
         res = node.resource
-        count, kind = res.gpus()
-        if not count:
+        shared = res.shared_gres()
+        if testbed is None:
+            if shared:
+                lines.append(f"NodeName={node.name} Name={shared[0]} Count={shared[1]}")
             continue
-        files = (
-            f"{testbed.directory}/dev/nvidia[0-{count - 1}]"
-            if count > 1
-            else f"{testbed.directory}/dev/nvidia0"
+        devices = res.gpu_devices()
+        if not devices:
+            continue
+        last = f"[0-{devices - 1}]" if devices > 1 else "0"
+        files = f"{testbed.directory}/dev/nvidia{last}"
+        # With MIG, each fake device file stands for one slice.
+        kind = (
+            res.Sharing.Mig.Profile
+            if res.Sharing.Mode == "mig" and res.Sharing.Mig
+            else res.gpus()[1]
         )
         type_field = f" Type={kind}" if kind else ""
-        if res.Sharing.Mode == "mig" and res.Sharing.Mig is not None:
-            # Each fake device file stands for one MIG slice.
-            slices = count * res.Sharing.Mig.PerGpu
-            files = f"{testbed.directory}/dev/nvidia[0-{slices - 1}]"
-            type_field = f" Type={res.Sharing.Mig.Profile}"
         lines.append(f"NodeName={node.name} Name=gpu{type_field} File={files}")
-        if res.Sharing.Mode == "mps":
-            lines.append(f"NodeName={node.name} Name=mps Count={count * 100} File={files}")
-        elif res.Sharing.Mode == "shard":
-            shards = count * res.Sharing.SharesPerGpu
-            lines.append(f"NodeName={node.name} Name=shard Count={shards} File={files}")
+        if shared:
+            lines.append(f"NodeName={node.name} Name={shared[0]} Count={shared[1]} File={files}")
     return "\n".join(lines) + "\n"
 
 
@@ -355,13 +336,7 @@ def _podium_yaml(
 
 def _testbed_env(defn: ClusterDefinition, testbed: Testbed) -> str:
     all_nodes = nodes(defn)
-    most = max(
-        (
-            n.resource.gpus()[0] * (n.resource.Sharing.Mig.PerGpu if n.resource.Sharing.Mig else 1)
-            for n in all_nodes
-        ),
-        default=0,
-    )
+    most = max((n.resource.gpu_devices() for n in all_nodes), default=0)
     return (
         f"TB_DIR={shlex.quote(testbed.directory)}\n"
         f"TB_NODES={shlex.quote(' '.join(n.name for n in all_nodes))}\n"

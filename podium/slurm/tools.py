@@ -38,10 +38,6 @@ class SlurmTools:
 
     def __init__(self, access: SlurmAccess) -> None:
         self.access = access
-        self.env = dict(os.environ)
-        if access.conf:
-            self.env["SLURM_CONF"] = access.conf
-        self.env.pop("SLURM_JWT", None)  # with it set, srun and scontrol switch to JWT auth
 
     def _tool(self, name: str) -> str:
         return str(Path(self.access.bin_dir) / name) if self.access.bin_dir else name
@@ -55,10 +51,10 @@ class SlurmTools:
         cwd: str | None = None,
     ) -> str:
         """Run one tool; return its stdout or raise SlurmError with its first error line."""
-        full_env = dict(env if env is not None else self.env)
+        full_env = dict(env if env is not None else os.environ)
         if self.access.conf:
             full_env["SLURM_CONF"] = self.access.conf
-        full_env.pop("SLURM_JWT", None)
+        full_env.pop("SLURM_JWT", None)  # with it set, srun and scontrol switch to JWT auth
         try:
             done = subprocess.run(
                 [self._tool(argv[0]), *argv[1:]],

@@ -99,17 +99,16 @@ def sbatch_script(spec: JobSpec, python: str, state_dir: str) -> str:
 
 
 def srun_argv(spec: JobSpec) -> list[str]:
-    """The shell-quoted srun command line that launches the tasks."""
-    argv = ["srun", "--kill-on-bad-exit=1"]
+    """The shell words of the srun line that launches the tasks, quoted for bash."""
+    flags = ["--kill-on-bad-exit=1"]
     if spec.container_image:
-        argv.append(f"--container-image={spec.container_image}")
+        flags.append(f"--container-image={spec.container_image}")
         if spec.container_mounts:
-            argv.append(f"--container-mounts={','.join(spec.container_mounts)}")
-        argv.append(f"--container-workdir={spec.work_dir}")
-    argv += ["/bin/bash", "-c", '"$PODIUM_TASK"', "podium-task"]
-    return [a if a == '"$PODIUM_TASK"' else shlex.quote(a) for a in argv] + [
-        shlex.quote(a) for a in spec.script_args
-    ]
+            flags.append(f"--container-mounts={','.join(spec.container_mounts)}")
+        flags.append(f"--container-workdir={spec.work_dir}")
+    quoted = [shlex.quote(word) for word in flags]
+    args = [shlex.quote(a) for a in spec.script_args]
+    return ["srun", *quoted, "/bin/bash", "-c", '"$PODIUM_TASK"', "podium-task", *args]
 
 
 def sbatch_options(spec: JobSpec) -> list[str]:
