@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -47,7 +48,8 @@ def start_daemon(
     if config is not None:
         argv += ["--config", str(config.absolute())]
     log = paths.log_path(home)
-    with open(log, "ab") as fh:
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)  # private, as all state
+    with os.fdopen(fd, "ab") as fh:
         offset = fh.tell()
         proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=fh, stderr=fh, start_new_session=True, cwd="/"

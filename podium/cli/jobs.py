@@ -9,6 +9,7 @@ import time
 
 import click
 
+from podium.api.text import printable
 from podium.cli import render
 from podium.cli.client import Api, connect
 from podium.errors import SpecError
@@ -81,7 +82,7 @@ def show(job: str, as_json: bool) -> None:
     click.echo("events:")
     for e in record["events"]:
         when = dt.datetime.fromtimestamp(e["time"]).strftime("%Y-%m-%d %H:%M:%S")
-        click.echo(f"  {when} {e['kind']} {e['detail'] or ''}".rstrip())
+        click.echo(f"  {when} {e['kind']} {printable(e['detail'] or '')}".rstrip())
 
 
 @click.command()

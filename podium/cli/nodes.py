@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from podium.api.text import printable
 from podium.cli import render
 from podium.cli.client import connect
 
@@ -26,7 +27,7 @@ def nodes(as_json: bool) -> None:
 def drain(node: str, reason: str) -> None:
     """Drain NODE: its running jobs finish, nothing new starts there."""
     data = connect().post(f"/v1/nodes/{node}/drain", {"reason": reason})
-    click.echo(f"{data['node']}: {data['state']} ({data['reason']})")
+    click.echo(f"{data['node']}: {data['state']} ({printable(data['reason'] or '')})")
 
 
 @click.command()

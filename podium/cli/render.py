@@ -1,4 +1,9 @@
-"""Human output: aligned Rich tables. Machine output is `--json` (see records)."""
+"""Human output: aligned Rich tables. Machine output is `--json` (see records).
+
+Every value shown here passes through `printable`: user text (job names, comments,
+reasons, paths) can hold escape sequences, and a table must never let them reach the
+terminal. Cells are plain `Text`, so Rich markup in a name is shown, not obeyed.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from typing import Any
 
 import click
 
+from podium.api.text import printable
 from podium.spec.timefmt import format_duration
 
 
@@ -21,13 +27,14 @@ def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any
     from rich import box
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     console = Console(width=None if sys.stdout.isatty() else 200)
     t = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for col in columns:
         t.add_column(col, no_wrap=True)
     for row in rows:
-        t.add_row(*("" if v is None else str(v) for v in row))
+        t.add_row(*(Text("" if v is None else printable(str(v))) for v in row))
     console.print(t)
 
 
@@ -147,4 +154,4 @@ def show_record(record: dict[str, Any], skip: Callable[[str], bool] = lambda k: 
     for key, value in record.items():
         if skip(key):
             continue
-        click.echo(f"{key.ljust(width)} = {value}")
+        click.echo(f"{key.ljust(width)} = {printable(str(value))}")

@@ -54,7 +54,8 @@ def priority(as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def share(as_json: bool) -> None:
     """Fair share per account and user: shares, decayed usage (GPU-seconds), factor."""
-    rows = Client().get("/v1/share")["shares"]
+    data = Client().get("/v1/share")
+    rows = data["shares"]
     if as_json:
         render.print_json(rows)
         return
@@ -74,3 +75,14 @@ def share(as_json: bool) -> None:
             for r in rows
         ],
     )
+    access = data.get("access")
+    if access:
+        accounts = access["accounts"]
+        click.echo(
+            f"\nyou ({access['user']}) may charge "
+            + (", ".join(accounts) if accounts is not None else "any account")
+            + f" (default {access['default_account']}); QoS: {', '.join(access['qos']) or 'none'}"
+            + f" (default {access['default_qos']})"
+        )
+        for account, qos in (access.get("account_qos") or {}).items():
+            click.echo(f"  account {account} allows QoS {', '.join(qos) or 'none open to you'}")

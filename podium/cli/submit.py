@@ -21,6 +21,13 @@ def _token(g: Given) -> str:
     return f"--{g.long}" if g.value is None else f"--{g.long}={g.value}"
 
 
+def _umask() -> int:
+    """This process's umask (sent with the job, as sbatch sends SLURM_UMASK)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def build_request(
     args: list[str], stdin_script: str | None = None
 ) -> tuple[dict[str, Any], dict[str, Given]]:
@@ -33,6 +40,7 @@ def build_request(
         "cwd": os.getcwd(),
         "environment": dict(os.environ),
         "script_args": script_args,
+        "umask": _umask(),
         "test_only": "test-only" in client_opts,
     }
     if "wrap" in client_opts:

@@ -67,7 +67,8 @@ class LocalExecutor:
         Raises LaunchError if a supervisor for this job still holds its lock.
         """
         job_dir = self.job_dir(plan.job_id)
-        job_dir.mkdir(mode=0o711, exist_ok=True)
+        job_dir.mkdir(exist_ok=True)
+        os.chmod(job_dir, 0o711)  # the user reaches its script by name; the rest is private
         lock_fd = os.open(job_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             try:
@@ -78,15 +79,18 @@ class LocalExecutor:
                 (job_dir / stale).unlink(missing_ok=True)
             script_path = job_dir / SCRIPT_FILE
             script_path.unlink(missing_ok=True)
-            fd = os.open(script_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o700)
+            fd = os.open(script_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o500)
             with os.fdopen(fd, "w") as fh:
                 fh.write(script)
             if os.geteuid() == 0:
                 os.chown(script_path, plan.uid, plan.gid)
             # Not fsynced: after a power loss the supervisor is gone too, and the job
             # reads as never launched.
-            write_atomic(job_dir / PLAN_FILE, asdict(plan), durable=False)
-            with open(job_dir / SUPERVISOR_LOG, "ab") as log:
+            write_atomic(job_dir / PLAN_FILE, asdict(plan), durable=False, mode=0o600)
+            log_fd = os.open(
+                job_dir / SUPERVISOR_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600
+            )
+            with os.fdopen(log_fd, "ab") as log:
                 proc = subprocess.Popen(
                     [self.python, "-m", "podium.run.supervisor", str(job_dir), str(lock_fd)],
                     pass_fds=(lock_fd,),

@@ -23,14 +23,16 @@ SCRIPT_FILE = "script"
 SUPERVISOR_LOG = "supervisor.log"
 
 
-def write_atomic(path: Path, data: Any, *, durable: bool = True) -> None:
+def write_atomic(path: Path, data: Any, *, durable: bool = True, mode: int = 0o600) -> None:
     """Write `data` as JSON to `path` so readers see all of it or nothing.
 
-    With `durable`, the data is on disk (fsync) before the file appears, so it also
-    survives a power loss; without it, only a process crash.
+    The file is created with `mode` (owner-only by default). With `durable`, the data
+    is on disk (fsync) before the file appears, so it also survives a power loss;
+    without it, only a process crash.
     """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as fh:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+    with os.fdopen(fd, "w") as fh:
         json.dump(data, fh)
         if durable:
             fh.flush()

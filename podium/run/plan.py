@@ -56,6 +56,7 @@ class LaunchPlan:
     account: str = ""
     proctrack: str = "auto"
     heartbeat_timeout_s: int | None = None
+    umask: int = 0o022
     extra: dict[str, Any] = field(default_factory=dict)
 
 

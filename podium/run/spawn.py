@@ -21,13 +21,15 @@ def spawn_task(
     pgid: int,
     creds: tuple[int, int, list[int]] | None,
     cgroup_procs: str | None = None,
+    umask: int = 0o022,
 ) -> int:
     """Fork and exec `argv`; return the child's pid.
 
     The child gets an empty signal mask and default handlers, joins process group
     `pgid` (0: a new group led by itself), joins the cgroup whose cgroup.procs is
     `cgroup_procs` (best effort: the supervisor also tracks descendants), takes
-    (uid, gid, groups) from `creds` when given, and closes every other descriptor.
+    (uid, gid, groups) from `creds` when given (groups first, so nothing runs with
+    the supervisor's), sets `umask`, and closes every other descriptor.
     Raises SpawnError with the child's reason if it could not exec.
     """
     read_end, write_end = os.pipe2(os.O_CLOEXEC)
@@ -61,6 +63,7 @@ def spawn_task(
                 os.setgroups(groups)
                 os.setgid(gid)
                 os.setuid(uid)
+            os.umask(umask)
             os.chdir(cwd)
             os.closerange(3, write_end)
             os.closerange(write_end + 1, 65536)

@@ -41,6 +41,7 @@ from podium.run.files import (
     read_json,
     write_atomic,
 )
+from podium.run.identity import Identity
 from podium.run.patterns import expand
 from podium.run.spawn import SpawnError, spawn_task
 
@@ -139,23 +140,21 @@ def task_environment(
     return env
 
 
+def job_identity(plan: LaunchPlan) -> Identity:
+    """The identity the job's files and processes use: the plan's user, groups, umask."""
+    return Identity(plan.uid, plan.gid, tuple(plan.groups), getattr(plan, "umask", 0o022))
+
+
 class _AsUser:
-    """Open files with the job user's permissions (temporarily, when we are root)."""
+    """Open files with exactly the job user's permissions: uid, gid, its own supplementary
+    groups (never the daemon's) and the umask it submitted with."""
 
     def __init__(self, plan: LaunchPlan) -> None:
-        self.switch = os.geteuid() == 0 and plan.uid != 0
-        self.plan = plan
+        self.who = job_identity(plan)
 
-    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
-        if not self.switch:
+    def open(self, path: str, flags: int, mode: int = 0o666) -> int:
+        with self.who.entered():
             return os.open(path, flags, mode)
-        os.setegid(self.plan.gid)
-        os.seteuid(self.plan.uid)
-        try:
-            return os.open(path, flags, mode)
-        finally:
-            os.seteuid(0)
-            os.setegid(0)
 
 
 class Supervisor:
@@ -223,14 +222,13 @@ class Supervisor:
         plan = self.plan
         opener = _AsUser(plan)
         self._opened: dict[tuple[str, str], int] = {}
-        creds = None
-        if os.geteuid() == 0 and plan.uid != 0:
-            creds = (plan.uid, plan.gid, plan.groups)
+        who = opener.who
+        creds = (who.uid, who.gid, list(who.groups)) if who.is_switch_needed else None
         port = _free_port()
         pgid = 0
         heartbeat = None
         if self.heartbeat is not None:
-            fd = os.open(self.heartbeat, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            fd = os.open(self.heartbeat, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             if creds is not None:
                 os.fchown(fd, plan.uid, plan.gid)
             os.close(fd)
@@ -248,6 +246,7 @@ class Supervisor:
                     pgid=pgid,
                     creds=creds,
                     cgroup_procs=self.contain.procs_file,
+                    umask=who.umask,
                 )
             finally:
                 os.close(in_fd)

@@ -138,8 +138,7 @@ def create_app(
 
     @app.get("/v1/jobs/{job_id}")
     async def show(request: Request, job_id: int) -> dict[str, Any]:
-        caller(request)
-        return controller.show(job_id)
+        return controller.show(job_id, caller(request))
 
     @app.post("/v1/jobs/cancel")
     async def cancel(request: Request, body: Selection) -> dict[str, Any]:
@@ -177,8 +176,7 @@ def create_app(
 
     @app.get("/v1/share")
     async def share(request: Request) -> dict[str, Any]:
-        caller(request)
-        return {"shares": controller.share()}
+        return {"shares": controller.share(), "access": controller.access(caller(request))}
 
     @app.get("/v1/nodes")
     async def nodes(request: Request) -> dict[str, Any]:

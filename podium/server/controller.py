@@ -6,6 +6,7 @@ Data flows one way: request -> store -> sched.schedule (pure) -> executor -> sto
 
 from __future__ import annotations
 
+import grp
 import json
 import logging
 import os
@@ -18,12 +19,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from podium.api.text import printable
 from podium.errors import NotFound, PermissionDenied, SpecError
 from podium.node.inventory import GpuInfo
 from podium.recover.agent import HealthAgent
 from podium.recover.ladder import Health, Label
 from podium.recover.resume import Ended, decide, newest_checkpoint
 from podium.run.executor import LaunchError, LocalExecutor
+from podium.run.identity import DirCheckError, Identity, check_dirs_as_user
 from podium.run.patterns import expand
 from podium.run.plan import LaunchPlan, TaskPlan
 from podium.sched import (
@@ -59,6 +62,21 @@ class Caller:
     gid: int
     name: str
     is_admin: bool
+
+
+def group_names(who: Caller) -> tuple[str, ...]:
+    """The names of every Unix group `who` belongs to (primary and supplementary)."""
+    try:
+        gids = os.getgrouplist(who.name, who.gid)
+    except (KeyError, OSError):
+        gids = [who.gid]
+    names = []
+    for gid in gids:
+        try:
+            names.append(grp.getgrgid(gid).gr_name)
+        except KeyError:
+            names.append(str(gid))
+    return tuple(names)
 
 
 def user_name(uid: int) -> str:
@@ -126,9 +144,21 @@ class Controller:
             )
         now = self.clock()
         built = build_job(
-            req, self.config, Submitter(who.uid, who.gid, who.name, who.is_admin), now
+            req,
+            self.config,
+            Submitter(who.uid, who.gid, who.name, who.is_admin, group_names(who)),
+            now,
         )
         spec = built.spec
+        if built.enter_dirs or built.write_dirs:
+            try:
+                check_dirs_as_user(
+                    self._identity(who.uid, who.gid, who.name, spec.umask),
+                    enter=built.enter_dirs,
+                    write=built.write_dirs,
+                )
+            except DirCheckError as exc:
+                raise SpecError(f"the job's directories: {exc}") from None
         self._check_submit_limit(spec, who)
         dep_ids = {j for d in spec.dependencies for j in d.job_ids}
         if dep_ids:
@@ -159,6 +189,13 @@ class Controller:
             self._specs[job_id] = spec
         return [job_record(r, now) for r in self.store.jobs_by_ids(ids)]
 
+    def _identity(self, uid: int, gid: int, user: str, umask: int) -> Identity:
+        """The identity a job of this user runs with. A daemon that is not root runs
+        everything as itself (it serves only its owner)."""
+        if self.owner_uid != 0:
+            return Identity(self.owner_uid, os.getegid(), tuple(os.getgroups()), umask)
+        return Identity.of(uid, gid, user, umask)
+
     def _check_submit_limit(self, spec: JobSpec, who: Caller) -> None:
         """Refuse a submission over its QoS's max_submit_jobs_per_user."""
         level = self.config.qos_level(spec.qos)
@@ -188,9 +225,15 @@ class Controller:
         rows = self.store.jobs(states=states, user=user, name=name, since=since, until=until)
         return [job_record(r, now) for r in rows]
 
-    def show(self, job_id: int) -> dict[str, Any]:
+    def show(self, job_id: int, who: Caller) -> dict[str, Any]:
+        """One job in full, its script and events included: for its user and admins."""
         now = self.clock()
         row = self.store.job(job_id)
+        if row["uid"] != who.uid and not who.is_admin:
+            raise PermissionDenied(
+                f"job {job_id} belongs to {row['user']}: its details and output are for "
+                "that user and the administrators (podium queue lists every job)"
+            )
         record = job_record(row, now)
         spec = spec_of(row)
         record["script"] = spec.script
@@ -546,16 +589,22 @@ class Controller:
             and not (kind == "TIME_LIMIT" and "FAIL" in wanted)
         ):
             return
-        subject = f"Podium job {row['job_id']} ({row['name']}) {what}"
+        subject = printable(f"Podium job {row['job_id']} ({row['name']}) {what}")
+        recipient = spec.mail_user or row["user"]
+        who = self._identity(row["uid"], row["gid"], row["user"], spec.umask)
         try:
+            # As the job's user, and `--` first: the recipient can never be an option.
             subprocess.Popen(
-                [self.config.mail_command, "-s", subject, spec.mail_user or row["user"]],
+                [self.config.mail_command, "-s", subject, "--", recipient],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 start_new_session=True,
+                cwd="/",
+                env={"PATH": "/usr/local/bin:/usr/bin:/bin", "USER": row["user"]},
+                **who.subprocess_kwargs(),
             )
-        except OSError as exc:
+        except (OSError, subprocess.SubprocessError) as exc:
             log.warning("mail for job %s failed: %s", row["job_id"], exc)
 
     def _spec(self, row: Row) -> JobSpec:
@@ -667,6 +716,17 @@ class Controller:
         snap = self.snapshot()
         tree, usage = self._share_inputs(list(snap.running), list(snap.pending))
         return [asdict(r) for r in fairshare_table(tree, usage)]
+
+    def access(self, who: Caller) -> dict[str, Any]:
+        """The accounts and QoS levels `who` may submit with (admins: all of them)."""
+        if who.is_admin:
+            return {
+                **self.config.access(who.name, ()),
+                "accounts": [a.name for a in self.config.accounts] or None,
+                "qos": [q.name for q in self.config.qos],
+                "admin": True,
+            }
+        return {**self.config.access(who.name, group_names(who)), "admin": False}
 
     def priorities(self) -> list[dict[str, Any]]:
         """Each pending job's priority factors from the last pass, like sprio."""
@@ -785,10 +845,7 @@ class Controller:
 
     def _plan(self, row: Row, spec: JobSpec, gpu_ids: list[int], cpus: int) -> LaunchPlan:
         uid, gid, user = row["uid"], row["gid"], row["user"]
-        try:
-            groups = os.getgrouplist(user, gid)
-        except (KeyError, OSError):
-            groups = [gid]
+        who = self._identity(uid, gid, user, spec.umask)
         checkpoint = self._checkpoint_dir(row, spec)
         if spec.checkpoint_dir is None:
             Path(checkpoint).mkdir(parents=True, exist_ok=True)
@@ -809,7 +866,8 @@ class Controller:
             user=user,
             uid=uid,
             gid=gid,
-            groups=groups,
+            groups=list(who.groups),
+            umask=who.umask,
             argv=[script_path, *spec.script_args],
             work_dir=spec.work_dir,
             submit_dir=spec.submit_dir,

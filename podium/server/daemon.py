@@ -95,10 +95,40 @@ def take_instance_lock(home: Path) -> int:
     return fd
 
 
+def make_private(home: Path) -> None:
+    """Keep the state private: everything the daemon creates is its owner's alone
+    (umask 077). HOME and the jobs and checkpoints directories are 0711, so users reach
+    the socket, their job's script and their checkpoints by name, and list nothing;
+    state left readable by older versions is closed."""
+    os.umask(0o077)
+    home.mkdir(parents=True, exist_ok=True)
+    for directory in (home, home / "jobs", home / "checkpoints"):
+        directory.mkdir(exist_ok=True)
+        os.chmod(directory, 0o711)
+    private = [home / name for name in PRIVATE_FILES]
+    jobs = home / "jobs"
+    private += [d / name for d in jobs.iterdir() for name in JOB_PRIVATE_FILES]
+    for path in private:
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(path, 0o600)
+
+
+# Files of HOME and of each job directory that only the daemon's owner may read.
+PRIVATE_FILES = (
+    "podium.db",
+    "podium.db-wal",
+    "podium.db-shm",
+    "podiumd.log",
+    "health.jsonl",
+    "cluster.yaml",
+    "xid-offset.json",
+)
+JOB_PRIVATE_FILES = ("launch.json", "supervisor.log", "result.json", "started.json")
+
+
 def serve(home: Path, config: ClusterConfig) -> None:
     """Run the daemon in this process until it is stopped."""
-    home.mkdir(parents=True, exist_ok=True)
-    os.chmod(home, 0o755)
+    make_private(home)
     lock_fd = take_instance_lock(home)
     store = Store(paths.db_path(home))
     gpus = resolve_inventory(config.node.gpus)

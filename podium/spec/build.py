@@ -39,17 +39,22 @@ class SubmitRequest(BaseModel):
     options: list[str] = Field(default_factory=list)
     cwd: str
     environment: dict[str, str] = Field(default_factory=dict)
+    umask: int | None = Field(
+        default=None, ge=0, le=0o777, description="the submitter's umask (sbatch: SLURM_UMASK)"
+    )
     test_only: bool = False
 
 
 @dataclass
 class Submitter:
-    """Who submits: the peer of the socket."""
+    """Who submits: the peer of the socket, with the names of its Unix groups (for the
+    QoS and account allow-lists)."""
 
     uid: int
     gid: int
     name: str
     is_admin: bool = False
+    groups: tuple[str, ...] = ()
 
 
 @dataclass
@@ -306,10 +311,17 @@ def _yaml_options(text: str) -> tuple[list[Given], str | None, str | None, list[
 
 @dataclass
 class Built:
-    """The result of building: the spec and options only the daemon can check."""
+    """The result of building: the spec and what only the daemon can check.
+
+    `enter_dirs` and `write_dirs` are the directories the job's user must be able to
+    enter (--chdir) and write (output directories named in the patterns): the caller
+    checks them as that user (`podium.run.identity.check_dirs_as_user`), never as root.
+    """
 
     spec: JobSpec
     dependency_where: str | None = None
+    enter_dirs: tuple[str, ...] = ()
+    write_dirs: tuple[str, ...] = ()
 
 
 def build_job(req: SubmitRequest, config: ClusterConfig, who: Submitter, now: float) -> Built:
@@ -347,7 +359,24 @@ def build_job(req: SubmitRequest, config: ClusterConfig, who: Submitter, now: fl
     raw.add(cli_given)
     spec = _resolve(raw, req, config, who, now, script, req.script_args or yaml_args)
     dep = raw.get("dependency")
-    return Built(spec=spec, dependency_where=dep.where if dep else None)
+    return Built(
+        spec=spec,
+        dependency_where=dep.where if dep else None,
+        enter_dirs=(spec.work_dir,) if raw.get("chdir") is not None else (),
+        write_dirs=_output_dirs(spec),
+    )
+
+
+def _output_dirs(spec: JobSpec) -> tuple[str, ...]:
+    """Directories the output patterns name explicitly (no pattern letters in them)."""
+    found: list[str] = []
+    for pattern in (spec.output, spec.error):
+        if pattern is None or "/" not in pattern:
+            continue
+        directory = os.path.dirname(os.path.join(spec.work_dir, pattern))
+        if "%" not in directory and directory not in found:
+            found.append(directory)
+    return tuple(found)
 
 
 def _resolve(
@@ -377,10 +406,11 @@ def _resolve(
     out["submit_dir"] = req.cwd
     work_dir = req.cwd
     if (g := raw.get("chdir")) is not None:
+        if not g.value:
+            raise _err(g, "needs a directory")
         work_dir = os.path.normpath(os.path.join(req.cwd, str(g.value)))
-        if not os.path.isdir(work_dir):
-            raise _err(g, f"{work_dir} is not a directory")
     out["work_dir"] = work_dir
+    out["umask"] = req.umask if req.umask is not None else 0o022
 
     # Nodes: one node only on the embedded cluster, said plainly; any count on Slurm.
     nodes = 1
@@ -625,9 +655,9 @@ def _resolve(
                 "(set mail_command in the cluster config)",
             )
         out["mail_types"] = tuple(kinds)
-        out["mail_user"] = raw.text("mail-user") or who.name
-    elif raw.get("mail-user") is not None:
-        out["mail_user"] = raw.text("mail-user")
+        out["mail_user"] = who.name
+    if (g := raw.get("mail-user")) is not None:
+        out["mail_user"] = _mail_user(g)
 
     spec = JobSpec(**out)
     if not slurm:
@@ -662,6 +692,22 @@ def _cluster_names(
             )
         partition = found
     out["partition"] = partition.name
+    account = config.default_account(who.name)
+    if (g := raw.get("account")) is not None:
+        account = str(g.value)
+        if not re.match(r"^[A-Za-z0-9_.@-]+$", account):
+            raise _err(g, f"invalid account name {account!r}")
+        names = [a.name for a in config.accounts]
+        if names and account not in names:
+            raise _err(g, f"unknown account {account!r}{did_you_mean(account, names)}")
+    entry = config.account(account)
+    if entry is not None and not who.is_admin and not entry.open_to(who.name, who.groups):
+        where = f"{g.where}: --account: " if g is not None else "default account: "
+        raise SpecError(
+            f"{where}user {who.name} may not charge account {account!r} "
+            f"(InvalidAccount: see podium share for yours)"
+        )
+    out["account"] = account
     qos = config.default_qos
     if (g := raw.get("qos")) is not None:
         if config.qos_level(str(g.value)) is None:
@@ -672,19 +718,20 @@ def _cluster_names(
                 f"QoS levels: {', '.join(names)}",
             )
         qos = str(g.value)
+    level = config.qos_level(qos)
+    if level is not None and not who.is_admin:
+        where = f"{g.where}: --qos: " if g is not None else "default QoS: "
+        if not level.open_to(who.name, who.groups):
+            raise SpecError(
+                f"{where}user {who.name} may not use QoS {qos!r} "
+                "(InvalidQOS: see podium share for the QoS open to you)"
+            )
+        if entry is not None and entry.allow_qos and qos not in entry.allow_qos:
+            raise SpecError(
+                f"{where}account {account!r} allows only QoS {', '.join(entry.allow_qos)}, "
+                f"not {qos!r}"
+            )
     out["qos"] = qos
-    account = who.name
-    if (g := raw.get("account")) is not None:
-        account = str(g.value)
-        if not re.match(r"^[A-Za-z0-9_.@-]+$", account):
-            raise _err(g, f"invalid account name {account!r}")
-        names = [a.name for a in config.accounts]
-        if names and account not in names:
-            raise _err(g, f"unknown account {account!r}{did_you_mean(account, names)}")
-        entry = config.account(account)
-        if entry is not None and entry.users and who.name not in [u.name for u in entry.users]:
-            raise _err(g, f"user {who.name} is not in account {account!r}")
-    out["account"] = account
     return partition
 
 
@@ -713,6 +760,25 @@ def _container(raw: _Raw, slurm: bool, out: dict[str, Any]) -> None:
             if len(parts) > 3 or not all(parts[:2]) or any(c.isspace() for c in item):
                 raise _err(mounts, f"expected SRC[:DST[:FLAGS]],..., got {item!r}")
         out["container_mounts"] = tuple(items)
+
+
+# A login name (POSIX portable, as useradd accepts) or an e-mail address whose parts
+# cannot start with '-': nothing a mail program could take for an option.
+_LOGIN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?$")
+_EMAIL_RE = re.compile(
+    r"^[A-Za-z0-9_+=][A-Za-z0-9_.+=-]{0,63}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$"
+)
+
+
+def _mail_user(g: Given) -> str:
+    """--mail-user: a user name or an e-mail address, nothing else."""
+    value = str(g.value or "")
+    if len(value) > 254 or not (_LOGIN_RE.match(value) or _EMAIL_RE.match(value)):
+        raise _err(
+            g, f"expected a user name or an e-mail address like ada@example.org, got {value!r}"
+        )
+    return value
 
 
 def _exit_codes(g: Given) -> tuple[int, ...]:

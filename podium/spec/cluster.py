@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Collection
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -100,6 +101,16 @@ class Qos(Closed):
     max_gpus_per_user: int | None = Field(default=None, ge=0)
     max_jobs_per_user: int | None = Field(default=None, ge=0)
     max_submit_jobs_per_user: int | None = Field(default=None, ge=0)
+    allow_users: list[str] = Field(
+        default_factory=list, description="users who may submit with it (both empty: anyone)"
+    )
+    allow_groups: list[str] = Field(
+        default_factory=list, description="Unix groups whose members may submit with it"
+    )
+
+    def open_to(self, user: str, groups: Collection[str]) -> bool:
+        """Whether `user` (a member of `groups`) may use this QoS."""
+        return _allowed(self.allow_users, self.allow_groups, user, groups)
 
 
 class UserShare(Closed):
@@ -110,12 +121,38 @@ class UserShare(Closed):
 
 
 class Account(Closed):
-    """An account with its shares, its users and a GPU cap for the whole group."""
+    """An account with its shares, its members, the QoS its jobs may use, and a GPU cap
+    for the whole group (Slurm's account associations)."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.@-]+$")
     shares: int = Field(default=1, ge=0)
-    users: list[UserShare] = Field(default_factory=list, description="empty: any user")
+    users: list[UserShare] = Field(
+        default_factory=list, description="members (with allow_groups both empty: any user)"
+    )
+    allow_groups: list[str] = Field(
+        default_factory=list, description="Unix groups whose members may charge it"
+    )
+    allow_qos: list[str] = Field(
+        default_factory=list, description="QoS its jobs may use (AllowQos; empty: any)"
+    )
     max_gpus: int | None = Field(default=None, ge=0)
+
+    def open_to(self, user: str, groups: Collection[str]) -> bool:
+        """Whether `user` (a member of `groups`) may charge jobs to this account."""
+        return _allowed([u.name for u in self.users], self.allow_groups, user, groups)
+
+
+class UserDefaults(Closed):
+    """A user's defaults (Slurm's DefaultAccount)."""
+
+    name: str
+    default_account: str
+
+
+def _allowed(users: list[str], groups: list[str], user: str, member_of: Collection[str]) -> bool:
+    if not users and not groups:
+        return True
+    return user in users or any(g in member_of for g in groups)
 
 
 class PriorityConfig(Closed):
@@ -307,6 +344,9 @@ class ClusterConfig(Closed):
     accounts: list[Account] = Field(
         default_factory=list, description="accounts and their shares; empty means any account"
     )
+    users: list[UserDefaults] = Field(
+        default_factory=list, description="per-user defaults (default_account)"
+    )
     priority: PriorityConfig = Field(default_factory=PriorityConfig)
     fairshare: FairshareConfig = Field(default_factory=FairshareConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
@@ -351,7 +391,39 @@ class ClusterConfig(Closed):
         account_names = [a.name for a in self.accounts]
         if len(set(account_names)) != len(account_names):
             raise ValueError("account names must be unique")
+        for a in self.accounts:
+            unknown_qos = [q for q in a.allow_qos if q not in qos_names]
+            if unknown_qos:
+                raise ValueError(f"account {a.name} allows unknown QoS {unknown_qos}")
+        for u in self.users:
+            if account_names and u.default_account not in account_names:
+                raise ValueError(
+                    f"user {u.name}'s default_account {u.default_account!r} is not one of "
+                    f"{account_names}"
+                )
         return self
+
+    def default_account(self, user: str) -> str:
+        """The account a user's jobs are charged to when they name none: the configured
+        default, else the user's own name (an account of one)."""
+        return next((u.default_account for u in self.users if u.name == user), user)
+
+    def access(self, user: str, groups: Collection[str]) -> dict[str, Any]:
+        """What `user` may use: its accounts (all when none are configured), its
+        default account, and the QoS levels open to it (per account when an account
+        restricts them)."""
+        qos = [q.name for q in self.qos if q.open_to(user, groups)]
+        accounts = [a for a in self.accounts if a.open_to(user, groups)]
+        return {
+            "user": user,
+            "accounts": [a.name for a in accounts] if self.accounts else None,
+            "default_account": self.default_account(user),
+            "qos": qos,
+            "default_qos": self.default_qos,
+            "account_qos": {
+                a.name: [q for q in qos if q in a.allow_qos] for a in accounts if a.allow_qos
+            },
+        }
 
     def account(self, name: str) -> Account | None:
         return next((a for a in self.accounts if a.name == name), None)

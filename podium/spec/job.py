@@ -71,6 +71,7 @@ class JobSpec(Frozen):
     work_dir: str
     submit_dir: str
     environment: dict[str, str] = Field(default_factory=dict)
+    umask: int = 0o022  # the submitter's, for the job's files and processes
     nodes: int = 1
     ntasks: int = 1
     ntasks_per_node: int | None = None

@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -52,7 +53,7 @@ def other_user() -> str:
         try:
             probe = subprocess.run(
                 [candidate, "-c", "import podium.cli.main, podium.server.daemon"],
-                user=USER,
+                **as_login(USER),
                 capture_output=True,
                 env={"HOME": "/tmp", "PYTHONPATH": PYTHONPATH},
                 cwd="/",
@@ -68,6 +69,17 @@ def other_user() -> str:
     )
 
 
+def as_login(user: str) -> dict[str, Any]:
+    """subprocess arguments that run a command as `user` logs in: its uid, its primary
+    group and its own supplementary groups (never the test's, which are root's)."""
+    entry = pwd.getpwnam(user)
+    return {
+        "user": entry.pw_uid,
+        "group": entry.pw_gid,
+        "extra_groups": os.getgrouplist(user, entry.pw_gid),
+    }
+
+
 def _user_env(c: Cluster, user: str) -> dict[str, str]:
     return dict(c.env, HOME="/tmp", USER=user, LOGNAME=user, PYTHONPATH=PYTHONPATH)
 
@@ -80,7 +92,7 @@ def _run(c: Cluster, user: str, *args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         cwd=c.work,
         env=_user_env(c, user),
-        user=user,
+        **as_login(user),
         timeout=60,
         input="",
     )

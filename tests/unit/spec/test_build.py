@@ -186,3 +186,75 @@ def test_bad_resilience_options(options: list[str], message: str) -> None:
 def test_podium_options_are_refused_in_sbatch_lines() -> None:
     with pytest.raises(SpecError, match="--auto-resume is a Podium option: write it as #PODIUM"):
         build("#!/bin/sh\n#SBATCH --auto-resume=2\ntrue\n")
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["--exec=!id > /tmp/x", "-oProxyCommand=x", "a b@example.org", "x@-evil", "", "$(id)"],
+)
+def test_mail_user_must_be_a_name_or_an_address(value: str) -> None:
+    with pytest.raises(SpecError, match="expected a user name or an e-mail address"):
+        build(options=[f"--mail-user={value}"])
+
+
+def test_mail_user_accepts_names_and_addresses() -> None:
+    assert build(options=["--mail-user=ops@example.org"]).mail_user == "ops@example.org"
+    assert build(options=["--mail-user=bob"]).mail_user == "bob"
+
+
+def acl_config() -> ClusterConfig:
+    return ClusterConfig.model_validate(
+        {
+            **config().model_dump(),
+            "qos": [
+                {"name": "high", "priority": 1000, "allow_users": ["lead"], "allow_groups": ["pi"]},
+                {"name": "normal", "priority": 100},
+                {"name": "low", "priority": 10},
+            ],
+            "accounts": [
+                {"name": "vision", "users": [{"name": "alice"}], "allow_qos": ["normal", "low"]},
+                {"name": "nlp", "allow_groups": ["nlp"]},
+            ],
+            "users": [{"name": "alice", "default_account": "vision"}],
+        }
+    )
+
+
+def test_qos_and_accounts_are_open_only_to_their_members() -> None:
+    cfg = acl_config()
+
+    def submit(who: Submitter, *options: str) -> JobSpec:
+        return build_job(
+            SubmitRequest(script="#!/bin/sh\n", options=list(options), cwd="/tmp"), cfg, who, NOW
+        ).spec
+
+    alice = Submitter(1000, 1000, "alice", groups=("alice",))
+    assert submit(alice).account == "vision"  # her default account
+    with pytest.raises(SpecError, match="may not use QoS 'high'"):
+        submit(alice, "-q", "high")
+    with pytest.raises(SpecError, match="may not charge account 'nlp'"):
+        submit(alice, "--account=nlp")
+    with pytest.raises(SpecError, match="allows only QoS normal, low"):
+        submit(Submitter(1000, 1000, "alice", groups=("pi",)), "-q", "high")
+    assert submit(Submitter(1001, 1001, "lead"), "-q", "high").qos == "high"
+    carol = Submitter(1002, 1002, "carol", groups=("carol", "pi", "nlp"))
+    assert submit(carol, "-q", "high", "--account=nlp").account == "nlp"
+    root = Submitter(0, 0, "root", is_admin=True)
+    assert submit(root, "-q", "high", "--account=nlp").qos == "high"
+    access = cfg.access("alice", ("alice",))
+    assert access["accounts"] == ["vision"] and access["default_account"] == "vision"
+    assert access["qos"] == ["normal", "low"]
+    assert access["account_qos"] == {"vision": ["normal", "low"]}
+
+
+def test_chdir_is_left_for_the_user_to_check() -> None:
+    built = build_job(
+        SubmitRequest(
+            script="#!/bin/sh\n", options=["--chdir=/root/x", "-o", "logs/%j.out"], cwd="/tmp"
+        ),
+        config(),
+        ME,
+        NOW,
+    )
+    assert built.spec.work_dir == "/root/x"
+    assert built.enter_dirs == ("/root/x",) and built.write_dirs == ("/root/x/logs",)

@@ -1,0 +1,1 @@
+"""The shared vocabulary of Podium: standard library only, importable by every layer."""

@@ -1,0 +1,28 @@
+"""Making user text safe to show on a terminal.
+
+Job names, comments, reasons and paths come from users and may hold ANSI escape
+sequences, carriage returns or bidirectional overrides that would repaint or disguise
+what an operator sees. `printable` escapes them; JSON output keeps the raw text.
+"""
+
+from __future__ import annotations
+
+import re
+
+# C0 controls, DEL, C1 controls, bidirectional overrides and isolates, lone surrogates.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group(0))
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """`text` with every control, bidi-override and surrogate character written as an
+    escape (`\\x1b`, `\\u202e`), so that it shows as one inert line on a terminal.
+    Text without such characters is returned unchanged."""
+    return _UNSAFE.sub(_escape, text)
+
+
+__all__ = ["printable"]

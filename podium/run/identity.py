@@ -1,0 +1,150 @@
+"""Acting with exactly a user's identity: uid, gid, supplementary groups, umask.
+
+Standard library only (the supervisor imports it at every job start).
+
+- `Identity.of(uid, gid, user)` resolves the user's groups as initgroups(3) would.
+- `Identity.entered()` switches this process's effective ids and groups to the user's
+  for a block and back to root after; only for single-threaded processes (the
+  supervisor), since set*id calls apply to every thread of a process.
+- `Identity.subprocess_kwargs()` gives `subprocess` what it needs to start a command as
+  the user (the switch happens in the child, so it is safe in the threaded daemon).
+- `check_dirs_as_user()` answers "may this user enter (and write) these directories"
+  by asking the kernel as that user, so a root daemon never reveals what lies in
+  directories the user cannot read.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TypedDict
+
+DEFAULT_UMASK = 0o022
+
+
+class SubprocessIdentity(TypedDict, total=False):
+    """The `subprocess` keyword arguments that start a child as a user."""
+
+    user: int
+    group: int
+    extra_groups: list[int]
+    umask: int
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A Unix user as a job runs: ids, supplementary groups, and the submit-time umask."""
+
+    uid: int
+    gid: int
+    groups: tuple[int, ...] = field(default_factory=tuple)
+    umask: int = DEFAULT_UMASK
+
+    @classmethod
+    def of(cls, uid: int, gid: int, user: str, umask: int = DEFAULT_UMASK) -> Identity:
+        """The identity of `user`, with the groups initgroups(3) would give it; only
+        `gid` when the user is unknown to the system."""
+        try:
+            groups = tuple(os.getgrouplist(user, gid))
+        except (KeyError, OSError):
+            groups = (gid,)
+        return cls(uid, gid, groups, umask)
+
+    @property
+    def is_switch_needed(self) -> bool:
+        """True when this process must change identity to act as the user."""
+        return os.geteuid() == 0 and self.uid != 0
+
+    @contextmanager
+    def entered(self) -> Iterator[None]:
+        """Within the block, files are opened and paths resolved as the user (effective
+        uid, gid, groups and umask). A no-op unless this process runs as root.
+
+        Only for single-threaded processes: the switch is process-wide.
+        """
+        old_umask = os.umask(self.umask)
+        if not self.is_switch_needed:
+            try:
+                yield
+            finally:
+                os.umask(old_umask)
+            return
+        old_groups = os.getgroups()
+        os.setgroups(list(self.groups))
+        os.setegid(self.gid)
+        os.seteuid(self.uid)
+        try:
+            yield
+        finally:
+            os.seteuid(0)
+            os.setegid(0)
+            os.setgroups(old_groups)
+            os.umask(old_umask)
+
+    def subprocess_kwargs(self) -> SubprocessIdentity:
+        """Keyword arguments for `subprocess.run/Popen` that start the child as the user
+        (empty when this process is not root or already is the user)."""
+        if not self.is_switch_needed:
+            return {"umask": self.umask}
+        return {
+            "user": self.uid,
+            "group": self.gid,
+            "extra_groups": list(self.groups),
+            "umask": self.umask,
+        }
+
+
+# Each argument is "d:PATH" (must be an enterable directory) or "w:PATH" (and writable).
+# `[ -d "$p" ]` has two arguments after `[`, so `p` is always an operand, never an option.
+_CHECK_SCRIPT = r"""
+for arg; do
+  p=${arg#?:}
+  [ -d "$p" ] || { printf 'missing\n%s\n' "$p"; exit 1; }
+  [ -x "$p" ] || { printf 'denied\n%s\n' "$p"; exit 1; }
+  case $arg in w:*) [ -w "$p" ] || { printf 'readonly\n%s\n' "$p"; exit 1; };; esac
+done
+"""
+
+
+class DirCheckError(Exception):
+    """A directory the job needs is missing or closed to its user; the message says which."""
+
+
+def check_dirs_as_user(who: Identity, enter: Sequence[str] = (), write: Sequence[str] = ()) -> None:
+    """Raise DirCheckError unless `who` may enter every directory in `enter` and enter
+    and write every one in `write`. The kernel answers as that user (a short /bin/sh
+    started with the user's ids), so the answer is what the user could learn alone.
+    """
+    args = [f"d:{p}" for p in enter] + [f"w:{p}" for p in write]
+    if not args:
+        return
+    try:
+        done = subprocess.run(
+            ["/bin/sh", "-c", _CHECK_SCRIPT, "podium-check", *args],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=30,
+            cwd="/",
+            env={"PATH": "/usr/bin:/bin"},
+            **who.subprocess_kwargs(),
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise DirCheckError(f"cannot check directories as uid {who.uid}: {exc}") from None
+    if done.returncode == 0:
+        return
+    kind, _, rest = done.stdout.partition("\n")
+    path = rest.rstrip("\n")
+    if kind == "missing":
+        raise DirCheckError(f"{path} is not a directory you can see")
+    if kind == "denied":
+        raise DirCheckError(f"{path}: permission denied (you cannot enter it)")
+    if kind == "readonly":
+        raise DirCheckError(f"{path} is not writable by you")
+    raise DirCheckError(f"cannot check directories as uid {who.uid}: {done.stderr.strip()}")
+
+
+__all__ = ["DEFAULT_UMASK", "DirCheckError", "Identity", "check_dirs_as_user"]
