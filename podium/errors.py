@@ -6,6 +6,7 @@
     ├── ConfigError             the cluster config is malformed
     ├── PermissionDenied        the caller may not act on that job or node
     ├── NotFound                no such job or node
+    ├── StoreError              the state database cannot be used (corrupt, disk full)
     └── DaemonUnavailable       the client cannot reach the daemon
 
 Every message is one line that says what is wrong and, where it can, what would be
@@ -52,6 +53,13 @@ class NotFound(PodiumError):
 
     exit_code = 2
     http_status = 404
+
+
+class StoreError(PodiumError):
+    """The state database cannot be used: corrupt, emptied, or its disk is full."""
+
+    exit_code = 1
+    http_status = 503
 
 
 class DaemonUnavailable(PodiumError):

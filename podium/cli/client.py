@@ -13,6 +13,7 @@ import json
 import os
 import re
 import socket
+import time
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlencode
@@ -42,6 +43,19 @@ class ApiError(PodiumError):
         self.exit_code = 2 if status in (400, 404, 422) else 1
 
 
+RETRY_DELAYS = (0.1, 0.3, 1.0)  # seconds before each retry: at most three
+_NOT_IDEMPOTENT = ("/v1/inject",)  # doing it twice would hit a second rank
+
+
+def _retry_safe(method: str, path: str, body: Any) -> bool:
+    """Whether sending this request twice has the effect of sending it once."""
+    if method == "GET":
+        return True
+    if path.startswith("/v1/jobs") and path.split("?")[0] == "/v1/jobs":
+        return isinstance(body, dict) and bool(body.get("idempotency_key"))
+    return not path.startswith(_NOT_IDEMPOTENT)
+
+
 class Client:
     """Calls the daemon at HOME/podium.sock (HOME: $PODIUM_HOME or the default)."""
 
@@ -54,14 +68,22 @@ class Client:
     def request(
         self, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None
     ) -> Any:
-        """Send one request; return the decoded JSON, or raise ApiError / DaemonUnavailable."""
+        """Send one request; return the decoded JSON, or raise ApiError / DaemonUnavailable.
+
+        A request cut off on the way (connection reset or closed before the answer, or a
+        daemon restarting) is sent again, at most RETRIES times, when doing it twice does
+        no harm: reads, the idempotent changes, and submissions carrying an idempotency
+        key (the daemon then returns the job the first attempt created).
+        """
         if query:
             clean = {k: v for k, v in query.items() if v is not None}
             if clean:
                 path = f"{path}?{urlencode(clean)}"
         payload = json.dumps(body).encode() if body is not None else None
         headers = {"Content-Type": "application/json"} if payload is not None else {}
-        for attempt in (1, 2):
+        safe = _retry_safe(method, path, body)
+        delays = RETRY_DELAYS if safe else ()
+        for attempt in range(len(delays) + 1):
             if self._conn is None:
                 self._conn = _UnixConnection(self.socket, self.timeout)
             try:
@@ -69,17 +91,28 @@ class Client:
                 response = self._conn.getresponse()
                 data = response.read()
                 break
-            except (FileNotFoundError, ConnectionRefusedError):
+            except FileNotFoundError:
                 self.close()
                 raise DaemonUnavailable(
                     f"no Podium daemon at {self.socket} (start one with: podium up)"
                 ) from None
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+            except (
+                ConnectionRefusedError,
+                http.client.RemoteDisconnected,
+                BrokenPipeError,
+                ConnectionResetError,
+                TimeoutError,
+            ) as exc:
                 self.close()
-                if attempt == 2:
-                    raise DaemonUnavailable(
-                        f"the daemon at {self.socket} closed the connection"
-                    ) from None
+                if attempt == len(delays):
+                    what = (
+                        "refused the connection"
+                        if isinstance(exc, ConnectionRefusedError)
+                        else "closed the connection before answering"
+                    )
+                    hint = "" if safe else " (not retried: it may have been carried out)"
+                    raise DaemonUnavailable(f"the daemon at {self.socket} {what}{hint}") from None
+                time.sleep(delays[attempt])
         try:
             decoded = json.loads(data) if data else None
         except ValueError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import sys
 import time
 from typing import Any
@@ -41,6 +42,7 @@ def build_request(
         "environment": dict(os.environ),
         "script_args": script_args,
         "umask": _umask(),
+        "idempotency_key": secrets.token_urlsafe(18),
         "test_only": "test-only" in client_opts,
     }
     if "wrap" in client_opts:

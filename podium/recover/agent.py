@@ -244,9 +244,8 @@ class HealthAgent:
         return sorted(t for t in targets if t is not None)
 
     def _run_remedy(self, h: Health, remedy: Remedy, now: float) -> Health:
-        command = self.h.reset_command if remedy is Remedy.RESET else self.h.reboot_command
-        assert command is not None
-        argv = shlex.split(command.replace("{gpu}", "" if h.gpu is None else str(h.gpu)))
+        argv = self.h.remedy_argv("reset" if remedy is Remedy.RESET else "reboot", h.gpu)
+        command = shlex.join(argv)
         try:
             if remedy is Remedy.REBOOT:
                 subprocess.Popen(argv, start_new_session=True)

@@ -52,7 +52,7 @@ def expand(
         else:
             return match.group(0)
         if isinstance(value, int) and width:
-            return str(value).zfill(int(width))
+            return str(value).zfill(min(int(width), 10))  # as submit allows (%10j at most)
         return str(value)
 
     return _PATTERN_RE.sub(sub, pattern)

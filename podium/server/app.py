@@ -9,58 +9,53 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from podium import __version__
+from podium.api.text import printable
 from podium.errors import PermissionDenied, PodiumError, SpecError
 from podium.server.controller import Caller, Controller
 from podium.server.peer import SCOPE_KEY, PeerCred
-from podium.spec.build import SubmitRequest
+from podium.spec.build import MAX_JOB_ID, SubmitRequest
 from podium.spec.job import JobState
+from podium.spec.validation import RequestModel
+
+JobId = Annotated[int, Field(ge=1, le=MAX_JOB_ID)]
+JobIdPath = Annotated[int, Path(ge=1, le=MAX_JOB_ID)]
 
 
-class Selection(BaseModel):
+class Selection(RequestModel):
     """Jobs to act on: ids, and/or filters (as scancel)."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    job_ids: list[int] = Field(default_factory=list)
+    job_ids: list[JobId] = Field(default_factory=list, max_length=100_000)
     user: str | None = None
     name: str | None = None
     states: list[str] | None = None
 
 
-class DrainRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class DrainRequest(RequestModel):
     reason: str
 
 
-class ResumeRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    gpu: int | None = None
+class ResumeRequest(RequestModel):
+    gpu: int | None = Field(default=None, ge=0, le=1023)
 
 
-class HealthRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class HealthRequest(RequestModel):
     deep: bool = False
 
 
-class InjectRequest(BaseModel):
+class InjectRequest(RequestModel):
     """A fault in a running job: a hung rank (SIGSTOP) or a killed one (SIGKILL)."""
 
-    model_config = ConfigDict(extra="forbid")
-
     kind: Literal["hang", "kill"]
-    job_id: int
-    rank: int = Field(default=0, ge=0)
+    job_id: JobId
+    rank: int = Field(default=0, ge=0, le=MAX_JOB_ID)
 
 
 def _states(text: str | None) -> list[str] | None:
@@ -93,9 +88,10 @@ def create_app(
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
         err = exc.errors()[0]
-        where = ".".join(str(p) for p in err.get("loc", ()))
+        where = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+        message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
         return JSONResponse(
-            {"error": f"invalid request: {where}: {err.get('msg', 'invalid')}"}, status_code=400
+            {"error": printable(f"invalid request: {where}: {message}")}, status_code=400
         )
 
     @app.exception_handler(Exception)
@@ -137,7 +133,7 @@ def create_app(
         return {"jobs": controller.list_jobs(states=states, user=user, name=name)}
 
     @app.get("/v1/jobs/{job_id}")
-    async def show(request: Request, job_id: int) -> dict[str, Any]:
+    async def show(request: Request, job_id: JobIdPath) -> dict[str, Any]:
         return controller.show(job_id, caller(request))
 
     @app.post("/v1/jobs/cancel")

@@ -25,7 +25,7 @@ from podium.node.inventory import GpuInfo
 from podium.recover.agent import HealthAgent
 from podium.recover.ladder import Health, Label
 from podium.recover.resume import Ended, decide, newest_checkpoint
-from podium.run.executor import LaunchError, LocalExecutor
+from podium.run.executor import LocalExecutor
 from podium.run.identity import DirCheckError, Identity, check_dirs_as_user
 from podium.run.patterns import expand
 from podium.run.plan import LaunchPlan, TaskPlan
@@ -107,6 +107,7 @@ class Controller:
         self.owner_uid = os.geteuid()
         self._specs: dict[int, JobSpec] = {}
         self._cancel_requested: set[int] = set()
+        self._unreadable: set[int] = set()  # pending jobs whose stored spec cannot be read
         self._preempting: dict[int, str] = {}  # job id -> mode, while its supervisor stops it
         self.policy = policy_from_config(config)
         self.half_life_s = half_life_s(config)
@@ -143,6 +144,10 @@ class Controller:
                 f"that user; start it as root to serve several users"
             )
         now = self.clock()
+        if req.idempotency_key is not None and not req.test_only:
+            earlier = self.store.submitted(who.uid, req.idempotency_key)
+            if earlier is not None:  # a retry of a submission that was committed
+                return [job_record(r, now) for r in self.store.jobs_by_ids(earlier)]
         built = build_job(
             req,
             self.config,
@@ -184,7 +189,14 @@ class Controller:
                     "array_tasks": len(spec.array.indices) if spec.array else None,
                 }
             ]
-        ids = self.store.insert_jobs(spec, uid=who.uid, gid=who.gid, user=who.name, now=now)
+        ids = self.store.insert_jobs(
+            spec,
+            uid=who.uid,
+            gid=who.gid,
+            user=who.name,
+            now=now,
+            idempotency_key=req.idempotency_key,
+        )
         for job_id in ids:
             self._specs[job_id] = spec
         return [job_record(r, now) for r in self.store.jobs_by_ids(ids)]
@@ -235,9 +247,13 @@ class Controller:
                 "that user and the administrators (podium queue lists every job)"
             )
         record = job_record(row, now)
-        spec = spec_of(row)
-        record["script"] = spec.script
-        record["spec"] = spec.model_dump(mode="json", exclude={"environment", "script"})
+        try:
+            spec = spec_of(row)
+            record["script"] = spec.script
+            record["spec"] = spec.model_dump(mode="json", exclude={"environment", "script"})
+        except ValueError as exc:  # pydantic's ValidationError included
+            record["script"] = None
+            record["spec"] = {"error": printable(f"unreadable: {exc}")[:300]}
         record["events"] = [
             {"time": e["time"], "kind": e["kind"], "detail": e["detail"]}
             for e in self.store.events(job_id)
@@ -655,7 +671,14 @@ class Controller:
         pending = []
         dep_ids: set[int] = set()
         for r in self.store.pending_brief():
-            spec = self._spec(r)
+            if r["job_id"] in self._unreadable:
+                continue
+            try:
+                spec = self._spec(r)
+            except Exception as exc:
+                self._unreadable.add(r["job_id"])  # held and logged once, not every pass
+                self._hold_broken(r["job_id"], "unreadable job", exc)
+                continue
             qos = self.config.qos_level(r["qos"])
             pending.append(
                 PendingJob(
@@ -784,15 +807,20 @@ class Controller:
         """Record the starts as RUNNING (one commit), then launch each supervisor.
 
         The commit comes first: a daemon that dies between the two leaves jobs that
-        recovery finds never launched, never a job running twice.
+        recovery finds never launched, never a job running twice. A job whose planning
+        or launch raises is held with the reason (`_hold_broken`); the others start.
         """
         rows = {r["job_id"]: r for r in self.store.jobs_by_ids([s.job_id for s in starts])}
         records = []
         for start in starts:
             row = rows[start.job_id]
-            spec = self._spec(row)
-            stdout = self._output_path(row, spec, spec.output)
-            stderr = self._output_path(row, spec, spec.error) if spec.error else stdout
+            try:
+                spec = self._spec(row)
+                stdout = self._output_path(row, spec, spec.output)
+                stderr = self._output_path(row, spec, spec.error) if spec.error else stdout
+            except Exception as exc:
+                self._hold_broken(start.job_id, "cannot plan its start", exc)
+                continue
             records.append(
                 RunningStart(
                     start.job_id,
@@ -809,22 +837,23 @@ class Controller:
             if start.job_id not in marked:
                 continue
             row = rows[start.job_id]
-            spec = self._spec(row)
             try:
+                spec = self._spec(row)
                 plan = self._plan(row, spec, list(start.gpu_indices), start.cpus)
                 self.executor.launch(plan, spec.script)
-            except (LaunchError, OSError) as exc:
-                log.error("job %s: launch failed: %s", start.job_id, exc)
-                self.store.mark_ended(
-                    start.job_id,
-                    state=JobState.FAILED,
-                    exit_code=None,
-                    signal=None,
-                    end_time=self.clock(),
-                    reason=f"launch failed: {exc}",
-                )
+            except Exception as exc:
+                self._hold_broken(start.job_id, "launch failed", exc)
                 continue
             self._mail(row, "BEGIN", "began")
+
+    def _hold_broken(self, job_id: int, what: str, exc: BaseException) -> None:
+        """Hold a job that broke its own start, with the reason; log it once. Other jobs
+        are not affected: the pass goes on."""
+        detail = printable(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+        reason = f"{what}: {detail}"[:500]
+        log.error("job %s held: %s", job_id, reason)
+        self._specs.pop(job_id, None)
+        self.store.hold_broken(job_id, reason, self.clock())
 
     def _output_path(self, row: Row, spec: JobSpec, pattern: str) -> str:
         """An output pattern expanded for this job (%t is left for the supervisor)."""

@@ -107,7 +107,7 @@ def make_private(home: Path) -> None:
         os.chmod(directory, 0o711)
     private = [home / name for name in PRIVATE_FILES]
     jobs = home / "jobs"
-    private += [d / name for d in jobs.iterdir() for name in JOB_PRIVATE_FILES]
+    private += [d / name for d in jobs.iterdir() if d.is_dir() for name in JOB_PRIVATE_FILES]
     for path in private:
         with contextlib.suppress(FileNotFoundError):
             os.chmod(path, 0o600)
@@ -224,6 +224,10 @@ def main(argv: list[str] | None = None) -> int:
     except PodiumError as exc:
         print(f"podium: {exc}", file=sys.stderr)
         return exc.exit_code
+    except Exception as exc:  # whatever stops a start, `podium up` shows this line
+        log.exception("the daemon could not start")
+        print(f"podium: the daemon could not start: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

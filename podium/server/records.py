@@ -23,13 +23,23 @@ def display_id(row: Row) -> str:
     return str(row["job_id"])
 
 
+def stored_spec(row: Row) -> dict[str, Any]:
+    """The job's stored spec as plain JSON; {} when it cannot be read (such a job is
+    held by the scheduler: its record must still list, never break a listing)."""
+    try:
+        data = json.loads(row["spec"])
+    except (ValueError, TypeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def job_record(row: Row, now: float) -> dict[str, Any]:
     """A job as the API and `--json` show it."""
     start, end = row["start_time"], row["end_time"]
     elapsed = 0.0
     if start is not None:
         elapsed = max(0.0, (end if end is not None else now) - start)
-    spec = json.loads(row["spec"])
+    spec = stored_spec(row)
     deps = spec.get("dependencies") or []
     sep = "?" if spec.get("dependency_any") else ","
     dependency = (

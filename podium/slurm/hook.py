@@ -147,8 +147,7 @@ class NodeHook:
             listed = saved.get("gpus")
             for gpu in listed if isinstance(listed, list) and listed else [0]:
                 subprocess.run(
-                    command.format(gpu=gpu),
-                    shell=True,  # the admin's own command line from the cluster config
+                    self.config.health.remedy_argv("reset", int(gpu)),
                     timeout=self.config.health.action_timeout_s,
                     check=False,
                 )

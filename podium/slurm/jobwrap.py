@@ -101,7 +101,10 @@ def end(code: int) -> int:
         return code
     _say(f"requeued: {verdict.reason}")
     job = os.environ["SLURM_JOB_ID"]
-    done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True)
+    if not job.isdigit():
+        _say(f"not requeued: SLURM_JOB_ID {job!r} is not a job id")
+        return code
+    done = subprocess.run(["scontrol", "requeue", "--", job], capture_output=True, text=True)
     if done.returncode != 0:
         _say(f"scontrol requeue {job} failed: {done.stderr.strip()}")
     return code

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field, field_validator
 
 from podium.errors import SpecError, Unsatisfiable
 from podium.spec.cluster import ClusterConfig, Partition
@@ -22,14 +22,26 @@ from podium.spec.job import ArraySpec, Dependency, DependencyKind, JobSpec, Sign
 from podium.spec.options import OPTIONS, Given, parse_tokens, script_directives
 from podium.spec.suggest import did_you_mean
 from podium.spec.timefmt import parse_begin, parse_duration, parse_memory_mb
+from podium.spec.validation import RequestModel
 
-MAX_ARRAY_SIZE = 10_001
+MAX_COUNT = 2**31 - 1  # the most of anything a job may ask for (tasks, CPUs, GPUs)
+MAX_JOB_ID = 2**32 - 2  # job ids are 32-bit, as in Slurm
+MAX_PATTERN = 4096  # PATH_MAX: the longest output pattern or directory
+MAX_PAD = 10  # the widest zero-padding of a pattern (%10j)
+_DIGITS_RE = re.compile(r"[0-9]+")
 
 
-class SubmitRequest(BaseModel):
-    """What a client sends to submit: the raw material, parsed by the daemon."""
+def _is_digits(text: str) -> bool:
+    """ASCII digits only: str.isdigit() also admits '²', which int() refuses."""
+    return _DIGITS_RE.fullmatch(text) is not None
 
-    model_config = ConfigDict(extra="forbid")
+
+class SubmitRequest(RequestModel):
+    """What a client sends to submit: the raw material, parsed by the daemon.
+
+    `idempotency_key` (made by the client) makes a retried submission return the job
+    the first one created instead of a second job.
+    """
 
     script: str | None = None
     script_path: str | None = None
@@ -43,6 +55,24 @@ class SubmitRequest(BaseModel):
         default=None, ge=0, le=0o777, description="the submitter's umask (sbatch: SLURM_UMASK)"
     )
     test_only: bool = False
+    idempotency_key: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{8,64}$")
+
+    @field_validator("environment")
+    @classmethod
+    def _environment_names(cls, env: dict[str, str]) -> dict[str, str]:
+        for name in env:
+            if not name or "=" in name:
+                raise ValueError(
+                    f"environment variable name {name!r} must be non-empty and without '='"
+                )
+        return env
+
+    @field_validator("cwd")
+    @classmethod
+    def _absolute(cls, cwd: str) -> str:
+        if not cwd.startswith("/") or len(cwd) > MAX_PATTERN:
+            raise ValueError(f"must be an absolute path of at most {MAX_PATTERN} characters")
+        return cwd
 
 
 @dataclass
@@ -88,6 +118,8 @@ def _positive_int(g: Given, minimum: int = 1) -> int:
         raise _err(g, f"expected an integer, got {g.value!r}") from None
     if value < minimum:
         raise _err(g, f"must be at least {minimum}, got {value}")
+    if value > MAX_COUNT:
+        raise _err(g, f"must be at most {MAX_COUNT}, got {value}")
     return value
 
 
@@ -98,7 +130,13 @@ def _gpu_count(g: Given) -> tuple[str | None, int]:
     match = _GPU_COUNT_RE.match(str(g.value))
     if not match:
         raise _err(g, f"expected [type:]count, got {g.value!r}")
-    return match.group(1), int(match.group(2))
+    return match.group(1), _bounded_count(g, int(match.group(2)))
+
+
+def _bounded_count(g: Given, count: int) -> int:
+    if count > MAX_COUNT:
+        raise _err(g, f"asks for {count}: at most {MAX_COUNT}")
+    return count
 
 
 def _gres(g: Given) -> tuple[str | None, int]:
@@ -111,20 +149,20 @@ def _gres(g: Given) -> tuple[str | None, int]:
         if len(parts) == 1:
             n = 1
         elif len(parts) == 2:
-            if parts[1].isdigit():
+            if _is_digits(parts[1]):
                 n = int(parts[1])
             else:
                 gpu_type, n = parts[1], 1
-        elif len(parts) == 3 and parts[2].isdigit():
+        elif len(parts) == 3 and _is_digits(parts[2]):
             gpu_type, n = parts[1], int(parts[2])
         else:
             raise _err(g, f"expected gpu[:type][:count], got {item!r}")
-        count += n
-    return gpu_type, count
+        count += _bounded_count(g, n)
+    return gpu_type, _bounded_count(g, count)
 
 
 def _signal_number(text: str, g: Given) -> int:
-    if text.isdigit():
+    if _is_digits(text):
         num = int(text)
         if not 1 <= num < signals.NSIG:
             raise _err(g, f"signal number {num} out of range")
@@ -151,23 +189,26 @@ def _signal(g: Given) -> SignalSpec:
     seconds = 60
     if "@" in text:
         text, when = text.split("@", 1)
-        if not when.isdigit() or not 0 <= int(when) <= 65535:
+        if not _is_digits(when) or not 0 <= int(when) <= 65535:
             raise _err(g, f"expected seconds after '@', got {when!r}")
         seconds = int(when)
     return SignalSpec(signum=_signal_number(text, g), seconds_before=seconds, batch_only=batch_only)
 
 
-def _array(g: Given) -> ArraySpec:
+def _array(g: Given, max_size: int) -> ArraySpec:
+    """--array: indices must be below `max_size` (Slurm's MaxArraySize), and so must
+    their number. Sizes are checked per range in constant time before anything is
+    expanded, so no request can make the daemon build a huge list."""
     text = str(g.value)
     throttle: int | None = None
     if "%" in text:
         text, limit = text.rsplit("%", 1)
-        if not limit.isdigit() or int(limit) < 1:
+        if not _is_digits(limit) or not 1 <= int(limit) <= MAX_COUNT:
             raise _err(g, f"the throttle after '%' must be a positive integer, got {limit!r}")
         throttle = int(limit)
-    indices: set[int] = set()
+    ranges: list[range] = []
     for part in text.split(","):
-        match = re.match(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$", part)
+        match = re.match(r"^([0-9]+)(?:-([0-9]+)(?::([0-9]+))?)?$", part)
         if not match:
             raise _err(g, f"expected indices like 0-15, 1,3,5 or 0-15:4%2, got {part!r}")
         start = int(match.group(1))
@@ -175,9 +216,16 @@ def _array(g: Given) -> ArraySpec:
         step = int(match.group(3)) if match.group(3) else 1
         if stop < start or step < 1:
             raise _err(g, f"empty or backwards range {part!r}")
-        indices.update(range(start, stop + 1, step))
-        if len(indices) > MAX_ARRAY_SIZE:
-            raise _err(g, f"an array may have at most {MAX_ARRAY_SIZE} tasks")
+        if stop >= max_size:
+            raise _err(
+                g, f"index {stop} is too large: indices must be below MaxArraySize={max_size}"
+            )
+        ranges.append(range(start, stop + 1, step))
+    if sum(len(r) for r in ranges) > max_size:  # len(range) is O(1)
+        raise _err(g, f"an array may have at most {max_size} tasks (MaxArraySize)")
+    indices: set[int] = set()
+    for r in ranges:
+        indices.update(r)
     return ArraySpec(indices=tuple(sorted(indices)), throttle=throttle)
 
 
@@ -203,8 +251,8 @@ def _dependencies(g: Given) -> tuple[tuple[Dependency, ...], bool]:
             if "+" in jid:
                 raise _err(g, "time offsets (+minutes) in dependencies are not supported")
             base = jid.split("_", 1)[0]
-            if not base.isdigit():
-                raise _err(g, f"expected job ids after {kind}:, got {jid!r}")
+            if not _is_digits(base) or not 1 <= int(base) <= MAX_JOB_ID:
+                raise _err(g, f"expected job ids (1-{MAX_JOB_ID}) after {kind}:, got {jid!r}")
             job_ids.append(int(base))
         if not job_ids:
             raise _err(g, f"{kind} needs at least one job id ({kind}:123)")
@@ -217,8 +265,14 @@ _PATTERN_LETTERS = "%AajNntux"
 
 
 def _check_pattern(g: Given) -> str:
+    """An output pattern: known letters only, padding of at most MAX_PAD digits, and no
+    longer than a path may be."""
     text = str(g.value)
+    if len(text) > MAX_PATTERN:
+        raise _err(g, f"a file name pattern may be at most {MAX_PATTERN} characters")
     for match in _PATTERN_RE.finditer(text):
+        if match.group(1) and int(match.group(1)) > MAX_PAD:
+            raise _err(g, f"zero-padding %{match.group(1)}{match.group(2)}: at most {MAX_PAD}")
         if match.group(2) not in _PATTERN_LETTERS:
             raise _err(
                 g,
@@ -396,6 +450,8 @@ def _resolve(
     if (g := raw.get("job-name")) is not None:
         if not g.value or "\n" in g.value:
             raise _err(g, "a job name must be one non-empty line")
+        if len(g.value) > 1024:
+            raise _err(g, "a job name may be at most 1024 characters")
         out["name"] = g.value
     elif req.script_path:
         out["name"] = os.path.basename(req.script_path)
@@ -406,8 +462,8 @@ def _resolve(
     out["submit_dir"] = req.cwd
     work_dir = req.cwd
     if (g := raw.get("chdir")) is not None:
-        if not g.value:
-            raise _err(g, "needs a directory")
+        if not g.value or len(g.value) > MAX_PATTERN:
+            raise _err(g, f"needs a directory (at most {MAX_PATTERN} characters)")
         work_dir = os.path.normpath(os.path.join(req.cwd, str(g.value)))
     out["work_dir"] = work_dir
     out["umask"] = req.umask if req.umask is not None else 0o022
@@ -607,7 +663,7 @@ def _resolve(
             raise _err(g, f"expected yes or no, got {g.value!r}")
         out["kill_on_invalid_dep"] = g.value == "yes"
     if (g := raw.get("array")) is not None:
-        out["array"] = _array(g)
+        out["array"] = _array(g, config.max_array_size)
     if (g := raw.get("signal")) is not None:
         sig = _signal(g)
         if time_limit is not None and sig.seconds_before >= time_limit:
@@ -788,7 +844,7 @@ def _exit_codes(g: Given) -> tuple[int, ...]:
         part = part.strip()
         if not part:
             continue
-        if not part.isdigit() or int(part) > 255:
+        if not _is_digits(part) or int(part) > 255:
             raise _err(g, f"expected exit codes 0-255 separated by commas, got {part!r}")
         codes.append(int(part))
     return tuple(sorted(set(codes)))
@@ -800,7 +856,7 @@ def _resilience(raw: _Raw, config: ClusterConfig, out: dict[str, Any]) -> None:
     out["auto_resume"] = defaults.auto_resume
     if (g := raw.get("auto-resume")) is not None:
         value = str(g.value or "")
-        if not value.isdigit() or int(value) > 1000:
+        if not _is_digits(value) or int(value) > 1000:
             raise _err(g, f"expected a number of restarts 0-1000, got {value!r}")
         out["auto_resume"] = int(value)
     requeue = set(defaults.requeue_exit_codes)
@@ -821,10 +877,10 @@ def _resilience(raw: _Raw, config: ClusterConfig, out: dict[str, Any]) -> None:
     if (g := raw.get("heartbeat-timeout")) is not None:
         value = str(g.value or "").strip()
         try:  # plain numbers are seconds here (a heartbeat is short), or sbatch's forms
-            timeout = int(value) if value.isdigit() else parse_duration(value)
+            timeout = int(value) if _is_digits(value) else parse_duration(value)
         except ValueError as exc:
             raise _err(g, str(exc)) from None
-        if not timeout:
+        if not timeout or timeout > 2**31 - 1:
             raise _err(g, "needs a positive time in seconds or [HH:]MM:SS (e.g. 60 or 5:00)")
         out["heartbeat_timeout_s"] = timeout
 

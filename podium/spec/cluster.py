@@ -7,6 +7,7 @@ A closed schema (unknown keys are errors with a did-you-mean hint), loaded from 
 from __future__ import annotations
 
 import os
+import shlex
 import socket
 from collections.abc import Collection
 from pathlib import Path
@@ -250,6 +251,18 @@ class HealthConfig(Closed):
         default=3, ge=1, description="faults within fault_window_s that mark for replacement"
     )
     fault_window_s: float = Field(default=86400.0, gt=0)
+
+    def remedy_argv(self, remedy: Literal["reset", "reboot"], gpu: int | None) -> list[str]:
+        """The argv of the reset or reboot command, `{gpu}` filled with the GPU index.
+
+        Split like a shell would, but never run by one: nothing in it is expanded, and
+        the only value put in is an integer. Raises ConfigError when none is configured.
+        """
+        template = self.reset_command if remedy == "reset" else self.reboot_command
+        if not template:
+            raise ConfigError(f"health.{remedy}_command is not configured")
+        return shlex.split(template.replace("{gpu}", "" if gpu is None else str(int(gpu))))
+
     thresholds: dict[str, GpuTypeThresholds] = Field(
         default_factory=lambda: {
             "h100": GpuTypeThresholds(nccl_busbw_gbps=460.0),
@@ -356,6 +369,13 @@ class ClusterConfig(Closed):
     default_mem_per_cpu_mb: int | None = Field(default=None, ge=1)
     scheduler_interval_s: float = Field(default=0.5, gt=0, le=60)
     mail_command: str | None = None
+    max_array_size: int = Field(
+        default=1001,
+        ge=1,
+        le=4_000_001,
+        description="array indices must be below this, and so must their number "
+        "(Slurm's MaxArraySize)",
+    )
     proctrack: Literal["auto", "cgroup", "subreaper"] = Field(
         default="auto",
         description="how job processes are tracked (like Slurm's ProctrackType): a cgroup v2 "

@@ -17,6 +17,12 @@ _DURATION_FORMS = (
 )
 
 
+# The largest time limit, begin offset and memory size Podium takes: beyond them a
+# value is a mistake (or an attack on an int64 column), never a real request.
+MAX_SECONDS = 2**31 - 1  # about 68 years
+MAX_MEMORY_MB = 2**40  # 1 EiB
+
+
 def parse_duration(text: str) -> int | None:
     """Parse a Slurm time limit into seconds; None means unlimited.
 
@@ -52,6 +58,8 @@ def parse_duration(text: str) -> int | None:
     total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
     if total <= 0:
         raise ValueError(f"invalid time {text!r}: a time limit must be positive")
+    if total > MAX_SECONDS:
+        raise ValueError(f"invalid time {text!r}: at most {MAX_SECONDS} s; use UNLIMITED")
     return total
 
 
@@ -87,6 +95,8 @@ def parse_memory_mb(text: str) -> int:
     mb = int(value) if value >= 1 else (1 if value > 0 else 0)
     if mb <= 0:
         raise ValueError(f"invalid memory size {text!r}: must be at least 1M")
+    if mb > MAX_MEMORY_MB:
+        raise ValueError(f"invalid memory size {text!r}: at most {MAX_MEMORY_MB // 2**20}T")
     return mb
 
 
@@ -107,7 +117,10 @@ def parse_begin(text: str, now: float) -> float:
     match = _RELATIVE_RE.match(raw)
     if match:
         unit = (match.group(2) or "s")[0].lower()
-        return now + int(match.group(1)) * _UNIT_SECONDS[unit]
+        offset = int(match.group(1)) * _UNIT_SECONDS[unit]
+        if offset > MAX_SECONDS:
+            raise ValueError(f"invalid begin time {text!r}: at most {MAX_SECONDS} s from now")
+        return now + offset
     if re.match(r"^\d{1,2}:\d{2}(:\d{2})?$", raw):
         parts = [int(p) for p in raw.split(":")] + [0]
         today = dt.datetime.fromtimestamp(now)
@@ -117,7 +130,7 @@ def parse_begin(text: str, now: float) -> float:
         return moment.timestamp()
     try:
         return dt.datetime.fromisoformat(raw).timestamp()
-    except ValueError:
+    except (ValueError, OverflowError, OSError):
         raise ValueError(
             f"invalid begin time {text!r}: expected now, now+N[minutes|hours|days], "
             "HH:MM[:SS] or YYYY-MM-DD[THH:MM[:SS]]"

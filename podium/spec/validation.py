@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from podium.spec.suggest import did_you_mean
 
@@ -51,3 +51,44 @@ def one_line(exc: ValidationError, model: type[BaseModel], what: str) -> str:
         return f"{what}: unknown key {path!r}{hint}"
     message = err["msg"]
     return f"{what}: {path}: {message}"
+
+
+def unsafe_text(value: Any, where: str = "") -> str | None:
+    """Where in `value` (nested dicts, lists, strings) a string holds a NUL or a lone
+    surrogate, as "where: what"; None when every string is clean UTF-8 text."""
+    if isinstance(value, str):
+        if "\0" in value:
+            return f"{where or 'value'}: contains a NUL character"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"{where or 'value'}: is not valid Unicode text (a lone surrogate)"
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = unsafe_text(key, f"{where}: key" if where else "key") or unsafe_text(
+                item, f"{where}.{key}" if where else str(key)
+            )
+            if found:
+                return found
+    if isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            found = unsafe_text(item, f"{where}[{i}]")
+            if found:
+                return found
+    return None
+
+
+class RequestModel(BaseModel):
+    """Base of every API request body: unknown keys are errors, and no string may hold
+    a NUL or a lone surrogate (neither can be stored, shown or passed to a process)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _clean_text(cls, data: Any) -> Any:
+        found = unsafe_text(data)
+        if found:
+            raise ValueError(found)
+        return data

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from podium.errors import NotFound
+from podium.errors import NotFound, StoreError
 from podium.sched.fairshare import decay
 from podium.spec.job import JobSpec, JobState
 from podium.store.schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
@@ -39,12 +39,36 @@ class Store:
     """The embedded database at `path` (created on first use)."""
 
     def __init__(self, path: Path) -> None:
+        """Open (or create) the database at `path`.
+
+        Raises StoreError, naming the file and what to do, when an existing file is
+        empty (history would silently vanish) or fails SQLite's integrity check.
+        """
         self.path = path
-        self.conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        self.conn.row_factory = sqlite3.Row
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=FULL")
-        self.conn.execute("PRAGMA busy_timeout=5000")
+        existed = path.exists()
+        if existed and path.stat().st_size == 0:
+            raise StoreError(
+                f"{path} is empty (0 bytes): the cluster's history is gone. Restore it from "
+                "a backup, or move it aside to start an empty cluster"
+            )
+        try:
+            self.conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+            self.conn.row_factory = sqlite3.Row
+            self.conn.execute("PRAGMA busy_timeout=5000")
+            if existed:
+                problems = [r[0] for r in self.conn.execute("PRAGMA quick_check(3)")]
+                if problems != ["ok"]:
+                    raise sqlite3.DatabaseError(problems[0])
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=FULL")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(
+                f"{path} is damaged ({exc}): restore it from a backup, or move it aside "
+                "(with its -wal file) to start an empty cluster"
+            ) from None
+
+    def _migrate(self) -> None:
         version = self.conn.execute("PRAGMA user_version").fetchone()[0]
         if version == 0:
             self.conn.executescript(SCHEMA)
@@ -78,8 +102,21 @@ class Store:
 
     # --- jobs -----------------------------------------------------------------
 
-    def insert_jobs(self, spec: JobSpec, *, uid: int, gid: int, user: str, now: float) -> list[int]:
-        """Insert a job (or every task of an array job) as PENDING; return the ids."""
+    def insert_jobs(
+        self,
+        spec: JobSpec,
+        *,
+        uid: int,
+        gid: int,
+        user: str,
+        now: float,
+        idempotency_key: str | None = None,
+    ) -> list[int]:
+        """Insert a job (or every task of an array job) as PENDING; return the ids.
+
+        With `idempotency_key`, the submission is remembered (a day) in the same commit,
+        so `submitted(uid, key)` finds its jobs when the client retries.
+        """
         indices: Sequence[int | None] = spec.array.indices if spec.array else [None]
         throttle = spec.array.throttle if spec.array else None
         spec_json = spec.model_dump_json()
@@ -122,7 +159,20 @@ class Store:
                 )
             for job_id in ids:
                 self._event(conn, now, "submit", job_id=job_id)
+            if idempotency_key is not None:
+                conn.execute("DELETE FROM submissions WHERE time < ?", (now - 86400,))
+                conn.execute(
+                    "INSERT INTO submissions (uid, key, job_ids, time) VALUES (?,?,?,?)",
+                    (uid, idempotency_key, json.dumps(ids), now),
+                )
         return ids
+
+    def submitted(self, uid: int, idempotency_key: str) -> list[int] | None:
+        """The job ids a submission of `uid` with this key created, or None."""
+        row = self.conn.execute(
+            "SELECT job_ids FROM submissions WHERE uid=? AND key=?", (uid, idempotency_key)
+        ).fetchone()
+        return None if row is None else [int(i) for i in json.loads(row["job_ids"])]
 
     def job(self, job_id: int) -> Row:
         """The row of `job_id`; raise NotFound."""
@@ -351,6 +401,20 @@ class Store:
                     done.append(job_id)
                     self._event(conn, now, "hold" if held else "release", job_id=job_id)
         return done
+
+    def hold_broken(self, job_id: int, reason: str, now: float) -> bool:
+        """Put a job that cannot be planned or launched back to PENDING, held, with
+        `reason` (whatever it was: pending, or recorded RUNNING but never launched).
+        Returns False if the job had already ended."""
+        with self.transaction(durable=True) as conn:
+            cur = conn.execute(
+                """UPDATE jobs SET state='PENDING', held=1, reason=?, start_time=NULL,
+                     node=NULL, gpu_ids=NULL WHERE job_id=? AND state IN ('PENDING','RUNNING')""",
+                (reason, job_id),
+            )
+            if cur.rowcount == 1:
+                self._event(conn, now, "hold", job_id=job_id, detail=reason)
+            return cur.rowcount == 1
 
     def set_reasons(self, reasons: dict[int, str]) -> None:
         """Record why pending jobs wait (only rows whose reason changed are written)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -101,5 +101,18 @@ CREATE INDEX IF NOT EXISTS faults_target ON faults(node, gpu, time);
 ALTER TABLE jobs ADD COLUMN exclude TEXT;
 ALTER TABLE jobs ADD COLUMN checkpoint_mtime REAL;
 ALTER TABLE jobs ADD COLUMN stalled_restarts INTEGER NOT NULL DEFAULT 0;
+""",
+    # Version 4: idempotent submissions (a retried submit returns the first one's jobs),
+    # the CPU ids a running job holds, and a preemption in progress (survives a restart).
+    4: """
+CREATE TABLE IF NOT EXISTS submissions (
+    uid     INTEGER NOT NULL,
+    key     TEXT NOT NULL,
+    job_ids TEXT NOT NULL,
+    time    REAL NOT NULL,
+    PRIMARY KEY (uid, key)
+);
+ALTER TABLE jobs ADD COLUMN cpu_ids TEXT;
+ALTER TABLE jobs ADD COLUMN preempt_mode TEXT;
 """,
 }

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import json
 import socket
+import sqlite3
+import threading
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -75,6 +79,13 @@ SCRIPT_CASES = [
     ("#!/bin/bash\n#SBATCH --output=out-%q.log\n", ["unknown pattern %q"]),
     ("#!/bin/bash\n#SBATCH --chdir=/no/such/dir\n", ["is not a directory"]),
     ("#!/bin/bash\n#SBATCH --begin=someday\n", ["invalid begin time"]),
+    ("#!/bin/bash\n#SBATCH -o %99999999999j\n", ["zero-padding", "at most 10"]),
+    ("#!/bin/bash\n#SBATCH --array=0-50000000\n", ["MaxArraySize=1001"]),
+    ("#!/bin/bash\n#SBATCH --array=0-500,501-1000,0-5%2\n", ["at most 1001 tasks"]),
+    ("#!/bin/bash\n#SBATCH --ntasks=99999999999999999999\n", ["--ntasks", "at most"]),
+    ("#!/bin/bash\n#SBATCH --time=99999999999999\n", ["at most 2147483647 s"]),
+    ("#!/bin/bash\n#SBATCH --cpus-per-task=²\n", ["expected an integer"]),
+    ("#!/bin/bash\n#SBATCH --mail-user=-oProxyCommand=x\n", ["e-mail address"]),
 ]
 
 
@@ -105,6 +116,12 @@ CLI_CASES = [
     (["drain", "nodeX", "--reason", "x"], ["no node 'nodeX'"]),
     (["drain", "node0", "--reason", " "], ["needs a reason"]),
     (["submitt", "x"], ["no command 'submitt'", "did you mean 'submit'"]),
+    (
+        ["submit", "--dependency=afterok:9223372036854775808", "--wrap", "true"],
+        ["expected job ids (1-4294967294)"],
+    ),
+    (["show", "9223372036854775808"], ["invalid request", "job_id"]),
+    (["cancel", "99999999999999999999"], ["invalid request", "job_ids"]),
 ]
 
 
@@ -172,6 +189,23 @@ def test_garbage_over_the_socket(guarded: tuple[Cluster, list[int]]) -> None:
             json={"cwd": "/tmp", "wrap": "true", "options": ["--gpus=1\n#SBATCH --nodes=9"]},
         )
         assert r.status_code == 400
+        # Lone surrogates and NULs anywhere, '=' in environment names: 400, never 500.
+        for body in (
+            b'{"cwd": "/tmp", "wrap": "echo \\ud800"}',
+            b'{"cwd": "/tmp", "wrap": "true", "options": ["-J", "\\udfff"]}',
+            b'{"cwd": "/tmp\\ud800", "wrap": "true"}',
+            b'{"cwd": "/tmp", "wrap": "true", "environment": {"A\\ud800": "1"}}',
+            b'{"cwd": "/tmp", "wrap": "true", "environment": {"A=B": "1"}}',
+            b'{"cwd": "/tmp", "wrap": "true", "environment": {"A": "x\\u0000y"}}',
+            b'{"cwd": "/tmp\\u0000/x", "wrap": "true"}',
+            b'{"job_ids": [9223372036854775808]}',
+            b'{"name": "\\ud800"}',
+        ):
+            path = "/v1/jobs/cancel" if b"job_ids" in body or b"name" in body else "/v1/jobs"
+            r = api.post(path, content=body, headers={"Content-Type": "application/json"})
+            assert r.status_code == 400, (body, r.status_code, r.text)
+            assert "invalid request" in r.json()["error"]
+        assert api.get("/v1/jobs/9223372036854775808").status_code == 400
     assert c.alive()
     assert _all_ids(c) == accepted
     # and it still works
@@ -201,3 +235,141 @@ def test_bad_cluster_config_is_one_line() -> None:
         assert result.returncode == 2 and "node.cpus" in result.stderr
     finally:
         teardown_cluster(c)
+
+
+def test_a_job_that_breaks_its_own_start_is_held_and_others_run(cluster: Cluster) -> None:
+    c = cluster
+    first = c.submit("--hold", "--wrap", "true")
+    blocker = c.home / "jobs" / str(first + 1)
+    blocker.parent.mkdir(exist_ok=True)
+    blocker.write_text("a file where the next job's directory would go")
+    broken = c.submit("--wrap", "true")
+    assert broken == first + 1
+    held = c.wait(broken, states={"PENDING"})
+    deadline = time.monotonic() + 20
+    while "launch failed" not in held["reason"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+        held = c.job(broken)
+    assert held["state"] == "PENDING" and held["held"]
+    assert "launch failed: FileExistsError" in held["reason"]
+    fine = c.submit("--wrap", "true")
+    assert c.wait(fine)["state"] == "COMPLETED"
+    # A job whose stored spec cannot be read at all is held too, once.
+    unreadable = c.submit("--begin=now+1hours", "--wrap", "true")
+    c.stop()  # as a row an older version wrote, read by the next daemon
+    with sqlite3.connect(c.home / "podium.db") as db:
+        db.execute("UPDATE jobs SET spec='{not json' WHERE job_id=?", (unreadable,))
+    c.start()
+    deadline = time.monotonic() + 20
+    while not c.job(unreadable)["held"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert "unreadable job" in c.job(unreadable)["reason"]
+    again = c.submit("--wrap", "true")
+    assert c.wait(again)["state"] == "COMPLETED"
+    log = (c.home / "podiumd.log").read_text()
+    assert log.count(f"job {unreadable} held") == 1
+
+
+@pytest.mark.parametrize("damage", ["empty", "corrupt"])
+def test_a_damaged_database_is_refused_with_the_reason(damage: str) -> None:
+    c = make_cluster()
+    try:
+        c.start()
+        for i in range(200):
+            c.submit("--hold", "-J", f"history-{i}", "--wrap", "true")
+        c.stop()
+        db = c.home / "podium.db"
+        if damage == "empty":
+            db.write_bytes(b"")
+        else:
+            data = bytearray(db.read_bytes())
+            data[8192:16384] = b"\xa5" * 8192  # pages 3-4 of 4 KiB
+            db.write_bytes(bytes(data))
+            (c.home / "podium.db-wal").unlink(missing_ok=True)
+        result = c.cli("up")
+        assert result.returncode == 1
+        line = result.stderr.strip()
+        assert "\n" not in line and str(db) in line and "see podiumd.log" not in line
+        assert ("empty (0 bytes)" if damage == "empty" else "is damaged") in line
+        assert "move it aside" in line
+        assert not (c.home / "podium.sock").exists()
+    finally:
+        teardown_cluster(c)
+
+
+class _DropFirstSubmitAnswer(threading.Thread):
+    """A unix-socket proxy to the daemon that forwards every request but, for the first
+    submission, closes the client's connection instead of passing the answer back: the
+    job was committed, the client never heard."""
+
+    def __init__(self, listen: Path, daemon: Path) -> None:
+        super().__init__(daemon=True)
+        self.daemon_path = daemon
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(str(listen))
+        self.server.listen(8)
+        self.server.settimeout(0.2)
+        self.dropped = 0
+        self.stop = threading.Event()
+
+    @staticmethod
+    def _read_message(sock: socket.socket) -> bytes:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return data
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n"):
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":")[1])
+        while len(body) < length:
+            body += sock.recv(65536)
+        return head + b"\r\n\r\n" + body
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                client, _ = self.server.accept()
+            except TimeoutError:
+                continue
+            with client:
+                client.settimeout(10)
+                while True:
+                    request = self._read_message(client)
+                    if not request:
+                        break
+                    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as up:
+                        up.connect(str(self.daemon_path))
+                        up.sendall(request.replace(b"keep-alive", b"close"))
+                        answer = b""
+                        while chunk := up.recv(65536):
+                            answer += chunk
+                    if request.startswith(b"POST /v1/jobs ") and not self.dropped:
+                        self.dropped += 1
+                        break  # the daemon committed the job; the client hears nothing
+                    client.sendall(answer)
+                    break
+
+
+def test_a_retried_submission_creates_one_job(cluster: Cluster, tmp_path: Path) -> None:
+    c = cluster
+    client_home = tmp_path / "client"
+    client_home.mkdir()
+    proxy = _DropFirstSubmitAnswer(client_home / "podium.sock", c.home / "podium.sock")
+    proxy.start()
+    try:
+        env = dict(c.env, PODIUM_HOME=str(client_home))
+        result = c.cli("submit", "--parsable", "-J", "once-only", "--hold", "--wrap", "true",
+                       env=env)  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        assert proxy.dropped == 1
+        jobs = [j for j in json.loads(c.cli("queue", "--json", check=True).stdout)
+                if j["name"] == "once-only"]  # fmt: skip
+        assert [j["job_id"] for j in jobs] == [int(result.stdout)]
+    finally:
+        proxy.stop.set()
+        proxy.join(5)
+        proxy.server.close()

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from podium.errors import SpecError, Unsatisfiable
 from podium.spec.build import SubmitRequest, Submitter, build_job
@@ -258,3 +261,73 @@ def test_chdir_is_left_for_the_user_to_check() -> None:
     )
     assert built.spec.work_dir == "/root/x"
     assert built.enter_dirs == ("/root/x",) and built.write_dirs == ("/root/x/logs",)
+
+
+def test_arrays_are_sized_before_they_are_expanded() -> None:
+    import time
+
+    began = time.monotonic()
+    with pytest.raises(SpecError, match="MaxArraySize=1001"):
+        build(options=["--array=0-50000000"])
+    with pytest.raises(SpecError, match="at most 1001 tasks"):
+        build(options=["--array=0-1000,0-1000:2"])
+    assert time.monotonic() - began < 0.5
+    assert build(options=["--array=0-1000:500"]).array.indices == (0, 500, 1000)  # type: ignore[union-attr]
+
+
+def test_request_text_must_be_storable() -> None:
+    from pydantic import ValidationError
+
+    for bad in (
+        {"script": "#!/bin/sh\n\ud800"},
+        {"script": "#!/bin/sh\n", "cwd": "/tmp\x00x"},
+        {"script": "#!/bin/sh\n", "environment": {"A=B": "1"}},
+        {"script": "#!/bin/sh\n", "environment": {"": "1"}},
+        {"script": "#!/bin/sh\n", "options": ["-J", "x\x00"]},
+    ):
+        with pytest.raises(ValidationError):
+            SubmitRequest(**{"cwd": "/tmp", **bad})  # type: ignore[arg-type]
+
+
+OPTION_NAMES = [
+    "ntasks", "cpus-per-task", "gpus", "gres", "mem", "time", "array", "dependency", "nice",
+    "begin", "signal", "output", "job-name", "heartbeat-timeout", "auto-resume", "mincpus",
+    "requeue-exit", "time-min", "cpus-per-gpu", "mem-per-gpu", "gpus-per-task", "qos",
+]  # fmt: skip
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(OPTION_NAMES),
+            st.one_of(
+                st.integers(min_value=-(2**70), max_value=2**70).map(str),
+                st.text(max_size=30),
+                st.from_regex(r"[0-9]{1,25}(-[0-9]{1,25})?(%[0-9]{1,25})?", fullmatch=True),
+            ),
+        ),
+        max_size=4,
+    )
+)
+@settings(max_examples=300, deadline=None)
+def test_any_option_value_is_refused_cleanly_or_fits_the_database(
+    options: list[tuple[str, str]],
+) -> None:
+    try:
+        req = SubmitRequest(
+            script="#!/bin/sh\n", options=[f"--{k}={v}" for k, v in options], cwd="/tmp"
+        )
+        spec = build_job(req, config(), ME, NOW).spec
+    except (SpecError, ValidationError):
+        return
+    for value in (
+        spec.cpus,
+        spec.gpus,
+        spec.mem_mb,
+        spec.ntasks,
+        spec.time_limit_s or 0,
+        spec.nice,
+    ):
+        assert -(2**63) <= value < 2**63
+    for dep in spec.dependencies:
+        assert all(0 < j < 2**32 for j in dep.job_ids)

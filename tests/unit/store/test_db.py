@@ -4,6 +4,7 @@ from pathlib import Path
 
 from podium.spec.job import ArraySpec, JobSpec, JobState
 from podium.store.db import RunningStart, Store
+from podium.store.schema import SCHEMA_VERSION
 
 
 def spec(**kw: object) -> JobSpec:
@@ -79,7 +80,7 @@ def test_health_records_and_faults(tmp_path: Path) -> None:
     from podium.store.health import HealthTable
 
     store = Store(tmp_path / "db")
-    assert store.conn.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     table = HealthTable(store)
     assert table.get("n0", 2) == Health("n0", 2)
     fenced = Health("n0", 2, Label.PENDING_RESET, True, "xid-48", "health: x", Remedy.RESET, 9.0)
@@ -92,3 +93,34 @@ def test_health_records_and_faults(tmp_path: Path) -> None:
     assert table.recent_faults("n0", None, since=0.0) == 0
     kinds = [(e["kind"], e["detail"]) for e in store.events()]
     assert ("health", "GPU 2: fenced") in kinds
+
+
+def test_a_submission_key_returns_the_first_jobs(tmp_path: Path) -> None:
+    store = Store(tmp_path / "db")
+    ids = store.insert_jobs(spec(), uid=7, gid=7, user="u", now=1.0, idempotency_key="k" * 16)
+    assert store.submitted(7, "k" * 16) == ids
+    assert store.submitted(8, "k" * 16) is None  # keys are per user
+    assert store.submitted(7, "other-key") is None
+
+
+def test_empty_and_damaged_databases_are_refused(tmp_path: Path) -> None:
+    import pytest
+
+    from podium.errors import StoreError
+
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    with pytest.raises(StoreError, match=r"empty \(0 bytes\).*move it aside"):
+        Store(empty)
+    good = tmp_path / "good.db"
+    store = Store(good)
+    for i in range(300):
+        store.insert_jobs(spec(name=f"j{i}", script="#!/bin/sh\n" + "x" * 500), uid=1, gid=1,
+                          user="u", now=1.0)  # fmt: skip
+    store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    store.close()
+    data = bytearray(good.read_bytes())
+    data[4096 * 3 : 4096 * 6] = b"\xa5" * (4096 * 3)
+    good.write_bytes(bytes(data))
+    with pytest.raises(StoreError, match="is damaged"):
+        Store(good)
