@@ -38,6 +38,7 @@ from typing import Any
 import httpx
 from embedded import EmbeddedCluster
 
+from podium.api.states import TERMINAL_STATES
 from podium.cli.fault_demo import read_progress
 from podium.cli.inject import xid_line
 from podium.node.inventory import declared_bus_id
@@ -50,7 +51,7 @@ from podium.sim.goodput import (
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED"}
+TERMINAL = TERMINAL_STATES
 CONFIG = """\
 node:
   name: bench0

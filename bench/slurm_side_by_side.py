@@ -34,6 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.embedded import BIN, EmbeddedCluster
+from podium.api.states import TERMINAL_STATES
 from podium.sim.traces import read_tiresias
 from podium.slurm import parse
 
@@ -57,7 +58,7 @@ Scheduling:
         - {Name: g, Cpus: 32, MemoryMiB: 32000, Gpus: {Count: 8, Type: h100},
            MinCount: 2, MaxCount: 2}
 """
-TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED"}
+TERMINAL = TERMINAL_STATES
 
 
 def pct(values: list[float], q: float) -> float:

@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from podium.api.states import TERMINAL_STATES
 from podium.cli import render
 from podium.cli.client import Client
 from podium.cli.daemon_cmds import start_daemon, stop_daemon
@@ -28,7 +29,7 @@ SCENARIO = [
     ("B", "train_gpt.sh", "GPT, 2 GPUs, high priority"),
     ("C", "train_resnet.sh", "ResNet, 1 GPU, low priority"),
 ]
-TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED"}
+TERMINAL = TERMINAL_STATES
 
 
 def examples_dir() -> Path:

@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from podium.api.states import TERMINAL_STATES
 from podium.cli import render
 from podium.cli.client import Client
 from podium.cli.daemon_cmds import start_daemon, stop_daemon
@@ -25,7 +26,7 @@ from podium.cli.inject import xid_line
 from podium.errors import PodiumError
 from podium.node.inventory import declared_bus_id
 
-TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED"}
+TERMINAL = TERMINAL_STATES
 
 CONFIG = """\
 node:

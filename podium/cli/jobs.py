@@ -9,12 +9,13 @@ import time
 
 import click
 
+from podium.api.states import TERMINAL_STATES
 from podium.api.text import printable
 from podium.cli import render
 from podium.cli.client import Api, connect
 from podium.errors import SpecError
 
-TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED"}
+TERMINAL = TERMINAL_STATES
 
 
 def _job_id(text: str) -> int:

@@ -11,11 +11,12 @@ from typing import Any
 
 import click
 
+from podium.api.states import TERMINAL_STATES
 from podium.cli.client import Api, connect
 from podium.errors import SpecError
 from podium.spec.options import OPTIONS, Given, split_command_line
 
-TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED"}
+TERMINAL = TERMINAL_STATES
 
 
 def _token(g: Given) -> str:

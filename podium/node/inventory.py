@@ -7,7 +7,9 @@ scheduler, binding, CUDA_VISIBLE_DEVICES) is the same code path as with real GPU
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,6 +28,7 @@ class GpuInfo:
     memory_mb: int
     uuid: str = ""
     pci: str = ""  # PCI bus id as the kernel log names it ("" when declared)
+    device: str = ""  # its device file (/dev/nvidia0), for device confinement; "" if none
 
     @property
     def bus_id(self) -> str:
@@ -49,6 +52,7 @@ class NvmlSeam(Protocol):
     def nvmlDeviceGetMemoryInfo(self, handle: Any) -> Any: ...
     def nvmlDeviceGetUUID(self, handle: Any) -> str | bytes: ...
     def nvmlDeviceGetTopologyCommonAncestor(self, a: Any, b: Any) -> int: ...
+    def nvmlDeviceGetMinorNumber(self, handle: Any) -> int: ...
 
 
 def gpu_type_name(product: str) -> str:
@@ -98,6 +102,7 @@ def read_nvml(nvml: NvmlSeam | None = None) -> list[GpuInfo] | None:
                     memory_mb=int(memory.total // (1024 * 1024)),
                     uuid=_text(session.nvmlDeviceGetUUID(handle)),
                     pci=_pci(session, handle),
+                    device=_device_file(session, handle, index),
                 )
             )
         return gpus
@@ -108,6 +113,14 @@ def _pci(session: Any, handle: Any) -> str:
         return _text(session.nvmlDeviceGetPciInfo(handle).busId)
     except Exception:  # an older seam or driver: Xids are then matched by index order
         return ""
+
+
+def _device_file(session: Any, handle: Any, index: int) -> str:
+    """/dev/nvidiaN, N the GPU's minor number (the index where the driver cannot say)."""
+    try:
+        return f"/dev/nvidia{int(session.nvmlDeviceGetMinorNumber(handle))}"
+    except Exception:
+        return f"/dev/nvidia{index}"
 
 
 # NVML topology levels (nvmlGpuTopologyLevel_t): 0 same board, 10 one PCIe switch,
@@ -159,9 +172,31 @@ def gpu_groups(
 def declared(inv: GpuInventory) -> list[GpuInfo]:
     """The GPUs a config declares."""
     return [
-        GpuInfo(index=i, type=inv.type, memory_mb=inv.memory_mb, uuid=f"declared-{i}")
+        GpuInfo(
+            index=i,
+            type=inv.type,
+            memory_mb=inv.memory_mb,
+            uuid=f"declared-{i}",
+            device=inv.devices[i] if inv.devices else "",
+        )
         for i in range(inv.count)
     ]
+
+
+def device_number(path: str) -> tuple[str, int, int] | None:
+    """A device file's (type, major, minor): ("c", 195, 0) for /dev/nvidia0; None when
+    the path is empty, missing or not a device."""
+    if not path:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if stat.S_ISCHR(st.st_mode):
+        return ("c", os.major(st.st_rdev), os.minor(st.st_rdev))
+    if stat.S_ISBLK(st.st_mode):
+        return ("b", os.major(st.st_rdev), os.minor(st.st_rdev))
+    return None
 
 
 def resolve_inventory(inv: GpuInventory, nvml: NvmlSeam | None = None) -> list[GpuInfo]:
@@ -180,3 +215,16 @@ def resolve_inventory(inv: GpuInventory, nvml: NvmlSeam | None = None) -> list[G
             )
         return declared(inv)
     return found
+
+
+def node_cpu_ids(declared: int) -> tuple[int, ...] | None:
+    """The machine's CPU ids that back a node of `declared` CPUs (the first ones this
+    process may run on), or None when the node declares more CPUs than there are: then
+    jobs cannot be given CPUs by id, only counted."""
+    try:
+        available = sorted(os.sched_getaffinity(0))
+    except OSError:
+        available = list(range(os.cpu_count() or 1))
+    if declared > len(available):
+        return None
+    return tuple(available[:declared])

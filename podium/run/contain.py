@@ -4,8 +4,9 @@ Two mechanisms, used together:
 - the supervisor is a child subreaper (PR_SET_CHILD_SUBREAPER): a process of the job
   whose parent dies, or that double-forks and starts its own session, is re-parented
   to the supervisor and stays its descendant;
-- where a writable cgroup v2 hierarchy exists (root, usually), each job gets its own
-  cgroup, and cgroup.kill ends all of it at once.
+- where cgroups can be made (root), each job gets its own groups (`podium.run.cgroups`):
+  they hold every process, enforce the job's limits, and cgroup.kill (v2) ends all of
+  it at once.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from pathlib import Path
+
+from podium.run.cgroups import JobCgroups, Limits, current_layout
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -30,85 +32,48 @@ def become_subreaper() -> bool:
         return False
 
 
-def _cgroup2_mount() -> Path | None:
-    try:
-        with open("/proc/self/mounts") as fh:
-            for line in fh:
-                parts = line.split()
-                if len(parts) >= 3 and parts[2] == "cgroup2":
-                    return Path(parts[1])
-    except OSError:
-        return None
-    return None
-
-
-def _own_cgroup() -> str:
-    try:
-        with open("/proc/self/cgroup") as fh:
-            for line in fh:
-                if line.startswith("0::"):
-                    return line[3:].strip()
-    except OSError:
-        pass
-    return "/"
-
-
 class ContainmentError(Exception):
     """proctrack "cgroup" was asked for but no job cgroup can be made here."""
 
 
 class JobContainment:
-    """All processes of one job: the supervisor's descendants, plus its cgroup if any.
+    """All processes of one job: the supervisor's descendants, plus its cgroups if any.
 
-    `mode` is "auto" (cgroup where possible), "cgroup" (required: raises
-    ContainmentError without one) or "subreaper" (descendant tracking only).
+    `mode` is "auto" (cgroups where possible), "cgroup" (required: raises
+    ContainmentError without one) or "subreaper" (descendant tracking only). `limits`
+    are enforced by the cgroups where the controllers allow (see `podium.run.cgroups`);
+    `v2_base` is the v2 group the daemon prepared for jobs (default: our own).
     """
 
-    def __init__(self, job_id: int, mode: str = "auto") -> None:
-        self.cgroup: Path | None = None
+    def __init__(
+        self,
+        job_id: int,
+        mode: str = "auto",
+        limits: Limits | None = None,
+        v2_base: str | None = None,
+    ) -> None:
         self.subreaper = become_subreaper()
+        self.groups: JobCgroups | None = None
         if mode != "subreaper":
-            self._make_cgroup(job_id)
-        if mode == "cgroup" and self.cgroup is None:
+            # The supervisor's pid makes the name unique: several daemons (homes) on
+            # one machine number their jobs alike.
+            self.groups = JobCgroups(
+                f"podium-job-{job_id}-{os.getpid()}", current_layout(), limits or Limits(), v2_base
+            )
+        if mode == "cgroup" and (self.groups is None or self.groups.v2 is None):
             raise ContainmentError("proctrack is cgroup but no writable cgroup v2 is available")
 
-    def _make_cgroup(self, job_id: int) -> None:
-        mount = _cgroup2_mount()
-        if mount is None or os.geteuid() != 0:
-            return
-        parent = mount / _own_cgroup().lstrip("/")
-        # The supervisor's pid makes the name unique: several daemons (homes) on one
-        # machine number their jobs alike.
-        path = parent / f"podium-job-{job_id}-{os.getpid()}"
-        try:
-            path.mkdir()
-        except OSError:
-            return
-        if os.access(path / "cgroup.procs", os.W_OK):
-            self.cgroup = path
-        else:
-            self._remove(path)
-
     @property
-    def procs_file(self) -> str | None:
-        """The file a task writes "0" to, to join the job's cgroup (None: no cgroup)."""
-        return str(self.cgroup / "cgroup.procs") if self.cgroup else None
-
-    @staticmethod
-    def _remove(path: Path) -> None:
-        with contextlib.suppress(OSError):
-            path.rmdir()
+    def procs_files(self) -> list[str]:
+        """The files a task writes "0" to, to join the job's cgroups (none: no cgroup)."""
+        return self.groups.procs_files if self.groups else []
 
     def members(self) -> set[int]:
         """Pids of every live process of the job (never the supervisor itself)."""
         me = os.getpid()
         pids = descendants(me)
-        if self.cgroup is not None:
-            try:
-                for line in (self.cgroup / "cgroup.procs").read_text().split():
-                    pids.add(int(line))
-            except OSError:
-                pass
+        if self.groups is not None:
+            pids |= self.groups.pids()
         pids.discard(me)
         return {p for p in pids if _alive(p)}
 
@@ -131,10 +96,9 @@ class JobContainment:
         """
         killed: set[int] = set()
         deadline = time.monotonic() + timeout
-        if self.cgroup is not None and (self.cgroup / "cgroup.kill").exists():
+        if self.groups is not None:
             killed |= self.members()
-            with contextlib.suppress(OSError):
-                (self.cgroup / "cgroup.kill").write_text("1")
+            self.groups.kill()
         while True:
             pids = self.members()
             if not pids:
@@ -149,15 +113,19 @@ class JobContainment:
             time.sleep(0.02)
         return len(killed)
 
+    def oom_kills(self) -> int:
+        return self.groups.oom_kills() if self.groups else 0
+
     def release(self) -> None:
-        """Remove the job's cgroup once it is empty."""
-        if self.cgroup is not None:
-            deadline = time.monotonic() + 2.0
-            while self.cgroup.exists() and time.monotonic() < deadline:
-                try:
-                    self.cgroup.rmdir()
-                except OSError:
-                    time.sleep(0.02)
+        """Remove the job's cgroups once they are empty."""
+        if self.groups is None:
+            return
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            self.groups.remove()
+            if not any(p.exists() for p in self.groups.paths):
+                return
+            time.sleep(0.02)
 
 
 def _children(pid: int) -> list[int] | None:
@@ -198,6 +166,28 @@ def descendants(pid: int) -> set[int]:
                 out.add(kid)
                 stack.append(kid)
     return out
+
+
+def session_members(sid: int) -> set[int]:
+    """Pids of the processes in session `sid` (from /proc/PID/stat)."""
+    found: set[int] = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if len(fields) > 3 and fields[3] == str(sid):
+            found.add(int(entry))
+    return found
+
+
+def process_alive(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie."""
+    return _alive(pid)
 
 
 def _alive(pid: int) -> bool:

@@ -13,16 +13,21 @@ died (NODE_FAIL); neither -> never launched (safe to launch again).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from podium.run.cgroups import read_pids
+from podium.run.contain import process_alive, session_members
 from podium.run.files import (
+    CONTAINMENT_FILE,
     FAULT_FILE,
     LOCK_FILE,
     PLAN_FILE,
@@ -106,14 +111,16 @@ class LocalExecutor:
         return proc.pid
 
     def poll(self, job_id: int) -> Poll:
-        """The job's status as seen from its files and lock (see the module docstring)."""
+        """The job's status as seen from its files and lock (see the module docstring).
+
+        A job is over only once its supervisor has let go of the lock: result.json is
+        written just before that, and a job relaunched while its previous supervisor
+        still exits would find the lock taken.
+        """
         job_dir = self.job_dir(job_id)
-        data = read_json(job_dir / RESULT_FILE)
-        if data is not None:
-            return Poll("ended", JobResult.from_dict(data))
         if self._lock_held(job_dir):
             return Poll("running")
-        data = read_json(job_dir / RESULT_FILE)  # it may have finished meanwhile
+        data = read_json(job_dir / RESULT_FILE)  # written before the lock was let go
         if data is not None:
             return Poll("ended", JobResult.from_dict(data))
         if (job_dir / STARTED_FILE).exists():
@@ -178,6 +185,45 @@ class LocalExecutor:
         except ProcessLookupError:
             return False
         return True
+
+    def kill_leftovers(self, job_id: int, scan_session: bool = True) -> int:
+        """SIGKILL whatever is left of a job whose supervisor is gone: the processes in
+        its cgroups and, with `scan_session`, those still in the supervisor's session.
+        Returns how many are still alive afterwards; 0 means none (its groups are then
+        removed). Idempotent: call it again until it returns 0."""
+        job_dir = self.job_dir(job_id)
+        record = read_json(job_dir / CONTAINMENT_FILE) or {}
+        started = read_json(job_dir / STARTED_FILE) or {}
+        groups = [Path(p) for p in record.get("cgroups", [])]
+        sid = int(record.get("sid") or started.get("pid") or 0)
+        if scan_session and sid and process_alive(sid):
+            scan_session = False  # the number belongs to a live process: not our session
+
+        def left() -> set[int]:
+            pids: set[int] = set()
+            for group in groups:
+                pids |= read_pids(group)
+            if scan_session and sid:
+                pids |= session_members(sid)
+            pids.discard(os.getpid())
+            return {p for p in pids if process_alive(p)}
+
+        deadline = time.monotonic() + 2.0
+        pids = left()
+        while pids and time.monotonic() < deadline:
+            for group in groups:
+                with contextlib.suppress(OSError):
+                    (group / "cgroup.kill").write_text("1")
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.02)
+            pids = left()
+        if not pids:
+            for group in reversed(groups):
+                with contextlib.suppress(OSError):
+                    group.rmdir()
+        return len(pids)
 
     def reap(self) -> None:
         """Collect supervisors this daemon started that have exited (no zombies)."""

@@ -7,6 +7,7 @@ nothing or the whole file.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -18,6 +19,7 @@ RESULT_FILE = "result.json"
 TASKS_FILE = "tasks.json"  # pid of each task, by rank, once all have started
 FAULT_FILE = "fault.json"  # why the daemon stopped the job for a hardware fault
 HEARTBEAT_FILE = "heartbeat"  # the job touches it (PODIUM_HEARTBEAT_FILE)
+CONTAINMENT_FILE = "containment.json"  # the job's cgroups and session, for cleanup
 LOCK_FILE = "lock"
 SCRIPT_FILE = "script"
 SUPERVISOR_LOG = "supervisor.log"
@@ -32,12 +34,17 @@ def write_atomic(path: Path, data: Any, *, durable: bool = True, mode: int = 0o6
     """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh)
-        if durable:
-            fh.flush()
-            os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh)
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)  # a half-written file must not hold space on a full disk
+        raise
 
 
 def read_json(path: Path) -> dict[str, Any] | None:

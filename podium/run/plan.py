@@ -57,6 +57,10 @@ class LaunchPlan:
     proctrack: str = "auto"
     heartbeat_timeout_s: int | None = None
     umask: int = 0o022
+    mem_mb: int | None = None  # enforced by the memory controller where it exists
+    cpu_ids: list[int] = field(default_factory=list)  # enforced by cpuset where it exists
+    deny_devices: list[list[Any]] = field(default_factory=list)  # ["c", major, minor]
+    cgroup_v2_base: str | None = None  # the v2 group jobs go under (None: the supervisor's)
     extra: dict[str, Any] = field(default_factory=dict)
 
 

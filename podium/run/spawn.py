@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 
@@ -20,14 +21,16 @@ def spawn_task(
     stderr_fd: int,
     pgid: int,
     creds: tuple[int, int, list[int]] | None,
-    cgroup_procs: str | None = None,
+    cgroup_procs: list[str] | None = None,
     umask: int = 0o022,
+    cpu_ids: list[int] | None = None,
 ) -> int:
     """Fork and exec `argv`; return the child's pid.
 
     The child gets an empty signal mask and default handlers, joins process group
-    `pgid` (0: a new group led by itself), joins the cgroup whose cgroup.procs is
-    `cgroup_procs` (best effort: the supervisor also tracks descendants), takes
+    `pgid` (0: a new group led by itself), joins the cgroups whose cgroup.procs files
+    are `cgroup_procs` (best effort: the supervisor also tracks descendants), is bound
+    to `cpu_ids` (the cpuset enforces them where it exists), takes
     (uid, gid, groups) from `creds` when given (groups first, so nothing runs with
     the supervisor's), sets `umask`, and closes every other descriptor.
     Raises SpawnError with the child's reason if it could not exec.
@@ -49,12 +52,12 @@ def spawn_task(
             ):
                 signal.signal(sig, signal.SIG_DFL)
             os.setpgid(0, pgid)
-            if cgroup_procs is not None:
-                try:
-                    with open(cgroup_procs, "w") as fh:
-                        fh.write("0")
-                except OSError:
-                    pass
+            for procs in cgroup_procs or ():
+                with contextlib.suppress(OSError), open(procs, "w") as fh:
+                    fh.write("0")
+            if cpu_ids:
+                with contextlib.suppress(OSError):
+                    os.sched_setaffinity(0, cpu_ids)
             os.dup2(stdin_fd, 0)
             os.dup2(stdout_fd, 1)
             os.dup2(stderr_fd, 2)

@@ -31,8 +31,10 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, cast
 
+from podium.run.cgroups import Limits
 from podium.run.contain import ContainmentError, JobContainment, reap_children
 from podium.run.files import (
+    CONTAINMENT_FILE,
     HEARTBEAT_FILE,
     PLAN_FILE,
     RESULT_FILE,
@@ -163,7 +165,30 @@ class Supervisor:
     def __init__(self, job_dir: Path, plan: LaunchPlan) -> None:
         self.job_dir = job_dir
         self.plan = plan
-        self.contain = JobContainment(plan.job_id, plan.proctrack)
+        self.contain = JobContainment(
+            plan.job_id,
+            plan.proctrack,
+            Limits(
+                mem_mb=getattr(plan, "mem_mb", None),
+                cpu_ids=tuple(getattr(plan, "cpu_ids", ())),
+                deny_devices=tuple(
+                    (str(k), int(a), int(b)) for k, a, b in getattr(plan, "deny_devices", ())
+                ),
+            ),
+            getattr(plan, "cgroup_v2_base", None),
+        )
+        groups = self.contain.groups
+        with contextlib.suppress(OSError):  # for cleanup by the daemon; best effort
+            write_atomic(
+                job_dir / CONTAINMENT_FILE,
+                {
+                    "sid": os.getpid(),
+                    "cgroups": [str(p) for p in groups.paths] if groups else [],
+                    "enforced": groups.enforced if groups else {},
+                    "problems": groups.problems if groups else [],
+                },
+                durable=False,
+            )
         self.tasks: dict[int, TaskPlan] = {}
         self.status: dict[int, tuple[int | None, int | None]] = {}
         self.start = time.time()
@@ -245,8 +270,9 @@ class Supervisor:
                     stderr_fd=err_fd,
                     pgid=pgid,
                     creds=creds,
-                    cgroup_procs=self.contain.procs_file,
+                    cgroup_procs=self.contain.procs_files,
                     umask=who.umask,
+                    cpu_ids=list(getattr(plan, "cpu_ids", ())) or None,
                 )
             finally:
                 os.close(in_fd)
@@ -350,8 +376,13 @@ class Supervisor:
         signals = [t["signal"] for t in tasks if t["signal"] is not None]
         exit_code = max(codes) if codes else None
         sig = signals[0] if signals else None
+        oom = self.contain.oom_kills()
         if self.final_state is not None:
             state = self.final_state
+        elif oom:  # as Slurm: any OOM kill in the job makes it OUT_OF_MEMORY
+            state = "OUT_OF_MEMORY"
+            mem = getattr(self.plan, "mem_mb", None)
+            self.reason = f"OutOfMemory: {oom} process(es) killed at the {mem} MiB limit"
         elif tasks and all(t["exit_code"] == 0 for t in tasks):
             state = "COMPLETED"
         else:
@@ -370,6 +401,43 @@ class Supervisor:
         )
 
 
+RESULT_RESERVE = "result.reserve"
+RESULT_RESERVE_BYTES = 64 << 10
+
+
+def keep_result_room(job_dir: Path) -> None:
+    """Hold a little space in the job directory for result.json (best effort)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(job_dir / RESULT_RESERVE, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            os.posix_fallocate(fd, 0, RESULT_RESERVE_BYTES)
+        finally:
+            os.close(fd)
+
+
+def record_result(job_dir: Path, result: dict[str, Any]) -> None:
+    """Write result.json, whatever the disk does: on a full disk the reserve taken at
+    start is given back first; after that the write is retried (the lock stays held,
+    so the daemon sees the job running, never vanished) until it succeeds."""
+    delay = 0.2
+    while True:
+        try:
+            write_atomic(job_dir / RESULT_FILE, result)
+            break
+        except OSError as exc:
+            try:
+                os.unlink(job_dir / RESULT_RESERVE)
+                continue  # room made: try again at once
+            except FileNotFoundError:
+                pass
+            with contextlib.suppress(OSError):
+                print(f"cannot write the result ({exc.strerror}); retrying", file=sys.stderr)
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(job_dir / RESULT_RESERVE)
+
+
 def main(argv: list[str]) -> int:
     job_dir = Path(argv[1])
     lock_fd = int(argv[2])
@@ -382,12 +450,11 @@ def main(argv: list[str]) -> int:
     plan = load_plan(data)
     start = time.time()
     write_atomic(job_dir / STARTED_FILE, {"pid": os.getpid(), "start_time": start}, durable=False)
+    keep_result_room(job_dir)
     try:
         sup = Supervisor(job_dir, plan)
     except ContainmentError as exc:
-        write_atomic(
-            job_dir / RESULT_FILE, result_record("FAILED", None, None, start, reason=str(exc))
-        )
+        record_result(job_dir, result_record("FAILED", None, None, start, reason=str(exc)))
         return 0
     sup.start = start
     try:
@@ -404,8 +471,9 @@ def main(argv: list[str]) -> int:
         sup.final_state, sup.reason = "FAILED", "supervisor error (see supervisor.log)"
     leftover = sup.contain.kill_all(reap=sup._reap)
     sup._reap()
+    result = sup.result(leftover)
     sup.contain.release()
-    write_atomic(job_dir / RESULT_FILE, sup.result(leftover))
+    record_result(job_dir, result)
     return 0
 
 

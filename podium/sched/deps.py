@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from enum import Enum
 
+from podium.api.states import TERMINAL_STATES
 from podium.spec.job import Dependency
 
-_TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED"}
+_TERMINAL = TERMINAL_STATES
 _NOT_STARTED = {"PENDING", "REQUEUED"}
 
 

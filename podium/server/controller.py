@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from podium.api.text import printable
-from podium.errors import NotFound, PermissionDenied, SpecError
-from podium.node.inventory import GpuInfo
+from podium.errors import NotFound, PermissionDenied, SpecError, StoreError
+from podium.node.inventory import GpuInfo, device_number, node_cpu_ids
 from podium.recover.agent import HealthAgent
 from podium.recover.ladder import Health, Label
 from podium.recover.resume import Ended, decide, newest_checkpoint
+from podium.run.bpfdev import Device
 from podium.run.executor import LocalExecutor
 from podium.run.identity import DirCheckError, Identity, check_dirs_as_user
 from podium.run.patterns import expand
@@ -108,12 +109,18 @@ class Controller:
         self._specs: dict[int, JobSpec] = {}
         self._cancel_requested: set[int] = set()
         self._unreadable: set[int] = set()  # pending jobs whose stored spec cannot be read
-        self._preempting: dict[int, str] = {}  # job id -> mode, while its supervisor stops it
+        self._reserve_retry = 0.0  # when to try again to keep the state disk's reserve
+        self._killing: set[int] = set()  # ended jobs whose leftover processes are being killed
         self.policy = policy_from_config(config)
         self.half_life_s = half_life_s(config)
         self.last: Decisions | None = None
         self.node_name = config.node.name
         self.gpu_groups: tuple[tuple[int, ...], ...] = ()
+        self.cpu_ids = node_cpu_ids(config.node.cpus)  # None: CPUs counted, not given by id
+        self.gpu_devices = {g.index: device_number(g.device) for g in gpus}
+        self.denied_everywhere: tuple[Device, ...] = ()  # devices no job may open
+        self.cgroup_v2_base: str | None = None  # set by the daemon when it prepared one
+        self.enforcement: dict[str, str] = {}  # resource -> enforced or accounted, and how
         self.health = HealthTable(store)
         self.agent: HealthAgent | None = None  # set by the daemon
         self._faulted: dict[int, tuple[str, int | None]] = {}  # job -> (reason, bad GPU)
@@ -138,6 +145,11 @@ class Controller:
 
         Nothing is stored when the request is invalid or `test_only` is set.
         """
+        if self.store.reserve_released:
+            raise StoreError(
+                f"the state disk is full: submissions are refused until there is room on the "
+                f"filesystem of {self.home} (what is left records running jobs' outcomes)"
+            )
         if self.owner_uid != 0 and who.uid != self.owner_uid:
             raise PermissionDenied(
                 f"this daemon runs as {user_name(self.owner_uid)} and can run jobs only for "
@@ -296,6 +308,7 @@ class Controller:
                 "gpus_used": used,
                 "gpu_type": self.gpus[0].type if self.gpus else None,
                 "features": self.config.node.features,
+                "enforcement": self.enforcement,
                 "partitions": [p.name for p in self.config.partitions],
                 "gpus": [
                     {
@@ -469,15 +482,29 @@ class Controller:
         return counts
 
     def _collect(self, row: Row) -> str:
+        """Record how a running job stands. Its GPUs, CPUs and memory stay held until
+        none of its processes is left: a job whose supervisor vanished has its
+        leftovers killed first, and stays RUNNING while any survives."""
         job_id = row["job_id"]
         poll = self.executor.poll(job_id)
         now = self.clock()
         if poll.status == "running":
             return "adopted"
+        if poll.status in ("ended", "vanished"):
+            left = self.executor.kill_leftovers(job_id, scan_session=poll.status == "vanished")
+            if left:
+                if job_id not in self._killing:
+                    self._killing.add(job_id)
+                    log.warning("job %s: %d leftover process(es) still alive", job_id, left)
+                    self.store.event(
+                        now, "leftovers", job_id=job_id, detail=f"{left} process(es) alive"
+                    )
+                return "adopted"
+            self._killing.discard(job_id)
         if poll.status == "ended" and poll.result is not None:
             res = poll.result
             self._charge(row, res.end_time)
-            mode = self._preempting.pop(job_id, "requeue")
+            mode = row["preempt_mode"] or "requeue"
             if (
                 res.state == JobState.PREEMPTED.value
                 and mode == "requeue"
@@ -665,7 +692,7 @@ class Controller:
                     account=r["account"],
                     start_time=r["start_time"] or self.clock(),
                     time_limit_s=r["time_limit_s"],
-                    preempting=r["job_id"] in self._preempting,
+                    preempting=r["preempt_mode"] is not None,
                 )
             )
         pending = []
@@ -784,7 +811,19 @@ class Controller:
         """One pass: collect ended jobs, schedule, start what was decided. Returns starts."""
         self.executor.reap()
         for row in self.store.jobs(states=[JobState.RUNNING.value]):
-            self._collect(row)
+            try:
+                self._collect(row)
+            except StoreError:
+                # The state disk is full: spend the reserve on recording what jobs did
+                # (a job's outcome must not wait on, or be lost to, a full disk).
+                if not self.store.release_reserve():
+                    raise
+                log.error("state disk full: the reserve is spent on recording job outcomes")
+                self._collect(self.store.job(row["job_id"]))
+        if self.store.reserve_released and self.clock() >= self._reserve_retry:
+            self._reserve_retry = self.clock() + 30.0
+            if self.store.keep_reserve():
+                log.warning("state disk has room again: the reserve is kept back again")
         if self.agent is not None:
             try:
                 self.agent.tick()
@@ -793,7 +832,7 @@ class Controller:
         decisions = schedule(self.snapshot(), self.clock(), self.policy)
         self.last = decisions
         for pre in decisions.preempts:
-            self._preempting[pre.job_id] = pre.mode
+            self.store.set_preempt_mode(pre.job_id, pre.mode)  # survives a restart
             self.executor.preempt(pre.job_id)
             log.info("job %s preempted (%s) for job %s", pre.job_id, pre.mode, pre.for_job)
         if decisions.cancels:
@@ -812,6 +851,7 @@ class Controller:
         """
         rows = {r["job_id"]: r for r in self.store.jobs_by_ids([s.job_id for s in starts])}
         records = []
+        free_cpus = self._free_cpu_ids()
         for start in starts:
             row = rows[start.job_id]
             try:
@@ -830,9 +870,12 @@ class Controller:
                     start.mem_mb,
                     stdout,
                     stderr,
+                    tuple(free_cpus[: start.cpus]) if len(free_cpus) >= start.cpus else (),
                 )
             )
+            free_cpus = free_cpus[start.cpus :]
         marked = set(self.store.mark_running(records, self.clock()))
+        cpu_ids = {r.job_id: r.cpu_ids for r in records}
         for start in starts:
             if start.job_id not in marked:
                 continue
@@ -840,11 +883,22 @@ class Controller:
             try:
                 spec = self._spec(row)
                 plan = self._plan(row, spec, list(start.gpu_indices), start.cpus)
+                plan.mem_mb = start.mem_mb
+                plan.cpu_ids = list(cpu_ids.get(start.job_id, ()))
                 self.executor.launch(plan, spec.script)
             except Exception as exc:
                 self._hold_broken(start.job_id, "launch failed", exc)
                 continue
             self._mail(row, "BEGIN", "began")
+
+    def _free_cpu_ids(self) -> list[int]:
+        """The node's CPU ids no running job holds (empty when CPUs are only counted)."""
+        if self.cpu_ids is None:
+            return []
+        held: set[int] = set()
+        for r in self.store.jobs(states=[JobState.RUNNING.value]):
+            held.update(json.loads(r["cpu_ids"] or "[]"))
+        return [c for c in self.cpu_ids if c not in held]
 
     def _hold_broken(self, job_id: int, what: str, exc: BaseException) -> None:
         """Hold a job that broke its own start, with the reason; log it once. Other jobs
@@ -924,7 +978,16 @@ class Controller:
             account=row["account"],
             proctrack=self.config.proctrack,
             heartbeat_timeout_s=spec.heartbeat_timeout_s,
+            deny_devices=[list(d) for d in self._denied_devices(gpu_ids)],
+            cgroup_v2_base=self.cgroup_v2_base,
         )
+
+    def _denied_devices(self, gpu_ids: list[int]) -> list[Device]:
+        """The devices a job holding `gpu_ids` must not open: every other GPU's, and
+        those no job may open (ConstrainDevices)."""
+        mine = set(gpu_ids)
+        others = [d for i, d in self.gpu_devices.items() if i not in mine and d is not None]
+        return sorted(set(others) | set(self.denied_everywhere))
 
 
 def _health_json(h: Health, recovery: str) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from podium.errors import PodiumError
 from podium.node.health.suite import nvml_probe
 from podium.node.inventory import gpu_groups, resolve_inventory
 from podium.recover.agent import HealthAgent
+from podium.run.cgroups import current_layout, enforcement, prepare_v2_base
 from podium.run.executor import LocalExecutor
 from podium.server.app import create_app
 from podium.server.controller import Controller
@@ -131,6 +132,8 @@ def serve(home: Path, config: ClusterConfig) -> None:
     make_private(home)
     lock_fd = take_instance_lock(home)
     store = Store(paths.db_path(home))
+    if not store.keep_reserve():
+        log.warning("the state disk is nearly full: no reserve for recording outcomes")
     gpus = resolve_inventory(config.node.gpus)
     config.node.gpus.count = len(gpus)
     executor = LocalExecutor(home / "jobs")
@@ -149,6 +152,18 @@ def serve(home: Path, config: ClusterConfig) -> None:
         controller.clock,
         probe=None if declared else nvml_probe(),
     )
+    layout = current_layout()
+    controller.cgroup_v2_base = prepare_v2_base(layout)
+    controller.enforcement = enforcement(
+        current_layout(),
+        os.geteuid() == 0,
+        controller.cgroup_v2_base,
+        cpus_known=controller.cpu_ids is not None,
+        devices_known=any(d is not None for d in controller.gpu_devices.values()) or not gpus,
+    )
+    if not gpus:
+        controller.enforcement["devices"] = "nothing to confine: the node has no GPUs"
+    log.info("limits: %s", controller.enforcement)
     counts = controller.recover()
     log.info("recovered running jobs: %s", counts)
 

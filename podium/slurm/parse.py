@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from podium.api.states import TERMINAL_STATES
 from podium.run.patterns import expand
 
 # Slurm job states -> Podium's (server/records.py uses Slurm's names already).
@@ -35,7 +36,7 @@ _STATE = {
     "SPECIAL_EXIT": "FAILED",
     "REVOKED": "CANCELLED",
 }
-TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED"}
+TERMINAL = TERMINAL_STATES
 HELD_REASONS = {"JobHeldUser", "JobHeldAdmin", "job_requeued_in_held_state"}
 
 

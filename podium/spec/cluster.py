@@ -39,6 +39,11 @@ class GpuInventory(Closed):
     count: int = Field(default=0, ge=0, le=64)
     type: str = Field(default="gpu", pattern=r"^[A-Za-z0-9_.-]+$")
     memory_mb: int = Field(default=0, ge=0)
+    devices: list[str] = Field(
+        default_factory=list,
+        description="declared GPUs: each one's device file (one per GPU), so that a job "
+        "cannot open a GPU it was not given; NVML GPUs use /dev/nvidiaN",
+    )
     topology: list[list[int]] = Field(
         default_factory=list,
         description="groups of GPU indices behind one NVLink domain or PCIe switch "
@@ -52,6 +57,10 @@ class GpuInventory(Closed):
             raise ValueError("a GPU may be in only one topology group")
         if self.source == "declared" and any(not 0 <= i < self.count for i in flat):
             raise ValueError(f"topology names GPUs outside 0..{self.count - 1}")
+        if self.devices and len(self.devices) != self.count:
+            raise ValueError(
+                f"devices lists {len(self.devices)} files for {self.count} GPUs: give one each"
+            )
         return self
 
 

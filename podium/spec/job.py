@@ -24,6 +24,7 @@ class JobState(StrEnum):
     NODE_FAIL = "NODE_FAIL"
     PREEMPTED = "PREEMPTED"
     REQUEUED = "REQUEUED"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
 
     def is_terminal(self) -> bool:
         return self not in (JobState.PENDING, JobState.RUNNING, JobState.REQUEUED)

@@ -6,7 +6,10 @@ or it raised and changed nothing.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import shutil
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -20,6 +23,9 @@ from podium.spec.job import JobSpec, JobState
 from podium.store.schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
 
 Row = sqlite3.Row
+RESERVE_BYTES = 8 << 20  # what the daemon keeps back to record outcomes on a full disk
+_SQLITE_FULL = 13
+_SQLITE_IOERR = 10
 
 
 @dataclass(frozen=True)
@@ -33,6 +39,7 @@ class RunningStart:
     mem_mb: int
     stdout: str
     stderr: str
+    cpu_ids: tuple[int, ...] = ()
 
 
 class Store:
@@ -91,14 +98,64 @@ class Store:
         with the machine's power, which the recovery protocol tolerates: the job files
         written by supervisors say what really happened.
         """
-        self.conn.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
-        self.conn.execute("BEGIN IMMEDIATE")
         try:
-            yield self.conn
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
+            self.conn.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorcode", 0) & 0xFF not in (_SQLITE_FULL, _SQLITE_IOERR):
+                raise
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.execute("ROLLBACK")
+            raise StoreError(
+                f"the state disk is full: nothing was recorded ({exc}); free space on the "
+                f"filesystem of {self.path.parent}"
+            ) from None
+
+    # --- the reserve: space kept back for recording running jobs' outcomes ---------
+
+    @property
+    def reserve_path(self) -> Path:
+        return self.path.with_name("podium.reserve")
+
+    @property
+    def reserve_released(self) -> bool:
+        """True after `release_reserve`, until `keep_reserve` could make it again."""
+        return not self.reserve_path.exists()
+
+    def keep_reserve(self, size: int = RESERVE_BYTES) -> bool:
+        """Hold `size` bytes of the state disk in a file, if there is room to spare
+        (twice that free). Returns whether the reserve exists now."""
+        if self.reserve_path.exists():
+            return True
+        try:
+            free = shutil.disk_usage(self.path.parent).free
+            if free < 2 * size:
+                return False
+            fd = os.open(self.reserve_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                os.posix_fallocate(fd, 0, size)
+            finally:
+                os.close(fd)
+        except OSError:
+            self.reserve_path.unlink(missing_ok=True)
+            return False
+        return True
+
+    def release_reserve(self) -> bool:
+        """Give the reserve back to the disk (when a write failed for space). Returns
+        False when there was none to give."""
+        try:
+            self.reserve_path.unlink()
+        except FileNotFoundError:
+            return False
+        return True
 
     # --- jobs -----------------------------------------------------------------
 
@@ -265,13 +322,14 @@ class Store:
             for s in starts:
                 cur = conn.execute(
                     """UPDATE jobs SET state='RUNNING', reason='None', start_time=?,
-                         end_time=NULL, node=?, gpu_ids=?, cpus=?, mem_mb=?, stdout=?, stderr=?,
-                         exit_code=NULL, signal=NULL
+                         end_time=NULL, node=?, gpu_ids=?, cpu_ids=?, cpus=?, mem_mb=?,
+                         stdout=?, stderr=?, exit_code=NULL, signal=NULL, preempt_mode=NULL
                        WHERE job_id=? AND state='PENDING'""",
                     (
                         now,
                         s.node,
                         json.dumps(list(s.gpu_ids)),
+                        json.dumps(list(s.cpu_ids)) if s.cpu_ids else None,
                         s.cpus,
                         s.mem_mb,
                         s.stdout,
@@ -401,6 +459,14 @@ class Store:
                     done.append(job_id)
                     self._event(conn, now, "hold" if held else "release", job_id=job_id)
         return done
+
+    def set_preempt_mode(self, job_id: int, mode: str) -> None:
+        """Record that a running job is being preempted and how it ends (requeue or
+        cancel), so that a restarted daemon finishes the preemption the same way."""
+        with self.transaction() as conn:
+            conn.execute(
+                "UPDATE jobs SET preempt_mode=? WHERE job_id=? AND state='RUNNING'", (mode, job_id)
+            )
 
     def hold_broken(self, job_id: int, reason: str, now: float) -> bool:
         """Put a job that cannot be planned or launched back to PENDING, held, with

@@ -18,9 +18,11 @@ from typing import Any
 import httpx
 import pytest
 
+from podium.api.states import TERMINAL_STATES
+
 BIN = Path(sys.executable).parent
 PODIUM = str(BIN / "podium")
-TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED"}
+TERMINAL = TERMINAL_STATES
 
 CONFIG = """\
 node:

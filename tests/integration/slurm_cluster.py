@@ -17,11 +17,13 @@ from typing import Any
 
 import pytest
 
+from podium.api.states import TERMINAL_STATES
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts" / "slurm-testbed"
 DEFINITION = Path(__file__).with_name("slurm_testbed.yaml")
 PODIUM = str(Path(sys.executable).parent / "podium")
-TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED"}
+TERMINAL = TERMINAL_STATES
 
 
 def why_no_slurm() -> str | None:
