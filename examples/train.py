@@ -113,6 +113,24 @@ class Progress:
             os.utime(self.heartbeat)
 
 
+def gpu_shortage(visible: str, count: int, local_rank: int, world: int) -> str | None:
+    """Why this rank cannot have a GPU of its own, or None. NCCL refuses two ranks on
+    one device ("Duplicate GPU detected"); say so plainly before it does."""
+    named = [v for v in visible.split(",") if v.strip()]
+    if count < len(named):
+        return (
+            f"CUDA_VISIBLE_DEVICES={visible} names {len(named)} GPU(s) but only {count} "
+            "exist(s) here: were the GPUs declared rather than detected?"
+        )
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    if len(named) > 1 and count < local_world:
+        return (
+            f"local rank {local_rank} of {local_world} needs a GPU of its own but only "
+            f"{count} are visible (CUDA_VISIBLE_DEVICES={visible})"
+        )
+    return None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", choices=["bert", "gpt", "resnet"], required=True)
@@ -131,6 +149,10 @@ def main() -> int:
     torch.set_num_threads(1)
     torch.manual_seed(0)
     if torch.cuda.is_available() and visible:
+        problem = gpu_shortage(visible, torch.cuda.device_count(), local_rank, world)
+        if problem:
+            print(f"[rank {rank}] {problem}", file=sys.stderr, flush=True)
+            return 2
         device = torch.device("cuda", local_rank % torch.cuda.device_count())
         backend = "nccl"
     else:

@@ -107,6 +107,8 @@ def up(foreground: bool, gpus: int | None, cpus: int | None, config: Path | None
         f"Podium is up (pid {answer['pid']}): node {node['node']} with {node['cpus_total']} CPUs, "
         f"{node['gpus_total']} GPUs; home {home}"
     )
+    if node.get("gpu_note"):
+        click.echo(f"note: {node['gpu_note']}")
 
 
 def stop_daemon(home: Path, timeout: float = 15.0) -> int | None:

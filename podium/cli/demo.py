@@ -1,9 +1,14 @@
-"""`podium demo`: the first seed document's scenario on an embedded 4-GPU cluster.
+"""`podium demo`: the first seed document's scenario on an embedded cluster.
 
 Researcher A submits BERT (2 GPUs, normal), B submits GPT (2 GPUs, high), C submits
-ResNet (1 GPU, low), in that order. B and A run at once on all four GPUs; C waits for
-a GPU, then runs. Each job is the real PyTorch script in examples/. The queue is shown
-whenever it changes, and the accounting table at the end.
+ResNet (1 GPU, low), in that order, on 4 GPUs. B and A run at once on all four GPUs;
+C waits for a GPU, then runs. Each job is the real PyTorch script in examples/. The
+queue is shown whenever it changes, and the accounting table at the end.
+
+The scenario is sized to the machine: without an NVIDIA GPU, 4 GPUs are declared (the
+jobs train on the CPU); with G real GPUs, the cluster schedules those, A asks for
+G//2, B for the rest and C for G//4 (each at least one), so that A and B fill the
+machine and C waits, down to a single GPU, where the jobs run one after the other.
 """
 
 from __future__ import annotations
@@ -23,12 +28,29 @@ from podium.cli.client import Client
 from podium.cli.daemon_cmds import start_daemon, stop_daemon
 from podium.cli.submit import build_request
 from podium.errors import PodiumError
+from podium.node.inventory import GpuInfo
 
 SCENARIO = [
-    ("A", "train_bert.sh", "BERT, 2 GPUs, normal priority"),
-    ("B", "train_gpt.sh", "GPT, 2 GPUs, high priority"),
-    ("C", "train_resnet.sh", "ResNet, 1 GPU, low priority"),
+    ("A", "train_bert.sh", "BERT", "normal"),
+    ("B", "train_gpt.sh", "GPT", "high"),
+    ("C", "train_resnet.sh", "ResNet", "low"),
 ]
+DECLARED_GPUS = 4
+
+
+def scenario_sizes(real_gpus: int) -> tuple[int, int, int]:
+    """The GPUs A, B and C ask for on a machine with `real_gpus` (0: 4 declared)."""
+    g = real_gpus or DECLARED_GPUS
+    return max(1, g // 2), max(1, g - g // 2), max(1, g // 4)
+
+
+def real_gpus() -> list[GpuInfo]:
+    """The machine's NVIDIA GPUs, as NVML reports them (none without a driver)."""
+    from podium.node.inventory import read_nvml
+
+    return read_nvml() or []
+
+
 TERMINAL = TERMINAL_STATES
 
 
@@ -41,8 +63,10 @@ def examples_dir() -> Path:
     raise PodiumError("cannot find the example jobs (examples/train.py)")
 
 
-def _submit(client: Client, script: Path, work: Path, env: dict[str, str]) -> dict[str, Any]:
-    request, _ = build_request([str(script)])
+def _submit(
+    client: Client, script: Path, work: Path, env: dict[str, str], gpus: int
+) -> dict[str, Any]:
+    request, _ = build_request([f"--gpus={gpus}", f"--ntasks={gpus}", str(script)])
     request["cwd"] = str(work)
     request["environment"] = env
     jobs: list[dict[str, Any]] = client.post("/v1/jobs", request)["jobs"]
@@ -76,21 +100,34 @@ def demo(home: Path | None, keep: bool, timeout: float, faults: bool) -> None:
     work = home / "work"
     work.mkdir(parents=True, exist_ok=True)
     examples = examples_dir()
-    started = start_daemon(home, gpus=4, cpus=8)
+    real = real_gpus()
+    sizes = scenario_sizes(len(real))
+    # With real GPUs the default config schedules NVML's inventory; else declare four.
+    started = start_daemon(home, gpus=None if real else DECLARED_GPUS, cpus=8)
     client = Client(home)
     node = client.get("/v1/nodes")["nodes"][0]
+    kind = f"real {node['gpu_type']}" if real else "declared"
     click.echo(
         f"Embedded cluster up (daemon pid {started['pid']}): node {node['node']}, "
-        f"{node['gpus_total']} declared GPUs, {node['cpus_total']} CPUs; home {home}\n"
+        f"{node['gpus_total']} {kind} GPUs, {node['cpus_total']} CPUs; home {home}"
     )
+    if not real:
+        click.echo("No NVIDIA GPU here: 4 GPUs are declared and the jobs train on the CPU.")
+    elif len(real) == 1:
+        click.echo("One GPU: each job asks for it, so they run one after the other.")
+    else:
+        click.echo(f"Sized to {len(real)} GPUs: A and B fill them, C waits.")
+    click.echo("")
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["PODIUM_EXAMPLES"] = str(examples)
     ids: list[int] = []
-    for who, script, what in SCENARIO:
-        job = _submit(client, examples / script, work, env)
+    for (who, script, model, qos), gpus in zip(SCENARIO, sizes, strict=True):
+        job = _submit(client, examples / script, work, env, gpus)
         ids.append(job["job_id"])
-        click.echo(f"researcher {who} submits {what}: job {job['job_id']}")
+        click.echo(
+            f"researcher {who} submits {model}, {gpus} GPU(s), {qos} priority: job {job['job_id']}"
+        )
     click.echo("")
     t0 = time.monotonic()
     last: tuple[Any, ...] | None = None
@@ -122,9 +159,14 @@ def demo(home: Path | None, keep: bool, timeout: float, faults: bool) -> None:
         c_start = by_name["resnet"]["start_time"]
         ab_ends = sorted(by_name[n]["end_time"] for n in ("bert", "gpt"))
         ok = all(j["state"] == "COMPLETED" for j in acct) and c_start >= ab_ends[0]
+        first = "A" if by_name["bert"]["end_time"] == ab_ends[0] else "B"
+        shared = (
+            "B and A shared the four GPUs"
+            if not real
+            else (f"B and A shared the {len(real)} GPUs" if len(real) > 1 else "A and B took turns")
+        )
         click.echo(
-            "\nB and A shared the four GPUs; C waited for a free GPU and ran after "
-            f"{'A' if by_name['bert']['end_time'] == ab_ends[0] else 'B'} finished."
+            f"\n{shared}; C waited for a free GPU and ran after {first} finished."
             if ok
             else "\nThe scenario did not go as expected: see the tables above."
         )

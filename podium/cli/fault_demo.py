@@ -27,13 +27,14 @@ from podium.errors import PodiumError
 from podium.node.inventory import declared_bus_id
 
 TERMINAL = TERMINAL_STATES
+DECLARED = "{source: declared, count: 4, type: h100, memory_mb: 81920}"
 
 CONFIG = """\
 node:
   name: node0
   cpus: 8
   memory_mb: 16000
-  gpus: {{source: declared, count: 4, type: h100, memory_mb: 81920}}
+  gpus: {gpus}
 kill_wait_s: 5
 scheduler_interval_s: 0.2
 health:
@@ -45,7 +46,7 @@ health:
 JOB = """\
 #!/bin/bash
 #SBATCH --job-name=llm
-#SBATCH --ntasks=2
+#SBATCH --ntasks={ranks}
 #SBATCH --gpus-per-task=1
 #SBATCH --time=00:15:00
 #SBATCH --output=%x-%j.out
@@ -75,16 +76,33 @@ def run_fault_demo(home: Path, examples: Path, keep: bool, timeout: float) -> bo
     work.mkdir(parents=True, exist_ok=True)
     kernel_log = home / "kern.log"
     kernel_log.touch()
-    (home / "cluster.yaml").write_text(CONFIG.format(kernel_log=kernel_log))
+    from podium.cli.demo import real_gpus
+
+    real = real_gpus()
+    # Resuming on healthy GPUs needs as many left after one is fenced: with G >= 2
+    # real GPUs the job takes G//2; with fewer, four GPUs are declared.
+    use_real = len(real) >= 2
+    ranks = len(real) // 2 if use_real else 2
+    gpus = "{source: nvml}" if use_real else DECLARED
+    (home / "cluster.yaml").write_text(CONFIG.format(kernel_log=kernel_log, gpus=gpus))
     progress = work / "progress.jsonl"
     script = work / "llm.sh"
-    script.write_text(JOB.format(examples=examples, steps=300, progress=progress))
+    script.write_text(JOB.format(examples=examples, steps=300, progress=progress, ranks=ranks))
     started = start_daemon(home)
     client = Client(home)
+    node = client.get("/v1/nodes")["nodes"][0]
+    bus_ids = {g["index"]: g.get("bus_id") for g in node["gpus"]}
+    what = f"{len(real)} real GPUs" if use_real else "4 declared GPUs"
     click.echo(
-        f"Embedded cluster up (daemon pid {started['pid']}), 4 declared GPUs; "
-        f"the health agent watches {kernel_log}\n"
+        f"Embedded cluster up (daemon pid {started['pid']}), {what}; "
+        f"the health agent watches {kernel_log}"
     )
+    if len(real) == 1:
+        click.echo(
+            "This machine has 1 GPU; resuming on a healthy GPU needs at least 2, so the "
+            "scenario runs on 4 declared GPUs and the job trains on the CPU."
+        )
+    click.echo("")
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     try:
@@ -94,14 +112,21 @@ def run_fault_demo(home: Path, examples: Path, keep: bool, timeout: float) -> bo
         request["cwd"] = str(work)
         request["environment"] = env
         job_id = client.post("/v1/jobs", request)["jobs"][0]["job_id"]
-        click.echo(f"submitted job {job_id}: GPT, 2 ranks on 2 GPUs, --auto-resume=2")
+        click.echo(f"submitted job {job_id}: GPT, {ranks} ranks on {ranks} GPUs, --auto-resume=2")
         t0 = time.monotonic()
 
-        def wait_for(what: str, predicate: Any) -> Any:
+        def wait_for(what: str, predicate: Any, until_end: bool = False) -> Any:
+            """Wait for `predicate`; stop at once, saying why, if the job ends first."""
             while True:
                 value = predicate()
                 if value:
                     return value
+                job = client.get(f"/v1/jobs/{job_id}")
+                if not until_end and job["state"] in TERMINAL:
+                    raise PodiumError(
+                        f"the fault demo cannot go on: job {job_id} ended {job['state']} "
+                        f"({job['reason']}) before {what}; see {work}"
+                    )
                 if time.monotonic() - t0 > timeout:
                     raise PodiumError(f"the fault demo timed out waiting for {what}")
                 time.sleep(0.1)
@@ -120,7 +145,8 @@ def run_fault_demo(home: Path, examples: Path, keep: bool, timeout: float) -> bo
             f"now at step {reached}\n"
         )
         with open(kernel_log, "a") as fh:
-            fh.write(xid_line(declared_bus_id(bad), 79, time.clock_gettime(time.CLOCK_BOOTTIME)))
+            bus_id = bus_ids.get(bad) or declared_bus_id(bad)
+            fh.write(xid_line(bus_id, 79, time.clock_gettime(time.CLOCK_BOOTTIME)))
         fault_at = time.time()
         click.echo(f">>> Xid 79 (GPU has fallen off the bus) written for GPU {bad}\n")
 
@@ -147,6 +173,7 @@ def run_fault_demo(home: Path, examples: Path, keep: bool, timeout: float) -> bo
         done = wait_for(
             "the job to finish",
             lambda: (j := client.get(f"/v1/jobs/{job_id}"))["state"] in TERMINAL and j,
+            until_end=True,
         )
         redone = stopped_at - resume["step"]
         click.echo(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -11,6 +12,7 @@ from podium import paths
 from podium.cli import render
 from podium.cli.client import Client
 from podium.errors import DaemonUnavailable
+from podium.node.health.base import Status, worst_status
 
 
 @click.command()
@@ -27,7 +29,7 @@ def health(deep: bool, as_json: bool, config: Path | None) -> None:
 
     With a daemon running, it runs them: results are stored as events and faults are
     acted on (fence, requeue). Without one, or with --config, they run here."""
-    from podium.node.health.base import Status, append_results, run_checks, worst_status
+    from podium.node.health.base import append_results, run_checks
     from podium.node.health.suite import node_checks, nvml_probe
     from podium.node.inventory import resolve_inventory
     from podium.spec.cluster import default_config, load_config
@@ -48,6 +50,9 @@ def health(deep: bool, as_json: bool, config: Path | None) -> None:
         records = [r.to_json() for r in results]
         home.mkdir(parents=True, exist_ok=True)
         append_results(home / "health.jsonl", cluster.node.name, results)
+    counted = [r for r in records if not r.get("skipped")]
+    statuses = {s.name.lower(): s for s in Status}
+    status = worst_status(statuses[r["status"]] for r in counted)
     if as_json:
         render.print_json(records)
     else:
@@ -57,7 +62,7 @@ def health(deep: bool, as_json: bool, config: Path | None) -> None:
             [
                 [
                     r["check"],
-                    r["status"],
+                    "skipped" if r.get("skipped") else r["status"],
                     "" if r["gpu"] is None else r["gpu"],
                     r["action"],
                     r["reason"],
@@ -65,5 +70,22 @@ def health(deep: bool, as_json: bool, config: Path | None) -> None:
                 for r in records
             ],
         )
-    statuses = {s.name.lower(): s for s in Status}
-    sys.exit(int(worst_status(statuses[r["status"]] for r in records)))
+        click.echo(summary(status, counted, len(records) - len(counted)))
+    sys.exit(int(status))
+
+
+def summary(status: Status, counted: list[dict[str, Any]], skipped: int) -> str:
+    """One closing line: what the exit code means and, when unknown, what to do."""
+    ran = f"{len(counted)} check result(s), {skipped} skipped"
+    if status is Status.OK:
+        return f"healthy (exit 0): {ran}"
+    if status is Status.UNKNOWN:
+        unknown = [r for r in counted if r["status"] == "unknown"]
+        first = unknown[0]
+        return (
+            f"unknown (exit 3): {len(unknown)} check(s) could not judge; the rest passed. "
+            f"{first['check']}: {first['reason']}"
+        )
+    word = "critical (exit 2)" if status is Status.CRITICAL else "warning (exit 1)"
+    bad = [r for r in counted if r["status"] in ("critical", "warning")]
+    return f"{word}: {len(bad)} finding(s); see ACTION: what the health agent does about each"

@@ -1,7 +1,7 @@
 """`podium inject`: put a fault where the real one would appear.
 
-- xid: an NVRM Xid line for a GPU in the kernel log the health agent watches
-  (health.kernel_log), as the driver writes it;
+- xid: an NVRM Xid line for a GPU where the daemon's health agent reads the kernel's
+  messages (health.kernel_log, or /dev/kmsg), as the driver writes it;
 - hang / kill: SIGSTOP or SIGKILL to one rank of a running job (through the daemon);
 - disk-full: a file that fills a watched filesystem past the disk threshold;
   `podium inject clear` removes it.
@@ -9,29 +9,21 @@
 
 from __future__ import annotations
 
-import os
 import shutil
-import time
 from pathlib import Path
 
 import click
 
-from podium import paths
 from podium.cli.client import Client
 
 FILL_NAME = ".podium-inject-fill"
 
 
-def _config_path() -> Path:
-    return paths.config_path(paths.home())
-
-
 def xid_line(bus_id: str, code: int, uptime: float, pid: int = 0) -> str:
     """A kernel log line as the NVIDIA driver writes it for an Xid."""
-    from podium.node.health.xid import MEANING
+    from podium.node.health.xid import xid_text
 
-    meaning = MEANING.get(code, "Xid event")
-    return f"[{uptime:12.6f}] NVRM: Xid (PCI:{bus_id}): {code}, pid={pid}, name=inject, {meaning}\n"
+    return f"[{uptime:12.6f}] {xid_text(bus_id, code, pid)}\n"
 
 
 @click.group()
@@ -43,26 +35,10 @@ def inject() -> None:
 @click.option("--gpu", type=int, required=True, help="GPU index (as CUDA_VISIBLE_DEVICES).")
 @click.option("--code", type=int, default=79, show_default=True, help="Xid code.")
 def xid(gpu: int, code: int) -> None:
-    """Append an Xid line for GPU to the watched kernel log."""
-    from podium.node.inventory import resolve_inventory
-    from podium.spec.cluster import load_config
-
-    path = _config_path()
-    if not path.exists():
-        raise click.UsageError(f"no cluster config at {path}: start the cluster with podium up")
-    config = load_config(path)
-    log_file = config.health.kernel_log
-    if not log_file:
-        raise click.UsageError(
-            "the cluster watches no kernel log: set health.kernel_log in the cluster config"
-        )
-    gpus = {g.index: g for g in resolve_inventory(config.node.gpus)}
-    if gpu not in gpus:
-        raise click.UsageError(f"no GPU {gpu}: the node has GPUs 0-{len(gpus) - 1}")
-    uptime = time.clock_gettime(time.CLOCK_BOOTTIME)
-    with open(log_file, "a") as fh:
-        fh.write(xid_line(gpus[gpu].bus_id, code, uptime, os.getpid()))
-    click.echo(f"Xid {code} written for GPU {gpu} ({gpus[gpu].bus_id}) to {log_file}")
+    """Write an Xid for GPU where the daemon's health agent reads the kernel's messages
+    (the configured kernel log, or /dev/kmsg): admin only."""
+    data = Client().post("/v1/inject", {"kind": "xid", "gpu": gpu, "code": code})
+    click.echo(f"Xid {code} written for GPU {gpu} to {data['written_to']}")
 
 
 def _job_fault(kind: str, job_id: int, rank: int) -> None:

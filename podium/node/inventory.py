@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from podium.errors import ConfigError
+from podium.node.nvml_replay import load_nvml
 from podium.spec.cluster import GpuInventory
 
 
@@ -70,11 +71,10 @@ def _nvml_session(nvml: NvmlSeam | None) -> Iterator[NvmlSeam | None]:
     """NVML initialised for the block, or None when it cannot be read here."""
     if nvml is None:
         try:
-            import pynvml
-        except ImportError:
+            nvml = load_nvml()
+        except (ImportError, OSError, ValueError):
             yield None
             return
-        nvml = pynvml
     try:
         nvml.nvmlInit()
     except Exception:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
@@ -116,7 +116,11 @@ def _pci(session: Any, handle: Any) -> str:
 
 
 def _device_file(session: Any, handle: Any, index: int) -> str:
-    """/dev/nvidiaN, N the GPU's minor number (the index where the driver cannot say)."""
+    """/dev/nvidiaN, N the GPU's minor number (the index where the driver cannot say).
+    A recording (`nvml_replay`) may name the file itself."""
+    recorded = getattr(session, "device_file", None)
+    if recorded is not None:
+        return str(recorded(handle))
     try:
         return f"/dev/nvidia{int(session.nvmlDeviceGetMinorNumber(handle))}"
     except Exception:

@@ -15,9 +15,11 @@ All methods run on the daemon's event-loop thread, except the deep checks themse
 from __future__ import annotations
 
 import logging
+import os
 import shlex
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Collection
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -27,6 +29,7 @@ from typing import Protocol
 from podium.node.health.base import Check, Result, Status, append_results, run_checks
 from podium.node.health.gpu import GpuChecks, GpuProbe
 from podium.node.health.suite import node_checks
+from podium.node.health.xid import KmsgXidCheck, XidCheck, xid_text
 from podium.node.inventory import GpuInfo
 from podium.recover.ladder import (
     Health,
@@ -153,6 +156,27 @@ class HealthAgent:
     def _run_locked(self, checks: list[Check]) -> list[Result]:
         with self._checking:
             return run_checks(checks, True)
+
+    def write_xid(self, gpu: int, code: int) -> str:
+        """Put an Xid line for `gpu` where this agent reads the kernel's messages (the
+        configured file, or /dev/kmsg), as the driver would; return where. Raises
+        OSError when that cannot be written."""
+        info = next((g for g in self.gpus if g.index == gpu), None)
+        if info is None:
+            raise ValueError(f"no GPU {gpu}: the node has GPUs 0-{len(self.gpus) - 1}")
+        text = xid_text(info.bus_id, code, os.getpid(), "podium-inject")
+        check = next(c for c in self._quick if isinstance(c, XidCheck | KmsgXidCheck))
+        if isinstance(check, XidCheck):
+            uptime = time.clock_gettime(time.CLOCK_BOOTTIME)
+            with open(check.log_path, "a") as fh:
+                fh.write(f"[{uptime:12.6f}] {text}\n")
+            return str(check.log_path)
+        fd = os.open(check.source, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.write(fd, f"<3>{text}\n".encode())
+        finally:
+            os.close(fd)
+        return str(check.source)
 
     def job_failed(self, gpus: list[int]) -> None:
         """A job on these GPUs failed: deep-check them once they are free."""

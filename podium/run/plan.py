@@ -60,6 +60,7 @@ class LaunchPlan:
     mem_mb: int | None = None  # enforced by the memory controller where it exists
     cpu_ids: list[int] = field(default_factory=list)  # enforced by cpuset where it exists
     deny_devices: list[list[Any]] = field(default_factory=list)  # ["c", major, minor]
+    hide_gpus: bool = False  # CUDA_VISIBLE_DEVICES names no device (declared GPUs only)
     cgroup_v2_base: str | None = None  # the v2 group jobs go under (None: the supervisor's)
     extra: dict[str, Any] = field(default_factory=dict)
 

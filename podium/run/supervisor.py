@@ -126,7 +126,9 @@ def task_environment(
         LOCAL_RANK=str(task.localid),
         LOCAL_WORLD_SIZE=str(ntasks),
         CUDA_DEVICE_ORDER="PCI_BUS_ID",
-        CUDA_VISIBLE_DEVICES=",".join(str(g) for g in task.gpu_ids),
+        CUDA_VISIBLE_DEVICES=(
+            "" if getattr(plan, "hide_gpus", False) else ",".join(str(g) for g in task.gpu_ids)
+        ),
     )
     if plan.time_limit_s is not None:
         env["PODIUM_TIME_LIMIT_S"] = str(plan.time_limit_s)

@@ -51,11 +51,14 @@ class HealthRequest(RequestModel):
 
 
 class InjectRequest(RequestModel):
-    """A fault in a running job: a hung rank (SIGSTOP) or a killed one (SIGKILL)."""
+    """A fault: a hung rank (SIGSTOP) or a killed one (SIGKILL) of a running job, or an
+    Xid for one GPU written where the health agent reads the kernel's messages."""
 
-    kind: Literal["hang", "kill"]
-    job_id: JobId
+    kind: Literal["hang", "kill", "xid"]
+    job_id: JobId | None = None
     rank: int = Field(default=0, ge=0, le=MAX_JOB_ID)
+    gpu: int | None = Field(default=None, ge=0, le=1023)
+    code: int = Field(default=79, ge=1, le=999)
 
 
 def _states(text: str | None) -> list[str] | None:
@@ -206,7 +209,15 @@ def create_app(
 
     @app.post("/v1/inject")
     async def inject(request: Request, body: InjectRequest) -> dict[str, Any]:
-        pid = controller.inject(caller(request), body.kind, body.job_id, body.rank)
+        who = caller(request)
+        if body.kind == "xid":
+            if body.gpu is None:
+                raise SpecError("an Xid needs the GPU: podium inject xid --gpu N")
+            where = controller.inject_xid(who, body.gpu, body.code)
+            return {"kind": "xid", "gpu": body.gpu, "code": body.code, "written_to": where}
+        if body.job_id is None:
+            raise SpecError(f"a {body.kind} needs the job: podium inject {body.kind} JOB")
+        pid = controller.inject(who, body.kind, body.job_id, body.rank)
         return {"job_id": body.job_id, "rank": body.rank, "pid": pid, "kind": body.kind}
 
     @app.post("/v1/shutdown")

@@ -119,6 +119,8 @@ class Controller:
         self.cpu_ids = node_cpu_ids(config.node.cpus)  # None: CPUs counted, not given by id
         self.gpu_devices = {g.index: device_number(g.device) for g in gpus}
         self.denied_everywhere: tuple[Device, ...] = ()  # devices no job may open
+        self.hide_gpus = False  # jobs get an empty CUDA_VISIBLE_DEVICES (declared on real)
+        self.gpu_note: str | None = None  # what users should know about the GPUs
         self.cgroup_v2_base: str | None = None  # set by the daemon when it prepared one
         self.enforcement: dict[str, str] = {}  # resource -> enforced or accounted, and how
         self.health = HealthTable(store)
@@ -307,6 +309,7 @@ class Controller:
                 "gpus_total": total,
                 "gpus_used": used,
                 "gpu_type": self.gpus[0].type if self.gpus else None,
+                "gpu_note": self.gpu_note,
                 "features": self.config.node.features,
                 "enforcement": self.enforcement,
                 "partitions": [p.name for p in self.config.partitions],
@@ -316,6 +319,7 @@ class Controller:
                         "type": g.type,
                         "memory_mb": g.memory_mb,
                         "uuid": g.uuid,
+                        "bus_id": g.bus_id,
                         "job_id": owner.get(g.index),
                         "health": _health_json(
                             health.get(g.index, Health(self.node_name, g.index)),
@@ -444,6 +448,19 @@ class Controller:
             raise SpecError(f"rank {rank} of job {job_id} has already exited") from None
         self.store.event(self.clock(), "inject", job_id=job_id, detail=f"{kind} rank {rank}")
         return pids[rank]
+
+    def inject_xid(self, who: Caller, gpu: int, code: int) -> str:
+        """Write an Xid for `gpu` where the health agent reads (admin only: the agent
+        fences what it reads). Returns where it was written."""
+        self._require_admin(who, "injecting an Xid")
+        if self.agent is None:
+            raise SpecError("this daemon runs no health agent")
+        try:
+            return self.agent.write_xid(gpu, code)
+        except ValueError as exc:
+            raise SpecError(str(exc)) from None
+        except OSError as exc:
+            raise SpecError(f"cannot write the Xid: {exc.strerror}: {exc.filename}") from None
 
     # --- what the health agent needs ----------------------------------------------
 
@@ -979,6 +996,7 @@ class Controller:
             proctrack=self.config.proctrack,
             heartbeat_timeout_s=spec.heartbeat_timeout_s,
             deny_devices=[list(d) for d in self._denied_devices(gpu_ids)],
+            hide_gpus=self.hide_gpus,
             cgroup_v2_base=self.cgroup_v2_base,
         )
 

@@ -24,7 +24,13 @@ from fastapi import FastAPI
 from podium import paths
 from podium.errors import PodiumError
 from podium.node.health.suite import nvml_probe
-from podium.node.inventory import gpu_groups, resolve_inventory
+from podium.node.inventory import (
+    GpuInfo,
+    device_number,
+    gpu_groups,
+    read_nvml,
+    resolve_inventory,
+)
 from podium.recover.agent import HealthAgent
 from podium.run.cgroups import current_layout, enforcement, prepare_v2_base
 from podium.run.executor import LocalExecutor
@@ -127,6 +133,24 @@ PRIVATE_FILES = (
 JOB_PRIVATE_FILES = ("launch.json", "supervisor.log", "result.json", "started.json")
 
 
+def hide_real_gpus(controller: Controller, real: list[GpuInfo]) -> None:
+    """Declared GPUs never name real devices that differ from them: every real NVIDIA
+    device is denied to every job (the device cgroup, as root), and where that cannot
+    be enforced CUDA_VISIBLE_DEVICES names none. `podium nodes` and `podium up` say so."""
+    controller.denied_everywhere = tuple(
+        d for d in (device_number(g.device) for g in real) if d is not None
+    )
+    enforced = os.geteuid() == 0
+    controller.hide_gpus = not enforced
+    kinds = sorted({g.type for g in real})
+    controller.gpu_note = (
+        f"{len(controller.gpus)} declared GPUs; jobs see none of this machine's "
+        f"{len(real)} real GPU(s) ({', '.join(kinds)}): schedule those with "
+        "node.gpus.source: nvml"
+    )
+    log.warning("%s", controller.gpu_note)
+
+
 def serve(home: Path, config: ClusterConfig) -> None:
     """Run the daemon in this process until it is stopped."""
     make_private(home)
@@ -142,6 +166,9 @@ def serve(home: Path, config: ClusterConfig) -> None:
     declared = (
         config.node.gpus.source == "declared" or not gpus or gpus[0].uuid.startswith("declared-")
     )
+    real = read_nvml() if declared else None
+    if real:  # declared GPUs on a machine with real ones: jobs must see none of them
+        hide_real_gpus(controller, real)
     controller.agent = HealthAgent(
         home,
         config,

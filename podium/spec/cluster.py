@@ -222,7 +222,6 @@ class GpuTypeThresholds(Closed):
 
     max_temperature_c: int = Field(default=84, ge=0)
     max_retired_pages: int = Field(default=10, ge=0)
-    max_leftover_mb: float = Field(default=15.0, ge=0)
     nccl_busbw_gbps: float | None = Field(default=None, gt=0)
 
 

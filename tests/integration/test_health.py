@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.conftest import make_cluster, teardown_cluster
+
 pytestmark = pytest.mark.integration
 
 
@@ -49,3 +51,91 @@ def test_health_bad_config_is_one_line(tmp_path: Path) -> None:
     result = _health(tmp_path)
     assert result.returncode == 2
     assert "unknown key 'health.kernel_lgo' (did you mean 'kernel_log'?)" in result.stderr
+
+
+H100 = Path(__file__).resolve().parents[1] / "unit" / "node" / "data" / "nvml-h100.json"
+
+
+def recording(tmp_path: Path, count: int, device: str | None = None) -> Path:
+    """The recorded H100, `count` times (as NVML would list that many), optionally
+    with its device file."""
+    gpu = json.loads(H100.read_text())["gpus"][0]
+    gpus = []
+    for i in range(count):
+        one = dict(gpu, minor=i, pci=f"00000000:{0x19 + i:02x}:00.0", uuid=f"GPU-recorded-{i}")
+        if device is not None:
+            one["device"] = device
+        gpus.append(one)
+    path = tmp_path / f"nvml-{count}.json"
+    path.write_text(json.dumps({"gpus": gpus}))
+    return path
+
+
+def test_a_healthy_declared_cluster_is_healthy_and_xids_come_from_the_kernel() -> None:
+    c = make_cluster()
+    (c.home / "cluster.yaml").unlink()  # the README's sequence: podium up --gpus N
+    c.start("--gpus", "2")
+    try:
+        result = c.cli("health")
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "skipped" in result.stdout and "healthy (exit 0)" in result.stdout
+        if not os.access("/dev/kmsg", os.W_OK):
+            pytest.skip("/dev/kmsg is not writable here")
+        injected = c.cli("inject", "xid", "--gpu", "1", "--code", "13")
+        assert injected.returncode == 0, injected.stderr
+        assert "written for GPU 1 to /dev/kmsg" in injected.stdout
+        c.cli("health")  # runs the checks now (the agent's own run may come first)
+        log = (c.home / "health.jsonl").read_text().splitlines()
+        found = [json.loads(line) for line in log if "Xid 13" in line]
+        assert found and found[0]["gpu"] == 1 and found[0]["status"] == "warning", log
+    finally:
+        teardown_cluster(c)
+
+
+def test_declared_gpus_never_reach_the_machines_real_ones(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root (mknod, device cgroup)")
+    device = tmp_path / "nvidia0"
+    os.mknod(device, 0o666 | 0o020000, os.makedev(240, 220))
+    c = make_cluster()
+    c.env["PODIUM_NVML_REPLAY"] = str(recording(tmp_path, 1, str(device)))
+    up = c.cli("up")
+    try:
+        assert up.returncode == 0, up.stderr
+        assert "note: 4 declared GPUs; jobs see none of this machine's 1 real GPU(s) (h100)" in (
+            up.stdout
+        )
+        c.daemon_pid = int((c.home / "podiumd.pid").read_text())
+        job = c.submit(
+            "--gpus=2", "-o", "real-%j.out", "--wrap",
+            f"python3 -c \"import os; os.open('{device}', os.O_RDONLY)\" 2>&1; "
+            "echo CUDA=$CUDA_VISIBLE_DEVICES",
+        )  # fmt: skip
+        c.wait(job)
+        out = (c.work / f"real-{job}.out").read_text()
+        assert "Operation not permitted" in out, out
+        node = json.loads(c.cli("nodes", "--json", check=True).stdout)[0]
+        assert "jobs see none" in node["gpu_note"]
+    finally:
+        teardown_cluster(c)
+
+
+def test_a_recorded_h100_passes_the_deep_checks(tmp_path: Path) -> None:
+    (tmp_path / "cluster.yaml").write_text(
+        "node: {name: n0, gpus: {source: nvml}}\n"
+        f"health: {{disk_paths: [{tmp_path}], max_disk_used_percent: 100, "
+        f"kernel_log: {tmp_path / 'kern.log'}}}\n"
+    )
+    (tmp_path / "kern.log").write_text("")
+    env = dict(
+        os.environ, PODIUM_HOME=str(tmp_path), PODIUM_NVML_REPLAY=str(recording(tmp_path, 1))
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "podium", "health", "--deep", "--json"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    records = {(r["check"], r["gpu"]): r for r in json.loads(result.stdout)}
+    assert records[("retired_pages", 0)]["reason"] == "GPU 0: not supported by this GPU or driver"
+    assert records[("gpu", None)]["reason"] == "1 GPUs healthy"
+    assert records[("dcgm_diag", None)]["skipped"]

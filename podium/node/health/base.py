@@ -47,6 +47,7 @@ class Result:
     gpu: int | None = None
     time: float = field(default_factory=time.time)
     details: dict[str, Any] = field(default_factory=dict)
+    skipped: bool = False  # the check does not apply here (status OK; reason says why)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -78,9 +79,16 @@ def run_checks(checks: Iterable[Check], deep: bool = False) -> list[Result]:
     return results
 
 
+def skipped(check: str, reason: str, gpu: int | None = None) -> Result:
+    """A check that does not apply here (declared GPUs, a tool not installed): shown
+    as skipped with the reason, never counted as a finding."""
+    return Result(check, Status.OK, f"skipped: {reason}", gpu=gpu, skipped=True)
+
+
 def worst(results: Iterable[Result]) -> Status:
-    """The worst status (critical > warning > unknown > ok), as a Nagios exit code."""
-    return worst_status(r.status for r in results)
+    """The worst status (critical > warning > unknown > ok) of the checks that ran, as
+    a Nagios exit code; skipped checks do not count."""
+    return worst_status(r.status for r in results if not r.skipped)
 
 
 def worst_status(found: Iterable[Status]) -> Status:

@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-from podium.node.health.base import Action, Result, Status
+from podium.node.health.base import Action, Result, Status, skipped
 
 NAME = "burn_in"
 
@@ -65,9 +65,9 @@ def burn_in(gpus: list[int], seconds: float) -> list[Result]:
     try:
         import torch
     except ImportError:
-        return [Result(NAME, Status.UNKNOWN, "skipped: PyTorch is not installed")]
+        return [skipped(NAME, "PyTorch is not installed")]
     if not torch.cuda.is_available():
-        return [Result(NAME, Status.UNKNOWN, "skipped: no CUDA device (declared GPUs)")]
+        return [skipped(NAME, "PyTorch sees no CUDA device (a CPU build of torch?)")]
     results = []
     for gpu in gpus:
         try:
@@ -106,6 +106,7 @@ class BurnInCheck:
                     Action(data["action"]),
                     data["gpu"],
                     details=data["details"],
+                    skipped=bool(data.get("skipped")),
                 )
             )
         if not results:

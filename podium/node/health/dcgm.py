@@ -11,7 +11,7 @@ import re
 import shutil
 import subprocess
 
-from podium.node.health.base import Action, Result, Status
+from podium.node.health.base import Action, Result, Status, skipped
 
 _ROW_RE = re.compile(r"^\|\s*([^|]+?)\s*\|\s*(Pass|Fail|Warn|Skip)\b([^|]*)\|", re.IGNORECASE)
 
@@ -60,7 +60,13 @@ class DcgmDiagCheck:
     def run(self) -> list[Result]:
         path = shutil.which(self.dcgmi)
         if path is None:
-            return [Result(self.name, Status.UNKNOWN, "skipped: dcgmi is not installed")]
+            return [
+                skipped(
+                    self.name,
+                    "dcgmi is not installed (install NVIDIA DCGM, datacenter-gpu-manager, "
+                    "for its diagnostics)",
+                )
+            ]
         proc = subprocess.run(
             [path, "diag", "-r", str(self.level)], capture_output=True, text=True, timeout=3600
         )

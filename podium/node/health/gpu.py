@@ -4,16 +4,19 @@ after a job.
 
 Thresholds (DESIGN.md): count != expected -> reboot (replace if it recurs); uncorrected
 volatile ECC > 0 -> drain; retired pages > 10 -> drain; row remap pending -> reset,
-failed -> replace; temperature > 84 C -> drain; leftover memory > 15 MiB -> clean;
+failed -> replace; temperature > 84 C -> drain; a process on a GPU no job holds -> clean (the driver
+reserves memory on an idle GPU, so the used figure alone cannot tell);
 NVML recovery action reset/reboot/drain -> that; hardware or thermal throttling ->
 warning, recorded against the GPU.
-Without NVML every check is unknown, "skipped: no NVML", never a failure.
+Each signal is read on its own: one the driver does not support (retired pages on
+Hopper) says so and the others still judge; NVML's "GPU is lost" is critical.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from podium.node.health.base import Action, Result, Status
 
@@ -26,7 +29,7 @@ class GpuProbe(Protocol):
     def retired_pages(self, index: int) -> int: ...
     def row_remap(self, index: int) -> tuple[bool, bool]: ...  # (pending, failed)
     def temperature_c(self, index: int) -> int: ...
-    def used_memory_mb(self, index: int) -> float: ...
+    def compute_processes(self, index: int) -> list[tuple[int, float | None]]: ...  # pid, MiB
     def recovery_action(self, index: int) -> int | None: ...  # NVML_GPU_RECOVERY_ACTION_*
     def throttle_reasons(self, index: int) -> int: ...  # nvmlClocksEventReason bit mask
 
@@ -58,7 +61,6 @@ THROTTLE_NAMES = {
 class GpuThresholds:
     max_retired_pages: int = 10
     max_temperature_c: int = 84
-    max_leftover_mb: float = 15.0
 
 
 class NvmlProbe:
@@ -66,9 +68,9 @@ class NvmlProbe:
 
     def __init__(self, nvml: Any = None) -> None:
         if nvml is None:
-            import pynvml
+            from podium.node.nvml_replay import load_nvml
 
-            nvml = pynvml
+            nvml = load_nvml()
         self.nvml = nvml
         nvml.nvmlInit()
 
@@ -104,8 +106,19 @@ class NvmlProbe:
         n = self.nvml
         return int(n.nvmlDeviceGetTemperature(self._h(index), n.NVML_TEMPERATURE_GPU))
 
-    def used_memory_mb(self, index: int) -> float:
-        return float(self.nvml.nvmlDeviceGetMemoryInfo(self._h(index)).used) / (1024 * 1024)
+    def compute_processes(self, index: int) -> list[tuple[int, float | None]]:
+        """The processes holding memory on the GPU (compute and graphics contexts)."""
+        n = self.nvml
+        found: dict[int, float | None] = {}
+        getters = [
+            getattr(n, "nvmlDeviceGetComputeRunningProcesses", None),
+            getattr(n, "nvmlDeviceGetGraphicsRunningProcesses", None),
+        ]
+        for getter in [g for g in getters if g is not None]:
+            for proc in getter(self._h(index)):
+                used = getattr(proc, "usedGpuMemory", None)
+                found[int(proc.pid)] = None if used is None else float(used) / (1024 * 1024)
+        return sorted(found.items())
 
     def recovery_action(self, index: int) -> int | None:
         """The driver's recommended recovery action; None where the driver lacks it."""
@@ -147,7 +160,7 @@ class GpuChecks:
     def run(self) -> list[Result]:
         probe = self.probe
         if probe is None:
-            return [Result(self.name, Status.UNKNOWN, "skipped: no NVML on this machine")]
+            return [Result(self.name, Status.UNKNOWN, "NVML cannot be read on this machine")]
         results: list[Result] = []
         count = probe.count()
         if count != self.expected:
@@ -162,52 +175,120 @@ class GpuChecks:
         else:
             results.append(Result("gpu_count", Status.OK, f"{count} GPUs visible"))
         for i in range(count):
-
-            def critical(check: str, reason: str, action: Action, gpu: int = i) -> None:
-                results.append(Result(check, Status.CRITICAL, f"GPU {gpu}: {reason}", action, gpu))
-
-            ecc = probe.ecc_uncorrected_volatile(i)
-            if ecc > 0:
-                critical("ecc", f"{ecc} uncorrected volatile ECC errors", Action.DRAIN)
-            pages = probe.retired_pages(i)
-            if pages > self.t.max_retired_pages:
-                critical(
-                    "retired_pages",
-                    f"{pages} retired pages (> {self.t.max_retired_pages})",
-                    Action.DRAIN,
-                )
-            pending, failed = probe.row_remap(i)
-            if failed:
-                critical("row_remap", "row remap failed", Action.REPLACE)
-            elif pending:
-                critical("row_remap", "row remap pending (reset needed)", Action.RESET)
-            temp = probe.temperature_c(i)
-            if temp > self.t.max_temperature_c:
-                critical("temperature", f"{temp} C (> {self.t.max_temperature_c} C)", Action.DRAIN)
-            recovery = probe.recovery_action(i)
-            if recovery in RECOVERY_ACTIONS:
-                what, action = RECOVERY_ACTIONS[recovery]
-                critical("recovery_action", f"the driver asks for {what}", action)
-            reasons = probe.throttle_reasons(i)
-            slow = [name for bit, name in THROTTLE_NAMES.items() if reasons & bit]
-            if slow:
-                results.append(
-                    Result(
-                        "throttle",
-                        Status.WARNING,
-                        f"GPU {i}: clocks throttled: {', '.join(slow)}",
-                        Action.RECORD,
-                        i,
-                    )
-                )
-            if i in self.idle:
-                used = probe.used_memory_mb(i)
-                if used > self.t.max_leftover_mb:
-                    critical(
-                        "leftover_memory",
-                        f"{used:.0f} MiB still allocated with no job",
-                        Action.CLEAN,
-                    )
+            results += self._judge(probe, i)
         if all(r.status is Status.OK for r in results):
             results.append(Result(self.name, Status.OK, f"{count} GPUs healthy"))
         return results
+
+    def _judge(self, probe: GpuProbe, i: int) -> list[Result]:
+        """Every signal of GPU `i`, each read and judged on its own: one the driver does
+        not support reports itself so, and the others still judge."""
+        results: list[Result] = []
+
+        def critical(check: str, reason: str, action: Action) -> None:
+            results.append(Result(check, Status.CRITICAL, f"GPU {i}: {reason}", action, i))
+
+        def read(check: str, getter: Callable[[int], T]) -> T | None:
+            try:
+                return getter(i)
+            except Exception as exc:
+                results.append(_unreadable(check, i, exc))
+                return None
+
+        ecc = read("ecc", probe.ecc_uncorrected_volatile)
+        if ecc:
+            critical("ecc", f"{ecc} uncorrected volatile ECC errors", Action.DRAIN)
+        pages = read("retired_pages", probe.retired_pages)
+        if pages is not None and pages > self.t.max_retired_pages:
+            critical(
+                "retired_pages",
+                f"{pages} retired pages (> {self.t.max_retired_pages})",
+                Action.DRAIN,
+            )
+        remap = read("row_remap", probe.row_remap)
+        if remap is not None and remap[1]:
+            critical("row_remap", "row remap failed", Action.REPLACE)
+        elif remap is not None and remap[0]:
+            critical("row_remap", "row remap pending (reset needed)", Action.RESET)
+        temp = read("temperature", probe.temperature_c)
+        if temp is not None and temp > self.t.max_temperature_c:
+            critical("temperature", f"{temp} C (> {self.t.max_temperature_c} C)", Action.DRAIN)
+        recovery = read("recovery_action", probe.recovery_action)
+        if recovery in RECOVERY_ACTIONS:
+            what, action = RECOVERY_ACTIONS[recovery]
+            critical("recovery_action", f"the driver asks for {what}", action)
+        reasons = read("throttle", probe.throttle_reasons)
+        slow = [name for bit, name in THROTTLE_NAMES.items() if (reasons or 0) & bit]
+        if slow:
+            results.append(
+                Result(
+                    "throttle",
+                    Status.WARNING,
+                    f"GPU {i}: clocks throttled: {', '.join(slow)}",
+                    Action.RECORD,
+                    i,
+                )
+            )
+        if i in self.idle:
+            self._leftovers(probe, i, results)
+        return results
+
+    def _leftovers(self, probe: GpuProbe, i: int, results: list[Result]) -> None:
+        """An idle GPU must hold no process: the driver reserves memory on a healthy idle
+        GPU (480 MiB on an H100), so the used figure alone cannot tell."""
+        try:
+            procs = probe.compute_processes(i)
+        except Exception as exc:
+            results.append(_unreadable("leftover_memory", i, exc))
+            return
+        if not procs:
+            return
+        shown = ", ".join(
+            f"pid {pid} ({process_name(pid)}{'' if mb is None else f', {mb:.0f} MiB'})"
+            for pid, mb in procs[:5]
+        )
+        results.append(
+            Result(
+                "leftover_memory",
+                Status.CRITICAL,
+                f"GPU {i}: {len(procs)} process(es) hold it with no job: {shown}",
+                Action.CLEAN,
+                i,
+                details={"pids": [pid for pid, _ in procs]},
+            )
+        )
+
+
+T = TypeVar("T")
+
+# NVML return codes (nvmlReturn_t) that say something about the GPU itself.
+NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_GPU_IS_LOST = 15
+
+
+def _unreadable(check: str, gpu: int, exc: Exception) -> Result:
+    """The result for a signal that could not be read: not supported (fine, said so),
+    GPU lost (critical: it has fallen off the bus), or unknown for this signal alone."""
+    code = getattr(exc, "value", None)
+    if code == NVML_ERROR_NOT_SUPPORTED or type(exc).__name__.endswith("NotSupported"):
+        return Result(
+            check,
+            Status.OK,
+            f"GPU {gpu}: not supported by this GPU or driver",
+            gpu=gpu,
+            details={"supported": False},
+        )
+    if code == NVML_ERROR_GPU_IS_LOST or type(exc).__name__.endswith("GpuIsLost"):
+        return Result(
+            check, Status.CRITICAL, f"GPU {gpu}: NVML says the GPU is lost", Action.REBOOT, gpu
+        )
+    return Result(check, Status.UNKNOWN, f"GPU {gpu}: cannot read: {exc}", gpu=gpu)
+
+
+def process_name(pid: int) -> str:
+    """A process's command name, or "?" when it is gone or in another pid namespace."""
+    try:
+        with open(f"/proc/{pid}/comm") as fh:
+            return fh.read().strip() or "?"
+    except OSError:
+        return "?"

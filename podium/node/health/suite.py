@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from podium.node.health.base import Check
+from podium.node.health.base import Check, Result, skipped
 from podium.node.health.burnin import BurnInCheck
 from podium.node.health.dcgm import DcgmDiagCheck
 from podium.node.health.gpu import GpuChecks, GpuProbe, GpuThresholds, NvmlProbe
 from podium.node.health.nccl import NcclBandwidthCheck
 from podium.node.health.system import DiskSpaceCheck, MountCheck
-from podium.node.health.xid import XidCheck
+from podium.node.health.xid import KmsgXidCheck, XidCheck
 from podium.node.inventory import GpuInfo
 from podium.spec.cluster import ClusterConfig
 
@@ -21,6 +21,35 @@ def nvml_probe() -> GpuProbe | None:
         return NvmlProbe()
     except Exception:
         return None
+
+
+DECLARED = "declared GPUs: NVML, DCGM and burn-in checks need real GPUs (node.gpus.source: nvml)"
+
+
+class Skipped:
+    """A check that does not apply on this node: it reports itself as skipped."""
+
+    def __init__(self, name: str, why: str, deep: bool = False) -> None:
+        self.name = name
+        self.why = why
+        self.deep = deep
+
+    def run(self) -> list[Result]:
+        return [skipped(self.name, self.why)]
+
+
+def xid_check(
+    config: ClusterConfig, home: Path, gpus: list[GpuInfo], from_end: bool = False
+) -> XidCheck | KmsgXidCheck:
+    """Xid events from the configured kernel-log file, else from the kernel itself
+    (/dev/kmsg), with a cursor kept in HOME across runs and restarts."""
+    pci = {g.bus_id: g.index for g in gpus}
+    if config.health.kernel_log:
+        return XidCheck(
+            Path(config.health.kernel_log), pci, state=home / "xid-offset.json",
+            start_at_end=from_end,
+        )  # fmt: skip
+    return KmsgXidCheck(pci, state=home / "xid-cursor.json", start_at_end=from_end)
 
 
 def node_checks(
@@ -43,30 +72,34 @@ def node_checks(
         GpuThresholds(
             max_retired_pages=limits.max_retired_pages,
             max_temperature_c=limits.max_temperature_c,
-            max_leftover_mb=limits.max_leftover_mb,
         )
         if limits
         else GpuThresholds()
     )
     declared = bool(gpus) and gpus[0].uuid.startswith("declared-")
+    gpu_check: Check = (
+        Skipped("gpu", DECLARED)
+        if declared
+        else Skipped("gpu", "the node has no GPUs")
+        if not gpus
+        else GpuChecks(probe, expected=len(gpus), thresholds=thresholds)
+    )
     checks: list[Check] = [
-        GpuChecks(None if declared else probe, expected=len(gpus), thresholds=thresholds),
+        gpu_check,
         DiskSpaceCheck(
             [Path(p) for p in h.disk_paths] or [Path("/"), home], h.max_disk_used_percent
         ),
     ]
     if h.required_mounts:
         checks.append(MountCheck([Path(p) for p in h.required_mounts]))
-    if h.kernel_log:
-        pci = {g.bus_id: g.index for g in gpus}
-        checks.append(
-            XidCheck(
-                Path(h.kernel_log), pci, state=home / "xid-offset.json", start_at_end=xid_from_end
-            )
-        )
-    checks.append(DcgmDiagCheck(level=dcgm_level or h.dcgm_level))
-    burn = [g.index for g in gpus] if burn_in_gpus is None else burn_in_gpus
-    checks.append(BurnInCheck(burn, h.burn_in_seconds))
+    checks.append(xid_check(config, home, gpus, xid_from_end))
+    if declared or not gpus:
+        why = DECLARED if declared else "the node has no GPUs"
+        checks += [Skipped("dcgm_diag", why, deep=True), Skipped("burn_in", why, deep=True)]
+    else:
+        checks.append(DcgmDiagCheck(level=dcgm_level or h.dcgm_level))
+        burn = [g.index for g in gpus] if burn_in_gpus is None else burn_in_gpus
+        checks.append(BurnInCheck(burn, h.burn_in_seconds))
     if h.nccl_output:
         busbw = {t: v.nccl_busbw_gbps for t, v in h.thresholds.items() if v.nccl_busbw_gbps}
         checks.append(NcclBandwidthCheck(Path(h.nccl_output), gpu_type, busbw))

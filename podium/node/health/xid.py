@@ -9,6 +9,7 @@ against the GPU but not draining alone; anything else -> recorded.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -48,6 +49,12 @@ class XidEvent:
     text: str
 
 
+def xid_text(bus_id: str, code: int, pid: int = 0, name: str = "inject") -> str:
+    """An Xid message as the NVIDIA driver writes it to the kernel log."""
+    meaning = MEANING.get(code, "Xid event")
+    return f"NVRM: Xid (PCI:{bus_id}): {code}, pid={pid}, name={name}, {meaning}"
+
+
 def action_for(code: int) -> Action:
     if code in REBOOT:
         return Action.REBOOT
@@ -70,6 +77,23 @@ def normalise_pci(pci: str) -> str:
     bus = parts[-2] if len(parts) >= 2 else parts[0]
     device = parts[-1].split(".")[0]
     return f"{int(bus, 16):02x}:{int(device, 16):02x}"
+
+
+def xid_result(event: XidEvent, pci_to_gpu: dict[str, int], check: str = "xid") -> Result:
+    """The finding for one Xid event, by the catalogue."""
+    gpu = pci_to_gpu.get(normalise_pci(event.pci))
+    action = action_for(event.code)
+    status = Status.CRITICAL if action in (Action.REBOOT, Action.RESET) else Status.WARNING
+    meaning = MEANING.get(event.code, "see NVIDIA's Xid catalogue")
+    where = f"GPU {gpu}" if gpu is not None else f"PCI {event.pci}"
+    return Result(
+        check,
+        status,
+        f"Xid {event.code} on {where}: {meaning}",
+        action,
+        gpu,
+        details={"xid": event.code, "pci": event.pci, "text": event.text},
+    )
 
 
 class XidCheck:
@@ -130,23 +154,118 @@ class XidCheck:
         results = []
         for line in data.decode(errors="replace").splitlines():
             event = parse_xid(line)
-            if event is None:
-                continue
-            gpu = self.pci_to_gpu.get(normalise_pci(event.pci))
-            action = action_for(event.code)
-            status = Status.CRITICAL if action in (Action.REBOOT, Action.RESET) else Status.WARNING
-            meaning = MEANING.get(event.code, "see NVIDIA's Xid catalogue")
-            where = f"GPU {gpu}" if gpu is not None else f"PCI {event.pci}"
-            results.append(
-                Result(
-                    self.name,
-                    status,
-                    f"Xid {event.code} on {where}: {meaning}",
-                    action,
-                    gpu,
-                    details={"xid": event.code, "pci": event.pci, "text": event.text},
-                )
-            )
+            if event is not None:
+                results.append(xid_result(event, self.pci_to_gpu, self.name))
         if not results:
             results.append(Result(self.name, Status.OK, "no new Xid events"))
         return results
+
+
+KMSG = Path("/dev/kmsg")
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def parse_kmsg_record(record: bytes) -> tuple[int, str] | None:
+    """(sequence number, message) of one /dev/kmsg record ("PRI,SEQ,USEC,FLAGS;TEXT"
+    plus continuation lines), or None when it is not one."""
+    head, sep, rest = record.partition(b";")
+    fields = head.split(b",")
+    if not sep or len(fields) < 2 or not fields[1].isdigit():
+        return None
+    message = rest.split(b"\n", 1)[0].decode(errors="replace")
+    return int(fields[1]), message
+
+
+class KmsgXidCheck:
+    """New Xid events read from the kernel's own log (/dev/kmsg), per GPU.
+
+    The kernel numbers its records; the last one read is kept (with the boot id) in
+    `state`, so a daemon restart or a one-shot `podium health` reports nothing twice
+    and misses nothing still in the kernel's buffer. After a reboot every record of
+    the new boot is read. Without a saved cursor and with `start_at_end`, records
+    already there are history, not news. When /dev/kmsg cannot be read, the check is
+    unknown and says what to do.
+    """
+
+    name = "xid"
+    deep = False
+
+    def __init__(
+        self,
+        pci_to_gpu: dict[str, int],
+        state: Path | None = None,
+        start_at_end: bool = False,
+        source: Path = KMSG,
+    ) -> None:
+        self.pci_to_gpu = {normalise_pci(k): v for k, v in pci_to_gpu.items()}
+        self.state = state
+        self.source = source
+        self.boot = _boot_id()
+        self.seq: int | None = None
+        self.skip_existing = start_at_end
+        if state is not None:
+            try:
+                saved = json.loads(state.read_text())
+                if saved.get("boot_id") == self.boot:
+                    self.seq = int(saved["seq"])
+                else:
+                    self.skip_existing = False  # a new boot: all of it is news
+            except (OSError, ValueError, KeyError, TypeError):
+                pass
+
+    def _records(self) -> list[tuple[int, str]]:
+        fd = os.open(self.source, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        records = []
+        try:
+            while True:
+                try:
+                    chunk = os.read(fd, 16384)
+                except BlockingIOError:
+                    break  # no more records
+                except BrokenPipeError:
+                    continue  # records were overwritten while we read: go on from here
+                if not chunk:
+                    break
+                parsed = parse_kmsg_record(chunk)
+                if parsed is not None:
+                    records.append(parsed)
+        finally:
+            os.close(fd)
+        return records
+
+    def run(self) -> list[Result]:
+        try:
+            records = self._records()
+        except OSError as exc:
+            return [
+                Result(
+                    self.name,
+                    Status.UNKNOWN,
+                    f"Xid events are not watched: cannot read {self.source} ({exc.strerror}); "
+                    "run the daemon as root, or set health.kernel_log to a file that "
+                    "receives the kernel's messages",
+                )
+            ]
+        if self.skip_existing and self.seq is None:
+            news: list[tuple[int, str]] = []
+        else:
+            news = [(s, m) for s, m in records if self.seq is None or s > self.seq]
+        self.skip_existing = False
+        if records:
+            self.seq = max(self.seq or 0, records[-1][0])
+            if self.state is not None:
+                with contextlib.suppress(OSError):
+                    self.state.write_text(json.dumps({"boot_id": self.boot, "seq": self.seq}))
+        results = []
+        for _, message in news:
+            event = parse_xid(message)
+            if event is not None:
+                results.append(xid_result(event, self.pci_to_gpu, self.name))
+        return results or [Result(self.name, Status.OK, "no new Xid events (kernel log)")]
+
+
+def _boot_id() -> str:
+    try:
+        return BOOT_ID.read_text().strip()
+    except OSError:
+        return "unknown"

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from podium.node.health.base import Action, Result, Status, run_checks, strongest_action, worst
 from podium.node.health.dcgm import DcgmDiagCheck, parse_dcgm_diag
-from podium.node.health.gpu import GpuChecks, GpuThresholds
+from podium.node.health.gpu import GpuChecks, GpuThresholds, NvmlProbe
 from podium.node.health.nccl import NcclBandwidthCheck, bus_bandwidth, parse_nccl_tests
 from podium.node.health.system import DiskSpaceCheck, MountCheck
-from podium.node.health.xid import XidCheck, action_for, parse_xid
+from podium.node.health.xid import KmsgXidCheck, XidCheck, action_for, parse_kmsg_record, parse_xid
+from podium.node.nvml_replay import RecordedNvml
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 PCI = {"0000:3b:00": 0, "0000:5e:00": 1, "0000:86:00": 2, "00000000:AF:00.0": 3}
@@ -98,8 +100,8 @@ class RecordedProbe:
     def temperature_c(self, index: int) -> int:
         return 91 if index == 0 else 45
 
-    def used_memory_mb(self, index: int) -> float:
-        return 512.0 if index == 0 else 3.0
+    def compute_processes(self, index: int) -> list[tuple[int, float | None]]:
+        return [(4242, 512.0)] if index == 0 else []
 
     def recovery_action(self, index: int) -> int | None:
         return 2 if index == 3 else (None if index == 2 else 0)  # None: an older driver
@@ -127,7 +129,7 @@ def test_gpu_checks_through_the_nvml_seam() -> None:
     assert count[0].check == "gpu_count" and count[0].action is Action.REBOOT
     calm = GpuChecks(RecordedProbe(), expected=4, thresholds=GpuThresholds(max_temperature_c=95))
     assert ("temperature", 0) not in {(r.check, r.gpu) for r in calm.run() if r.status}
-    assert GpuChecks(None, expected=4).run()[0].reason == "skipped: no NVML on this machine"
+    assert GpuChecks(None, expected=4).run()[0].status is Status.UNKNOWN
 
 
 def test_system_checks(tmp_path: Path) -> None:
@@ -169,3 +171,67 @@ def test_xid_offset_survives_between_runs_and_rotation(tmp_path: Path) -> None:
     log.write_text("kernel: NVRM: Xid (PCI:0000:3b:00): 48, pid=2, name=x, DBE\n")  # rotated
     (event,) = XidCheck(log, PCI, state).run()
     assert (event.gpu, event.details["xid"]) == (0, 48)
+
+
+H100 = DATA / "nvml-h100.json"
+
+
+def h100_probe(**changes: object) -> NvmlProbe:
+    recording = json.loads(H100.read_text())
+    recording["gpus"][0].update(changes)
+    return NvmlProbe(RecordedNvml(recording))
+
+
+def test_a_healthy_idle_h100_is_healthy_and_says_what_it_does_not_support() -> None:
+    results = GpuChecks(h100_probe(), expected=1, idle={0}).run()
+    assert worst(results) is Status.OK, [r.reason for r in results]
+    [pages] = [r for r in results if r.check == "retired_pages"]
+    assert pages.reason == "GPU 0: not supported by this GPU or driver"
+    assert pages.details == {"supported": False}
+    assert not [r for r in results if r.check == "leftover_memory"]  # 480 MiB: the driver's
+
+
+def test_one_unsupported_signal_does_not_hide_the_others() -> None:
+    results = GpuChecks(h100_probe(temperature_c=95, ecc_uncorrected_volatile=3), 1).run()
+    found = {r.check for r in results if r.status is Status.CRITICAL}
+    assert found == {"temperature", "ecc"}
+    lost = GpuChecks(h100_probe(temperature_c="gpu_lost"), 1).run()
+    assert [(r.check, r.action) for r in lost if r.status is Status.CRITICAL] == [
+        ("temperature", Action.REBOOT)
+    ]
+
+
+def test_a_stray_process_on_an_idle_gpu_is_named() -> None:
+    results = GpuChecks(h100_probe(processes=[[31337, 1024]]), 1, idle={0}).run()
+    [stray] = [r for r in results if r.check == "leftover_memory"]
+    assert (stray.status, stray.action) == (Status.CRITICAL, Action.CLEAN)
+    assert "pid 31337" in stray.reason and "1024 MiB" in stray.reason
+    busy = GpuChecks(h100_probe(processes=[[31337, 1024]]), 1, idle=set()).run()
+    assert not [r for r in busy if r.check == "leftover_memory"]  # a job's own process
+
+
+def test_kmsg_records_and_the_cursor(tmp_path: Path) -> None:
+    assert parse_kmsg_record(
+        b"3,1234,5678,-;NVRM: Xid (PCI:0000:3b:00): 79, x\n SUBSYSTEM=pci\n"
+    ) == (
+        1234,
+        "NVRM: Xid (PCI:0000:3b:00): 79, x",
+    )
+    assert parse_kmsg_record(b"garbage") is None
+    ring = [
+        (10, "usb 1-1: new device"),
+        (11, "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=python, GPU has fallen off the bus"),
+    ]
+
+    class Fake(KmsgXidCheck):
+        def _records(self) -> list[tuple[int, str]]:
+            return list(ring)
+
+    state = tmp_path / "cursor.json"
+    assert [r.status for r in Fake(PCI, state, start_at_end=True).run()] == [Status.OK]
+    ring.append((12, "NVRM: Xid (PCI:0000:5e:00): 48, pid=2, name=x, DBE"))
+    (event,) = Fake(PCI, state, start_at_end=True).run()  # a restarted daemon: only news
+    assert (event.gpu, event.action) == (1, Action.RESET)
+    assert [r.status for r in Fake(PCI, state).run()] == [Status.OK]
+    denied = KmsgXidCheck(PCI, source=tmp_path / "no-such-kmsg").run()[0]
+    assert denied.status is Status.UNKNOWN and "health.kernel_log" in denied.reason
