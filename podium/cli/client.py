@@ -51,7 +51,7 @@ def _retry_safe(method: str, path: str, body: Any) -> bool:
     """Whether sending this request twice has the effect of sending it once."""
     if method == "GET":
         return True
-    if path.startswith("/v1/jobs") and path.split("?")[0] == "/v1/jobs":
+    if path.split("?")[0] == "/v1/jobs":  # a submission: safe only with its key
         return isinstance(body, dict) and bool(body.get("idempotency_key"))
     return not path.startswith(_NOT_IDEMPOTENT)
 

@@ -291,6 +291,24 @@ def prepare_v2_base(layout: Layout) -> str | None:
     return layout.own_v2
 
 
+def _device_programs_work(parent: Path) -> bool:
+    """Whether the kernel takes a device program on a v2 group here (tried on a group
+    made for the purpose and removed at once)."""
+    probe = parent / f"podium-probe-{os.getpid()}"
+    try:
+        probe.mkdir()
+    except OSError:
+        return False
+    try:
+        deny_devices(probe, [])
+        return True
+    except BpfError:
+        return False
+    finally:
+        with contextlib.suppress(OSError):
+            probe.rmdir()
+
+
 def enforcement(
     layout: Layout, root: bool, v2_base: str | None, cpus_known: bool, devices_known: bool
 ) -> dict[str, str]:
@@ -308,22 +326,23 @@ def enforcement(
     base = v2_base or layout.own_v2
     controllers = layout.v2_controllers(base)
 
-    def state(resource: str, v2_name: str, v1_name: str, v2_how: str) -> str:
-        if v2_name in controllers:
+    def state(controller: str, v2_how: str) -> str:
+        if controller in controllers:
             return f"enforced: {v2_how}"
-        if v1_name in layout.v1:
-            return f"enforced: cgroup v1 {v1_name}"
-        return f"accounted only: no {v1_name} controller (v2 or v1) is available"
+        if controller in layout.v1:
+            return f"enforced: cgroup v1 {controller}"
+        return f"accounted only: no {controller} controller (v2 or v1) is available"
 
+    if layout.v2 is not None and _device_programs_work(layout.v2 / base.lstrip("/")):
+        devices = "enforced: cgroup v2 device program (eBPF)" + (
+            " and cgroup v1 devices" if "devices" in layout.v1 else ""
+        )
+    else:
+        devices = state("devices", "")
     report = {
-        "memory": state("memory", "memory", "memory", "cgroup v2 memory.max"),
-        "cpus": state("cpus", "cpuset", "cpuset", "cgroup v2 cpuset"),
-        "devices": (
-            "enforced: cgroup v2 device program (eBPF)"
-            + (" and cgroup v1 devices" if "devices" in layout.v1 else "")
-            if layout.v2 is not None
-            else state("devices", "-", "devices", "")
-        ),
+        "memory": state("memory", "cgroup v2 memory.max"),
+        "cpus": state("cpuset", "cgroup v2 cpuset"),
+        "devices": devices,
         "processes": (
             "tracked: a cgroup v2 group per job (cgroup.kill) and the supervisor as subreaper"
             if layout.v2 is not None

@@ -109,12 +109,14 @@ class Store:
                 raise
             self.conn.execute("COMMIT")
         except sqlite3.OperationalError as exc:
-            if getattr(exc, "sqlite_errorcode", 0) & 0xFF not in (_SQLITE_FULL, _SQLITE_IOERR):
+            code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+            if code not in (_SQLITE_FULL, _SQLITE_IOERR):
                 raise
             with contextlib.suppress(sqlite3.Error):
                 self.conn.execute("ROLLBACK")
+            what = "is full" if code == _SQLITE_FULL else "failed a write"
             raise StoreError(
-                f"the state disk is full: nothing was recorded ({exc}); free space on the "
+                f"the state disk {what}: nothing was recorded ({exc}); check the "
                 f"filesystem of {self.path.parent}"
             ) from None
 

@@ -155,6 +155,18 @@ def make_cluster(gpus: int = 4, cpus: int = 8, kill_wait: float = 1.0, extra: st
     return Cluster(home, work)
 
 
+def mail_recorder(cluster: Cluster, line: str = '"$@"') -> Path:
+    """Configure (before start) a mail_command that appends `echo LINE` to a log in the
+    work directory, where any user may run it; return the log's path."""
+    recorder = cluster.work / "mail.sh"
+    log = cluster.work / "mail.log"
+    recorder.write_text(f"#!/bin/sh\necho {line} >> {log}\n")
+    recorder.chmod(0o755)
+    with open(cluster.home / "cluster.yaml", "a") as fh:
+        fh.write(f"mail_command: {recorder}\n")
+    return log
+
+
 def teardown_cluster(cluster: Cluster) -> None:
     """Stop the daemon, then every supervisor it left (found by their job directories)."""
     cluster.stop()

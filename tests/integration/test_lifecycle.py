@@ -231,15 +231,10 @@ def test_logs_follow(cluster: Cluster) -> None:
 
 
 def test_mail_is_sent_through_the_configured_command() -> None:
-    from tests.integration.conftest import make_cluster, teardown_cluster
+    from tests.integration.conftest import mail_recorder, make_cluster, teardown_cluster
 
     c = make_cluster()
-    recorder = c.home / "mail.sh"
-    log = c.home / "mail.log"
-    recorder.write_text(f'#!/bin/sh\necho "$@" >> {log}\n')
-    recorder.chmod(0o755)
-    with open(c.home / "cluster.yaml", "a") as fh:
-        fh.write(f"mail_command: {recorder}\n")
+    log = mail_recorder(c)
     c.start()
     try:
         job_id = c.submit("--mail-type=BEGIN,END", "--mail-user=ops@example.org", "--wrap", "true")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
+from tests.integration.conftest import Cluster, mail_recorder, make_cluster, teardown_cluster
 from tests.integration.test_permissions import _as, _python, _user_env, as_login, other_user
 
 pytestmark = pytest.mark.integration
@@ -37,12 +37,7 @@ def _py_as(c: Cluster, user: str, code: str) -> subprocess.CompletedProcess[str]
 
 def test_mail_user_cannot_become_an_option_and_mail_runs_as_the_user(other_user: str) -> None:
     c = make_cluster()
-    recorder = c.work / "mail.sh"
-    log = c.work / "mail.log"
-    recorder.write_text(f'#!/bin/sh\necho "$(id -u) $(id -G) | $*" >> {log}\n')
-    recorder.chmod(0o755)
-    with open(c.home / "cluster.yaml", "a") as fh:
-        fh.write(f"mail_command: {recorder}\n")
+    log = mail_recorder(c, '"$(id -u) $(id -G) | $*"')
     c.start()
     try:
         bad = _as(
