@@ -192,17 +192,30 @@ class HealthAgent:
 
     def handle(self, results: list[Result], now: float, skip: Collection[int | None] = ()) -> None:
         """Record results (JSON lines, events) and act on the faults they report.
-        Targets in `skip` are judged by the deep check that produced the results."""
+        Targets in `skip` are judged by the deep check that produced the results.
+
+        A fault counts once per episode: a quick check finding again what a target is
+        already out of service for is not a new fault (a disk that stays full for a
+        minute is one fault, not one per check). A deep check's failure is a retest
+        and counts, as the ladder's "retest, then replace" intends.
+        """
         append_results(self.log_path, self.node, results)
         for r in results:
             fault = assess(r)
             if fault is None:
                 continue
+            current = self.table.get(self.node, fault.gpu)
+            ongoing = (
+                fault.gpu not in skip
+                and current.label is not Label.SCHEDULABLE
+                and current.fault == fault.kind
+            )
+            if ongoing:
+                continue
             self.table.record_fault(self.node, fault.gpu, fault.kind, fault.reason, now)
             self.table.log(self.node, f"{r.status.name.lower()}: {r.reason}", now)
             if fault.remedy is None or fault.gpu in skip:
                 continue
-            current = self.table.get(self.node, fault.gpu)
             recent = (
                 self.table.recent_faults(self.node, fault.gpu, now - self.h.fault_window_s) - 1
             )  # this one was just recorded

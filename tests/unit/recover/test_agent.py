@@ -1,0 +1,45 @@
+"""The health agent's bookkeeping over a real store: faults counted once per episode."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from podium.node.health.base import Action, Result, Status
+from podium.node.inventory import GpuInfo
+from podium.recover.agent import HealthAgent
+from podium.recover.ladder import Label
+from podium.spec.cluster import ClusterConfig
+from podium.store.db import Store
+from podium.store.health import HealthTable
+
+DISK = Result("disk", Status.CRITICAL, "/ is 95% full", Action.DRAIN)
+
+
+class NoJobs:
+    def gpu_owners(self) -> dict[int, int]:
+        return {}
+
+    def running_job_ids(self) -> list[int]:
+        return []
+
+    def fail_jobs(self, job_ids: list[int], reason: str, gpu: int | None) -> None:
+        raise AssertionError("no job runs here")
+
+
+def test_a_lasting_condition_is_one_fault_not_a_repeat_offender(tmp_path: Path) -> None:
+    store = Store(tmp_path / "db")
+    store.ensure_node("n0")
+    table = HealthTable(store)
+    config = ClusterConfig.model_validate(
+        {"node": {"name": "n0"}, "health": {"kernel_log": str(tmp_path / "kern.log")}}
+    )
+    gpus = [GpuInfo(0, "h100", 81920, "declared-0")]
+    agent = HealthAgent(tmp_path, config, "n0", gpus, table, NoJobs(), clock=lambda: 100.0)
+    for now in (100.0, 100.2, 100.4, 100.6):  # quick checks keep finding the full disk
+        agent.handle([DISK], now)
+    h = table.get("n0", None)
+    assert h.fenced and h.label is not Label.PENDING_REPLACEMENT, h
+    assert table.recent_faults("n0", None, 0.0) == 1
+    agent.handle([DISK], 101.0, skip={None})  # a failed retest counts
+    assert table.recent_faults("n0", None, 0.0) == 2
+    agent.close()
