@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import platform
 import struct
 from collections.abc import Sequence
 from pathlib import Path
@@ -74,9 +73,10 @@ def deny_program(devices: Sequence[Device]) -> bytes:
 
 
 def _bpf(cmd: int, attr: ctypes.Array[ctypes.c_char]) -> int:
-    number = _SYS_BPF.get(platform.machine())
+    machine = os.uname().machine
+    number = _SYS_BPF.get(machine)
     if number is None:
-        raise BpfError(f"bpf(2) is not known on {platform.machine()}")
+        raise BpfError(f"bpf(2) is not known on {machine}")
     libc = ctypes.CDLL(None, use_errno=True)
     result = int(libc.syscall(number, cmd, attr, _ATTR_SIZE))
     if result < 0:

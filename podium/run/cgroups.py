@@ -19,22 +19,22 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from podium.run.bpfdev import BpfError, Device, deny_devices
 
 V1_CONTROLLERS = ("memory", "cpuset", "devices")
 
 
-@dataclass(frozen=True)
-class Layout:
-    """Where the cgroup hierarchies are mounted and where this process sits in each."""
+class Layout(NamedTuple):
+    """Where the cgroup hierarchies are mounted and where this process sits in each.
+    (NamedTuples here, not dataclasses: the supervisor imports this at every job start.)"""
 
     v2: Path | None = None
     own_v2: str = "/"
-    v1: dict[str, Path] = field(default_factory=dict)  # controller -> its mount
-    own_v1: dict[str, str] = field(default_factory=dict)  # controller -> our path there
+    v1: dict[str, Path] = {}
+    own_v1: dict[str, str] = {}
 
     def v2_controllers(self, base: str) -> set[str]:
         """The controllers enabled for children of `base` in the v2 hierarchy."""
@@ -87,8 +87,7 @@ def current_layout() -> Layout:
     return parse_layout(mounts, own)
 
 
-@dataclass(frozen=True)
-class Limits:
+class Limits(NamedTuple):
     """What a job may use: memory (MiB), CPU ids, and devices it must not open."""
 
     mem_mb: int | None = None

@@ -16,11 +16,9 @@ Standard library only (the supervisor imports it at every job start).
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import TypedDict
+from typing import NamedTuple, TypedDict
 
 DEFAULT_UMASK = 0o022
 
@@ -34,13 +32,13 @@ class SubprocessIdentity(TypedDict, total=False):
     umask: int
 
 
-@dataclass(frozen=True)
-class Identity:
-    """A Unix user as a job runs: ids, supplementary groups, and the submit-time umask."""
+class Identity(NamedTuple):
+    """A Unix user as a job runs: ids, supplementary groups, and the submit-time umask.
+    (A NamedTuple, not a dataclass: the supervisor imports this at every job start.)"""
 
     uid: int
     gid: int
-    groups: tuple[int, ...] = field(default_factory=tuple)
+    groups: tuple[int, ...] = ()
     umask: int = DEFAULT_UMASK
 
     @classmethod
@@ -121,6 +119,8 @@ def check_dirs_as_user(who: Identity, enter: Sequence[str] = (), write: Sequence
     args = [f"d:{p}" for p in enter] + [f"w:{p}" for p in write]
     if not args:
         return
+    import subprocess  # here, not at the top: the supervisor imports this module
+
     try:
         done = subprocess.run(
             ["/bin/sh", "-c", _CHECK_SCRIPT, "podium-check", *args],

@@ -165,7 +165,13 @@ class Controller:
         built = build_job(
             req,
             self.config,
-            Submitter(who.uid, who.gid, who.name, who.is_admin, group_names(who)),
+            Submitter(
+                who.uid,
+                who.gid,
+                who.name,
+                who.is_admin,
+                group_names(who) if self.config.names_groups else (),
+            ),
             now,
         )
         spec = built.spec

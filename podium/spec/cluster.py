@@ -431,6 +431,12 @@ class ClusterConfig(Closed):
                 )
         return self
 
+    @property
+    def names_groups(self) -> bool:
+        """Whether any QoS or account allow-list names Unix groups (only then must a
+        submitter's groups be looked up)."""
+        return any(q.allow_groups for q in self.qos) or any(a.allow_groups for a in self.accounts)
+
     def default_account(self, user: str) -> str:
         """The account a user's jobs are charged to when they name none: the configured
         default, else the user's own name (an account of one)."""
