@@ -7,6 +7,7 @@
     ├── PermissionDenied        the caller may not act on that job or node
     ├── NotFound                no such job or node
     ├── StoreError              the state database cannot be used (corrupt, disk full)
+    ├── ApiError                a backend refused a request (with its HTTP status)
     └── DaemonUnavailable       the client cannot reach the daemon
 
 Every message is one line that says what is wrong and, where it can, what would be
@@ -60,6 +61,16 @@ class StoreError(PodiumError):
 
     exit_code = 1
     http_status = 503
+
+
+class ApiError(PodiumError):
+    """A backend (the daemon, or Slurm through its API) refused a request; `status`
+    is the HTTP status it would answer with."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+        self.exit_code = 2 if status in (400, 404, 422) else 1
 
 
 class DaemonUnavailable(PodiumError):

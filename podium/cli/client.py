@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from urllib.parse import urlencode
 
 from podium import paths
-from podium.errors import DaemonUnavailable, PodiumError
+from podium.errors import ApiError, DaemonUnavailable
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -32,15 +32,6 @@ class _UnixConnection(http.client.HTTPConnection):
         sock.settimeout(self.timeout)
         sock.connect(self._path)
         self.sock = sock
-
-
-class ApiError(PodiumError):
-    """The daemon refused a request; `status` is its HTTP status."""
-
-    def __init__(self, message: str, status: int) -> None:
-        super().__init__(message)
-        self.status = status
-        self.exit_code = 2 if status in (400, 404, 422) else 1
 
 
 RETRY_DELAYS = (0.1, 0.3, 1.0)  # seconds before each retry: at most three

@@ -26,13 +26,6 @@ class Association:
     is_user: bool = False
 
 
-def decay(usage: float, elapsed_s: float, half_life_s: float) -> float:
-    """Usage after `elapsed_s` of exponential decay with the given half-life."""
-    if half_life_s <= 0:
-        return usage
-    return usage * math.pow(2.0, -max(0.0, elapsed_s) / half_life_s)
-
-
 @dataclass(frozen=True)
 class ShareRow:
     """One line of `podium share` (like sshare)."""

@@ -12,8 +12,9 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
+from podium.api.usage import decay
 from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot, schedule
-from podium.sched.fairshare import Association, decay, user_factors
+from podium.sched.fairshare import Association, user_factors
 from podium.sched.model import Policy
 from podium.sched.priority import PriorityWeights
 from podium.sim.traces import TraceJob, TraceNode

@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from podium import __version__, paths
-from podium.cli.client import ApiError
-from podium.errors import PodiumError
+from podium.errors import ApiError, PodiumError
 from podium.slurm import parse
 from podium.slurm.tools import SlurmError, SlurmRest, SlurmTools
 from podium.slurm.translate import sbatch_script

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from podium.api.usage import decay
 from podium.errors import NotFound, StoreError
-from podium.sched.fairshare import decay
 from podium.spec.job import JobSpec, JobState
 from podium.store.schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
 

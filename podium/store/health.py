@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from podium.recover.ladder import Health, Label, Remedy
+from podium.api.health import Health, Label, Remedy
 from podium.store.db import Row, Store
 
 NODE = -1  # the gpu column's value for the node itself

@@ -5,8 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from podium.api.usage import decay
 from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot, schedule
-from podium.sched.fairshare import Association, decay, fairshare_table, user_factors
+from podium.sched.fairshare import Association, fairshare_table, user_factors
 from podium.sched.model import Policy, QosLimits
 from podium.sched.priority import PriorityWeights, factors
 

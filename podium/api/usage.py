@@ -1,0 +1,16 @@
+"""Fair-share usage decays with a half-life: the one formula the store (which keeps
+usage) and the scheduler (which turns it into factors) share. Standard library only."""
+
+from __future__ import annotations
+
+import math
+
+
+def decay(usage: float, elapsed_s: float, half_life_s: float) -> float:
+    """Usage after `elapsed_s` of exponential decay with the given half-life."""
+    if half_life_s <= 0:
+        return usage
+    return usage * math.pow(2.0, -max(0.0, elapsed_s) / half_life_s)
+
+
+__all__ = ["decay"]

@@ -1,0 +1,106 @@
+"""Imports flow one way (DESIGN.md's shape): a test that fails on an upward import or a
+cycle, read from the package's source.
+
+Each top-level part of `podium` has a rank; a module may import from its own part or
+from parts of lower rank, never from a higher or equal one. Module-level imports must
+also form no cycle between modules (imports inside functions, made lazily on purpose,
+are exempt from the cycle check but not from the ranks).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "podium"
+
+RANKS = {
+    # the shared vocabulary and the error hierarchy: import nothing of Podium's
+    "api": 0,
+    "errors": 0,
+    "paths": 0,
+    "runtime": 0,
+    # the job spec and the package's version
+    "spec": 1,
+    "__init__": 1,
+    # pure policy, the database, the local executor: none of them knows the others
+    "sched": 2,
+    "store": 2,
+    "run": 2,
+    # the node (inventory, health checks), then what recovery does about it
+    "node": 3,
+    "recover": 4,
+    # backends and tools over them
+    "slurm": 5,
+    "sim": 5,
+    "server": 6,
+    "cli": 7,
+    "__main__": 8,
+}
+
+
+def _part(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _imports(path: Path, top_level_only: bool) -> list[str]:
+    tree = ast.parse(path.read_text())
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    found: list[str] = []
+    for node in nodes:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("podium"):
+            found.append(node.module)
+        elif isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.startswith("podium")]
+    return found
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        name = ".".join(rel.parts).removesuffix(".__init__")
+        out[name] = path
+    return out
+
+
+def test_every_part_has_a_rank() -> None:
+    parts = {_part(m) for m in _modules()}
+    assert parts <= set(RANKS), f"give these a rank: {sorted(parts - set(RANKS))}"
+
+
+def test_no_upward_import() -> None:
+    wrong = []
+    for module, path in _modules().items():
+        mine = _part(module)
+        for target in _imports(path, top_level_only=False):
+            theirs = _part(target)
+            if theirs != mine and RANKS[theirs] >= RANKS[mine]:
+                wrong.append(f"{module} imports {target} ({mine} may not import {theirs})")
+    assert wrong == []
+
+
+def test_no_import_cycle() -> None:
+    modules = _modules()
+    graph = {
+        m: [t for t in _imports(p, top_level_only=True) if t in modules and t != m]
+        for m, p in modules.items()
+    }
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(m: str, path: list[str]) -> list[str] | None:
+        state[m] = 1
+        for t in graph[m]:
+            if state.get(t) == 1:
+                return [*path, m, t]
+            if t not in state and (cycle := visit(t, [*path, m])):
+                return cycle
+        state[m] = 2
+        return None
+
+    for m in graph:
+        if m not in state and (cycle := visit(m, [])):
+            raise AssertionError("import cycle: " + " -> ".join(cycle))
