@@ -355,9 +355,12 @@ def jobcomp_record(line: str) -> dict[str, Any] | None:
     state = fields.get("JobState", "")
     state = _STATE.get(state, state)
     nodes_expr = _text(fields.get("NodeList"))
+    limit = fields.get("TimeLimit", "")
     return {
         "job_id": int(fields["JobId"]),
         "display_id": fields["JobId"],
+        "array_job_id": None,  # jobcomp/filetxt does not record arrays, tasks, output
+        "array_task_id": None,
         "name": fields.get("Name", ""),
         "user": user.split("(")[0],
         "uid": int(uid_match.group(1)) if uid_match else None,
@@ -365,13 +368,19 @@ def jobcomp_record(line: str) -> dict[str, Any] | None:
         "state": state,
         "partition": fields.get("Partition", ""),
         "qos": _text(fields.get("QOS")) or "",
+        "reason": "None",
+        "nice": 0,
+        "held": False,
         "gpus": gpus,
+        "gpu_ids": [],
         "gpu_type": gpu_type,
         "cpus": cpus,
         "mem_mb": memory_mb(fields.get("Tres", "")),
+        "ntasks": None,
         "node": nodes_expr,
         "nodes": hostlist(nodes_expr or ""),
         "node_count": int(fields.get("NodeCnt", "1") or 1),
+        "time_limit_s": int(limit) * 60 if limit.isdigit() else None,
         "exit_code": int(code_text) if code_text.isdigit() else None,
         "signal": int(sig_text) if sig_text.isdigit() and int(sig_text) else None,
         "submit_time": _iso(epoch("SubmitTime")),
@@ -383,5 +392,10 @@ def jobcomp_record(line: str) -> dict[str, Any] | None:
         "elapsed_s": float(elapsed),
         "gpu_seconds": float(elapsed * gpus),
         "cpu_seconds": float(elapsed * cpus),
+        "restart_count": 0,
+        "dependency": None,
+        "stdout": None,
+        "stderr": None,
         "work_dir": fields.get("WorkDir", ""),
+        "comment": None,
     }
