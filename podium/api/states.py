@@ -3,17 +3,28 @@ the lean client, the scheduler and the backends all read it."""
 
 from __future__ import annotations
 
-#: States a job never leaves (REQUEUED is a passage back to PENDING, not an end).
-TERMINAL_STATES = frozenset(
-    {
-        "COMPLETED",
-        "FAILED",
-        "CANCELLED",
-        "TIMEOUT",
-        "NODE_FAIL",
-        "PREEMPTED",
-        "OUT_OF_MEMORY",
-    }
-)
+from enum import StrEnum
 
-__all__ = ["TERMINAL_STATES"]
+
+class JobState(StrEnum):
+    """Slurm's job states. `is_terminal()` says whether a job in it is over."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    TIMEOUT = "TIMEOUT"
+    NODE_FAIL = "NODE_FAIL"
+    PREEMPTED = "PREEMPTED"
+    REQUEUED = "REQUEUED"  # a passage back to PENDING, not an end
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+
+    def is_terminal(self) -> bool:
+        return self not in (JobState.PENDING, JobState.RUNNING, JobState.REQUEUED)
+
+
+#: The names of the states a job never leaves.
+TERMINAL_STATES = frozenset(s.value for s in JobState if s.is_terminal())
+
+__all__ = ["TERMINAL_STATES", "JobState"]

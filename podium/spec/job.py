@@ -6,29 +6,11 @@ batch script, a YAML file and command-line options, and stored as JSON.
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-
-class JobState(StrEnum):
-    """Slurm's job states. `is_terminal()` says whether a job in it is over."""
-
-    PENDING = "PENDING"
-    RUNNING = "RUNNING"
-    COMPLETED = "COMPLETED"
-    FAILED = "FAILED"
-    CANCELLED = "CANCELLED"
-    TIMEOUT = "TIMEOUT"
-    NODE_FAIL = "NODE_FAIL"
-    PREEMPTED = "PREEMPTED"
-    REQUEUED = "REQUEUED"
-    OUT_OF_MEMORY = "OUT_OF_MEMORY"
-
-    def is_terminal(self) -> bool:
-        return self not in (JobState.PENDING, JobState.RUNNING, JobState.REQUEUED)
-
+from podium.api.states import JobState
 
 DependencyKind = Literal["after", "afterok", "afternotok", "afterany", "singleton"]
 
@@ -116,3 +98,6 @@ class JobSpec(Frozen):
     requeue_exit_codes: tuple[int, ...] = ()
     no_requeue_exit_codes: tuple[int, ...] = ()
     heartbeat_timeout_s: int | None = None
+
+
+__all__ = ["ArraySpec", "Dependency", "JobSpec", "JobState", "SignalSpec"]
