@@ -21,6 +21,7 @@ Contract:
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import signal
@@ -420,13 +421,16 @@ def keep_result_room(job_dir: Path) -> None:
 def record_result(job_dir: Path, result: dict[str, Any]) -> None:
     """Write result.json, whatever the disk does: on a full disk the reserve taken at
     start is given back first; after that the write is retried (the lock stays held,
-    so the daemon sees the job running, never vanished) until it succeeds."""
+    so the daemon sees the job running, never vanished) until it succeeds. Errors
+    other than a full disk or quota are raised."""
     delay = 0.2
     while True:
         try:
             write_atomic(job_dir / RESULT_FILE, result)
             break
         except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
             try:
                 os.unlink(job_dir / RESULT_RESERVE)
                 continue  # room made: try again at once

@@ -905,9 +905,7 @@ class Controller:
             row = rows[start.job_id]
             try:
                 spec = self._spec(row)
-                plan = self._plan(row, spec, list(start.gpu_indices), start.cpus)
-                plan.mem_mb = start.mem_mb
-                plan.cpu_ids = list(cpu_ids.get(start.job_id, ()))
+                plan = self._plan(row, spec, start, cpu_ids.get(start.job_id, ()))
                 self.executor.launch(plan, spec.script)
             except Exception as exc:
                 self._hold_broken(start.job_id, "launch failed", exc)
@@ -949,7 +947,10 @@ class Controller:
         """The job's PODIUM_CHECKPOINT_DIR: --checkpoint-dir, else one per job id."""
         return spec.checkpoint_dir or str(self.home / "checkpoints" / str(row["job_id"]))
 
-    def _plan(self, row: Row, spec: JobSpec, gpu_ids: list[int], cpus: int) -> LaunchPlan:
+    def _plan(self, row: Row, spec: JobSpec, start: Start, cpu_ids: tuple[int, ...]) -> LaunchPlan:
+        """What the job's supervisor needs: its allocation (`start`, and the CPU ids
+        picked for it), identity, files, limits and environment."""
+        gpu_ids, cpus = list(start.gpu_indices), start.cpus
         uid, gid, user = row["uid"], row["gid"], row["user"]
         who = self._identity(uid, gid, user, spec.umask)
         checkpoint = self._checkpoint_dir(row, spec)
@@ -1001,6 +1002,8 @@ class Controller:
             account=row["account"],
             proctrack=self.config.proctrack,
             heartbeat_timeout_s=spec.heartbeat_timeout_s,
+            mem_mb=start.mem_mb,
+            cpu_ids=list(cpu_ids),
             deny_devices=[list(d) for d in self._denied_devices(gpu_ids)],
             hide_gpus=self.hide_gpus,
             cgroup_v2_base=self.cgroup_v2_base,

@@ -182,11 +182,11 @@ def serve(home: Path, config: ClusterConfig) -> None:
     layout = current_layout()
     controller.cgroup_v2_base = prepare_v2_base(layout)
     controller.enforcement = enforcement(
-        current_layout(),
+        layout,  # prepare_v2_base may move the daemon, never the jobs' base
         os.geteuid() == 0,
         controller.cgroup_v2_base,
         cpus_known=controller.cpu_ids is not None,
-        devices_known=any(d is not None for d in controller.gpu_devices.values()) or not gpus,
+        devices_known=any(d is not None for d in controller.gpu_devices.values()),
     )
     if not gpus:
         controller.enforcement["devices"] = "nothing to confine: the node has no GPUs"
