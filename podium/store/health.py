@@ -30,6 +30,7 @@ class HealthTable:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self.version = 0  # raised by every put: a scheduling pass may see a change
 
     def get(self, node: str, gpu: int | None) -> Health:
         row = self.store.conn.execute(
@@ -49,6 +50,7 @@ class HealthTable:
 
     def put(self, h: Health, now: float, event: str | None = None) -> None:
         """Store `h` (one commit, with an event naming the change when given)."""
+        self.version += 1
         with self.store.transaction(durable=True) as conn:
             conn.execute(
                 """INSERT OR REPLACE INTO health

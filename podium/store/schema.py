@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -114,5 +114,11 @@ CREATE TABLE IF NOT EXISTS submissions (
 );
 ALTER TABLE jobs ADD COLUMN cpu_ids TEXT;
 ALTER TABLE jobs ADD COLUMN preempt_mode TEXT;
+""",
+    # Version 5: the spec's fields that listings and the scheduler read (JSON, without
+    # the script and environment), so that neither parses whole specs; filled from the
+    # spec for rows written by older versions (see Store._migrate).
+    5: """
+ALTER TABLE jobs ADD COLUMN brief TEXT;
 """,
 }

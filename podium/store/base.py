@@ -1,0 +1,242 @@
+"""The database underneath the Store: connection, schema migrations, transactions,
+the full-disk reserve, fair-share usage, nodes and events."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from podium.api.usage import decay
+from podium.errors import NotFound, StoreError
+from podium.store.brief import Row, brief_from_json
+from podium.store.schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
+
+RESERVE_BYTES = 8 << 20  # what the daemon keeps back to record outcomes on a full disk
+_SQLITE_FULL = 13
+_SQLITE_IOERR = 10
+
+
+class Database:
+    """The embedded database at `path` (created on first use): the connection, its
+    schema, transactions, the disk reserve, fair-share usage, nodes and events."""
+
+    def __init__(self, path: Path) -> None:
+        """Open (or create) the database at `path`.
+
+        Raises StoreError, naming the file and what to do, when an existing file is
+        empty (history would silently vanish) or fails SQLite's integrity check.
+        """
+        self.path = path
+        self._changed: set[int] = set()
+        existed = path.exists()
+        if existed and path.stat().st_size == 0:
+            raise StoreError(
+                f"{path} is empty (0 bytes): the cluster's history is gone. Restore it from "
+                "a backup, or move it aside to start an empty cluster"
+            )
+        try:
+            self.conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+            self.conn.row_factory = sqlite3.Row
+            self.conn.execute("PRAGMA busy_timeout=5000")
+            if existed:
+                problems = [r[0] for r in self.conn.execute("PRAGMA quick_check(3)")]
+                if problems != ["ok"]:
+                    raise sqlite3.DatabaseError(problems[0])
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=FULL")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(
+                f"{path} is damaged ({exc}): restore it from a backup, or move it aside "
+                "(with its -wal file) to start an empty cluster"
+            ) from None
+
+    def _migrate(self) -> None:
+        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == 0:
+            self.conn.executescript(SCHEMA)
+            version = 1
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            self.conn.executescript(MIGRATIONS[target])
+        if version < 5:
+            self._fill_briefs()
+        if version != SCHEMA_VERSION:
+            self.conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def _fill_briefs(self) -> None:
+        """Write the brief of rows stored before version 5 (unreadable specs: `{}`)."""
+        rows = self.conn.execute("SELECT job_id, spec FROM jobs WHERE brief IS NULL").fetchall()
+        with self.transaction() as conn:
+            conn.executemany(
+                "UPDATE jobs SET brief=? WHERE job_id=?",
+                [(brief_from_json(r["spec"]), r["job_id"]) for r in rows],
+            )
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def has_changes(self) -> bool:
+        """Whether any job changed since the last `take_changed`."""
+        return bool(self._changed)
+
+    def take_changed(self) -> set[int]:
+        """The ids of jobs whose state, hold or allocation changed since the last call
+        (what a cache of pending jobs must read again); the set is emptied."""
+        changed, self._changed = self._changed, set()
+        return changed
+
+    @contextmanager
+    def transaction(self, durable: bool = False) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception.
+
+        A `durable` commit is on disk when it returns (synchronous=FULL): used for what
+        a user is told was accepted (submit, cancel, hold, drain). Other commits
+        (the daemon's own bookkeeping) survive a crash of the daemon but may be lost
+        with the machine's power, which the recovery protocol tolerates: the job files
+        written by supervisors say what really happened.
+        """
+        try:
+            self.conn.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+            if code not in (_SQLITE_FULL, _SQLITE_IOERR):
+                raise
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.execute("ROLLBACK")
+            what = "is full" if code == _SQLITE_FULL else "failed a write"
+            raise StoreError(
+                f"the state disk {what}: nothing was recorded ({exc}); check the "
+                f"filesystem of {self.path.parent}"
+            ) from None
+
+    # --- the reserve: space kept back for recording running jobs' outcomes ---------
+
+    @property
+    def reserve_path(self) -> Path:
+        return self.path.with_name("podium.reserve")
+
+    @property
+    def reserve_released(self) -> bool:
+        """True after `release_reserve`, until `keep_reserve` could make it again."""
+        return not self.reserve_path.exists()
+
+    def keep_reserve(self, size: int = RESERVE_BYTES) -> bool:
+        """Hold `size` bytes of the state disk in a file, if there is room to spare
+        (twice that free). Returns whether the reserve exists now."""
+        if self.reserve_path.exists():
+            return True
+        try:
+            free = shutil.disk_usage(self.path.parent).free
+            if free < 2 * size:
+                return False
+            fd = os.open(self.reserve_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                os.posix_fallocate(fd, 0, size)
+            finally:
+                os.close(fd)
+        except OSError:
+            self.reserve_path.unlink(missing_ok=True)
+            return False
+        return True
+
+    def release_reserve(self) -> bool:
+        """Give the reserve back to the disk (when a write failed for space). Returns
+        False when there was none to give."""
+        try:
+            self.reserve_path.unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def charge(
+        self, account: str, user: str, amount: float, now: float, half_life_s: float
+    ) -> None:
+        """Add `amount` (GPU-seconds) to the decayed usage of (account, user)."""
+        with self.transaction() as conn:
+            row = conn.execute(
+                "SELECT value, updated FROM usage WHERE account=? AND user=?", (account, user)
+            ).fetchone()
+            value = amount
+            if row is not None:
+                value += decay(row["value"], now - row["updated"], half_life_s)
+            conn.execute(
+                "INSERT OR REPLACE INTO usage (account, user, value, updated) VALUES (?,?,?,?)",
+                (account, user, value, now),
+            )
+
+    def usage(self, now: float, half_life_s: float) -> dict[tuple[str, str], float]:
+        """Every (account, user)'s usage, decayed to `now`."""
+        return {
+            (r["account"], r["user"]): decay(r["value"], now - r["updated"], half_life_s)
+            for r in self.conn.execute("SELECT * FROM usage")
+        }
+
+    # --- nodes ----------------------------------------------------------------
+
+    def ensure_node(self, name: str) -> None:
+        with self.transaction() as conn:
+            conn.execute("INSERT OR IGNORE INTO nodes (name) VALUES (?)", (name,))
+
+    def node(self, name: str) -> Row:
+        row = self.conn.execute("SELECT * FROM nodes WHERE name=?", (name,)).fetchone()
+        if row is None:
+            raise NotFound(f"no node {name!r}")
+        return row  # type: ignore[no-any-return]
+
+    def nodes(self) -> list[Row]:
+        return self.conn.execute("SELECT * FROM nodes ORDER BY name").fetchall()
+
+    def set_node_state(
+        self, name: str, admin_state: str, reason: str | None, uid: int | None, now: float
+    ) -> None:
+        with self.transaction(durable=True) as conn:
+            conn.execute(
+                "UPDATE nodes SET admin_state=?, reason=?, reason_uid=?, reason_time=? "
+                "WHERE name=?",
+                (admin_state, reason, uid, now, name),
+            )
+            self._event(conn, now, admin_state, node=name, detail=reason)
+
+    # --- events ---------------------------------------------------------------
+
+    def _event(
+        self,
+        conn: sqlite3.Connection,
+        now: float,
+        kind: str,
+        *,
+        job_id: int | None = None,
+        node: str | None = None,
+        detail: str | None = None,
+    ) -> None:
+        conn.execute(
+            "INSERT INTO events (time, job_id, node, kind, detail) VALUES (?,?,?,?,?)",
+            (now, job_id, node, kind, detail),
+        )
+
+    def event(
+        self, now: float, kind: str, *, job_id: int | None = None, detail: str | None = None
+    ) -> None:
+        """Record an event on its own."""
+        with self.transaction() as conn:
+            self._event(conn, now, kind, job_id=job_id, detail=detail)
+
+    def events(self, job_id: int | None = None) -> list[Row]:
+        if job_id is None:
+            return self.conn.execute("SELECT * FROM events ORDER BY id").fetchall()
+        return self.conn.execute(
+            "SELECT * FROM events WHERE job_id=? ORDER BY id", (job_id,)
+        ).fetchall()

@@ -1,0 +1,385 @@
+"""Job rows: submit, start, end, requeue, hold, cancel, and the queries over them.
+Each public method is one transaction (see Database.transaction)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from podium.errors import NotFound
+from podium.spec.job import JobSpec, JobState
+from podium.store.base import Database
+from podium.store.brief import LIST_COLUMNS, Row, brief_of
+
+
+@dataclass(frozen=True)
+class RunningStart:
+    """What `mark_running` records for one job: where it runs and its output files."""
+
+    job_id: int
+    node: str
+    gpu_ids: tuple[int, ...]
+    cpus: int
+    mem_mb: int
+    stdout: str
+    stderr: str
+    cpu_ids: tuple[int, ...] = ()
+
+
+class JobStore(Database):
+    """The jobs table's operations."""
+
+    def insert_jobs(
+        self,
+        spec: JobSpec,
+        *,
+        uid: int,
+        gid: int,
+        user: str,
+        now: float,
+        idempotency_key: str | None = None,
+    ) -> list[int]:
+        """Insert a job (or every task of an array job) as PENDING; return the ids.
+
+        With `idempotency_key`, the submission is remembered (a day) in the same commit,
+        so `submitted(uid, key)` finds its jobs when the client retries.
+        """
+        indices: Sequence[int | None] = spec.array.indices if spec.array else [None]
+        throttle = spec.array.throttle if spec.array else None
+        spec_json = spec.model_dump_json()
+        brief = brief_of(spec)
+        ids: list[int] = []
+        with self.transaction(durable=True) as conn:
+            for index in indices:
+                cur = conn.execute(
+                    """INSERT INTO jobs (array_task_id, array_throttle, name, user, uid, gid,
+                         account, partition, qos, state, reason, held, nice, spec,
+                         submit_time, gpus, cpus, mem_mb, time_limit_s, work_dir, brief)
+                       VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+                    (
+                        index,
+                        throttle,
+                        spec.name,
+                        user,
+                        uid,
+                        gid,
+                        spec.account,
+                        spec.partition,
+                        spec.qos,
+                        JobState.PENDING.value,
+                        "Held" if spec.hold else "None",
+                        int(spec.hold),
+                        spec.nice,
+                        spec_json,
+                        now,
+                        spec.gpus,
+                        spec.cpus,
+                        spec.mem_mb,
+                        spec.time_limit_s,
+                        spec.work_dir,
+                        brief,
+                    ),
+                )
+                ids.append(int(cur.lastrowid or 0))
+            if spec.array:
+                conn.execute(
+                    f"UPDATE jobs SET array_job_id=? WHERE job_id IN ({','.join('?' * len(ids))})",
+                    (ids[0], *ids),
+                )
+            for job_id in ids:
+                self._event(conn, now, "submit", job_id=job_id)
+            if idempotency_key is not None:
+                conn.execute("DELETE FROM submissions WHERE time < ?", (now - 86400,))
+                conn.execute(
+                    "INSERT INTO submissions (uid, key, job_ids, time) VALUES (?,?,?,?)",
+                    (uid, idempotency_key, json.dumps(ids), now),
+                )
+        self._changed.update(ids)
+        return ids
+
+    def submitted(self, uid: int, idempotency_key: str) -> list[int] | None:
+        """The job ids a submission of `uid` with this key created, or None."""
+        row = self.conn.execute(
+            "SELECT job_ids FROM submissions WHERE uid=? AND key=?", (uid, idempotency_key)
+        ).fetchone()
+        return None if row is None else [int(i) for i in json.loads(row["job_ids"])]
+
+    def job(self, job_id: int) -> Row:
+        """The row of `job_id`; raise NotFound."""
+        row = self.conn.execute("SELECT * FROM jobs WHERE job_id=?", (job_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no job {job_id}")
+        return row  # type: ignore[no-any-return]
+
+    def jobs_by_ids(self, ids: Iterable[int], *, with_spec: bool = False) -> list[Row]:
+        """The rows of these jobs and of the tasks of arrays among them (without the
+        stored spec unless `with_spec`)."""
+        wanted = list(ids)
+        if not wanted:
+            return []
+        marks = ",".join("?" * len(wanted))
+        columns = "*" if with_spec else LIST_COLUMNS
+        return self.conn.execute(
+            f"SELECT {columns} FROM jobs WHERE job_id IN ({marks}) OR array_job_id IN ({marks}) "
+            "ORDER BY job_id",
+            (*wanted, *wanted),
+        ).fetchall()
+
+    def jobs(
+        self,
+        *,
+        states: Iterable[str] | None = None,
+        user: str | None = None,
+        name: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        limit: int | None = None,
+        qos: str | None = None,
+    ) -> list[Row]:
+        """Jobs filtered by state, user, name, QoS and [since, until] overlap; oldest
+        first; without the stored spec (`spec_of` needs `job()`)."""
+        clauses: list[str] = []
+        args: list[Any] = []
+        if states is not None:
+            state_list = list(states)
+            clauses.append(f"state IN ({','.join('?' * len(state_list))})")
+            args.extend(state_list)
+        if user is not None:
+            clauses.append("user=?")
+            args.append(user)
+        if name is not None:
+            clauses.append("name=?")
+            args.append(name)
+        if qos is not None:
+            clauses.append("qos=?")
+            args.append(qos)
+        if since is not None:
+            clauses.append("(end_time IS NULL OR end_time >= ?)")
+            args.append(since)
+        if until is not None:
+            clauses.append("submit_time <= ?")
+            args.append(until)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        tail = f" LIMIT {int(limit)}" if limit else ""
+        return self.conn.execute(
+            f"SELECT {LIST_COLUMNS} FROM jobs {where} ORDER BY job_id{tail}", args
+        ).fetchall()
+
+    def count_jobs(self, *, states: Sequence[str], user: str, qos: str) -> int:
+        """How many of `user`'s jobs of QoS `qos` are in one of `states`."""
+        marks = ",".join("?" * len(states))
+        row = self.conn.execute(
+            f"SELECT COUNT(*) FROM jobs WHERE state IN ({marks}) AND user=? AND qos=?",
+            (*states, user, qos),
+        ).fetchone()
+        return int(row[0])
+
+    def pending_brief(self, job_ids: Iterable[int] | None = None) -> list[Row]:
+        """PENDING jobs (all, or those among `job_ids`) with what the scheduler reads of
+        them: their brief, never the stored spec."""
+        query = """SELECT job_id, user, name, account, partition, qos, submit_time, cpus,
+                     mem_mb, gpus, nice, held, array_job_id, array_throttle, time_limit_s,
+                     exclude, brief FROM jobs WHERE state='PENDING'"""
+        if job_ids is None:
+            return self.conn.execute(query).fetchall()
+        wanted = list(job_ids)
+        rows: list[Row] = []
+        for start in range(0, len(wanted), 900):  # SQLite's bound on host parameters
+            chunk = wanted[start : start + 900]
+            rows += self.conn.execute(
+                f"{query} AND job_id IN ({','.join('?' * len(chunk))})", chunk
+            ).fetchall()
+        return rows
+
+    def states_of(self, job_ids: Iterable[int]) -> dict[int, str]:
+        """Map each existing job id (and array tasks of array ids) to its state."""
+        wanted = list(job_ids)
+        if not wanted:
+            return {}
+        marks = ",".join("?" * len(wanted))
+        return {
+            r["job_id"]: r["state"]
+            for r in self.conn.execute(
+                f"SELECT job_id, state FROM jobs WHERE job_id IN ({marks}) "
+                f"OR array_job_id IN ({marks})",
+                (*wanted, *wanted),
+            )
+        }
+
+    def array_members(self, array_ids: Iterable[int]) -> dict[int, tuple[int, ...]]:
+        ids = list(array_ids)
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        out: dict[int, list[int]] = {}
+        for r in self.conn.execute(
+            f"SELECT job_id, array_job_id FROM jobs WHERE array_job_id IN ({marks})", ids
+        ):
+            out.setdefault(r["array_job_id"], []).append(r["job_id"])
+        return {k: tuple(v) for k, v in out.items()}
+
+    def mark_running(self, starts: Sequence[RunningStart], now: float) -> list[int]:
+        """PENDING -> RUNNING with their allocations, all in one commit.
+
+        Returns the ids that were still PENDING (only those may be launched).
+        """
+        done: list[int] = []
+        with self.transaction() as conn:
+            for s in starts:
+                cur = conn.execute(
+                    """UPDATE jobs SET state='RUNNING', reason='None', start_time=?,
+                         end_time=NULL, node=?, gpu_ids=?, cpu_ids=?, cpus=?, mem_mb=?,
+                         stdout=?, stderr=?, exit_code=NULL, signal=NULL, preempt_mode=NULL
+                       WHERE job_id=? AND state='PENDING'""",
+                    (
+                        now,
+                        s.node,
+                        json.dumps(list(s.gpu_ids)),
+                        json.dumps(list(s.cpu_ids)) if s.cpu_ids else None,
+                        s.cpus,
+                        s.mem_mb,
+                        s.stdout,
+                        s.stderr,
+                        s.job_id,
+                    ),
+                )
+                if cur.rowcount == 1:
+                    done.append(s.job_id)
+                    self._event(conn, now, "start", job_id=s.job_id, node=s.node)
+        self._changed.update(done)
+        return done
+
+    def mark_ended(
+        self,
+        job_id: int,
+        *,
+        state: JobState,
+        exit_code: int | None,
+        signal: int | None,
+        end_time: float,
+        reason: str = "None",
+    ) -> bool:
+        """RUNNING -> a terminal state. Returns False if the job was not RUNNING."""
+        with self.transaction() as conn:
+            cur = conn.execute(
+                """UPDATE jobs SET state=?, exit_code=?, signal=?, end_time=?, reason=?
+                   WHERE job_id=? AND state='RUNNING'""",
+                (state.value, exit_code, signal, end_time, reason, job_id),
+            )
+            if cur.rowcount == 1:
+                self._event(conn, end_time, "end", job_id=job_id, detail=state.value)
+        self._changed.add(job_id)
+        return cur.rowcount == 1
+
+    def requeue_unlaunched(self, job_id: int, now: float) -> None:
+        """RUNNING -> PENDING for a job whose supervisor never started (crash window)."""
+        with self.transaction() as conn:
+            conn.execute(
+                """UPDATE jobs SET state='PENDING', reason='None', start_time=NULL, node=NULL,
+                     gpu_ids=NULL WHERE job_id=? AND state='RUNNING'""",
+                (job_id,),
+            )
+            self._event(conn, now, "relaunch", job_id=job_id, detail="supervisor never started")
+        self._changed.add(job_id)
+
+    def requeue(
+        self,
+        job_id: int,
+        now: float,
+        why: str,
+        *,
+        exclude: Sequence[tuple[str, int]] | None = None,
+        checkpoint_mtime: float | None = None,
+        stalled_restarts: int | None = None,
+    ) -> bool:
+        """RUNNING -> PENDING again (preempted or failed node), restart count raised.
+
+        The job keeps its id, submit time and checkpoint directory. `exclude` replaces
+        the (node, GPU) pairs it must avoid; the progress fields are auto-resume's.
+        """
+        with self.transaction(durable=True) as conn:
+            cur = conn.execute(
+                """UPDATE jobs SET state='PENDING', reason='None', start_time=NULL,
+                     end_time=NULL, node=NULL, gpu_ids=NULL, exit_code=NULL, signal=NULL,
+                     restart_count=restart_count + 1,
+                     exclude=COALESCE(?, exclude),
+                     checkpoint_mtime=COALESCE(?, checkpoint_mtime),
+                     stalled_restarts=COALESCE(?, stalled_restarts)
+                   WHERE job_id=? AND state='RUNNING'""",
+                (
+                    None if exclude is None else json.dumps([list(e) for e in exclude]),
+                    checkpoint_mtime,
+                    stalled_restarts,
+                    job_id,
+                ),
+            )
+            if cur.rowcount == 1:
+                self._event(conn, now, "requeue", job_id=job_id, detail=why)
+        self._changed.add(job_id)
+        return cur.rowcount == 1
+
+    def cancel_pending(self, job_ids: Iterable[int], now: float, reason: str = "None") -> list[int]:
+        """PENDING -> CANCELLED; returns the ids that were pending."""
+        done: list[int] = []
+        with self.transaction(durable=True) as conn:
+            for job_id in job_ids:
+                cur = conn.execute(
+                    """UPDATE jobs SET state='CANCELLED', end_time=?, reason=?
+                       WHERE job_id=? AND state='PENDING'""",
+                    (now, reason, job_id),
+                )
+                if cur.rowcount == 1:
+                    done.append(job_id)
+                    self._event(conn, now, "cancel", job_id=job_id, detail=reason)
+        self._changed.update(done)
+        return done
+
+    def set_held(self, job_ids: Iterable[int], held: bool, now: float) -> list[int]:
+        """Hold or release PENDING jobs; returns those changed."""
+        done: list[int] = []
+        with self.transaction(durable=True) as conn:
+            for job_id in job_ids:
+                cur = conn.execute(
+                    "UPDATE jobs SET held=?, reason=? WHERE job_id=? AND state='PENDING'",
+                    (int(held), "Held" if held else "None", job_id),
+                )
+                if cur.rowcount == 1:
+                    done.append(job_id)
+                    self._event(conn, now, "hold" if held else "release", job_id=job_id)
+        self._changed.update(done)
+        return done
+
+    def set_preempt_mode(self, job_id: int, mode: str) -> None:
+        """Record that a running job is being preempted and how it ends (requeue or
+        cancel), so that a restarted daemon finishes the preemption the same way."""
+        with self.transaction() as conn:
+            conn.execute(
+                "UPDATE jobs SET preempt_mode=? WHERE job_id=? AND state='RUNNING'", (mode, job_id)
+            )
+
+    def hold_broken(self, job_id: int, reason: str, now: float) -> bool:
+        """Put a job that cannot be planned or launched back to PENDING, held, with
+        `reason` (whatever it was: pending, or recorded RUNNING but never launched).
+        Returns False if the job had already ended."""
+        with self.transaction(durable=True) as conn:
+            cur = conn.execute(
+                """UPDATE jobs SET state='PENDING', held=1, reason=?, start_time=NULL,
+                     node=NULL, gpu_ids=NULL WHERE job_id=? AND state IN ('PENDING','RUNNING')""",
+                (reason, job_id),
+            )
+            if cur.rowcount == 1:
+                self._event(conn, now, "hold", job_id=job_id, detail=reason)
+        self._changed.add(job_id)
+        return cur.rowcount == 1
+
+    def set_reasons(self, reasons: dict[int, str]) -> None:
+        """Record why pending jobs wait (only rows whose reason changed are written)."""
+        if not reasons:
+            return
+        with self.transaction() as conn:
+            conn.executemany(
+                "UPDATE jobs SET reason=? WHERE job_id=? AND state='PENDING' AND reason<>?",
+                [(r, j, r) for j, r in reasons.items()],
+            )
