@@ -1,6 +1,6 @@
-"""A small JSON client for the daemon's unix socket.
+"""The embedded backend: the daemon's API over its unix socket, as typed calls.
 
-It uses the standard library's http.client rather than httpx: a `podium` command is
+The client uses the standard library's http.client rather than httpx: a `podium` command is
 a new process each time, and httpx's import and client set-up (~190 ms, it loads an
 SSL context and Rich) would dominate a shell loop of `podium submit` calls. The
 tests and benchmarks drive the same API with httpx.
@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
-import re
 import socket
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar
 from urllib.parse import urlencode
 
 from podium import paths
+from podium.api.backend import Action, Backend, Feature, JobFilter, Selection
 from podium.errors import ApiError, DaemonUnavailable
 
 
@@ -125,37 +125,92 @@ class Client:
             self._conn = None
 
 
-class Api(Protocol):
-    """What the commands call: the daemon's client, or the Slurm backend."""
+class EmbeddedBackend(Backend):
+    """The embedded cluster: typed calls to its daemon's API on HOME/podium.sock."""
 
-    def request(
-        self, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None
-    ) -> Any: ...
+    name = "embedded"
+    CANNOT: ClassVar[Mapping[Feature, str]] = {}
 
-    def get(self, path: str, **query: Any) -> Any: ...
+    def __init__(self, home: Path | None = None, timeout: float = 60.0) -> None:
+        self.client = Client(home, timeout)
+        self.home = self.client.home
 
-    def post(self, path: str, body: Any = None) -> Any: ...
+    def close(self) -> None:
+        self.client.close()
 
-    def close(self) -> None: ...
+    def _ping(self) -> dict[str, Any]:
+        return dict(self.client.get("/v1/ping"), backend=self.name)
 
+    def _submit(self, request: Mapping[str, Any]) -> list[dict[str, Any]]:
+        jobs: list[dict[str, Any]] = self.client.post("/v1/jobs", dict(request))["jobs"]
+        return jobs
 
-def config_file(home: Path | None = None) -> Path:
-    """The cluster config the CLI reads: $PODIUM_CONFIG, else HOME/cluster.yaml."""
-    explicit = os.environ.get("PODIUM_CONFIG")
-    return Path(explicit) if explicit else paths.config_path(home)
+    def _dry_run(self, request: Mapping[str, Any]) -> str:
+        answer = self.client.post("/v1/jobs/dry-run", dict(request))
+        return json.dumps(answer, indent=2) + "\n"
 
+    def _jobs(self, which: JobFilter) -> list[dict[str, Any]]:
+        return self._listing("/v1/jobs", which)
 
-def connect(home: Path | None = None, timeout: float = 60.0) -> Api:
-    """The API for this cluster: the Slurm backend when the cluster config says
-    `backend: slurm`, else the local daemon. Only a Slurm config pays for loading it."""
-    path = config_file(home)
-    try:
-        text = path.read_text()
-    except OSError:
-        text = ""
-    if re.search(r"^backend:\s*[\"']?slurm\b", text, re.M):
-        from podium.slurm.api import SlurmApi
-        from podium.spec.cluster import parse_config
+    def _acct(self, which: JobFilter) -> list[dict[str, Any]]:
+        return self._listing("/v1/acct", which)
 
-        return SlurmApi(parse_config(text, str(path)), home)
-    return Client(home, timeout)
+    def _listing(self, path: str, which: JobFilter) -> list[dict[str, Any]]:
+        jobs: list[dict[str, Any]] = self.client.get(
+            path,
+            state=",".join(which.states) if which.states else None,
+            user=which.user,
+            name=which.name,
+            all="true" if which.finished else None,
+            since=which.since,
+            until=which.until,
+        )["jobs"]
+        return jobs
+
+    def _job(self, job_id: int) -> dict[str, Any]:
+        record: dict[str, Any] = self.client.get(f"/v1/jobs/{job_id}")
+        return record
+
+    def _control(self, action: Action, selection: Selection) -> list[int]:
+        body: dict[str, Any] = {"job_ids": list(selection.job_ids)}
+        if selection.user is not None:
+            body["user"] = selection.user
+        if selection.name is not None:
+            body["name"] = selection.name
+        if selection.states is not None:
+            body["states"] = list(selection.states)
+        key = {"cancel": "cancelled", "hold": "held", "release": "released"}[action]
+        done: list[int] = self.client.post(f"/v1/jobs/{action}", body)[key]
+        return done
+
+    def _nodes(self) -> list[dict[str, Any]]:
+        nodes: list[dict[str, Any]] = self.client.get("/v1/nodes")["nodes"]
+        return nodes
+
+    def _drain(self, node: str, reason: str) -> dict[str, Any]:
+        answer: dict[str, Any] = self.client.post(f"/v1/nodes/{node}/drain", {"reason": reason})
+        return answer
+
+    def _resume(self, node: str, gpu: int | None) -> dict[str, Any]:
+        answer: dict[str, Any] = self.client.post(f"/v1/nodes/{node}/resume", {"gpu": gpu})
+        return answer
+
+    def _priorities(self) -> list[dict[str, Any]]:
+        jobs: list[dict[str, Any]] = self.client.get("/v1/priority")["jobs"]
+        return jobs
+
+    def _share(self) -> dict[str, Any]:
+        answer: dict[str, Any] = self.client.get("/v1/share")
+        return answer
+
+    def _health(self, deep: bool) -> dict[str, Any]:
+        answer: dict[str, Any] = self.client.post("/v1/health", {"deep": deep})
+        return answer
+
+    def _inject(self, fault: Mapping[str, Any]) -> dict[str, Any]:
+        answer: dict[str, Any] = self.client.post("/v1/inject", dict(fault))
+        return answer
+
+    def _shutdown(self) -> dict[str, Any]:
+        answer: dict[str, Any] = self.client.post("/v1/shutdown")
+        return answer

@@ -11,14 +11,14 @@ from pathlib import Path
 import click
 
 from podium import paths
-from podium.cli.client import Client
+from podium.api.backend import JobFilter
+from podium.backends.embedded import EmbeddedBackend
 from podium.errors import DaemonUnavailable, PodiumError
 
 
-def _ping(client: Client) -> dict[str, object] | None:
+def _ping(client: EmbeddedBackend) -> dict[str, object] | None:
     try:
-        result: dict[str, object] = client.get("/v1/ping")
-        return result
+        return client.ping()
     except DaemonUnavailable:
         return None
 
@@ -36,7 +36,7 @@ def start_daemon(
     it exits instead (e.g. an invalid cluster config).
     """
     home.mkdir(parents=True, exist_ok=True)
-    client = Client(home)
+    client = EmbeddedBackend(home)
     answer = _ping(client)
     if answer is not None:
         return answer
@@ -101,7 +101,7 @@ def up(foreground: bool, gpus: int | None, cpus: int | None, config: Path | None
         argv += ["--config", str(config)] if config is not None else []
         sys.exit(daemon_main(argv))
     answer = start_daemon(home, gpus, cpus, config)
-    nodes = Client(home).get("/v1/nodes")["nodes"]
+    nodes = EmbeddedBackend(home).nodes()
     node = nodes[0]
     click.echo(
         f"Podium is up (pid {answer['pid']}): node {node['node']} with {node['cpus_total']} CPUs, "
@@ -114,11 +114,11 @@ def up(foreground: bool, gpus: int | None, cpus: int | None, config: Path | None
 def stop_daemon(home: Path, timeout: float = 15.0) -> int | None:
     """Ask the daemon for `home` to stop and wait until it has; return how many jobs
     it left running (they keep running), or None if no daemon was running."""
-    client = Client(home)
+    client = EmbeddedBackend(home)
     if _ping(client) is None:
         return None
-    running = len(client.get("/v1/jobs", state="RUNNING")["jobs"])
-    client.post("/v1/shutdown")
+    running = len(client.jobs(JobFilter(states=("RUNNING",))))
+    client.shutdown()
     client.close()
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and paths.socket_path(home).exists():

@@ -22,9 +22,10 @@ from typing import Any
 
 import click
 
+from podium.api.backend import JobFilter
 from podium.api.states import TERMINAL_STATES
+from podium.backends.embedded import EmbeddedBackend
 from podium.cli import render
-from podium.cli.client import Client
 from podium.cli.daemon_cmds import start_daemon, stop_daemon
 from podium.cli.submit import build_request
 from podium.errors import PodiumError
@@ -64,12 +65,12 @@ def examples_dir() -> Path:
 
 
 def _submit(
-    client: Client, script: Path, work: Path, env: dict[str, str], gpus: int
+    client: EmbeddedBackend, script: Path, work: Path, env: dict[str, str], gpus: int
 ) -> dict[str, Any]:
     request, _ = build_request([f"--gpus={gpus}", f"--ntasks={gpus}", str(script)])
     request["cwd"] = str(work)
     request["environment"] = env
-    jobs: list[dict[str, Any]] = client.post("/v1/jobs", request)["jobs"]
+    jobs: list[dict[str, Any]] = client.submit(request)
     return jobs[0]
 
 
@@ -104,8 +105,8 @@ def demo(home: Path | None, keep: bool, timeout: float, faults: bool) -> None:
     sizes = scenario_sizes(len(real))
     # With real GPUs the default config schedules NVML's inventory; else declare four.
     started = start_daemon(home, gpus=None if real else DECLARED_GPUS, cpus=8)
-    client = Client(home)
-    node = client.get("/v1/nodes")["nodes"][0]
+    client = EmbeddedBackend(home)
+    node = client.nodes()[0]
     kind = f"real {node['gpu_type']}" if real else "declared"
     click.echo(
         f"Embedded cluster up (daemon pid {started['pid']}): node {node['node']}, "
@@ -133,7 +134,7 @@ def demo(home: Path | None, keep: bool, timeout: float, faults: bool) -> None:
     last: tuple[Any, ...] | None = None
     try:
         while True:
-            jobs = [client.get(f"/v1/jobs/{i}") for i in ids]
+            jobs = [client.job(i) for i in ids]
             view = tuple((j["state"], j["reason"], tuple(j["gpu_ids"])) for j in jobs)
             if view != last:
                 render.show_queue(jobs, title=f"queue at +{time.monotonic() - t0:.1f}s")
@@ -150,7 +151,7 @@ def demo(home: Path | None, keep: bool, timeout: float, faults: bool) -> None:
             if time.monotonic() - t0 > timeout:
                 raise PodiumError(f"the demo jobs did not finish within {timeout:.0f}s")
             time.sleep(0.2)
-        acct = [j for j in client.get("/v1/acct")["jobs"] if j["job_id"] in ids]
+        acct = [j for j in client.acct(JobFilter(finished=True)) if j["job_id"] in ids]
         render.show_acct(acct, title="accounting")
         for j in acct:
             lines = Path(j["stdout"]).read_text().strip().splitlines() if j["stdout"] else []

@@ -19,8 +19,8 @@ from typing import Any
 import click
 
 from podium.api.states import TERMINAL_STATES
+from podium.backends.embedded import EmbeddedBackend
 from podium.cli import render
-from podium.cli.client import Client
 from podium.cli.daemon_cmds import start_daemon, stop_daemon
 from podium.cli.inject import xid_line
 from podium.errors import PodiumError
@@ -89,8 +89,8 @@ def run_fault_demo(home: Path, examples: Path, keep: bool, timeout: float) -> bo
     script = work / "llm.sh"
     script.write_text(JOB.format(examples=examples, steps=300, progress=progress, ranks=ranks))
     started = start_daemon(home)
-    client = Client(home)
-    node = client.get("/v1/nodes")["nodes"][0]
+    client = EmbeddedBackend(home)
+    node = client.nodes()[0]
     bus_ids = {g["index"]: g.get("bus_id") for g in node["gpus"]}
     what = f"{len(real)} real GPUs" if use_real else "4 declared GPUs"
     click.echo(
@@ -111,7 +111,7 @@ def run_fault_demo(home: Path, examples: Path, keep: bool, timeout: float) -> bo
         request, _ = build_request([str(script)])
         request["cwd"] = str(work)
         request["environment"] = env
-        job_id = client.post("/v1/jobs", request)["jobs"][0]["job_id"]
+        job_id = client.submit(request)[0]["job_id"]
         click.echo(f"submitted job {job_id}: GPT, {ranks} ranks on {ranks} GPUs, --auto-resume=2")
         t0 = time.monotonic()
 
@@ -121,7 +121,7 @@ def run_fault_demo(home: Path, examples: Path, keep: bool, timeout: float) -> bo
                 value = predicate()
                 if value:
                     return value
-                job = client.get(f"/v1/jobs/{job_id}")
+                job = client.job(job_id)
                 if not until_end and job["state"] in TERMINAL:
                     raise PodiumError(
                         f"the fault demo cannot go on: job {job_id} ended {job['state']} "
@@ -135,7 +135,7 @@ def run_fault_demo(home: Path, examples: Path, keep: bool, timeout: float) -> bo
             return [r["step"] for r in read_progress(progress) if r["event"] == "checkpoint"]
 
         wait_for("the second checkpoint", lambda: len(checkpoints()) >= 2)
-        job = client.get(f"/v1/jobs/{job_id}")
+        job = client.job(job_id)
         bad = job["gpu_ids"][0]
         before = read_progress(progress)
         last_ckpt = max(checkpoints())
@@ -156,8 +156,8 @@ def run_fault_demo(home: Path, examples: Path, keep: bool, timeout: float) -> bo
         after = wait_for(
             "the job to resume", lambda: [r for r in restarted() if r["event"] == "step"]
         )
-        render.show_nodes(client.get("/v1/nodes")["nodes"])
-        job = client.get(f"/v1/jobs/{job_id}")
+        render.show_nodes(client.nodes())
+        job = client.job(job_id)
         click.echo(
             f"\njob {job_id}: {job['state']} on GPUs {job['gpu_ids']}, "
             f"restart {job['restart_count']}"
@@ -172,7 +172,7 @@ def run_fault_demo(home: Path, examples: Path, keep: bool, timeout: float) -> bo
         first = after[0]
         done = wait_for(
             "the job to finish",
-            lambda: (j := client.get(f"/v1/jobs/{job_id}"))["state"] in TERMINAL and j,
+            lambda: (j := client.job(job_id))["state"] in TERMINAL and j,
             until_end=True,
         )
         redone = stopped_at - resume["step"]

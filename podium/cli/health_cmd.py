@@ -9,8 +9,8 @@ from typing import Any
 import click
 
 from podium import paths
+from podium.backends.embedded import EmbeddedBackend
 from podium.cli import render
-from podium.cli.client import Client
 from podium.errors import DaemonUnavailable
 from podium.node.health.base import Status, worst_status
 
@@ -38,7 +38,7 @@ def health(deep: bool, as_json: bool, config: Path | None) -> None:
     records = None
     if config is None:  # a running daemon runs them: results become events and act
         try:
-            data = Client(home, timeout=3600).post("/v1/health", {"deep": deep})
+            data = EmbeddedBackend(home, timeout=3600).health(deep)
             records = data["results"]
         except DaemonUnavailable:
             pass

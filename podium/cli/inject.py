@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from podium.cli.client import Client
+from podium.backends import open_backend
 
 FILL_NAME = ".podium-inject-fill"
 
@@ -37,12 +37,12 @@ def inject() -> None:
 def xid(gpu: int, code: int) -> None:
     """Write an Xid for GPU where the daemon's health agent reads the kernel's messages
     (the configured kernel log, or /dev/kmsg): admin only."""
-    data = Client().post("/v1/inject", {"kind": "xid", "gpu": gpu, "code": code})
+    data = open_backend().inject({"kind": "xid", "gpu": gpu, "code": code})
     click.echo(f"Xid {code} written for GPU {gpu} to {data['written_to']}")
 
 
 def _job_fault(kind: str, job_id: int, rank: int) -> None:
-    data = Client().post("/v1/inject", {"kind": kind, "job_id": job_id, "rank": rank})
+    data = open_backend().inject({"kind": kind, "job_id": job_id, "rank": rank})
     what = "stopped (SIGSTOP)" if kind == "hang" else "killed (SIGKILL)"
     click.echo(f"job {job_id} rank {rank} (pid {data['pid']}) {what}")
 

@@ -6,13 +6,15 @@ import datetime as dt
 import re
 import sys
 import time
+from typing import Literal
 
 import click
 
+from podium.api.backend import Backend, JobFilter, Selection
 from podium.api.states import TERMINAL_STATES
 from podium.api.text import printable
+from podium.backends import open_backend
 from podium.cli import render
-from podium.cli.client import Api, connect
 from podium.errors import SpecError
 
 TERMINAL = TERMINAL_STATES
@@ -25,13 +27,13 @@ def _job_id(text: str) -> int:
     return int(base)
 
 
-def _resolve_ids(client: Api, texts: tuple[str, ...]) -> list[int]:
+def _resolve_ids(backend: Backend, texts: tuple[str, ...]) -> list[int]:
     """Job ids from user text; "42_3" names task 3 of array 42."""
     ids = []
     for text in texts:
         if "_" in text:
             base, task = text.split("_", 1)
-            jobs = client.get("/v1/jobs", all="true")["jobs"]
+            jobs = backend.jobs(JobFilter(finished=True))
             match = [
                 j
                 for j in jobs
@@ -45,6 +47,13 @@ def _resolve_ids(client: Api, texts: tuple[str, ...]) -> list[int]:
     return ids
 
 
+def _state_list(text: str | None) -> tuple[str, ...] | None:
+    """--state's comma-separated states, upper-cased (None: not given)."""
+    if not text:
+        return None
+    return tuple(s.strip().upper() for s in text.split(",") if s.strip()) or None
+
+
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--user", "-u", default=None, help="Only this user's jobs.")
@@ -56,12 +65,10 @@ def queue(
     as_json: bool, user: str | None, state: str | None, name: str | None, all_: bool, me: bool
 ) -> None:
     """List jobs (pending and running by default), like squeue."""
-    client = connect()
+    backend = open_backend()
     if me:
-        user = client.get("/v1/ping")["you"]
-    jobs = client.get("/v1/jobs", state=state, user=user, name=name, all="true" if all_ else None)[
-        "jobs"
-    ]
+        user = backend.ping()["you"]
+    jobs = backend.jobs(JobFilter(_state_list(state), user, name, all_))
     if as_json:
         render.print_json(jobs)
     else:
@@ -73,9 +80,9 @@ def queue(
 @click.option("--json", "as_json", is_flag=True)
 def show(job: str, as_json: bool) -> None:
     """Show one job in full, like scontrol show job."""
-    client = connect()
-    (job_id,) = _resolve_ids(client, (job,))
-    record = client.get(f"/v1/jobs/{job_id}")
+    backend = open_backend()
+    (job_id,) = _resolve_ids(backend, (job,))
+    record = backend.job(job_id)
     if as_json:
         render.print_json(record)
         return
@@ -92,16 +99,16 @@ def show(job: str, as_json: bool) -> None:
 @click.option("--err", "stderr", is_flag=True, help="The error file instead of the output.")
 def logs(job: str, follow: bool, stderr: bool) -> None:
     """Print a job's output file."""
-    client = connect()
-    (job_id,) = _resolve_ids(client, (job,))
-    record = client.get(f"/v1/jobs/{job_id}")
+    backend = open_backend()
+    (job_id,) = _resolve_ids(backend, (job,))
+    record = backend.job(job_id)
     path = record["stderr" if stderr else "stdout"]
     if path is None:
         if not follow:
             raise SpecError(f"job {job} has not started: it has no output yet ({record['reason']})")
         while path is None:
             time.sleep(0.25)
-            record = client.get(f"/v1/jobs/{job_id}")
+            record = backend.job(job_id)
             path = record["stderr" if stderr else "stdout"]
     position = 0
     out = sys.stdout.buffer
@@ -125,7 +132,7 @@ def logs(job: str, follow: bool, stderr: bool) -> None:
                 continue  # drain what was written just before the end
             return
         time.sleep(0.2)
-        record = client.get(f"/v1/jobs/{job_id}")
+        record = backend.job(job_id)
 
 
 @click.command()
@@ -138,10 +145,9 @@ def cancel(
     jobs: tuple[str, ...], user: str | None, name: str | None, state: str | None, as_json: bool
 ) -> None:
     """Cancel jobs by id and/or filters, like scancel."""
-    client = connect()
-    states = [s.strip().upper() for s in state.split(",")] if state else None
-    body = {"job_ids": _resolve_ids(client, jobs), "user": user, "name": name, "states": states}
-    done = client.post("/v1/jobs/cancel", body)["cancelled"]
+    backend = open_backend()
+    ids = tuple(_resolve_ids(backend, jobs))
+    done = backend.control("cancel", Selection(ids, user, name, _state_list(state)))
     if as_json:
         render.print_json(done)
     elif not done:
@@ -150,12 +156,12 @@ def cancel(
         click.echo("cancelled " + " ".join(str(j) for j in done))
 
 
-def _hold_release(jobs: tuple[str, ...], action: str) -> None:
+def _hold_release(jobs: tuple[str, ...], action: Literal["hold", "release"]) -> None:
     if not jobs:
         raise SpecError(f"name the jobs to {action}: podium {action} JOB...")
-    client = connect()
+    backend = open_backend()
     key = "held" if action == "hold" else "released"
-    done = client.post(f"/v1/jobs/{action}", {"job_ids": _resolve_ids(client, jobs)})[key]
+    done = backend.control(action, Selection(tuple(_resolve_ids(backend, jobs))))
     if not done:
         raise SpecError(f"none of {', '.join(jobs)} is pending: nothing to {action}")
     click.echo(f"{key} " + " ".join(str(j) for j in done))
@@ -211,10 +217,8 @@ def acct(
     as_json: bool, user: str | None, state: str | None, since: str | None, until: str | None
 ) -> None:
     """Accounting: started jobs with start, end, elapsed, GPU-seconds and exit code."""
-    client = connect()
-    jobs = client.get(
-        "/v1/acct", state=state, user=user, since=parse_when(since), until=parse_when(until)
-    )["jobs"]
+    which = JobFilter(_state_list(state), user, since=parse_when(since), until=parse_when(until))
+    jobs = open_backend().acct(which)
     if as_json:
         render.print_json(jobs)
     else:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from podium.api.text import printable
+from podium.backends import open_backend
 from podium.cli import render
-from podium.cli.client import connect
 
 
 @click.command()
@@ -14,7 +14,7 @@ from podium.cli.client import connect
 def nodes(as_json: bool) -> None:
     """Node state (idle, mixed, allocated, draining, drained) and, per GPU, its job and
     health: label, fault, last deep check and reason."""
-    data = connect().get("/v1/nodes")["nodes"]
+    data = open_backend().nodes()
     if as_json:
         render.print_json(data)
     else:
@@ -26,7 +26,7 @@ def nodes(as_json: bool) -> None:
 @click.option("--reason", "-r", required=True, help="Why (shown in podium nodes).")
 def drain(node: str, reason: str) -> None:
     """Drain NODE: its running jobs finish, nothing new starts there."""
-    data = connect().post(f"/v1/nodes/{node}/drain", {"reason": reason})
+    data = open_backend().drain(node, reason)
     click.echo(f"{data['node']}: {data['state']} ({printable(data['reason'] or '')})")
 
 
@@ -36,7 +36,7 @@ def drain(node: str, reason: str) -> None:
 def resume(node: str, gpu: int | None) -> None:
     """Return NODE (or one of its GPUs) to service: an admin's drain and whatever the
     health agent fenced, a GPU marked for replacement included."""
-    data = connect().post(f"/v1/nodes/{node}/resume", {"gpu": gpu})
+    data = open_backend().resume(node, gpu)
     if gpu is None:
         click.echo(f"{data['node']}: {data['state']}")
     else:

@@ -1,8 +1,8 @@
-"""Human output: aligned Rich tables. Machine output is `--json` (see records).
+"""Human output: aligned plain-text tables. Machine output is `--json` (see records).
 
 Every value shown here passes through `printable`: user text (job names, comments,
 reasons, paths) can hold escape sequences, and a table must never let them reach the
-terminal. Cells are plain `Text`, so Rich markup in a name is shown, not obeyed.
+terminal.
 """
 
 from __future__ import annotations
@@ -23,19 +23,28 @@ def print_json(data: Any) -> None:
 
 
 def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    """Print an aligned table (Rich) to stdout."""
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
+    """Print an aligned table to stdout: a header, a rule, one line per row.
 
-    console = Console(width=None if sys.stdout.isatty() else 200)
-    t = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for col in columns:
-        t.add_column(col, no_wrap=True)
-    for row in rows:
-        t.add_row(*(Text("" if v is None else printable(str(v))) for v in row))
-    console.print(t)
+    Plain string work (10,000 rows in a few tens of milliseconds; a Rich table takes
+    seconds). Every cell passes through `printable`, so no user text reaches the
+    terminal as a control sequence.
+    """
+    cells = [[("" if v is None else printable(str(v))) for v in row] for row in rows]
+    widths = [len(c) for c in columns]
+    for row in cells:
+        for i, cell in enumerate(row):
+            if len(cell) > widths[i]:
+                widths[i] = len(cell)
+    gap = "   "
+
+    def line(values: Sequence[str]) -> str:
+        return gap.join(v.ljust(w) for v, w in zip(values, widths, strict=True)).rstrip()
+
+    out = [title] if title else []
+    out.append(line(list(columns)))
+    out.append("\u2500" * (sum(widths) + len(gap) * (len(widths) - 1)))
+    out.extend(line(row) for row in cells)
+    sys.stdout.write("\n".join(out) + "\n")
 
 
 def _short_time(iso: str | None) -> str:

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import click
 
+from podium.backends import open_backend
 from podium.cli import render
-from podium.cli.client import Client
 
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True)
 def priority(as_json: bool) -> None:
     """Each pending job's priority and its factors: age, fair share, QoS, size, partition, nice."""
-    jobs = Client().get("/v1/priority")["jobs"]
+    jobs = open_backend().priorities()
     if as_json:
         render.print_json(jobs)
         return
@@ -54,7 +54,7 @@ def priority(as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def share(as_json: bool) -> None:
     """Fair share per account and user: shares, decayed usage (GPU-seconds), factor."""
-    data = Client().get("/v1/share")
+    data = open_backend().share()
     rows = data["shares"]
     if as_json:
         render.print_json(rows)

@@ -11,8 +11,9 @@ from typing import Any
 
 import click
 
+from podium.api.backend import Backend
 from podium.api.states import TERMINAL_STATES
-from podium.cli.client import Api, connect
+from podium.backends import open_backend
 from podium.errors import SpecError
 from podium.spec.options import OPTIONS, Given, split_command_line
 
@@ -85,7 +86,8 @@ def submit(args: tuple[str, ...]) -> None:
     #SBATCH and #PODIUM lines in the script are honoured; options given here override
     them. Client options: --json (full record), --parsable (id only), --wait (block
     until the job ends and exit with its code), --test-only (validate, queue nothing),
-    --quiet, --dry-run (print the sbatch script Podium would submit to Slurm).
+    --quiet, --dry-run (queue nothing: print what the backend would run, the launch
+    plan on the embedded cluster, the sbatch script on Slurm).
     """
     stdin_script = None
     argv = list(args)
@@ -96,11 +98,11 @@ def submit(args: tuple[str, ...]) -> None:
     request, opts = build_request(argv, stdin_script)
     if "script" not in request and "wrap" not in request and "yaml_text" not in request:
         raise SpecError('nothing to run: give a batch script, --wrap "CMD" or -f job.yaml')
+    backend = open_backend()
     if "dry-run" in opts:
-        click.echo(_dry_run(request), nl=False)
+        click.echo(backend.dry_run(request), nl=False)
         return
-    client = connect()
-    jobs = client.post("/v1/jobs", request)["jobs"]
+    jobs = backend.submit(request)
     first = jobs[0]
     if request["test_only"]:
         if "json" in opts:
@@ -119,26 +121,15 @@ def submit(args: tuple[str, ...]) -> None:
     elif "quiet" not in opts:
         click.echo(f"Submitted batch job {job_id}")
     if "wait" in opts:
-        sys.exit(_wait(client, [j["job_id"] for j in jobs]))
+        sys.exit(_wait(backend, [j["job_id"] for j in jobs]))
 
 
-def _dry_run(request: dict[str, Any]) -> str:
-    """The sbatch script for `request`, built against this cluster's config."""
-    from podium.cli.client import config_file
-    from podium.slurm.api import build_script
-    from podium.spec.cluster import default_config, load_config
-
-    path = config_file()
-    config = load_config(path) if path.exists() else default_config()
-    return build_script(config, request, path.parent)[1]
-
-
-def _wait(client: Api, job_ids: list[int]) -> int:
+def _wait(backend: Backend, job_ids: list[int]) -> int:
     """Block until every job has ended; return the highest exit code (1 if none)."""
     worst = 0
     for job_id in job_ids:
         while True:
-            job = client.get(f"/v1/jobs/{job_id}")
+            job = backend.job(job_id)
             if job["state"] in TERMINAL:
                 break
             time.sleep(0.25)

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from pydantic import Field, field_validator
 
+from podium.api.caller import Caller
 from podium.errors import SpecError, Unsatisfiable
 from podium.spec.cluster import ClusterConfig, Partition
 from podium.spec.job import ArraySpec, Dependency, DependencyKind, JobSpec, SignalSpec
@@ -73,18 +74,6 @@ class SubmitRequest(RequestModel):
         if not cwd.startswith("/") or len(cwd) > MAX_PATTERN:
             raise ValueError(f"must be an absolute path of at most {MAX_PATTERN} characters")
         return cwd
-
-
-@dataclass
-class Submitter:
-    """Who submits: the peer of the socket, with the names of its Unix groups (for the
-    QoS and account allow-lists)."""
-
-    uid: int
-    gid: int
-    name: str
-    is_admin: bool = False
-    groups: tuple[str, ...] = ()
 
 
 @dataclass
@@ -378,7 +367,7 @@ class Built:
     write_dirs: tuple[str, ...] = ()
 
 
-def build_job(req: SubmitRequest, config: ClusterConfig, who: Submitter, now: float) -> Built:
+def build_job(req: SubmitRequest, config: ClusterConfig, who: Caller, now: float) -> Built:
     """Build and validate the JobSpec for `req`; raise SpecError or Unsatisfiable."""
     cli_given, _ = parse_tokens(req.options, "command line")
     for g in cli_given:
@@ -437,7 +426,7 @@ def _resolve(
     raw: _Raw,
     req: SubmitRequest,
     config: ClusterConfig,
-    who: Submitter,
+    who: Caller,
     now: float,
     script: str,
     script_args: list[str],
@@ -731,9 +720,7 @@ def _slurm_names(raw: _Raw, out: dict[str, Any]) -> None:
             raise SpecError(f"--{key}={out[key]!r}: expected a Slurm name (letters, digits, _.-)")
 
 
-def _cluster_names(
-    raw: _Raw, config: ClusterConfig, who: Submitter, out: dict[str, Any]
-) -> Partition:
+def _cluster_names(raw: _Raw, config: ClusterConfig, who: Caller, out: dict[str, Any]) -> Partition:
     """Partition, QoS and account checked against the embedded cluster's config; the
     job's partition."""
     partition = config.default_partition

@@ -15,9 +15,9 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "podium"
 
 RANKS = {
-    # the shared vocabulary and the error hierarchy: import nothing of Podium's
+    # the error hierarchy, then the shared vocabulary: import nothing else of Podium's
+    "errors": -1,
     "api": 0,
-    "errors": 0,
     "paths": 0,
     "runtime": 0,
     # the job spec and the package's version
@@ -34,6 +34,7 @@ RANKS = {
     "slurm": 5,
     "sim": 5,
     "server": 6,
+    "backends": 6,  # the CLI's side of each backend (the embedded one talks to server/)
     "cli": 7,
     "__main__": 8,
 }

@@ -12,14 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from podium.api.caller import Caller
 from podium.errors import SpecError, Unsatisfiable
 from podium.slurm.translate import sbatch_script
-from podium.spec.build import SubmitRequest, Submitter, build_job
+from podium.spec.build import SubmitRequest, build_job
 from podium.spec.cluster import default_config
 
 GOLDEN = Path(__file__).with_name("golden")
 CONFIG = default_config(gpus=0, cpus=8).model_copy(update={"backend": "slurm"})
-WHO = Submitter(uid=1000, gid=1000, name="alice")
+WHO = Caller(uid=1000, gid=1000, name="alice")
 NOW = 1_800_000_000.0
 
 

@@ -5,13 +5,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from podium.api.caller import Caller
 from podium.errors import SpecError, Unsatisfiable
-from podium.spec.build import SubmitRequest, Submitter, build_job
+from podium.spec.build import SubmitRequest, build_job
 from podium.spec.cluster import ClusterConfig, GpuInventory, NodeConfig, Partition
 from podium.spec.job import Dependency, JobSpec
 
 NOW = 1_800_000_000.0
-ME = Submitter(uid=1000, gid=1000, name="alice")
+ME = Caller(uid=1000, gid=1000, name="alice")
 
 
 def config() -> ClusterConfig:
@@ -32,7 +33,7 @@ def config() -> ClusterConfig:
 def build(
     script: str = "#!/bin/sh\ntrue\n",
     options: list[str] | None = None,
-    who: Submitter = ME,
+    who: Caller = ME,
     **kw: object,
 ) -> JobSpec:
     req = SubmitRequest(
@@ -148,7 +149,7 @@ def test_wrap_and_script_sources() -> None:
 def test_negative_nice_is_for_admins() -> None:
     with pytest.raises(SpecError, match="administrator"):
         build(options=["--nice=-5"])
-    admin = Submitter(uid=0, gid=0, name="root", is_admin=True)
+    admin = Caller(uid=0, gid=0, name="root", is_admin=True)
     assert build(options=["--nice=-5"], who=admin).nice == -5
     assert build(options=["--nice"]).nice == 100
 
@@ -226,23 +227,23 @@ def acl_config() -> ClusterConfig:
 def test_qos_and_accounts_are_open_only_to_their_members() -> None:
     cfg = acl_config()
 
-    def submit(who: Submitter, *options: str) -> JobSpec:
+    def submit(who: Caller, *options: str) -> JobSpec:
         return build_job(
             SubmitRequest(script="#!/bin/sh\n", options=list(options), cwd="/tmp"), cfg, who, NOW
         ).spec
 
-    alice = Submitter(1000, 1000, "alice", groups=("alice",))
+    alice = Caller(1000, 1000, "alice", groups=("alice",))
     assert submit(alice).account == "vision"  # her default account
     with pytest.raises(SpecError, match="may not use QoS 'high'"):
         submit(alice, "-q", "high")
     with pytest.raises(SpecError, match="may not charge account 'nlp'"):
         submit(alice, "--account=nlp")
     with pytest.raises(SpecError, match="allows only QoS normal, low"):
-        submit(Submitter(1000, 1000, "alice", groups=("pi",)), "-q", "high")
-    assert submit(Submitter(1001, 1001, "lead"), "-q", "high").qos == "high"
-    carol = Submitter(1002, 1002, "carol", groups=("carol", "pi", "nlp"))
+        submit(Caller(1000, 1000, "alice", groups=("pi",)), "-q", "high")
+    assert submit(Caller(1001, 1001, "lead"), "-q", "high").qos == "high"
+    carol = Caller(1002, 1002, "carol", groups=("carol", "pi", "nlp"))
     assert submit(carol, "-q", "high", "--account=nlp").account == "nlp"
-    root = Submitter(0, 0, "root", is_admin=True)
+    root = Caller(0, 0, "root", is_admin=True)
     assert submit(root, "-q", "high", "--account=nlp").qos == "high"
     access = cfg.access("alice", ("alice",))
     assert access["accounts"] == ["vision"] and access["default_account"] == "vision"

@@ -1,0 +1,190 @@
+"""The Backend protocol: what the CLI asks of a cluster, whatever runs it (stdlib only).
+
+As torchx's schedulers do, the public methods live on the base class and each backend
+fills in narrow hooks (`_submit`, `_jobs`, ...). What a backend cannot do is declared
+once, with the reason, in its `CANNOT` table (SkyPilot's CloudImplementationFeatures):
+the base class refuses those calls from the table, before any hook runs, so every
+refusal names the backend, the feature and the reason the same way.
+
+Records are the documented JSON (`podium.api.records`); requests are the daemon's
+submit body (`SubmitRequest`'s fields) and a `Selection` of jobs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any, ClassVar, Literal, NamedTuple
+
+from podium.errors import ApiError
+
+Action = Literal["cancel", "hold", "release"]
+
+
+class Feature(StrEnum):
+    """What a backend may be unable to do."""
+
+    PRIORITIES = "priorities"
+    FAIR_SHARE = "fair share"
+    HEALTH = "health checks on request"
+    FAULT_INJECTION = "fault injection"
+    GPU_RESUME = "resuming one GPU"
+    SHUTDOWN = "stopping the cluster's daemon"
+
+
+class Selection(NamedTuple):
+    """Jobs to act on: ids, and/or filters (as scancel)."""
+
+    job_ids: tuple[int, ...] = ()
+    user: str | None = None
+    name: str | None = None
+    states: tuple[str, ...] | None = None
+
+
+class JobFilter(NamedTuple):
+    """Which jobs a listing shows: pending and running ones unless `states` names
+    others or `finished` asks for every job; `since`/`until` bound accounting."""
+
+    states: tuple[str, ...] | None = None
+    user: str | None = None
+    name: str | None = None
+    finished: bool = False
+    since: float | None = None
+    until: float | None = None
+
+
+class Unsupported(ApiError):
+    """The backend cannot do this (declared in its CANNOT table): a request that is
+    wrong for this backend, so exit status 2 like any other bad request."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, 501)
+        self.exit_code = 2
+
+
+class Backend:
+    """A cluster the CLI can use. Subclasses set `name`, `CANNOT`, and the hooks."""
+
+    name: ClassVar[str] = ""
+    CANNOT: ClassVar[Mapping[Feature, str]] = {}
+
+    def refuse(self, feature: Feature) -> None:
+        """Raise Unsupported when this backend declared it cannot do `feature`."""
+        reason = self.CANNOT.get(feature)
+        if reason is not None:
+            raise Unsupported(
+                f"{feature.value} is not available on the {self.name} backend: {reason}"
+            )
+
+    # --- the public methods ------------------------------------------------------------
+
+    def ping(self) -> dict[str, Any]:
+        """Who the caller is to this cluster, and what runs it."""
+        return self._ping()
+
+    def submit(self, request: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Submit a job (every task of an array); their records. With `test_only`, one
+        WOULD_QUEUE record and nothing queued."""
+        return self._submit(request)
+
+    def dry_run(self, request: Mapping[str, Any]) -> str:
+        """What this backend would run for `request`, as text for people: the launch
+        plan (embedded) or the sbatch script (Slurm). Nothing is queued."""
+        return self._dry_run(request)
+
+    def jobs(self, which: JobFilter | None = None) -> list[dict[str, Any]]:
+        """Jobs as `which` selects them (default: pending and running)."""
+        return self._jobs(which or JobFilter())
+
+    def job(self, job_id: int) -> dict[str, Any]:
+        """One job in full (its script, spec and events where the backend has them)."""
+        return self._job(job_id)
+
+    def control(self, action: Action, selection: Selection) -> list[int]:
+        """Cancel, hold or release the selected jobs; the ids it acted on."""
+        return self._control(action, selection)
+
+    def acct(self, which: JobFilter | None = None) -> list[dict[str, Any]]:
+        """Jobs that started or ended (accounting, like sacct)."""
+        return self._acct(which or JobFilter())
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return self._nodes()
+
+    def drain(self, node: str, reason: str) -> dict[str, Any]:
+        return self._drain(node, reason)
+
+    def resume(self, node: str, gpu: int | None = None) -> dict[str, Any]:
+        if gpu is not None:
+            self.refuse(Feature.GPU_RESUME)
+        return self._resume(node, gpu)
+
+    def priorities(self) -> list[dict[str, Any]]:
+        self.refuse(Feature.PRIORITIES)
+        return self._priorities()
+
+    def share(self) -> dict[str, Any]:
+        self.refuse(Feature.FAIR_SHARE)
+        return self._share()
+
+    def health(self, deep: bool) -> dict[str, Any]:
+        self.refuse(Feature.HEALTH)
+        return self._health(deep)
+
+    def inject(self, fault: Mapping[str, Any]) -> dict[str, Any]:
+        self.refuse(Feature.FAULT_INJECTION)
+        return self._inject(fault)
+
+    def shutdown(self) -> dict[str, Any]:
+        self.refuse(Feature.SHUTDOWN)
+        return self._shutdown()
+
+    def close(self) -> None:
+        """Let go of connections (the backend may be used again after)."""
+
+    # --- the hooks ---------------------------------------------------------------------
+
+    def _ping(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _submit(self, request: Mapping[str, Any]) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def _dry_run(self, request: Mapping[str, Any]) -> str:
+        raise NotImplementedError
+
+    def _jobs(self, which: JobFilter) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def _job(self, job_id: int) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _control(self, action: Action, selection: Selection) -> list[int]:
+        raise NotImplementedError
+
+    def _acct(self, which: JobFilter) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def _nodes(self) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def _drain(self, node: str, reason: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _resume(self, node: str, gpu: int | None) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _priorities(self) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def _share(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _health(self, deep: bool) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _inject(self, fault: Mapping[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _shutdown(self) -> dict[str, Any]:
+        raise NotImplementedError

@@ -1,0 +1,73 @@
+"""The backend registry: the config's `backend:` names the Backend the CLI uses.
+
+    backend: embedded   # the default: the local daemon (podium up)
+    backend: slurm      # a real Slurm cluster through its tools or slurmrestd
+
+Each entry is imported only when chosen, so the embedded fast path never loads Slurm's
+code (nor pydantic). The config file is read with YAML's C loader when it names a
+backend at all.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+from typing import Any
+
+from podium import paths
+from podium.api.backend import Backend
+from podium.errors import ConfigError
+
+# name -> (module, class): the implementations of podium.api.backend.Backend
+BACKENDS = {
+    "embedded": ("podium.backends.embedded", "EmbeddedBackend"),
+    "slurm": ("podium.slurm.api", "SlurmBackend"),
+}
+
+
+def config_file(home: Path | None = None) -> Path:
+    """The cluster config the CLI reads: $PODIUM_CONFIG, else HOME/cluster.yaml."""
+    explicit = os.environ.get("PODIUM_CONFIG")
+    return Path(explicit) if explicit else paths.config_path(home)
+
+
+def backend_name(path: Path) -> str:
+    """The `backend:` of the config at `path` ("embedded" when there is no file or
+    the file names none). Raises ConfigError for an unknown name or a file that is
+    not YAML."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return "embedded"
+    if "backend" not in text:  # no YAML parse on the fast path
+        return "embedded"
+    import yaml
+
+    loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        data = yaml.load(text, Loader=loader)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from None
+    name = data.get("backend", "embedded") if isinstance(data, dict) else "embedded"
+    if name not in BACKENDS:
+        raise ConfigError(
+            f"{path}: backend: {name!r} is not a backend; expected one of "
+            f"{', '.join(sorted(BACKENDS))}"
+        )
+    return str(name)
+
+
+def open_backend(home: Path | None = None, timeout: float = 60.0) -> Backend:
+    """The Backend for this cluster, as its config names it."""
+    path = config_file(home)
+    name = backend_name(path)
+    module, cls = BACKENDS[name]
+    backend_class = getattr(importlib.import_module(module), cls)
+    if name == "embedded":
+        backend: Backend = backend_class(home, timeout)
+    else:
+        from podium.spec.cluster import load_config
+
+        backend = backend_class(load_config(path), home)
+    return backend
