@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import httpx
@@ -30,6 +31,16 @@ class EmbeddedCluster:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Cancel what still runs or waits (`podium down` leaves jobs running), wait
+        for the runs to end, stop the daemon, remove the home."""
+        with self.client() as http:
+            http.post("/v1/jobs/cancel", json={"states": ["PENDING", "RUNNING"], "user": None})
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                running = http.get("/v1/jobs", params={"state": "RUNNING"}).json()["jobs"]
+                if not running:
+                    break
+                time.sleep(0.2)
         subprocess.run([str(BIN / "podium"), "down"], env=self.env, capture_output=True)
         shutil.rmtree(self.home, ignore_errors=True)
 

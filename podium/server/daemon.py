@@ -36,6 +36,7 @@ from podium.run.cgroups import current_layout, enforcement, prepare_v2_base
 from podium.run.executor import LocalExecutor
 from podium.server.app import create_app
 from podium.server.controller import Controller
+from podium.server.local_node import LocalNode
 from podium.server.peer import PeerCredProtocol
 from podium.spec.cluster import (
     ClusterConfig,
@@ -133,22 +134,51 @@ PRIVATE_FILES = (
 JOB_PRIVATE_FILES = ("launch.json", "supervisor.log", "result.json", "started.json")
 
 
-def hide_real_gpus(controller: Controller, real: list[GpuInfo]) -> None:
+def hide_real_gpus(node: LocalNode, real: list[GpuInfo]) -> None:
     """Declared GPUs never name real devices that differ from them: every real NVIDIA
     device is denied to every job (the device cgroup, as root), and where that cannot
     be enforced CUDA_VISIBLE_DEVICES names none. `podium nodes` and `podium up` say so."""
-    controller.denied_everywhere = tuple(
+    node.denied_everywhere = tuple(
         d for d in (device_number(g.device) for g in real) if d is not None
     )
     enforced = os.geteuid() == 0
-    controller.hide_gpus = not enforced
+    node.hide_gpus = not enforced
     kinds = sorted({g.type for g in real})
-    controller.gpu_note = (
-        f"{len(controller.gpus)} declared GPUs; jobs see none of this machine's "
+    node.gpu_note = (
+        f"{len(node.gpus)} declared GPUs; jobs see none of this machine's "
         f"{len(real)} real GPU(s) ({', '.join(kinds)}): schedule those with "
         "node.gpus.source: nvml"
     )
-    log.warning("%s", controller.gpu_note)
+    log.warning("%s", node.gpu_note)
+
+
+def local_node(config: ClusterConfig, gpus: list[GpuInfo]) -> LocalNode:
+    """The node jobs run on: its GPUs and topology, what jobs may not open, and what
+    the daemon can enforce here (cgroups, devices)."""
+    node = LocalNode.from_config(config, gpus)
+    node.gpu_groups = tuple(tuple(g) for g in gpu_groups(config.node.gpus, gpus))
+    if declared(config, gpus):
+        real = read_nvml()
+        if real:  # declared GPUs on a machine with real ones: jobs must see none of them
+            hide_real_gpus(node, real)
+    layout = current_layout()
+    node.cgroup_v2_base = prepare_v2_base(layout)
+    node.enforcement = enforcement(
+        layout,  # prepare_v2_base may move the daemon, never the jobs' base
+        os.geteuid() == 0,
+        node.cgroup_v2_base,
+        cpus_known=node.cpu_ids is not None,
+        devices_known=any(d is not None for d in node.gpu_devices.values()),
+    )
+    if not gpus:
+        node.enforcement["devices"] = "nothing to confine: the node has no GPUs"
+    log.info("limits: %s", node.enforcement)
+    return node
+
+
+def declared(config: ClusterConfig, gpus: list[GpuInfo]) -> bool:
+    """Whether the node's GPUs are declared (not read from NVML)."""
+    return config.node.gpus.source == "declared" or not gpus or gpus[0].uuid.startswith("declared-")
 
 
 def serve(home: Path, config: ClusterConfig) -> None:
@@ -161,36 +191,18 @@ def serve(home: Path, config: ClusterConfig) -> None:
     gpus = resolve_inventory(config.node.gpus)
     config.node.gpus.count = len(gpus)
     executor = LocalExecutor(home / "jobs")
-    controller = Controller(home, config, store, executor, gpus)
-    controller.gpu_groups = tuple(tuple(g) for g in gpu_groups(config.node.gpus, gpus))
-    declared = (
-        config.node.gpus.source == "declared" or not gpus or gpus[0].uuid.startswith("declared-")
-    )
-    real = read_nvml() if declared else None
-    if real:  # declared GPUs on a machine with real ones: jobs must see none of them
-        hide_real_gpus(controller, real)
-    controller.agent = HealthAgent(
+    controller = Controller(home, config, store, executor, local_node(config, gpus))
+    agent = HealthAgent(
         home,
         config,
-        controller.node_name,
+        config.node.name,
         gpus,
         controller.health,
-        controller,
+        controller.reactor,
         controller.clock,
-        probe=None if declared else nvml_probe(),
+        probe=None if declared(config, gpus) else nvml_probe(),
     )
-    layout = current_layout()
-    controller.cgroup_v2_base = prepare_v2_base(layout)
-    controller.enforcement = enforcement(
-        layout,  # prepare_v2_base may move the daemon, never the jobs' base
-        os.geteuid() == 0,
-        controller.cgroup_v2_base,
-        cpus_known=controller.cpu_ids is not None,
-        devices_known=any(d is not None for d in controller.gpu_devices.values()),
-    )
-    if not gpus:
-        controller.enforcement["devices"] = "nothing to confine: the node has no GPUs"
-    log.info("limits: %s", controller.enforcement)
+    controller.attach_agent(agent)
     counts = controller.recover()
     log.info("recovered running jobs: %s", counts)
 
@@ -205,14 +217,19 @@ def serve(home: Path, config: ClusterConfig) -> None:
             server.should_exit = True
 
     async def loop() -> None:
+        """Collect ends and run passes on a worker thread (the API keeps answering),
+        again at once when woken by a change, else every scheduler_interval_s."""
         while True:
+            wake_event.clear()
+            due = config.scheduler_interval_s
             try:
-                controller.tick()
+                due = await asyncio.to_thread(controller.cycle)
             except Exception:
                 log.exception("scheduling pass failed")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake_event.wait(), config.scheduler_interval_s)
-            wake_event.clear()
+                await asyncio.wait_for(
+                    wake_event.wait(), max(0.001, min(due, config.scheduler_interval_s))
+                )
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -243,7 +260,7 @@ def serve(home: Path, config: ClusterConfig) -> None:
     finally:
         sock.unlink(missing_ok=True)
         paths.pid_path(home).unlink(missing_ok=True)
-        controller.agent.close()
+        agent.close()
         store.close()
         os.close(lock_fd)
 

@@ -1,12 +1,14 @@
-"""The JSON views of jobs and nodes: stable snake_case keys, shared by API and CLI."""
+"""Job rows as the API shows them (stable snake_case keys, the documented JobRecord),
+and what is read from a row."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Iterable
 from typing import Any
 
-from podium.store.db import Row
+from podium.store.db import Row, brief
 
 
 def iso(ts: float | None) -> str | None:
@@ -23,23 +25,13 @@ def display_id(row: Row) -> str:
     return str(row["job_id"])
 
 
-def stored_spec(row: Row) -> dict[str, Any]:
-    """The job's stored spec as plain JSON; {} when it cannot be read (such a job is
-    held by the scheduler: its record must still list, never break a listing)."""
-    try:
-        data = json.loads(row["spec"])
-    except (ValueError, TypeError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def job_record(row: Row, now: float) -> dict[str, Any]:
     """A job as the API and `--json` show it."""
     start, end = row["start_time"], row["end_time"]
     elapsed = 0.0
     if start is not None:
         elapsed = max(0.0, (end if end is not None else now) - start)
-    spec = stored_spec(row)
+    spec = brief(row)  # {} when unreadable: such a job still lists
     deps = spec.get("dependencies") or []
     sep = "?" if spec.get("dependency_any") else ","
     dependency = (
@@ -88,3 +80,13 @@ def job_record(row: Row, now: float) -> dict[str, Any]:
         "work_dir": row["work_dir"],
         "comment": spec.get("comment"),
     }
+
+
+def spec_gpu_ids(row: Row) -> list[int]:
+    """The GPU indices a running job's row holds."""
+    return list(json.loads(row["gpu_ids"])) if row["gpu_ids"] else []
+
+
+def gpu_owners(running: Iterable[Row]) -> dict[int, int]:
+    """GPU index -> the job holding it, over these running jobs' rows."""
+    return {g: r["job_id"] for r in running for g in spec_gpu_ids(r)}

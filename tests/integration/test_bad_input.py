@@ -256,9 +256,9 @@ def test_a_job_that_breaks_its_own_start_is_held_and_others_run(cluster: Cluster
     assert c.wait(fine)["state"] == "COMPLETED"
     # A job whose stored spec cannot be read at all is held too, once.
     unreadable = c.submit("--begin=now+1hours", "--wrap", "true")
-    c.stop()  # as a row an older version wrote, read by the next daemon
+    c.stop()  # as a damaged row, read by the next daemon
     with sqlite3.connect(c.home / "podium.db") as db:
-        db.execute("UPDATE jobs SET spec='{not json' WHERE job_id=?", (unreadable,))
+        db.execute("UPDATE jobs SET spec='{not json', brief=NULL WHERE job_id=?", (unreadable,))
     c.start()
     deadline = time.monotonic() + 20
     while not c.job(unreadable)["held"] and time.monotonic() < deadline:

@@ -1,0 +1,181 @@
+"""Changes users and administrators ask for: cancel, hold and release jobs (theirs
+only, unless admin); drain and resume the node or a GPU, and inject faults (admin,
+or the job's owner for a hang or kill of their own job).
+
+Callers hold the reactor's lock.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable
+
+from podium.api.caller import Caller, user_name
+from podium.errors import NotFound, PermissionDenied, SpecError
+from podium.recover.agent import HealthAgent
+from podium.recover.ladder import Health, Label
+from podium.run.executor import LocalExecutor
+from podium.server.reactor import Reactor
+from podium.spec.job import JobState
+from podium.store.db import Row
+
+PENDING, RUNNING = JobState.PENDING.value, JobState.RUNNING.value
+ACTIVE = (PENDING, RUNNING)
+
+
+class Control:
+    """Job and node changes on one embedded cluster."""
+
+    def __init__(
+        self,
+        reactor: Reactor,
+        executor: LocalExecutor,
+        agent: Callable[[], HealthAgent | None],
+    ) -> None:
+        self.reactor = reactor
+        self.store = reactor.store
+        self.executor = executor
+        self.agent = agent
+        self.owner_uid = os.geteuid()
+
+    def require_admin(self, who: Caller, what: str) -> None:
+        if not who.is_admin:
+            raise PermissionDenied(
+                f"{what} is for the administrator ({user_name(self.owner_uid)} or root); "
+                f"you are {who.name}"
+            )
+
+    def select(
+        self,
+        who: Caller,
+        job_ids: list[int],
+        user: str | None,
+        name: str | None,
+        states: list[str] | None,
+        allowed_states: tuple[str, ...],
+    ) -> list[Row]:
+        """The jobs a request names (ids, or --user/--name/--state filters), refused
+        whole when any belongs to someone else and the caller is no admin."""
+        if user is not None and user != who.name and not who.is_admin:
+            raise PermissionDenied(f"you are {who.name}: you may act only on your own jobs")
+        if job_ids:
+            rows = self.store.jobs_by_ids(job_ids)
+            found = {r["job_id"] for r in rows} | {r["array_job_id"] for r in rows}
+            missing = [j for j in job_ids if j not in found]
+            if missing:
+                raise NotFound(f"no job {missing[0]}")
+        else:
+            if user is None and name is None and states is None:
+                raise SpecError("name jobs by id, or select them with --user, --name or --state")
+            if not who.is_admin and user is None:
+                user = who.name
+            rows = self.store.jobs(states=allowed_states, user=user, name=name)
+        picked = [
+            r
+            for r in rows
+            if (user is None or r["user"] == user)
+            and (name is None or r["name"] == name)
+            and (states is None or r["state"] in states)
+        ]
+        foreign = [r for r in picked if r["uid"] != who.uid and not who.is_admin]
+        if foreign:
+            r = foreign[0]
+            raise PermissionDenied(
+                f"job {r['job_id']} belongs to {r['user']}; you may act only on your own jobs"
+            )
+        return picked
+
+    def cancel(
+        self,
+        who: Caller,
+        job_ids: list[int],
+        user: str | None = None,
+        name: str | None = None,
+        states: list[str] | None = None,
+    ) -> list[int]:
+        """Cancel pending jobs at once and ask supervisors to stop running ones."""
+        rows = self.select(who, job_ids, user, name, states, ACTIVE)
+        now = self.reactor.clock()
+        pending = [r["job_id"] for r in rows if r["state"] == PENDING]
+        done = self.store.cancel_pending(pending, now)
+        for r in rows:
+            if r["state"] == RUNNING:
+                self.reactor.request_cancel(r["job_id"])
+                done.append(r["job_id"])
+        return sorted(done)
+
+    def hold(self, who: Caller, job_ids: list[int], held: bool) -> list[int]:
+        rows = self.select(who, job_ids, None, None, None, ACTIVE)
+        return self.store.set_held(
+            [r["job_id"] for r in rows if r["state"] == PENDING], held, self.reactor.clock()
+        )
+
+    def drain(self, who: Caller, node: str, reason: str) -> None:
+        self.require_admin(who, "draining a node")
+        self.store.node(node)
+        if not reason.strip():
+            raise SpecError("a drain needs a reason: podium drain NODE --reason TEXT")
+        self.store.set_node_state(node, "drain", reason.strip(), who.uid, self.reactor.clock())
+
+    def resume(self, who: Caller, node: str, gpu: int | None = None) -> None:
+        """Return a node (an admin's drain and whatever health fenced on it), or one GPU
+        the health agent fenced, to service: the admin vouches for the hardware."""
+        self.require_admin(who, "resuming a node")
+        drained = self.store.node(node)["admin_state"] == "drain"
+        now = self.reactor.clock()
+        health = self.reactor.health
+        fenced = [
+            h
+            for h in health.all(node)
+            if h.label is not Label.SCHEDULABLE and (gpu is None or h.gpu == gpu)
+        ]
+        gpus = self.reactor.node.gpus
+        if gpu is not None and gpu not in {g.index for g in gpus}:
+            raise SpecError(f"node {node} has no GPU {gpu} (it has 0-{len(gpus) - 1})")
+        if not fenced and not (drained and gpu is None):
+            what = f"GPU {gpu} of node {node}" if gpu is not None else f"node {node}"
+            raise SpecError(f"{what} is neither drained nor fenced: nothing to resume")
+        for h in fenced:
+            health.put(
+                Health(h.node, h.gpu, deep=h.deep), now, f"resumed by {who.name} (was {h.label})"
+            )
+        if drained and gpu is None:
+            self.store.set_node_state(node, "up", None, who.uid, now)
+        self.reactor.wake()
+
+    def inject(self, who: Caller, kind: str, job_id: int, rank: int) -> int:
+        """Fault injection into a running job: SIGSTOP (hang) or SIGKILL (kill) to one
+        rank. For the job's owner or an admin. Returns the rank's pid."""
+        row = self.store.job(job_id)
+        if row["uid"] != who.uid and not who.is_admin:
+            raise PermissionDenied(f"job {job_id} belongs to {row['user']}")
+        if row["state"] != RUNNING:
+            raise SpecError(f"job {job_id} is {row['state']}: only a running job can be hit")
+        pids = self.executor.task_pids(job_id)
+        if rank not in pids:
+            ranks = f"0-{len(pids) - 1}" if pids else "none started yet"
+            raise SpecError(f"job {job_id} has no rank {rank} (ranks: {ranks})")
+        sig = signal.SIGSTOP if kind == "hang" else signal.SIGKILL
+        try:
+            os.kill(pids[rank], sig)
+        except ProcessLookupError:
+            raise SpecError(f"rank {rank} of job {job_id} has already exited") from None
+        self.store.event(
+            self.reactor.clock(), "inject", job_id=job_id, detail=f"{kind} rank {rank}"
+        )
+        return pids[rank]
+
+    def inject_xid(self, who: Caller, gpu: int, code: int) -> str:
+        """Write an Xid for `gpu` where the health agent reads (admin only: the agent
+        fences what it reads). Returns where it was written."""
+        self.require_admin(who, "injecting an Xid")
+        agent = self.agent()
+        if agent is None:
+            raise SpecError("this daemon runs no health agent")
+        try:
+            return agent.write_xid(gpu, code)
+        except ValueError as exc:
+            raise SpecError(str(exc)) from None
+        except OSError as exc:
+            raise SpecError(f"cannot write the Xid: {exc.strerror}: {exc.filename}") from None

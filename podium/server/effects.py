@@ -1,0 +1,134 @@
+"""What the reactor does to the world, behind one interface (HyperQueue's `Comm`).
+
+The reactor decides; an `Effects` carries decisions out and reports what jobs did:
+launch a start, signal a run (cancel, preempt, fail), read how a run stands, and
+notify the job's user. `LocalEffects` does it with real supervisors on this machine;
+a simulator or a test can give the same reactor effects of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+from typing import Protocol
+
+from podium.api.text import printable
+from podium.run.executor import LocalExecutor, Poll
+from podium.server.launch import Planner
+from podium.spec.job import JobSpec
+from podium.store.db import Row
+
+log = logging.getLogger("podium.effects")
+
+
+class Effects(Protocol):
+    """The side effects of the reactor's transitions."""
+
+    def launch(
+        self,
+        row: Row,
+        spec: JobSpec,
+        gpu_ids: list[int],
+        cpus: int,
+        mem_mb: int,
+        cpu_ids: tuple[int, ...],
+    ) -> None:
+        """Start the job's run with this allocation; raise when it cannot start."""
+
+    def cancel(self, job_id: int) -> bool:
+        """Ask a running job to stop (CANCELLED); False when nothing runs it."""
+
+    def preempt(self, job_id: int) -> bool:
+        """Ask a running job to stop for a preemption (PREEMPTED)."""
+
+    def fail(self, job_id: int, reason: str, gpu: int | None) -> bool:
+        """Stop a running job at once because its hardware failed (NODE_FAIL)."""
+
+    def poll(self, job_id: int) -> Poll:
+        """How the job's run stands: running, ended (with its result), vanished or
+        unlaunched."""
+
+    def kill_leftovers(self, job_id: int, scan_session: bool) -> int:
+        """Kill what is left of an ended run; the number of processes still alive."""
+
+    def fault_note(self, job_id: int) -> tuple[str, int | None] | None:
+        """The hardware fault an earlier daemon stopped this run for, if any."""
+
+    def reap(self) -> None:
+        """Collect exited children (no zombies)."""
+
+    def notify(self, row: Row, spec: JobSpec, kind: str, what: str) -> None:
+        """Tell the job's user about an event of kind BEGIN, END, FAIL, REQUEUE or
+        TIME_LIMIT (mail, when the job asked for it)."""
+
+
+class LocalEffects:
+    """Effects on this machine: supervisors through `executor`, mail through the
+    configured command, both as the job's user."""
+
+    def __init__(self, executor: LocalExecutor, planner: Planner) -> None:
+        self.executor = executor
+        self.planner = planner
+        self.mail_command = planner.config.mail_command
+
+    def launch(
+        self,
+        row: Row,
+        spec: JobSpec,
+        gpu_ids: list[int],
+        cpus: int,
+        mem_mb: int,
+        cpu_ids: tuple[int, ...],
+    ) -> None:
+        script = str(self.executor.job_dir(row["job_id"]) / "script")
+        plan = self.planner.plan(row, spec, gpu_ids, cpus, mem_mb, cpu_ids, script)
+        self.executor.launch(plan, spec.script)
+
+    def cancel(self, job_id: int) -> bool:
+        return self.executor.cancel(job_id)
+
+    def preempt(self, job_id: int) -> bool:
+        return self.executor.preempt(job_id)
+
+    def fail(self, job_id: int, reason: str, gpu: int | None) -> bool:
+        return self.executor.fail(job_id, reason, gpu)
+
+    def poll(self, job_id: int) -> Poll:
+        return self.executor.poll(job_id)
+
+    def kill_leftovers(self, job_id: int, scan_session: bool) -> int:
+        return self.executor.kill_leftovers(job_id, scan_session=scan_session)
+
+    def fault_note(self, job_id: int) -> tuple[str, int | None] | None:
+        return self.executor.fault_note(job_id)
+
+    def reap(self) -> None:
+        self.executor.reap()
+
+    def notify(self, row: Row, spec: JobSpec, kind: str, what: str) -> None:
+        if not spec.mail_types or not self.mail_command:
+            return
+        wanted = set(spec.mail_types)
+        if (
+            "ALL" not in wanted
+            and kind not in wanted
+            and not (kind == "TIME_LIMIT" and "FAIL" in wanted)
+        ):
+            return
+        subject = printable(f"Podium job {row['job_id']} ({row['name']}) {what}")
+        recipient = spec.mail_user or row["user"]
+        who = self.planner.identity(row["uid"], row["gid"], row["user"], spec.umask)
+        try:
+            # As the job's user, and `--` first: the recipient can never be an option.
+            subprocess.Popen(
+                [self.mail_command, "-s", subject, "--", recipient],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                cwd="/",
+                env={"PATH": "/usr/local/bin:/usr/bin:/bin", "USER": row["user"]},
+                **who.subprocess_kwargs(),
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            log.warning("mail for job %s failed: %s", row["job_id"], exc)

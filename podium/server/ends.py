@@ -1,0 +1,218 @@
+"""A run's end: how a running job stands, and what its end means (recorded, charged to
+fair share, requeued by auto-resume or preemption, or stopped for a fault).
+
+Called by the reactor under its lock; side effects go through the reactor's Effects.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+
+from podium.recover.resume import Ended, decide, newest_checkpoint
+from podium.server.effects import Effects
+from podium.server.launch import Planner
+from podium.server.policy import half_life_s
+from podium.server.records import spec_gpu_ids
+from podium.spec.cluster import ClusterConfig
+from podium.spec.job import JobSpec, JobState
+from podium.store.db import Row, Store, spec_of
+
+log = logging.getLogger("podium.ends")
+
+
+class RunEnds:
+    """What the daemon knows of running jobs beyond their rows: their parsed specs,
+    cancels asked for, faults they were stopped for, leftovers being killed."""
+
+    def __init__(
+        self,
+        store: Store,
+        config: ClusterConfig,
+        planner: Planner,
+        effects: Effects,
+        clock: Callable[[], float],
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.planner = planner
+        self.effects = effects
+        self.clock = clock
+        self.half_life_s = half_life_s(config)
+        self.job_failed_hooks: list[Callable[[list[int]], None]] = []  # GPUs of a failed run
+        self._specs: dict[int, JobSpec] = {}  # running jobs' specs, parsed once
+        self._cancel_requested: set[int] = set()
+        self._killing: set[int] = set()  # ended jobs whose leftovers are being killed
+        self._faulted: dict[int, tuple[str, int | None]] = {}  # job -> (reason, bad GPU)
+
+    def spec(self, row: Row) -> JobSpec:
+        """A running job's spec, parsed once and kept while the job runs."""
+        spec = self._specs.get(row["job_id"])
+        if spec is None:
+            if "spec" not in row.keys():  # noqa: SIM118 (sqlite3.Row: `in` tests values)
+                row = self.store.job(row["job_id"])
+            spec = spec_of(row)
+            self._specs[row["job_id"]] = spec
+        return spec
+
+    def forget(self, job_id: int) -> None:
+        """The job no longer runs here: drop what was kept for it."""
+        self._specs.pop(job_id, None)
+
+    def request_cancel(self, job_id: int) -> None:
+        """A running job was cancelled: its end is recorded CANCELLED."""
+        self._cancel_requested.add(job_id)
+        self.effects.cancel(job_id)
+
+    def fail_jobs(self, job_ids: list[int], reason: str, gpu: int | None) -> None:
+        """Stop jobs whose hardware failed: killed at once, they end NODE_FAIL with
+        `reason` (and are requeued avoiding `gpu` if they asked for auto-resume)."""
+        for job_id in job_ids:
+            if job_id in self._faulted or job_id in self._cancel_requested:
+                continue
+            self._faulted[job_id] = (reason, gpu)
+            if not self.effects.fail(job_id, reason, gpu):
+                log.warning("job %s: no supervisor to stop for %s", job_id, reason)
+            log.warning("job %s stopped: %s", job_id, reason)
+
+    def collect(self, row: Row) -> str:
+        """Record how a running job stands. Its GPUs, CPUs and memory stay held until
+        none of its processes is left: a job whose supervisor vanished has its
+        leftovers killed first, and stays RUNNING while any survives."""
+        job_id = row["job_id"]
+        poll = self.effects.poll(job_id)
+        now = self.clock()
+        if poll.status == "running":
+            return "adopted"
+        if poll.status in ("ended", "vanished"):
+            left = self.effects.kill_leftovers(job_id, scan_session=poll.status == "vanished")
+            if left:
+                if job_id not in self._killing:
+                    self._killing.add(job_id)
+                    log.warning("job %s: %d leftover process(es) still alive", job_id, left)
+                    self.store.event(
+                        now, "leftovers", job_id=job_id, detail=f"{left} process(es) alive"
+                    )
+                return "adopted"
+            self._killing.discard(job_id)
+        if poll.status == "ended" and poll.result is not None:
+            res = poll.result
+            self._charge(row, res.end_time)
+            mode = row["preempt_mode"] or "requeue"
+            if (
+                res.state == JobState.PREEMPTED.value
+                and mode == "requeue"
+                and self.spec(row).requeue
+            ):
+                self.store.requeue(job_id, now, "preempted")
+                self.effects.notify(row, self.spec(row), "REQUEUE", "was preempted and requeued")
+                self._specs.pop(job_id, None)
+                return "requeued"
+            return self._end_or_resume(
+                row, res.state, res.exit_code, res.signal, res.end_time, res.reason, res.fault
+            )
+        if job_id in self._cancel_requested:
+            self.store.mark_ended(
+                job_id, state=JobState.CANCELLED, exit_code=None, signal=None, end_time=now
+            )
+            self._cancel_requested.discard(job_id)
+            self._specs.pop(job_id, None)
+            return "ended"
+        if poll.status == "unlaunched":
+            self.store.requeue_unlaunched(job_id, now)
+            self._specs.pop(job_id, None)
+            return "relaunch"
+        self._end_or_resume(
+            row, JobState.NODE_FAIL.value, None, None, now, "supervisor vanished", "node"
+        )
+        return "lost"
+
+    def _end_or_resume(
+        self,
+        row: Row,
+        state: str,
+        exit_code: int | None,
+        sig: int | None,
+        end_time: float,
+        reason: str,
+        fault: str | None,
+    ) -> str:
+        """Record how a run ended; requeue it instead when auto-resume says so.
+
+        A run stopped because its GPU or node was fenced ends NODE_FAIL with the health
+        reason; requeued, it avoids that GPU while the GPU is unhealthy.
+        """
+        job_id = row["job_id"]
+        now = self.clock()
+        faulted = self._faulted.pop(job_id, None)
+        if faulted is None and fault == "node":  # stopped by a daemon that since restarted
+            faulted = self.effects.fault_note(job_id)
+        bad_gpu = None
+        if faulted is not None:
+            reason, bad_gpu = faulted
+            state = JobState.NODE_FAIL.value
+        spec = self.spec(row)
+        if state in (JobState.FAILED.value, JobState.NODE_FAIL.value):
+            newest = newest_checkpoint(self.planner.checkpoint_dir(row, spec))
+            before = row["checkpoint_mtime"]
+            verdict = decide(
+                Ended(
+                    state=state,
+                    exit_code=exit_code,
+                    signal=sig,
+                    fault=fault is not None or faulted is not None,
+                    auto_resume=spec.auto_resume,
+                    restart_count=row["restart_count"],
+                    requeue_exit_codes=spec.requeue_exit_codes,
+                    no_requeue_exit_codes=spec.no_requeue_exit_codes,
+                    stalled_restarts=row["stalled_restarts"],
+                    progressed=newest is not None and (before is None or newest > before),
+                    max_stalled=self.config.resume.max_restarts_without_progress,
+                )
+            )
+            if faulted is None:
+                for hook in self.job_failed_hooks:
+                    hook(spec_gpu_ids(row))
+            if verdict.requeue:
+                exclude = [tuple(e) for e in json.loads(row["exclude"] or "[]")]
+                if bad_gpu is not None and (row["node"], bad_gpu) not in exclude:
+                    exclude.append((row["node"], bad_gpu))
+                self.store.requeue(
+                    job_id,
+                    now,
+                    f"{state}: {reason}; {verdict.reason}",
+                    exclude=[(str(n), int(g)) for n, g in exclude],
+                    checkpoint_mtime=newest,
+                    stalled_restarts=verdict.stalled_restarts,
+                )
+                self.effects.notify(row, spec, "REQUEUE", f"ended {state} and was requeued")
+                self._specs.pop(job_id, None)
+                log.info("job %s %s (%s): requeued, %s", job_id, state, reason, verdict.reason)
+                return "requeued"
+            if spec.auto_resume > 0:
+                reason = f"{reason}; not requeued: {verdict.reason}"
+        self.store.mark_ended(
+            job_id,
+            state=JobState(state),
+            exit_code=exit_code,
+            signal=sig,
+            end_time=end_time,
+            reason=reason,
+        )
+        self._cancel_requested.discard(job_id)
+        self._specs.pop(job_id, None)
+        kind = "END" if state == JobState.COMPLETED.value else "FAIL"
+        if state == JobState.TIMEOUT.value:
+            kind = "TIME_LIMIT"
+        self.effects.notify(row, spec, kind, f"ended {state}")
+        return "ended"
+
+    def _charge(self, row: Row, end_time: float) -> None:
+        """Add a finished run's GPU-seconds (and weighted CPU-seconds) to fair share."""
+        if row["start_time"] is None:
+            return
+        elapsed = max(0.0, end_time - row["start_time"])
+        weight = self.config.fairshare.cpu_weight
+        amount = elapsed * (len(spec_gpu_ids(row)) + weight * row["cpus"])
+        self.store.charge(row["account"], row["user"], amount, end_time, self.half_life_s)

@@ -1,0 +1,127 @@
+"""Intake: a submission checked, admitted and committed, or refused with the reason.
+
+Checks, in order: the state disk has room; the daemon may run jobs for the caller; a
+retried submission returns the first one's jobs; the request builds a valid job for
+this cluster (spec.build); its directories are usable by the user; its QoS's submit
+limit; its dependencies name known jobs. Nothing is stored when any check fails or
+with `test_only`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from podium.api.caller import Caller, user_name
+from podium.errors import PermissionDenied, SpecError, StoreError
+from podium.run.identity import DirCheckError, check_dirs_as_user
+from podium.server.launch import Planner
+from podium.server.records import job_record
+from podium.spec.build import Built, SubmitRequest, build_job
+from podium.spec.cluster import ClusterConfig
+from podium.spec.job import JobSpec, JobState
+from podium.store.db import Store
+
+ACTIVE = (JobState.PENDING.value, JobState.RUNNING.value)
+
+
+class Intake:
+    """Admits submissions to one embedded cluster."""
+
+    def __init__(self, home: Path, config: ClusterConfig, store: Store, planner: Planner) -> None:
+        self.home = home
+        self.config = config
+        self.store = store
+        self.planner = planner
+
+    def check(self, req: SubmitRequest, who: Caller, now: float) -> Built:
+        """The job `req` asks for, checked for this cluster and this caller; raises
+        PodiumError with the reason. Stores nothing."""
+        if self.store.reserve_released:
+            raise StoreError(
+                f"the state disk is full: submissions are refused until there is room on the "
+                f"filesystem of {self.home} (what is left records running jobs' outcomes)"
+            )
+        owner = self.planner.owner_uid
+        if owner != 0 and who.uid != owner:
+            raise PermissionDenied(
+                f"this daemon runs as {user_name(owner)} and can run jobs only for "
+                f"that user; start it as root to serve several users"
+            )
+        if self.config.names_groups and not who.groups:
+            who = who.with_groups()
+        built = build_job(req, self.config, who, now)
+        spec = built.spec
+        if built.enter_dirs or built.write_dirs:
+            try:
+                check_dirs_as_user(
+                    self.planner.identity(who.uid, who.gid, who.name, spec.umask),
+                    enter=built.enter_dirs,
+                    write=built.write_dirs,
+                )
+            except DirCheckError as exc:
+                raise SpecError(f"the job's directories: {exc}") from None
+        self._check_submit_limit(spec, who)
+        dep_ids = {j for d in spec.dependencies for j in d.job_ids}
+        if dep_ids:
+            known = set(self.store.states_of(dep_ids)) | set(self.store.array_members(dep_ids))
+            missing = sorted(dep_ids - known)
+            if missing:
+                raise SpecError(
+                    f"{built.dependency_where}: --dependency: no job {missing[0]} "
+                    "(dependencies must name submitted jobs)"
+                )
+        return built
+
+    def submit(self, req: SubmitRequest, who: Caller, now: float) -> list[dict[str, Any]]:
+        """Validate and commit a job (all tasks of an array); return their records.
+
+        Nothing is stored when the request is invalid or `test_only` is set (then the
+        reply is one WOULD_QUEUE record).
+        """
+        if req.idempotency_key is not None and not req.test_only:
+            earlier = self.store.submitted(who.uid, req.idempotency_key)
+            if earlier is not None:  # a retry of a submission that was committed
+                return [job_record(r, now) for r in self.store.jobs_by_ids(earlier)]
+        spec = self.check(req, who, now).spec
+        if req.test_only:
+            return [would_queue(spec)]
+        ids = self.store.insert_jobs(
+            spec,
+            uid=who.uid,
+            gid=who.gid,
+            user=who.name,
+            now=now,
+            idempotency_key=req.idempotency_key,
+        )
+        return [job_record(r, now) for r in self.store.jobs_by_ids(ids)]
+
+    def _check_submit_limit(self, spec: JobSpec, who: Caller) -> None:
+        """Refuse a submission over its QoS's max_submit_jobs_per_user."""
+        level = self.config.qos_level(spec.qos)
+        cap = level.max_submit_jobs_per_user if level else None
+        if cap is None:
+            return
+        active = self.store.count_jobs(states=ACTIVE, user=who.name, qos=spec.qos)
+        adding = len(spec.array.indices) if spec.array else 1
+        if active + adding > cap:
+            raise SpecError(
+                f"QOSMaxSubmitJobPerUserLimit: QoS {spec.qos} allows {cap} queued or running "
+                f"jobs per user; you have {active} and this adds {adding}"
+            )
+
+
+def would_queue(spec: JobSpec) -> dict[str, Any]:
+    """The reply to `--test-only`: what the job would ask for, nothing stored."""
+    return {
+        "job_id": None,
+        "name": spec.name,
+        "state": "WOULD_QUEUE",
+        "gpus": spec.gpus,
+        "cpus": spec.cpus,
+        "mem_mb": spec.mem_mb,
+        "partition": spec.partition,
+        "qos": spec.qos,
+        "time_limit_s": spec.time_limit_s,
+        "array_tasks": len(spec.array.indices) if spec.array else None,
+    }

@@ -1,0 +1,139 @@
+"""Launch planning: from a job's row, spec and allocation to the LaunchPlan its
+supervisor runs, with the files, identity, limits and environment it needs.
+
+The only side effect is creating the job's default checkpoint directory (owned by
+the job's user); the plan itself is data (what `podium submit --dry-run` prints).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from podium.run.identity import Identity
+from podium.run.patterns import expand
+from podium.run.plan import LaunchPlan, TaskPlan
+from podium.server.local_node import LocalNode
+from podium.spec.cluster import ClusterConfig
+from podium.spec.job import JobSpec
+from podium.store.db import Row
+
+JobRow = Row | Mapping[str, Any]  # a stored job's row, or the same keys for a dry run
+
+
+class Planner:
+    """Plans starts on `node` for jobs stored under `home`."""
+
+    def __init__(self, home: Path, config: ClusterConfig, node: LocalNode) -> None:
+        self.home = home
+        self.config = config
+        self.node = node
+        self.owner_uid = os.geteuid()
+
+    def identity(self, uid: int, gid: int, user: str, umask: int) -> Identity:
+        """The identity a job of this user runs with. A daemon that is not root runs
+        everything as itself (it serves only its owner)."""
+        if self.owner_uid != 0:
+            return Identity(self.owner_uid, os.getegid(), tuple(os.getgroups()), umask)
+        return Identity.of(uid, gid, user, umask)
+
+    def output_path(self, row: JobRow, spec: JobSpec, pattern: str) -> str:
+        """An output pattern expanded for this job (%t is left for the supervisor)."""
+        expanded = expand(
+            pattern,
+            job_id=row["job_id"],
+            name=row["name"],
+            user=row["user"],
+            node=self.node.name,
+            array_job_id=row["array_job_id"],
+            array_task_id=row["array_task_id"],
+        )
+        return os.path.join(spec.work_dir, expanded)
+
+    def checkpoint_dir(self, row: JobRow, spec: JobSpec) -> str:
+        """The job's PODIUM_CHECKPOINT_DIR: --checkpoint-dir, else one per job id."""
+        return spec.checkpoint_dir or str(self.home / "checkpoints" / str(row["job_id"]))
+
+    def free_cpu_ids(self, running: Iterable[Row]) -> list[int]:
+        """The node's CPU ids none of these running jobs holds (empty when CPUs are
+        only counted)."""
+        if self.node.cpu_ids is None:
+            return []
+        held: set[int] = set()
+        for r in running:
+            held.update(json.loads(r["cpu_ids"] or "[]"))
+        return [c for c in self.node.cpu_ids if c not in held]
+
+    def plan(
+        self,
+        row: JobRow,
+        spec: JobSpec,
+        gpu_ids: list[int],
+        cpus: int,
+        mem_mb: int,
+        cpu_ids: tuple[int, ...],
+        script_path: str,
+        make_dirs: bool = True,
+    ) -> LaunchPlan:
+        """What the job's supervisor needs: its allocation (GPUs, CPUs and the CPU ids
+        picked for it, memory), identity, files, limits and environment. With
+        `make_dirs`, the default checkpoint directory is created for the user."""
+        uid, gid, user = row["uid"], row["gid"], row["user"]
+        who = self.identity(uid, gid, user, spec.umask)
+        checkpoint = self.checkpoint_dir(row, spec)
+        if make_dirs and spec.checkpoint_dir is None:
+            Path(checkpoint).mkdir(parents=True, exist_ok=True)
+            if os.geteuid() == 0:
+                os.chown(checkpoint, uid, gid)
+        tasks = []
+        for i in range(spec.ntasks):
+            if spec.gpus_per_task:
+                mine = gpu_ids[i * spec.gpus_per_task : (i + 1) * spec.gpus_per_task]
+            else:
+                mine = gpu_ids
+            tasks.append(TaskPlan(procid=i, localid=i, gpu_ids=mine))
+        sig = spec.signal
+        return LaunchPlan(
+            job_id=row["job_id"],
+            name=row["name"],
+            user=user,
+            uid=uid,
+            gid=gid,
+            groups=list(who.groups),
+            umask=who.umask,
+            argv=[script_path, *spec.script_args],
+            work_dir=spec.work_dir,
+            submit_dir=spec.submit_dir,
+            environment=spec.environment,
+            tasks=tasks,
+            stdout=spec.output,
+            stderr=spec.error,
+            stdin=spec.input,
+            open_mode=spec.open_mode,
+            node=self.node.name,
+            gpu_ids=gpu_ids,
+            cpus=cpus,
+            cpus_per_task=spec.cpus_per_task,
+            time_limit_s=spec.time_limit_s,
+            kill_wait_s=self.config.kill_wait_s,
+            signal_num=sig.signum if sig else None,
+            signal_before_s=sig.seconds_before if sig else 60,
+            signal_batch_only=sig.batch_only if sig else False,
+            array_job_id=row["array_job_id"],
+            array_task_id=row["array_task_id"],
+            restart_count=row["restart_count"],
+            checkpoint_dir=checkpoint,
+            partition=row["partition"],
+            qos=row["qos"],
+            account=row["account"],
+            proctrack=self.config.proctrack,
+            heartbeat_timeout_s=spec.heartbeat_timeout_s,
+            mem_mb=mem_mb,
+            cpu_ids=list(cpu_ids),
+            deny_devices=[list(d) for d in self.node.denied_devices(gpu_ids)],
+            hide_gpus=self.node.hide_gpus,
+            cgroup_v2_base=self.node.cgroup_v2_base,
+        )

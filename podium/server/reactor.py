@@ -1,0 +1,318 @@
+"""The embedded cluster's state transitions: a scheduling pass, a run's end, recovery.
+
+The reactor decides and records; its side effects (launch, signal, notify) go through
+an `Effects`. Every method runs under `lock`, which the API's handlers hold too,
+except the pure part of a pass: `run_pass` takes a snapshot under the lock, lets go
+while `schedule()` thinks, and takes it again to apply what still holds (a job
+cancelled, held or changed meanwhile is not started; a node drained or a GPU fenced
+meanwhile voids the pass's starts and asks for another pass).
+
+Passes follow changes, not a clock: a submit, an end, a release, a resume (`wake`);
+a --begin time coming due; and one pass every PERIODIC_PASS_S for what time alone
+changes (ages, preemption's exempt time). They are spaced by at least their own
+length, so a long queue never takes more than half a core.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from podium.api.text import printable
+from podium.errors import StoreError
+from podium.sched import Decisions, PendingJob, Snapshot, Start, schedule
+from podium.sched.model import Reason
+from podium.server.effects import Effects
+from podium.server.ends import RunEnds
+from podium.server.launch import Planner
+from podium.server.local_node import LocalNode
+from podium.server.policy import half_life_s, policy_from_config
+from podium.server.records import gpu_owners
+from podium.server.snapshot import (
+    PendingQueue,
+    allocation,
+    build_snapshot,
+    fairshare_factors,
+    node_view,
+)
+from podium.spec.cluster import ClusterConfig
+from podium.spec.job import JobSpec, JobState
+from podium.store.db import Row, RunningStart, Store
+from podium.store.health import HealthTable
+
+log = logging.getLogger("podium.reactor")
+
+RUNNING = JobState.RUNNING.value
+PERIODIC_PASS_S = 30.0
+
+
+class Reactor:
+    """Owns the transitions of one embedded cluster's jobs."""
+
+    def __init__(
+        self,
+        store: Store,
+        config: ClusterConfig,
+        node: LocalNode,
+        health: HealthTable,
+        planner: Planner,
+        effects: Effects,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.node = node
+        self.health = health
+        self.planner = planner
+        self.effects = effects
+        self.clock = clock
+        self.lock = threading.RLock()
+        self.policy = policy_from_config(config)
+        self.half_life_s = half_life_s(config)
+        self.queue = PendingQueue(store, config, self._unreadable)
+        self.last: Decisions | None = None  # the last pass's decisions (podium priority)
+        self.ends = RunEnds(store, config, planner, effects, self.clock_now)
+        self._reasons: dict[int, str] = {}  # what the store holds for pending jobs
+        self._reserve_retry = 0.0  # when to try again to keep the state disk's reserve
+        self._pass_lock = threading.Lock()  # one pass at a time
+        self._wanted = True  # something changed that a pass has not seen yet
+        self._next_pass = 0.0  # when time alone makes a pass due
+        self._spacing = 0.0  # the last pass's length: the least gap before the next
+        self._last_end = 0.0  # when the last pass ended (time.monotonic)
+        self._health_seen = -1  # the health table's version the last pass saw
+
+    # --- what others ask of it ------------------------------------------------------
+
+    def clock_now(self) -> float:
+        return self.clock()
+
+    @property
+    def job_failed_hooks(self) -> list[Callable[[list[int]], None]]:
+        """Told the GPUs of every run that failed on its own (not fenced)."""
+        return self.ends.job_failed_hooks
+
+    def spec(self, row: Row) -> JobSpec:
+        return self.ends.spec(row)
+
+    def request_cancel(self, job_id: int) -> None:
+        """A running job was cancelled: its end is recorded CANCELLED."""
+        self.ends.request_cancel(job_id)
+
+    def fail_jobs(self, job_ids: list[int], reason: str, gpu: int | None) -> None:
+        """Stop jobs whose hardware failed (see RunEnds.fail_jobs)."""
+        with self.lock:
+            self.ends.fail_jobs(job_ids, reason, gpu)
+
+    def wake(self) -> None:
+        """Ask for a pass soon (a change the store does not record: a node resumed)."""
+        self._wanted = True
+
+    def running_rows(self) -> list[Row]:
+        return self.store.jobs(states=[RUNNING])
+
+    def gpu_owners(self) -> dict[int, int]:
+        """GPU index -> the running job holding it."""
+        with self.lock:
+            return gpu_owners(self.running_rows())
+
+    def running_job_ids(self) -> list[int]:
+        with self.lock:
+            return [r["job_id"] for r in self.running_rows()]
+
+    # --- the loop ---------------------------------------------------------------------
+
+    def recover(self) -> dict[str, int]:
+        """After a (re)start: adopt running jobs, record ends that happened meanwhile,
+        and put back jobs whose supervisor never started. Returns counts."""
+        counts = {"adopted": 0, "ended": 0, "relaunch": 0, "lost": 0}
+        with self.lock:
+            for row in self.running_rows():
+                status = self.ends.collect(row)
+                counts[status] = counts.get(status, 0) + 1
+        return counts
+
+    def collect(self) -> None:
+        """Record every run that ended since the last call."""
+        with self.lock:
+            self.effects.reap()
+            for row in self.running_rows():
+                try:
+                    self.ends.collect(row)
+                except StoreError:
+                    # The state disk is full: spend the reserve on recording what jobs
+                    # did (an outcome must not wait on, or be lost to, a full disk).
+                    if not self.store.release_reserve():
+                        raise
+                    log.error("state disk full: the reserve is spent on recording outcomes")
+                    self.ends.collect(self.store.job(row["job_id"]))
+            if self.store.reserve_released and self.clock() >= self._reserve_retry:
+                self._reserve_retry = self.clock() + 30.0
+                if self.store.keep_reserve():
+                    log.warning("state disk has room again: the reserve is kept back again")
+
+    def pass_wanted(self) -> bool:
+        """Whether something changed that no pass has seen, or time made one due."""
+        return (
+            self._wanted
+            or self.queue.has_changes()
+            or self.health.version != self._health_seen
+            or time.monotonic() >= self._next_pass
+        )
+
+    def pass_due(self) -> float:
+        """Seconds until a pass is due (0: now), spaced by the last pass's length."""
+        wait = 0.0 if self.pass_wanted() else self._next_pass - time.monotonic()
+        return max(wait, self._last_end + self._spacing - time.monotonic(), 0.0)
+
+    def tick(self) -> int:
+        """Collect ended runs and, when one is due, run a pass. Returns the starts."""
+        self.collect()
+        return self.run_pass() if self.pass_wanted() else 0
+
+    def run_pass(self) -> int:
+        """One scheduling pass (see the module docstring). Returns how many started."""
+        with self._pass_lock:
+            began = time.monotonic()
+            with self.lock:
+                self._wanted = False
+                self._health_seen = self.health.version
+                self.queue.refresh()
+                now = self.clock()
+                snap = self._snapshot(now)
+                seen = dict(self.queue.jobs)
+            decisions = schedule(snap, now, self.policy)
+            with self.lock:
+                started = self._apply(snap, seen, decisions)
+                nearest = self.queue.next_begin(self.clock())
+            end = time.monotonic()
+            self._last_end, self._spacing = end, end - began
+            self._next_pass = end + PERIODIC_PASS_S
+            if nearest is not None:
+                self._next_pass = min(self._next_pass, end + max(0.0, nearest - self.clock()))
+            return started
+
+    def _snapshot(self, now: float) -> Snapshot:
+        view, fenced, unhealthy = node_view(self.node, self.store, self.health)
+        running = tuple(
+            allocation(r, self.node.name, self.spec(r).exclusive, fenced, now)
+            for r in self.running_rows()
+        )
+        pending = self.queue.jobs.values()
+        shares = fairshare_factors(self.config, self.store, running, pending, now, self.half_life_s)
+        return build_snapshot(self.queue, view, running, unhealthy, self.config, shares)
+
+    def _apply(self, snap: Snapshot, seen: dict[int, PendingJob], decisions: Decisions) -> int:
+        """Carry out what still holds of a pass's decisions."""
+        if self.queue.refresh():  # changed while the pass thought: another pass sees it
+            self._wanted = True
+        self.last = decisions
+        current = self.queue.jobs
+
+        def unchanged(job_id: int) -> bool:
+            return current.get(job_id) is seen.get(job_id, False)
+
+        view, _, _ = node_view(self.node, self.store, self.health)
+        starts, preempts = decisions.starts, decisions.preempts
+        if view != snap.nodes[0]:  # drained or fenced meanwhile: decide again
+            starts, preempts = (), ()
+            self._wanted = True
+        if preempts:
+            running = {r["job_id"] for r in self.running_rows()}
+            for pre in preempts:
+                if pre.job_id not in running:
+                    continue
+                self.store.set_preempt_mode(pre.job_id, pre.mode)  # survives a restart
+                self.effects.preempt(pre.job_id)
+                log.info("job %s preempted (%s) for job %s", pre.job_id, pre.mode, pre.for_job)
+        cancels = [j for j in decisions.cancels if unchanged(j)]
+        if cancels:
+            self.store.cancel_pending(cancels, self.clock(), Reason.DEPENDENCY_NEVER)
+        self._write_reasons(
+            {j: r for j, r in decisions.reasons.items() if unchanged(j) and j not in cancels}
+        )
+        starts = tuple(s for s in starts if unchanged(s.job_id))
+        if starts:
+            self._start(starts)
+        self.queue.refresh()
+        return len(starts)
+
+    def _write_reasons(self, reasons: dict[int, str]) -> None:
+        """Record why pending jobs wait: only the reasons that changed are written."""
+        known = self._reasons
+        for job_id in [j for j in known if j not in self.queue.jobs]:
+            del known[job_id]
+        changed = {j: r for j, r in reasons.items() if known.get(j) != r}
+        if changed:
+            self.store.set_reasons(changed)
+            known.update(changed)
+
+    def _start(self, starts: tuple[Start, ...]) -> None:
+        """Record the starts as RUNNING (one commit), then launch each run.
+
+        The commit comes first: a daemon that dies between the two leaves jobs that
+        recovery finds never launched, never a job running twice. A job whose planning
+        or launch raises is held with the reason (`hold_broken`); the others start.
+        """
+        rows = {
+            r["job_id"]: r
+            for r in self.store.jobs_by_ids([s.job_id for s in starts], with_spec=True)
+        }
+        records = []
+        free_cpus = self.planner.free_cpu_ids(self.running_rows())
+        for start in starts:
+            row = rows[start.job_id]
+            try:
+                spec = self.spec(row)
+                stdout = self.planner.output_path(row, spec, spec.output)
+                stderr = self.planner.output_path(row, spec, spec.error) if spec.error else stdout
+            except Exception as exc:
+                self.hold_broken(start.job_id, "cannot plan its start", exc)
+                continue
+            take = tuple(free_cpus[: start.cpus]) if len(free_cpus) >= start.cpus else ()
+            free_cpus = free_cpus[start.cpus :]
+            records.append(
+                RunningStart(
+                    start.job_id,
+                    self.node.name,
+                    start.gpu_indices,
+                    start.cpus,
+                    start.mem_mb,
+                    stdout,
+                    stderr,
+                    take,
+                )
+            )
+        marked = set(self.store.mark_running(records, self.clock()))
+        cpu_ids = {r.job_id: r.cpu_ids for r in records}
+        for start in starts:
+            if start.job_id not in marked:
+                continue
+            row = rows[start.job_id]
+            try:
+                spec = self.spec(row)
+                self.effects.launch(
+                    row,
+                    spec,
+                    list(start.gpu_indices),
+                    start.cpus,
+                    start.mem_mb,
+                    cpu_ids.get(start.job_id, ()),
+                )
+            except Exception as exc:
+                self.hold_broken(start.job_id, "launch failed", exc)
+                continue
+            self.effects.notify(row, spec, "BEGIN", "began")
+
+    def hold_broken(self, job_id: int, what: str, exc: BaseException) -> None:
+        """Hold a job that broke its own start, with the reason; log it once. Other jobs
+        are not affected: the pass goes on."""
+        detail = printable(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+        reason = f"{what}: {detail}"[:500]
+        log.error("job %s held: %s", job_id, reason)
+        self.ends.forget(job_id)
+        self.store.hold_broken(job_id, reason, self.clock())
+
+    def _unreadable(self, job_id: int, exc: Exception) -> None:
+        self.hold_broken(job_id, "unreadable job", exc)

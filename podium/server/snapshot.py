@@ -1,0 +1,222 @@
+"""What a scheduling pass sees: the pending queue kept in memory, and the Snapshot.
+
+The pending jobs are read from the store once, then only the jobs the store reports
+changed (`Store.take_changed`) are read again: a pass over 10,000 waiting jobs never
+re-reads or re-parses them. Everything here runs under the reactor's lock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from podium.recover.ladder import Label
+from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot
+from podium.sched.fairshare import Association, user_factors
+from podium.server.local_node import LocalNode
+from podium.server.policy import share_tree
+from podium.server.records import spec_gpu_ids
+from podium.spec.cluster import ClusterConfig
+from podium.spec.job import Dependency
+from podium.store.db import Row, Store
+from podium.store.health import HealthTable
+
+log = logging.getLogger("podium.snapshot")
+
+
+class Unreadable(ValueError):
+    """A pending job's stored fields cannot be read."""
+
+
+class PendingQueue:
+    """Every PENDING job as the scheduler sees it, by id, kept up to date from the
+    store's changed ids. `broken` is told (once) about a job that cannot be read."""
+
+    def __init__(
+        self, store: Store, config: ClusterConfig, broken: Callable[[int, Exception], None]
+    ) -> None:
+        self.store = store
+        self.broken = broken
+        self.qos_priority = {q.name: q.priority for q in config.qos}
+        self.jobs: dict[int, PendingJob] = {}
+        self.exclude: dict[int, frozenset[tuple[str, int]]] = {}  # (node, GPU) to avoid
+        self.unreadable: set[int] = set()  # told to `broken` once, then left alone
+        self._loaded = False
+
+    def refresh(self) -> bool:
+        """Bring the queue up to date; True when anything changed."""
+        if not self._loaded:
+            self._loaded = True
+            self.store.take_changed()
+            self._read(self.store.pending_brief(), replace_all=True)
+            return True
+        changed = self.store.take_changed()
+        if not changed:
+            return False
+        for job_id in changed:
+            self.jobs.pop(job_id, None)
+            self.exclude.pop(job_id, None)
+        self._read(self.store.pending_brief(changed))
+        return True
+
+    def has_changes(self) -> bool:
+        return not self._loaded or self.store.has_changes()
+
+    def _read(self, rows: Iterable[Row], replace_all: bool = False) -> None:
+        if replace_all:
+            self.jobs, self.exclude = {}, {}
+        for row in rows:
+            if row["job_id"] in self.unreadable:
+                continue
+            try:
+                job = self._job(row)
+            except (Unreadable, ValueError, TypeError, KeyError) as exc:
+                self.unreadable.add(row["job_id"])
+                self.broken(row["job_id"], exc)
+                continue
+            self.jobs[job.job_id] = job
+            if row["exclude"]:
+                pairs = frozenset((str(n), int(g)) for n, g in json.loads(row["exclude"]))
+                if pairs:
+                    self.exclude[job.job_id] = pairs
+
+    def _job(self, r: Row) -> PendingJob:
+        if r["brief"] is None:
+            raise Unreadable("its stored fields are missing")
+        brief: dict[str, Any] = json.loads(r["brief"])
+        if not isinstance(brief, dict):
+            raise Unreadable("its stored fields are not an object")
+        deps = tuple(Dependency.model_validate(d) for d in brief.get("dependencies") or ())
+        return PendingJob(
+            job_id=r["job_id"],
+            user=r["user"],
+            name=r["name"],
+            partition=r["partition"],
+            qos_priority=self.qos_priority.get(r["qos"], 0),
+            submit_time=r["submit_time"],
+            cpus=r["cpus"],
+            mem_mb=r["mem_mb"],
+            gpus=r["gpus"],
+            gpu_type=brief.get("gpu_type"),
+            exclusive=brief.get("exclusive") or "none",
+            nice=r["nice"],
+            held=bool(r["held"]),
+            begin_time=brief.get("begin_time"),
+            dependencies=deps,
+            dependency_any=bool(brief.get("dependency_any")),
+            kill_on_invalid_dep=bool(brief.get("kill_on_invalid_dep")),
+            array_job_id=r["array_job_id"],
+            array_throttle=r["array_throttle"],
+            qos=r["qos"],
+            account=r["account"],
+            time_limit_s=r["time_limit_s"],
+        )
+
+    def next_begin(self, now: float) -> float | None:
+        """The earliest --begin time still ahead (a pass is due then)."""
+        times = [j.begin_time for j in self.jobs.values() if j.begin_time and j.begin_time > now]
+        return min(times, default=None)
+
+
+def node_view(
+    node: LocalNode, store: Store, health: HealthTable
+) -> tuple[NodeView, set[int | None], set[tuple[str, int | None]]]:
+    """The node as the scheduler sees it, the fenced GPUs (None: the node) and the
+    (node, GPU) pairs not fully healthy."""
+    node_row = store.node(node.name)
+    rows = health.all(node.name)
+    fenced = {h.gpu for h in rows if h.fenced}
+    unhealthy = {(h.node, h.gpu) for h in rows if h.label is not Label.SCHEDULABLE}
+    view = NodeView(
+        name=node.name,
+        cpus=node.cpus,
+        memory_mb=node.memory_mb,
+        gpus=tuple(GpuSlot(g.index, g.type) for g in node.gpus if g.index not in fenced),
+        schedulable=node_row["admin_state"] == "up" and None not in fenced,
+        gpu_groups=node.gpu_groups,
+    )
+    return view, fenced, unhealthy
+
+
+def allocation(
+    r: Row, node: str, exclusive: str, fenced: set[int | None], now: float
+) -> Allocation:
+    """What a running job's row holds, as the scheduler sees it."""
+    return Allocation(
+        job_id=r["job_id"],
+        node=r["node"] or node,
+        user=r["user"],
+        gpu_indices=tuple(g for g in spec_gpu_ids(r) if g not in fenced),
+        cpus=r["cpus"],
+        mem_mb=r["mem_mb"],
+        exclusive=exclusive,
+        name=r["name"],
+        array_job_id=r["array_job_id"],
+        qos=r["qos"],
+        account=r["account"],
+        start_time=r["start_time"] or now,
+        time_limit_s=r["time_limit_s"],
+        preempting=r["preempt_mode"] is not None,
+    )
+
+
+def build_snapshot(
+    queue: PendingQueue,
+    view: NodeView,
+    running: tuple[Allocation, ...],
+    unhealthy: set[tuple[str, int | None]],
+    config: ClusterConfig,
+    fairshare: dict[tuple[str, str], float],
+) -> Snapshot:
+    """The scheduler's view now. A job avoids a (node, GPU) it failed on only while
+    that GPU is not healthy."""
+    pending = list(queue.jobs.values())
+    if queue.exclude:
+        for i, job in enumerate(pending):
+            avoid = queue.exclude.get(job.job_id)
+            if avoid:
+                kept = frozenset(p for p in avoid if p in unhealthy)
+                pending[i] = dataclasses.replace(job, avoid_gpus=kept)
+    dep_ids = {j for job in pending for d in job.dependencies for j in d.job_ids}
+    return Snapshot(
+        nodes=(view,),
+        running=running,
+        pending=tuple(pending),
+        job_states=queue.store.states_of(dep_ids),
+        array_members=queue.store.array_members(dep_ids),
+        fairshare=fairshare,
+        partition_nodes={p.name: tuple(p.nodes) for p in config.partitions if p.nodes},
+    )
+
+
+def share_inputs(
+    config: ClusterConfig,
+    store: Store,
+    running: Iterable[Allocation],
+    pending: Iterable[PendingJob],
+    now: float,
+    half_life_s: float,
+) -> tuple[Association, dict[tuple[str, str], float]]:
+    """The fair-share tree and usage now: decayed stored usage plus what running jobs
+    have used so far."""
+    usage = store.usage(now, half_life_s)
+    weight = config.fairshare.cpu_weight
+    for a in running:
+        used = max(0.0, now - a.start_time) * (len(a.gpu_indices) + weight * a.cpus)
+        usage[(a.account, a.user)] = usage.get((a.account, a.user), 0.0) + used
+    seen = set(usage) | {(p.account, p.user) for p in pending}
+    return share_tree(config, seen), usage
+
+
+def fairshare_factors(
+    config: ClusterConfig,
+    store: Store,
+    running: Iterable[Allocation],
+    pending: Iterable[PendingJob],
+    now: float,
+    half_life_s: float,
+) -> dict[tuple[str, str], float]:
+    return user_factors(*share_inputs(config, store, running, pending, now, half_life_s))

@@ -1,0 +1,200 @@
+"""Read-only views of the embedded cluster as the API answers them: jobs, one job in
+full, nodes, priorities (sprio), fair share (sshare) and what a caller may use.
+
+Nothing here changes state. Callers hold the reactor's lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import asdict
+from typing import Any
+
+from podium.api.caller import Caller, group_names
+from podium.api.text import printable
+from podium.errors import PermissionDenied
+from podium.recover.agent import HealthAgent
+from podium.recover.ladder import Health
+from podium.sched.fairshare import fairshare_table
+from podium.server.reactor import RUNNING, Reactor
+from podium.server.records import gpu_owners, job_record
+from podium.server.snapshot import allocation, share_inputs
+from podium.store.db import spec_of
+
+
+class Views:
+    """The JSON the API returns for reads; `agent` is the node's health agent, if any."""
+
+    def __init__(self, reactor: Reactor, agent: Callable[[], HealthAgent | None]) -> None:
+        self.reactor = reactor
+        self.store = reactor.store
+        self.config = reactor.config
+        self.node = reactor.node
+        self.agent = agent
+
+    def jobs(
+        self,
+        *,
+        states: Iterable[str] | None = None,
+        user: str | None = None,
+        name: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+    ) -> list[dict[str, Any]]:
+        now = self.reactor.clock()
+        rows = self.store.jobs(states=states, user=user, name=name, since=since, until=until)
+        return [job_record(r, now) for r in rows]
+
+    def show(self, job_id: int, who: Caller) -> dict[str, Any]:
+        """One job in full, its script and events included: for its user and admins."""
+        now = self.reactor.clock()
+        row = self.store.job(job_id)
+        if row["uid"] != who.uid and not who.is_admin:
+            raise PermissionDenied(
+                f"job {job_id} belongs to {row['user']}: its details and output are for "
+                "that user and the administrators (podium queue lists every job)"
+            )
+        record = job_record(row, now)
+        try:
+            spec = spec_of(row)
+            record["script"] = spec.script
+            record["spec"] = spec.model_dump(mode="json", exclude={"environment", "script"})
+        except ValueError as exc:  # pydantic's ValidationError included
+            record["script"] = None
+            record["spec"] = {"error": printable(f"unreadable: {exc}")[:300]}
+        record["events"] = [
+            {"time": e["time"], "kind": e["kind"], "detail": e["detail"]}
+            for e in self.store.events(job_id)
+        ]
+        return record
+
+    def nodes(self) -> list[dict[str, Any]]:
+        node = self.node
+        running = self.store.jobs(states=[RUNNING])
+        owner = gpu_owners(running)
+        cpus_alloc = sum(r["cpus"] for r in running)
+        mem_alloc = sum(r["mem_mb"] for r in running)
+        node_row = self.store.node(node.name)
+        used = len(owner)
+        total = len(node.gpus)
+        health = {h.gpu: h for h in self.reactor.health.all(node.name)}
+        node_health = health.get(None, Health(node.name, None))
+        reason = node_row["reason"]
+        if node_row["admin_state"] == "drain" or node_health.fenced:
+            state = "draining" if running else "drained"
+            if node_row["admin_state"] != "drain":
+                reason = node_health.reason
+        elif not running:
+            state = "idle"
+        elif (total and used == total) or cpus_alloc >= node.cpus:
+            state = "allocated"
+        else:
+            state = "mixed"
+        recovery = self.config.health.recovery
+        return [
+            {
+                "node": node.name,
+                "state": state,
+                "reason": reason,
+                "health": health_json(node_health, recovery),
+                "agent": self._agent_state(),
+                "cpus_total": node.cpus,
+                "cpus_alloc": cpus_alloc,
+                "mem_total_mb": node.memory_mb,
+                "mem_alloc_mb": mem_alloc,
+                "gpus_total": total,
+                "gpus_used": used,
+                "gpu_type": node.gpus[0].type if node.gpus else None,
+                "gpu_note": node.gpu_note,
+                "features": self.config.node.features,
+                "enforcement": node.enforcement,
+                "partitions": [p.name for p in self.config.partitions],
+                "gpus": [
+                    {
+                        "index": g.index,
+                        "type": g.type,
+                        "memory_mb": g.memory_mb,
+                        "uuid": g.uuid,
+                        "bus_id": g.bus_id,
+                        "job_id": owner.get(g.index),
+                        "health": health_json(
+                            health.get(g.index, Health(node.name, g.index)), recovery
+                        ),
+                    }
+                    for g in node.gpus
+                ],
+            }
+        ]
+
+    def _agent_state(self) -> str:
+        agent = self.agent()
+        if agent is None:
+            return "off"
+        return "deep-check-in-progress" if agent.busy_deep() else "watching"
+
+    def share(self) -> list[dict[str, Any]]:
+        """Fair share per account and user, like sshare."""
+        reactor = self.reactor
+        reactor.queue.refresh()
+        now = reactor.clock()
+        running = [
+            allocation(r, self.node.name, "none", set(), now) for r in reactor.running_rows()
+        ]
+        tree, usage = share_inputs(
+            self.config, self.store, running, reactor.queue.jobs.values(), now, reactor.half_life_s
+        )
+        return [asdict(r) for r in fairshare_table(tree, usage)]
+
+    def access(self, who: Caller) -> dict[str, Any]:
+        """The accounts and QoS levels `who` may submit with (admins: all of them)."""
+        if who.is_admin:
+            return {
+                **self.config.access(who.name, ()),
+                "accounts": [a.name for a in self.config.accounts] or None,
+                "qos": [q.name for q in self.config.qos],
+                "admin": True,
+            }
+        return {**self.config.access(who.name, group_names(who.name, who.gid)), "admin": False}
+
+    def priorities(self) -> list[dict[str, Any]]:
+        """Each pending job's priority factors from the last pass, like sprio."""
+        last = self.reactor.last
+        if last is None:
+            return []
+        jobs = self.reactor.queue.jobs
+        out = []
+        for job_id, f in sorted(last.priorities.items(), key=lambda kv: -kv[1].total):
+            job = jobs.get(job_id)
+            if job is None:
+                continue
+            out.append(
+                {
+                    "job_id": job_id,
+                    "name": job.name,
+                    "user": job.user,
+                    "account": job.account,
+                    "qos": job.qos,
+                    "partition": job.partition,
+                    "priority": round(f.total, 3),
+                    "age": round(f.age, 6),
+                    "fairshare": round(f.fairshare, 6),
+                    "qos_factor": round(f.qos, 6),
+                    "jobsize": round(f.jobsize, 6),
+                    "partition_factor": round(f.partition, 6),
+                    "nice": f.nice,
+                }
+            )
+        return out
+
+
+def health_json(h: Health, recovery: str) -> dict[str, Any]:
+    """A node's or GPU's health as `podium nodes` shows it."""
+    return {
+        "label": h.label.value,
+        "fenced": h.fenced,
+        "fault": h.fault,
+        "reason": h.reason,
+        "since": h.since,
+        "last_deep_check": h.deep,
+        "recovery": recovery,
+    }

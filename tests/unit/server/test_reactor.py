@@ -1,0 +1,228 @@
+"""The reactor's transitions with recorded effects: a real store, no processes."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from podium.api.caller import Caller
+from podium.node.inventory import declared
+from podium.run.executor import Poll
+from podium.run.plan import JobResult
+from podium.server.intake import Intake
+from podium.server.launch import Planner
+from podium.server.local_node import LocalNode
+from podium.server.reactor import PERIODIC_PASS_S, Reactor
+from podium.spec.build import SubmitRequest
+from podium.spec.cluster import GpuInventory, default_config
+from podium.spec.job import JobSpec
+from podium.store.db import Row, Store
+from podium.store.health import HealthTable
+
+ME = Caller(1000, 1000, "alice")
+
+
+class Recorded:
+    """Effects that record what the reactor asked for; runs end when told."""
+
+    def __init__(self) -> None:
+        self.launched: list[tuple[int, list[int]]] = []
+        self.signals: list[tuple[str, int]] = []
+        self.ended: dict[int, JobResult] = {}
+        self.notes: list[tuple[int, str]] = []
+
+    def launch(
+        self,
+        row: Row,
+        spec: JobSpec,
+        gpu_ids: list[int],
+        cpus: int,
+        mem_mb: int,
+        cpu_ids: tuple[int, ...],
+    ) -> None:
+        self.launched.append((row["job_id"], gpu_ids))
+
+    def cancel(self, job_id: int) -> bool:
+        self.signals.append(("cancel", job_id))
+        return True
+
+    def preempt(self, job_id: int) -> bool:
+        self.signals.append(("preempt", job_id))
+        return True
+
+    def fail(self, job_id: int, reason: str, gpu: int | None) -> bool:
+        self.signals.append(("fail", job_id))
+        return True
+
+    def poll(self, job_id: int) -> Poll:
+        result = self.ended.get(job_id)
+        return Poll("ended", result) if result else Poll("running")
+
+    def kill_leftovers(self, job_id: int, scan_session: bool) -> int:
+        return 0
+
+    def fault_note(self, job_id: int) -> tuple[str, int | None] | None:
+        return None
+
+    def reap(self) -> None:
+        pass
+
+    def notify(self, row: Row, spec: JobSpec, kind: str, what: str) -> None:
+        self.notes.append((row["job_id"], kind))
+
+
+class Cluster:
+    def __init__(self, tmp: Path, gpus: int = 2) -> None:
+        config = default_config(gpus=gpus, cpus=8)
+        config.node.gpus = GpuInventory(source="declared", count=gpus, type="h100")
+        self.store = Store(tmp / "db")
+        self.store.keep_reserve(4096)
+        self.node = LocalNode.from_config(config, declared(config.node.gpus))
+        self.node.cpu_ids = None
+        self.planner = Planner(tmp, config, self.node)
+        self.effects = Recorded()
+        self.store.ensure_node(self.node.name)
+        self.reactor = Reactor(
+            self.store, config, self.node, HealthTable(self.store), self.planner, self.effects
+        )
+        self.reactor.clock = lambda: 100.0
+        self.intake = Intake(tmp, config, self.store, self.planner)
+        self.planner.owner_uid = 0  # as root: jobs run as their users
+        self.work = tmp
+
+    def submit(self, *options: str) -> int:
+        req = SubmitRequest(wrap="true", options=list(options), cwd=str(self.work))
+        return int(self.intake.submit(req, ME, 100.0)[0]["job_id"])
+
+    def state(self, job_id: int) -> str:
+        return str(self.store.job(job_id)["state"])
+
+    def end(self, job_id: int, state: str = "COMPLETED", code: int = 0) -> None:
+        self.effects.ended[job_id] = JobResult(state, code, None, 100.0, 160.0)
+
+
+@pytest.fixture
+def c(tmp_path: Path) -> Cluster:
+    return Cluster(tmp_path)
+
+
+def test_a_pass_starts_what_fits_and_says_why_the_rest_waits(c: Cluster) -> None:
+    a, b, waiting = (c.submit("--gpus=1") for _ in range(3))
+    assert c.reactor.tick() == 2
+    assert [j for j, _ in c.effects.launched] == [a, b]
+    assert {g for _, gpus in c.effects.launched for g in gpus} == {0, 1}
+    assert c.state(waiting) == "PENDING"
+    assert c.store.job(waiting)["reason"] == "Resources"
+    assert (a, "BEGIN") in c.effects.notes
+
+
+def test_passes_follow_changes_not_the_clock(c: Cluster) -> None:
+    c.submit("--gpus=1")
+    c.reactor.tick()
+    assert c.reactor.pass_due() > PERIODIC_PASS_S / 2  # nothing changed: none due soon
+    blocked = c.submit("--gpus=2")
+    assert c.reactor.pass_due() == pytest.approx(0.0, abs=0.05)
+    c.reactor.tick()
+    assert c.store.job(blocked)["reason"] == "Resources"
+    c.reactor.wake()  # a change the store does not see (a resume)
+    assert c.reactor.pass_due() == pytest.approx(0.0, abs=0.05)
+
+
+def test_an_end_is_recorded_charged_and_frees_the_gpus(c: Cluster) -> None:
+    first = c.submit("--gpus=2")
+    second = c.submit("--gpus=2")
+    c.reactor.tick()
+    c.end(first)
+    c.reactor.tick()
+    assert c.state(first) == "COMPLETED"
+    assert c.state(second) == "RUNNING"
+    assert sum(c.store.usage(160.0, 0).values()) == pytest.approx(60.0 * 2, rel=0.5)
+
+
+def test_a_failed_run_with_auto_resume_is_requeued(c: Cluster) -> None:
+    job = c.submit("--gpus=1", "--auto-resume=2")
+    c.reactor.tick()
+    c.end(job, "NODE_FAIL", 1)
+    c.reactor.collect()
+    row = c.store.job(job)
+    assert row["state"] == "PENDING" and row["restart_count"] == 1
+    del c.effects.ended[job]
+    c.reactor.tick()
+    assert c.state(job) == "RUNNING"
+
+
+def test_a_job_cancelled_while_the_pass_thinks_is_not_started(
+    c: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    victim = c.submit("--gpus=1")
+    other = c.submit("--gpus=1")
+    import podium.server.reactor as reactor_module
+
+    real = reactor_module.schedule
+
+    def slow_schedule(*args: Any, **kw: Any) -> Any:
+        decisions = real(*args, **kw)
+        # Another thread (the API) cancels while the lock is let go.
+        t = threading.Thread(target=lambda: c.store.cancel_pending([victim], 101.0))
+        with c.reactor.lock:  # the API would wait here if the pass held the lock
+            pass
+        t.start()
+        t.join()
+        return decisions
+
+    monkeypatch.setattr(reactor_module, "schedule", slow_schedule)
+    assert c.reactor.run_pass() == 1
+    assert c.state(victim) == "CANCELLED"
+    assert c.state(other) == "RUNNING"
+    assert [j for j, _ in c.effects.launched] == [other]
+
+
+def test_a_drain_while_the_pass_thinks_voids_its_starts(
+    c: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = c.submit("--gpus=1")
+    import podium.server.reactor as reactor_module
+
+    real = reactor_module.schedule
+
+    def draining(*args: Any, **kw: Any) -> Any:
+        decisions = real(*args, **kw)
+        c.store.set_node_state(c.node.name, "drain", "maintenance", 0, 101.0)
+        return decisions
+
+    monkeypatch.setattr(reactor_module, "schedule", draining)
+    assert c.reactor.run_pass() == 0
+    assert c.state(job) == "PENDING"
+    assert c.reactor.pass_due() >= 0.0 and c.reactor._wanted
+
+
+def test_a_changed_queue_is_read_incrementally(c: Cluster) -> None:
+    ids = [c.submit("--gpus=2", "--begin=now+1hours") for _ in range(5)]
+    c.reactor.tick()
+    assert set(c.reactor.queue.jobs) == set(ids)
+    c.store.set_held(ids[:2], True, 101.0)
+    assert c.reactor.queue.refresh()
+    assert c.reactor.queue.jobs[ids[0]].held and not c.reactor.queue.jobs[ids[2]].held
+    c.store.cancel_pending([ids[4]], 102.0)
+    c.reactor.queue.refresh()
+    assert ids[4] not in c.reactor.queue.jobs
+    assert not c.reactor.queue.refresh()  # nothing new
+
+
+def test_reasons_are_written_only_when_they_change(c: Cluster) -> None:
+    c.submit("--gpus=2")
+    waiting = [c.submit("--gpus=1") for _ in range(3)]
+    c.reactor.tick()
+    writes: list[dict[int, str]] = []
+    real = c.store.set_reasons
+    c.store.set_reasons = lambda reasons: (writes.append(dict(reasons)), real(reasons))[1]  # type: ignore[method-assign]
+    c.reactor.wake()
+    c.reactor.run_pass()
+    assert writes == []  # the same reasons as before
+    c.store.set_held([waiting[0]], True, 101.0)
+    c.reactor.run_pass()
+    # Only what changed: the held job, and the next one now first in line.
+    assert writes == [{waiting[0]: "Held", waiting[1]: "Resources"}]
