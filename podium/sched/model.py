@@ -100,7 +100,10 @@ class Allocation:
 
 @dataclass(frozen=True)
 class PendingJob:
-    """A job waiting to start, with what it asks for and what it waits on."""
+    """A job waiting to start, with what it asks for and what it waits on.
+
+    `gpus`, `cpus` and `mem_mb` are what it needs on each of its `nodes` nodes (a gang:
+    all nodes start together or none does)."""
 
     job_id: int
     user: str
@@ -125,6 +128,11 @@ class PendingJob:
     account: str = ""
     time_limit_s: float | None = None
     avoid_gpus: frozenset[tuple[str, int]] = frozenset()  # (node, GPU) it must not get
+    nodes: int = 1
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus * self.nodes
 
     def allocate(self, node: str, gpu_indices: tuple[int, ...], now: float) -> Allocation:
         """What this job holds once started on `node` with these GPUs at `now`."""
@@ -153,6 +161,9 @@ class Snapshot:
     `array_members` maps an array's id to the job ids of its tasks. `partition_nodes`
     maps a partition to its node names (absent: every node). `fairshare` maps
     (account, user) to its fair-share factor in [0, 1] (absent: 1).
+    `in_submit_order` says `pending` is already sorted by (submit_time, job_id): FIFO
+    then keeps that order without sorting again (a caller that keeps its queue sorted
+    saves a sort per pass).
     """
 
     nodes: tuple[NodeView, ...]
@@ -162,17 +173,25 @@ class Snapshot:
     array_members: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
     partition_nodes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     fairshare: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    in_submit_order: bool = False
 
 
 @dataclass(frozen=True)
 class Start:
-    """Decision: start `job_id` on `node` with exactly these GPUs, CPUs and memory."""
+    """Decision: start `job_id` on `node` with exactly these GPUs, CPUs and memory;
+    a multi-node job also on `more` ((node, GPUs) each, the same CPUs and memory)."""
 
     job_id: int
     node: str
     gpu_indices: tuple[int, ...]
     cpus: int
     mem_mb: int
+    more: tuple[tuple[str, tuple[int, ...]], ...] = ()
+
+    @property
+    def placements(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        """Every (node, GPUs) of the start, the first node first."""
+        return ((self.node, self.gpu_indices), *self.more)
 
 
 @dataclass(frozen=True)

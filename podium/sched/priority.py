@@ -62,7 +62,22 @@ def factors(
     if weights.favor_small:
         size = 1.0 - size
     tier = partition_tier / max_partition_tier if max_partition_tier > 0 else 0.0
-    total = (
+    return Factors(
+        age, fairshare, qos, size, tier, nice, total(weights, age, fairshare, qos, size, tier, nice)
+    )
+
+
+def total(
+    weights: PriorityWeights,
+    age: float,
+    fairshare: float,
+    qos: float,
+    size: float,
+    tier: float,
+    nice: int,
+) -> float:
+    """The weighted sum of normalised factors: a job's priority."""
+    return (
         weights.age * age
         + weights.fairshare * fairshare
         + weights.qos * qos
@@ -70,4 +85,3 @@ def factors(
         + weights.partition * tier
         - nice
     )
-    return Factors(age, fairshare, qos, size, tier, nice, total)

@@ -3,8 +3,10 @@
 Events are arrivals and completions; after the events of one instant, one scheduling
 pass runs (again while it preempts, so freed GPUs are used at once). A preempted job
 loses the work done since its last checkpoint (`checkpoint_interval_s`; 0 means it
-loses nothing) and is requeued with its remaining work. Jobs that fit no node are
-reported as unschedulable and not replayed.
+loses nothing) and is requeued with its remaining work. A job asking for more GPUs
+than the largest node has is a multi-node gang job: `gang_shape` spreads it evenly
+over as few nodes as hold it, and all its nodes start together. Jobs that fit no set
+of nodes are reported as unschedulable and not replayed.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ class SimResult:
 
 @dataclass
 class _Run:
-    alloc: Allocation
+    allocs: list[Allocation]
     token: int
     started: float
 
@@ -81,8 +83,20 @@ class _State:
     tokens: dict[int, int] = field(default_factory=dict)
 
 
+def gang_shape(job: TraceJob, node_gpus: int) -> tuple[int, int, int, int]:
+    """(nodes, GPUs, CPUs, MiB per node) for `job` on nodes of `node_gpus` GPUs: one
+    node when it fits one, else the fewest nodes that hold its GPUs, shared evenly
+    (rounded up, as Slurm's --gpus-per-node would be given)."""
+    if job.gpus <= node_gpus or node_gpus == 0:
+        return 1, job.gpus, job.cpus, job.mem_mb
+    count = -(-job.gpus // node_gpus)
+    return count, -(-job.gpus // count), -(-job.cpus // count), -(-job.mem_mb // count)
+
+
 def _fits_somewhere(job: TraceJob, nodes: list[TraceNode]) -> bool:
-    return any(job.gpus <= n.gpus and job.cpus <= n.cpus and job.mem_mb <= n.mem_mb for n in nodes)
+    count, gpus, cpus, mem = gang_shape(job, max((n.gpus for n in nodes), default=0))
+    fitting = sum(1 for n in nodes if gpus <= n.gpus and cpus <= n.cpus and mem <= n.mem_mb)
+    return fitting >= count
 
 
 def simulate(
@@ -110,8 +124,11 @@ def simulate(
     next_pass = 0.0
     wake_pending = False
 
+    node_gpus = max((n.gpus for n in nodes), default=0)
+
     def pending_of(j: TraceJob) -> PendingJob:
         limit = j.time_limit if j.time_limit is not None else j.duration * options.time_limit_factor
+        count, gpus, cpus, mem_mb = gang_shape(j, node_gpus)
         return PendingJob(
             job_id=j.job_id,
             user=j.user,
@@ -119,9 +136,10 @@ def simulate(
             partition="main",
             qos_priority=QOS_PRIORITY.get(j.qos, 100),
             submit_time=j.submit_time,
-            cpus=j.cpus,
-            mem_mb=j.mem_mb,
-            gpus=j.gpus,
+            cpus=cpus,
+            mem_mb=mem_mb,
+            gpus=gpus,
+            nodes=count,
             qos=j.qos,
             account=j.account,
             time_limit_s=max(1.0, limit),
@@ -161,7 +179,7 @@ def simulate(
         next_pass = now + options.pass_interval_s
         while True:
             fairshare: dict[tuple[str, str], float] = {}
-            if policy.weights.fairshare > 0:
+            if policy.use_priority and policy.weights.fairshare > 0:
                 seen = set(usage) | {(p.account, p.user) for p in pending_jobs.values()}
                 accounts: dict[str, set[str]] = {}
                 for account, user in seen:
@@ -183,12 +201,14 @@ def simulate(
                 fairshare = user_factors(tree, live)
             snap = Snapshot(
                 nodes=views,
-                running=tuple(r.alloc for r in running.values()),
+                running=tuple(a for r in running.values() for a in r.allocs),
                 pending=tuple(pending_jobs.values()),
                 fairshare=fairshare,
+                in_submit_order=True,
             )
-            decisions = schedule(snap, now, policy)
+            decisions = schedule(snap, now, policy, explain=False)
             passes += 1
+            requeued = False
             for pre in decisions.preempts:
                 run = running.pop(pre.job_id)
                 j = by_id[pre.job_id]
@@ -204,17 +224,23 @@ def simulate(
                 charge((j.account, j.user), done * j.gpus, now)
                 if pre.mode == "requeue":
                     pending_jobs[pre.job_id] = pending_of(j)
+                    requeued = True
                 else:
                     out.end = now
             for s in decisions.starts:
                 p = pending_jobs.pop(s.job_id)
                 token = state.tokens[s.job_id] + 1
                 state.tokens[s.job_id] = token
-                running[s.job_id] = _Run(p.allocate(s.node, s.gpu_indices, now), token, now)
+                allocs = [p.allocate(node, gpus, now) for node, gpus in s.placements]
+                running[s.job_id] = _Run(allocs, token, now)
                 out = outcomes[s.job_id]
                 if out.first_start is None:
                     out.first_start = now
                 heapq.heappush(events, (now + state.remaining[s.job_id], 0, s.job_id, token))
+            if requeued:  # keep the queue in submit order (arrivals come in that order)
+                pending_jobs = dict(
+                    sorted(pending_jobs.items(), key=lambda kv: (kv[1].submit_time, kv[0]))
+                )
             if not decisions.preempts:
                 break
     return SimResult(

@@ -286,7 +286,7 @@ def test_backfill_never_oversubscribes_nor_delays_the_reservation(
 
 
 def test_gpus_close_together_when_topology_is_known() -> None:
-    from podium.sched.core import pick_gpus
+    from podium.sched.fit import pick_gpus
 
     groups = ((0, 1, 2, 3), (4, 5, 6, 7))
     assert pick_gpus([0, 1, 2, 3, 4, 5, 6, 7], 2, groups) == (0, 1)

@@ -1,0 +1,145 @@
+"""Placement: the free resources of each node during a pass, and where a job fits now.
+
+A job asks for `gpus`, `cpus` and `mem_mb` on each of its `nodes` nodes. Nodes are
+chosen best-fit by free GPUs (a node with just enough free GPUs before a larger
+one); within a node, GPUs close together (`pick_gpus`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from podium.sched.model import Allocation, NodeView, PendingJob
+
+
+@dataclass
+class Hold:
+    """Room kept on a node for a reserved job from `time` on (see backfill)."""
+
+    job_id: int
+    time: float
+    gpus: int  # free GPUs (of the job's type) left at `time` after the job takes its own
+    cpus: int
+    mem_mb: int
+    user: str = ""
+    exclusive: str = "none"
+
+
+@dataclass
+class Node:
+    """A node's free resources during a pass."""
+
+    view: NodeView
+    cpus: int
+    mem_mb: int
+    free_gpus: list[int]
+    allocs: list[Allocation] = field(default_factory=list)
+    users: set[str] = field(default_factory=set)
+    exclusive_node: bool = False
+    exclusive_users: set[str] = field(default_factory=set)
+    hold: Hold | None = None
+    types: dict[int, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.types = {g.index: g.type for g in self.view.gpus}
+
+    def take(self, alloc: Allocation) -> None:
+        self.cpus -= alloc.cpus
+        self.mem_mb -= alloc.mem_mb
+        if alloc.gpu_indices:
+            taken = set(alloc.gpu_indices)
+            self.free_gpus = [g for g in self.free_gpus if g not in taken]
+        self.allocs.append(alloc)
+        self.users.add(alloc.user)
+        if alloc.exclusive == "node":
+            self.exclusive_node = True
+        elif alloc.exclusive == "user":
+            self.exclusive_users.add(alloc.user)
+
+    def gpus_of(self, gpu_type: str | None) -> list[int]:
+        if gpu_type is None:
+            return self.free_gpus
+        return [g for g in self.free_gpus if self.types[g] == gpu_type]
+
+    def matching(self, indices: Iterable[int], gpu_type: str | None) -> int:
+        """How many of these GPU indices are of `gpu_type` (all when None)."""
+        if gpu_type is None:
+            return sum(1 for _ in indices)
+        return sum(1 for g in indices if self.types[g] == gpu_type)
+
+
+class Index:
+    """Nodes bucketed by how many GPUs they have free, for best-fit lookups."""
+
+    def __init__(self, nodes: Iterable[Node], max_gpus: int) -> None:
+        self.buckets: list[dict[str, Node]] = [{} for _ in range(max_gpus + 1)]
+        for node in nodes:
+            self.buckets[len(node.free_gpus)][node.view.name] = node
+
+    def moved(self, node: Node, before: int) -> None:
+        del self.buckets[before][node.view.name]
+        self.buckets[len(node.free_gpus)][node.view.name] = node
+
+    def from_size(self, gpus: int) -> Iterable[Node]:
+        """Nodes with at least `gpus` free GPUs, fewest free first (do not `moved`
+        a node while iterating)."""
+        for bucket in self.buckets[gpus:]:
+            yield from bucket.values()
+
+    def any_free(self) -> bool:
+        """Whether any node has a free GPU."""
+        return any(self.buckets[1:])
+
+
+def fits_now(job: PendingJob, node: Node) -> tuple[int, ...] | None:
+    """The GPUs `job` would get on `node` now (its per-node share), or None."""
+    if job.cpus > node.cpus or job.mem_mb > node.mem_mb or node.exclusive_node:
+        return None
+    if job.exclusive == "node" and node.users:
+        return None
+    if node.exclusive_users and node.exclusive_users - {job.user}:
+        return None
+    if job.exclusive == "user" and node.users - {job.user}:
+        return None
+    usable = node.gpus_of(job.gpu_type)
+    if job.avoid_gpus:
+        usable = [g for g in usable if (node.view.name, g) not in job.avoid_gpus]
+    if len(usable) < job.gpus:
+        return None
+    return pick_gpus(usable, job.gpus, node.view.gpu_groups)
+
+
+def pick_gpus(free: list[int], need: int, groups: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
+    """Choose `need` of the `free` GPUs, keeping a job's GPUs close together.
+
+    With a known topology (groups of GPUs behind one NVLink domain or PCIe switch):
+    the group that fits the job with the fewest GPUs to spare, so larger groups stay
+    whole for larger jobs; when no single group fits, the fewest groups, largest
+    first. Without a topology: the lowest indices.
+    """
+    if need == 0:
+        return ()
+    if not groups:
+        return tuple(sorted(free)[:need])
+    free_set = set(free)
+    grouped = [sorted(free_set & set(g)) for g in groups]
+    seen = {i for g in groups for i in g}
+    grouped += [[i] for i in sorted(free_set - seen)]
+    grouped = [g for g in grouped if g]
+    fitting = [g for g in grouped if len(g) >= need]
+    if fitting:
+        best = min(fitting, key=lambda g: (len(g), g[0]))
+        return tuple(best[:need])
+    chosen: list[int] = []
+    for g in sorted(grouped, key=lambda g: (-len(g), g[0])):
+        chosen.extend(g[: need - len(chosen)])
+        if len(chosen) == need:
+            break
+    return tuple(sorted(chosen))
+
+
+def could_ever_fit(job: PendingJob, node: NodeView) -> bool:
+    """Whether `job`'s per-node share fits `node` when the node is empty."""
+    gpus = sum(1 for g in node.gpus if job.gpu_type is None or g.type == job.gpu_type)
+    return job.cpus <= node.cpus and job.mem_mb <= node.memory_mb and job.gpus <= gpus
