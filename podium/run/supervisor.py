@@ -21,16 +21,13 @@ Contract:
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import os
 import signal
-import socket
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from podium.run.cgroups import Limits
 from podium.run.contain import ContainmentError, JobContainment, reap_children
@@ -38,128 +35,23 @@ from podium.run.files import (
     CONTAINMENT_FILE,
     HEARTBEAT_FILE,
     PLAN_FILE,
-    RESULT_FILE,
     STARTED_FILE,
     TASKS_FILE,
     read_json,
     write_atomic,
 )
-from podium.run.identity import Identity
 from podium.run.patterns import expand
+from podium.run.results import keep_result_room, load_plan, record_result, result_record
 from podium.run.spawn import SpawnError, spawn_task
+from podium.run.task_env import FileOpener, free_port, task_environment
 
 if TYPE_CHECKING:  # the supervisor reads the plan as plain JSON, to start fast
     from podium.run.plan import LaunchPlan, TaskPlan
-
-
-def load_plan(data: dict[str, Any]) -> LaunchPlan:
-    """The launch plan from its JSON, with attribute access (no dataclass import)."""
-    plan = SimpleNamespace(**data)
-    plan.tasks = [SimpleNamespace(**t) for t in data["tasks"]]
-    return cast("LaunchPlan", plan)
-
-
-def result_record(
-    state: str,
-    exit_code: int | None,
-    signal_num: int | None,
-    start: float,
-    *,
-    reason: str = "None",
-    tasks: list[dict[str, Any]] | None = None,
-    leftover: int = 0,
-    fault: str | None = None,
-) -> dict[str, Any]:
-    """The JSON of a JobResult (see podium.run.plan.JobResult)."""
-    return {
-        "fault": fault,
-        "state": state,
-        "exit_code": exit_code,
-        "signal": signal_num,
-        "start_time": start,
-        "end_time": time.time(),
-        "reason": reason,
-        "tasks": tasks or [],
-        "leftover_killed": leftover,
-    }
-
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 PREEMPT_SIGNAL = signal.SIGUSR1
 FAULT_SIGNAL = signal.SIGUSR2
 WATCHED = {signal.SIGCHLD, PREEMPT_SIGNAL, FAULT_SIGNAL, *STOP_SIGNALS}
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def task_environment(
-    plan: LaunchPlan, task: TaskPlan, master_port: int, heartbeat: str | None = None
-) -> dict[str, str]:
-    """The environment of one task: the job's exported environment plus Podium's."""
-    env = dict(plan.environment)
-    ntasks = len(plan.tasks)
-    env.update(
-        PODIUM_JOB_ID=str(plan.job_id),
-        PODIUM_JOB_NAME=plan.name,
-        PODIUM_JOB_USER=plan.user,
-        PODIUM_JOB_PARTITION=plan.partition,
-        PODIUM_JOB_QOS=plan.qos,
-        PODIUM_JOB_ACCOUNT=plan.account,
-        PODIUM_NTASKS=str(ntasks),
-        PODIUM_PROCID=str(task.procid),
-        PODIUM_LOCALID=str(task.localid),
-        PODIUM_NODEID="0",
-        PODIUM_NNODES="1",
-        PODIUM_NODELIST=plan.node,
-        PODIUM_SUBMIT_DIR=plan.submit_dir,
-        PODIUM_CPUS_PER_TASK=str(plan.cpus_per_task),
-        PODIUM_JOB_CPUS=str(plan.cpus),
-        PODIUM_JOB_GPUS=",".join(str(g) for g in plan.gpu_ids),
-        PODIUM_RESTART_COUNT=str(plan.restart_count),
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(master_port),
-        WORLD_SIZE=str(ntasks),
-        RANK=str(task.procid),
-        LOCAL_RANK=str(task.localid),
-        LOCAL_WORLD_SIZE=str(ntasks),
-        CUDA_DEVICE_ORDER="PCI_BUS_ID",
-        CUDA_VISIBLE_DEVICES=(
-            "" if getattr(plan, "hide_gpus", False) else ",".join(str(g) for g in task.gpu_ids)
-        ),
-    )
-    if plan.time_limit_s is not None:
-        env["PODIUM_TIME_LIMIT_S"] = str(plan.time_limit_s)
-    if plan.checkpoint_dir:
-        env["PODIUM_CHECKPOINT_DIR"] = plan.checkpoint_dir
-    if heartbeat is not None:
-        env["PODIUM_HEARTBEAT_FILE"] = heartbeat
-        env["PODIUM_HEARTBEAT_TIMEOUT_S"] = str(plan.heartbeat_timeout_s)
-    if plan.array_job_id is not None:
-        env["PODIUM_ARRAY_JOB_ID"] = str(plan.array_job_id)
-        env["PODIUM_ARRAY_TASK_ID"] = str(plan.array_task_id)
-    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-    return env
-
-
-def job_identity(plan: LaunchPlan) -> Identity:
-    """The identity the job's files and processes use: the plan's user, groups, umask."""
-    return Identity(plan.uid, plan.gid, tuple(plan.groups), getattr(plan, "umask", 0o022))
-
-
-class _AsUser:
-    """Open files with exactly the job user's permissions: uid, gid, its own supplementary
-    groups (never the daemon's) and the umask it submitted with."""
-
-    def __init__(self, plan: LaunchPlan) -> None:
-        self.who = job_identity(plan)
-
-    def open(self, path: str, flags: int, mode: int = 0o666) -> int:
-        with self.who.entered():
-            return os.open(path, flags, mode)
 
 
 class Supervisor:
@@ -205,7 +97,7 @@ class Supervisor:
 
     # -- files -------------------------------------------------------------------
 
-    def _output_fds(self, task: TaskPlan, opener: _AsUser) -> tuple[int, int, int]:
+    def _output_fds(self, task: TaskPlan, opener: FileOpener) -> tuple[int, int, int]:
         plan = self.plan
         mode = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
         mode |= os.O_APPEND if plan.open_mode == "append" else os.O_TRUNC
@@ -248,11 +140,11 @@ class Supervisor:
     def launch(self) -> None:
         """Start every task; if one cannot start, stop the others and fail the job."""
         plan = self.plan
-        opener = _AsUser(plan)
+        opener = FileOpener(plan)
         self._opened: dict[tuple[str, str], int] = {}
         who = opener.who
         creds = (who.uid, who.gid, list(who.groups)) if who.is_switch_needed else None
-        port = _free_port()
+        port = free_port()
         pgid = 0
         heartbeat = None
         if self.heartbeat is not None:
@@ -402,46 +294,6 @@ class Supervisor:
             leftover=leftover,
             fault=self.fault,
         )
-
-
-RESULT_RESERVE = "result.reserve"
-RESULT_RESERVE_BYTES = 64 << 10
-
-
-def keep_result_room(job_dir: Path) -> None:
-    """Hold a little space in the job directory for result.json (best effort)."""
-    with contextlib.suppress(OSError):
-        fd = os.open(job_dir / RESULT_RESERVE, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            os.posix_fallocate(fd, 0, RESULT_RESERVE_BYTES)
-        finally:
-            os.close(fd)
-
-
-def record_result(job_dir: Path, result: dict[str, Any]) -> None:
-    """Write result.json, whatever the disk does: on a full disk the reserve taken at
-    start is given back first; after that the write is retried (the lock stays held,
-    so the daemon sees the job running, never vanished) until it succeeds. Errors
-    other than a full disk or quota are raised."""
-    delay = 0.2
-    while True:
-        try:
-            write_atomic(job_dir / RESULT_FILE, result)
-            break
-        except OSError as exc:
-            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
-                raise
-            try:
-                os.unlink(job_dir / RESULT_RESERVE)
-                continue  # room made: try again at once
-            except FileNotFoundError:
-                pass
-            with contextlib.suppress(OSError):
-                print(f"cannot write the result ({exc.strerror}); retrying", file=sys.stderr)
-            time.sleep(delay)
-            delay = min(delay * 2, 5.0)
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(job_dir / RESULT_RESERVE)
 
 
 def main(argv: list[str]) -> int:

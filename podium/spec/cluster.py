@@ -6,338 +6,50 @@ A closed schema (unknown keys are errors with a did-you-mean hint), loaded from 
 
 from __future__ import annotations
 
-import os
-import shlex
-import socket
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from podium.errors import ConfigError
-from podium.spec.timefmt import parse_duration
+from podium.spec.config_access import (
+    Account,
+    FairshareConfig,
+    PriorityConfig,
+    Qos,
+    SchedulerConfig,
+    UserDefaults,
+    UserShare,
+)
+from podium.spec.config_base import Closed
+from podium.spec.config_node import GpuInventory, NodeConfig, Partition
+from podium.spec.config_ops import GpuTypeThresholds, HealthConfig, ResumeConfig, SlurmAccess
 from podium.spec.validation import one_line
 
-
-class Closed(BaseModel):
-    """Base for config models: unknown keys are rejected."""
-
-    model_config = ConfigDict(extra="forbid")
-
-
-class GpuInventory(Closed):
-    """Where the node's GPUs come from.
-
-    source "nvml" reads them from the driver; "declared" trusts count/type/memory
-    (for machines without a GPU: everything above the inventory is the real path);
-    "auto" uses NVML when it answers and the declaration otherwise.
-    """
-
-    source: Literal["auto", "nvml", "declared"] = "auto"
-    count: int = Field(default=0, ge=0, le=64)
-    type: str = Field(default="gpu", pattern=r"^[A-Za-z0-9_.-]+$")
-    memory_mb: int = Field(default=0, ge=0)
-    devices: list[str] = Field(
-        default_factory=list,
-        description="declared GPUs: each one's device file (one per GPU), so that a job "
-        "cannot open a GPU it was not given; NVML GPUs use /dev/nvidiaN",
-    )
-    topology: list[list[int]] = Field(
-        default_factory=list,
-        description="groups of GPU indices behind one NVLink domain or PCIe switch "
-        "(declared GPUs; NVML-detected GPUs are grouped from the driver's topology)",
-    )
-
-    @model_validator(mode="after")
-    def _topology_in_range(self) -> GpuInventory:
-        flat = [i for group in self.topology for i in group]
-        if len(flat) != len(set(flat)):
-            raise ValueError("a GPU may be in only one topology group")
-        if self.source == "declared" and any(not 0 <= i < self.count for i in flat):
-            raise ValueError(f"topology names GPUs outside 0..{self.count - 1}")
-        if self.devices and len(self.devices) != self.count:
-            raise ValueError(
-                f"devices lists {len(self.devices)} files for {self.count} GPUs: give one each"
-            )
-        return self
-
-
-class NodeConfig(Closed):
-    """The one node of the embedded cluster."""
-
-    name: str = Field(default_factory=lambda: socket.gethostname().split(".")[0] or "node0")
-    cpus: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1)
-    memory_mb: int = Field(default_factory=lambda: _detected_memory_mb(), ge=1)
-    features: list[str] = Field(default_factory=list)
-    gpus: GpuInventory = Field(default_factory=GpuInventory)
-
-
-class Partition(Closed):
-    """A queue of the cluster, with its time limits and priority tier."""
-
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    default: bool = False
-    priority_tier: int = Field(default=0, ge=0)
-    nodes: list[str] = Field(default_factory=list, description="its nodes; empty: all")
-    default_time: str | None = None
-    max_time: str = "UNLIMITED"
-
-    @field_validator("default_time", "max_time")
-    @classmethod
-    def _valid_time(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_duration(value)
-        return value
-
-    @property
-    def max_time_s(self) -> int | None:
-        return parse_duration(self.max_time)
-
-    @property
-    def default_time_s(self) -> int | None:
-        return parse_duration(self.default_time) if self.default_time else self.max_time_s
-
-
-class Qos(Closed):
-    """A quality-of-service level: its priority, whom it may preempt, how its own jobs
-    are preempted, and per-user limits (Slurm's QOS record)."""
-
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    priority: int = Field(ge=0)
-    preempt: list[str] = Field(default_factory=list, description="QoS this one may preempt")
-    preempt_mode: Literal["requeue", "cancel"] = "requeue"
-    max_gpus_per_user: int | None = Field(default=None, ge=0)
-    max_jobs_per_user: int | None = Field(default=None, ge=0)
-    max_submit_jobs_per_user: int | None = Field(default=None, ge=0)
-    allow_users: list[str] = Field(
-        default_factory=list, description="users who may submit with it (both empty: anyone)"
-    )
-    allow_groups: list[str] = Field(
-        default_factory=list, description="Unix groups whose members may submit with it"
-    )
-
-    def open_to(self, user: str, groups: Collection[str]) -> bool:
-        """Whether `user` (a member of `groups`) may use this QoS."""
-        return _allowed(self.allow_users, self.allow_groups, user, groups)
-
-
-class UserShare(Closed):
-    """A user inside an account, with its shares."""
-
-    name: str
-    shares: int = Field(default=1, ge=0)
-
-
-class Account(Closed):
-    """An account with its shares, its members, the QoS its jobs may use, and a GPU cap
-    for the whole group (Slurm's account associations)."""
-
-    name: str = Field(pattern=r"^[A-Za-z0-9_.@-]+$")
-    shares: int = Field(default=1, ge=0)
-    users: list[UserShare] = Field(
-        default_factory=list, description="members (with allow_groups both empty: any user)"
-    )
-    allow_groups: list[str] = Field(
-        default_factory=list, description="Unix groups whose members may charge it"
-    )
-    allow_qos: list[str] = Field(
-        default_factory=list, description="QoS its jobs may use (AllowQos; empty: any)"
-    )
-    max_gpus: int | None = Field(default=None, ge=0)
-
-    def open_to(self, user: str, groups: Collection[str]) -> bool:
-        """Whether `user` (a member of `groups`) may charge jobs to this account."""
-        return _allowed([u.name for u in self.users], self.allow_groups, user, groups)
-
-
-class UserDefaults(Closed):
-    """A user's defaults (Slurm's DefaultAccount)."""
-
-    name: str
-    default_account: str
-
-
-def _allowed(users: list[str], groups: list[str], user: str, member_of: Collection[str]) -> bool:
-    if not users and not groups:
-        return True
-    return user in users or any(g in member_of for g in groups)
-
-
-class PriorityConfig(Closed):
-    """Weights of the multifactor priority (Slurm's PriorityWeight*)."""
-
-    weight_age: float = Field(default=1000, ge=0)
-    weight_fairshare: float = Field(default=10000, ge=0)
-    weight_qos: float = Field(default=100000, ge=0)
-    weight_jobsize: float = Field(default=1000, ge=0)
-    weight_partition: float = Field(default=1000000, ge=0)
-    max_age: str = "7-00:00:00"
-    favor_small: bool = False
-
-    @field_validator("max_age")
-    @classmethod
-    def _valid_age(cls, value: str) -> str:
-        parse_duration(value)
-        return value
-
-
-class FairshareConfig(Closed):
-    """Usage charged for fair share: GPU-seconds plus cpu_weight x CPU-seconds."""
-
-    half_life: str = "7-00:00:00"
-    cpu_weight: float = Field(default=0.0, ge=0)
-
-    @field_validator("half_life")
-    @classmethod
-    def _valid_half_life(cls, value: str) -> str:
-        parse_duration(value)
-        return value
-
-
-class SchedulerConfig(Closed):
-    """What scheduling passes may do."""
-
-    backfill: bool = True
-    preemption: bool = True
-    preempt_exempt_time: str = Field(default="0:00", description="minimum run before preemption")
-
-    @field_validator("preempt_exempt_time")
-    @classmethod
-    def _valid_exempt(cls, value: str) -> str:
-        if value not in ("0", "0:00"):
-            parse_duration(value)
-        return value
-
-    @property
-    def preempt_exempt_s(self) -> float:
-        if self.preempt_exempt_time in ("0", "0:00"):
-            return 0.0
-        return float(parse_duration(self.preempt_exempt_time) or 0)
-
-
-class GpuTypeThresholds(Closed):
-    """Health thresholds for one GPU type."""
-
-    max_temperature_c: int = Field(default=84, ge=0)
-    max_retired_pages: int = Field(default=10, ge=0)
-    nccl_busbw_gbps: float | None = Field(default=None, gt=0)
-
-
-class HealthConfig(Closed):
-    """What `podium health` checks and against which thresholds."""
-
-    kernel_log: str | None = Field(default=None, description="file with kernel messages (Xid)")
-    disk_paths: list[str] = Field(default_factory=list, description="default: / and PODIUM_HOME")
-    max_disk_used_percent: float = Field(default=83.0, gt=0, le=100)
-    required_mounts: list[str] = Field(default_factory=list)
-    nccl_output: str | None = Field(default=None, description="nccl-tests output to judge")
-    dcgm_level: int = Field(default=1, ge=1, le=4, description="podium health --deep")
-    dcgm_level_after_failure: int = Field(default=2, ge=1, le=4)
-    dcgm_level_idle: int = Field(default=3, ge=1, le=4, description="also before return")
-    burn_in_seconds: float = Field(default=5.0, gt=0, description="PyTorch GPU burn-in length")
-    recovery: Literal["automatic", "none"] = Field(
-        default="automatic",
-        description="automatic: fence, reset or reboot, re-check, return to service; "
-        "none: only label faults (HyperPod's node recovery modes)",
-    )
-    interval_s: float = Field(default=30.0, gt=0, description="quick checks run this often")
-    deep_interval_s: float = Field(
-        default=3600.0, gt=0, description="deep checks run this often on an idle node"
-    )
-    reset_command: str | None = Field(
-        default=None,
-        description="resets one GPU; {gpu} is its index (e.g. nvidia-smi --gpu-reset -i {gpu})",
-    )
-    reboot_command: str | None = Field(
-        default=None, description="reboots the node (run only once it has no jobs)"
-    )
-    action_timeout_s: float = Field(default=300.0, gt=0)
-    retry_s: float = Field(default=300.0, gt=0, description="wait after a failed deep check")
-    max_faults: int = Field(
-        default=3, ge=1, description="faults within fault_window_s that mark for replacement"
-    )
-    fault_window_s: float = Field(default=86400.0, gt=0)
-
-    def remedy_argv(self, remedy: Literal["reset", "reboot"], gpu: int | None) -> list[str]:
-        """The argv of the reset or reboot command, `{gpu}` filled with the GPU index.
-
-        Split like a shell would, but never run by one: nothing in it is expanded, and
-        the only value put in is an integer. Raises ConfigError when none is configured.
-        """
-        template = self.reset_command if remedy == "reset" else self.reboot_command
-        if not template:
-            raise ConfigError(f"health.{remedy}_command is not configured")
-        return shlex.split(template.replace("{gpu}", "" if gpu is None else str(int(gpu))))
-
-    thresholds: dict[str, GpuTypeThresholds] = Field(
-        default_factory=lambda: {
-            "h100": GpuTypeThresholds(nccl_busbw_gbps=460.0),
-            "h200": GpuTypeThresholds(nccl_busbw_gbps=460.0),
-            "a100": GpuTypeThresholds(nccl_busbw_gbps=228.0),
-        }
-    )
-
-
-class ResumeConfig(Closed):
-    """Cluster defaults for auto-resume (a job's own options win)."""
-
-    auto_resume: int = Field(default=0, ge=0, description="restarts after a fault, by default")
-    requeue_exit_codes: list[int] = Field(
-        default_factory=list, description="exit codes that mean 'a fault: requeue me'"
-    )
-    no_requeue_exit_codes: list[int] = Field(
-        default_factory=list, description="exit codes that mean 'do not requeue'"
-    )
-    max_restarts_without_progress: int = Field(default=3, ge=1)
-
-    @model_validator(mode="after")
-    def _codes(self) -> ResumeConfig:
-        codes = self.requeue_exit_codes + self.no_requeue_exit_codes
-        if any(not 0 <= c <= 255 for c in codes):
-            raise ValueError("exit codes are 0-255")
-        if 0 in self.requeue_exit_codes:
-            raise ValueError("requeue_exit_codes: exit code 0 means success, it cannot requeue")
-        both = set(self.requeue_exit_codes) & set(self.no_requeue_exit_codes)
-        if both:
-            raise ValueError(f"exit code {min(both)} is in both requeue lists: pick one")
-        return self
-
-
-class SlurmAccess(Closed):
-    """How Podium reaches a Slurm cluster (backend: slurm)."""
-
-    via: Literal["cli", "rest"] = Field(
-        default="cli",
-        description="Slurm's CLI tools (sbatch, squeue --json, ...) or slurmrestd for reads",
-    )
-    conf: str | None = Field(default=None, description="SLURM_CONF for the CLI tools")
-    bin_dir: str | None = Field(default=None, description="where sbatch etc. live; PATH if unset")
-    rest_url: str | None = Field(
-        default=None, description="slurmrestd: http://HOST:PORT or unix:/PATH (via: rest)"
-    )
-    rest_user: str | None = Field(default=None, description="X-SLURM-USER-NAME for JWT auth")
-    rest_token_env: str = Field(
-        default="SLURM_TESTBED_JWT", description="environment variable holding the JWT"
-    )
-    api_version: str = Field(default="v0.0.38", pattern=r"^v\d+\.\d+\.\d+$")
-    python: str | None = Field(
-        default=None,
-        description="the Python with Podium installed on the compute nodes (default: this one)",
-    )
-    state_dir: str | None = Field(
-        default=None,
-        description="shared directory for checkpoints and health state (default: PODIUM_HOME)",
-    )
-
-    @model_validator(mode="after")
-    def _rest_needs_url(self) -> SlurmAccess:
-        if self.via == "rest" and not self.rest_url:
-            raise ValueError(
-                "slurm.via: rest needs slurm.rest_url (http://HOST:PORT or unix:/PATH)"
-            )
-        return self
+__all__ = [
+    "Account",
+    "Closed",
+    "ClusterConfig",
+    "FairshareConfig",
+    "GpuInventory",
+    "GpuTypeThresholds",
+    "HealthConfig",
+    "NodeConfig",
+    "Partition",
+    "PriorityConfig",
+    "Qos",
+    "ResumeConfig",
+    "SchedulerConfig",
+    "SlurmAccess",
+    "UserDefaults",
+    "UserShare",
+    "default_config",
+    "dump_config",
+    "load_config",
+    "parse_config",
+]
 
 
 class ClusterConfig(Closed):
@@ -478,12 +190,6 @@ class ClusterConfig(Closed):
         if self.default_mem_per_cpu_mb:
             return self.default_mem_per_cpu_mb
         return max(1, self.node.memory_mb // self.node.cpus)
-
-
-def _detected_memory_mb() -> int:
-    import psutil
-
-    return int(psutil.virtual_memory().total // (1024 * 1024))
 
 
 def parse_config(text: str, what: str) -> ClusterConfig:

@@ -1,0 +1,91 @@
+"""The supervisor's records: the launch plan read from JSON, and the result written
+at the end whatever the disk does (a reserve, then retries on a full disk).
+Stdlib only: the supervisor imports it at every job start."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, cast
+
+from podium.run.files import RESULT_FILE, write_atomic
+
+if TYPE_CHECKING:  # the supervisor reads the plan as plain JSON, to start fast
+    from podium.run.plan import LaunchPlan
+
+
+def load_plan(data: dict[str, Any]) -> LaunchPlan:
+    """The launch plan from its JSON, with attribute access (no dataclass import)."""
+    plan = SimpleNamespace(**data)
+    plan.tasks = [SimpleNamespace(**t) for t in data["tasks"]]
+    return cast("LaunchPlan", plan)
+
+
+def result_record(
+    state: str,
+    exit_code: int | None,
+    signal_num: int | None,
+    start: float,
+    *,
+    reason: str = "None",
+    tasks: list[dict[str, Any]] | None = None,
+    leftover: int = 0,
+    fault: str | None = None,
+) -> dict[str, Any]:
+    """The JSON of a JobResult (see podium.run.plan.JobResult)."""
+    return {
+        "fault": fault,
+        "state": state,
+        "exit_code": exit_code,
+        "signal": signal_num,
+        "start_time": start,
+        "end_time": time.time(),
+        "reason": reason,
+        "tasks": tasks or [],
+        "leftover_killed": leftover,
+    }
+
+
+RESULT_RESERVE = "result.reserve"
+RESULT_RESERVE_BYTES = 64 << 10
+
+
+def keep_result_room(job_dir: Path) -> None:
+    """Hold a little space in the job directory for result.json (best effort)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(job_dir / RESULT_RESERVE, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            os.posix_fallocate(fd, 0, RESULT_RESERVE_BYTES)
+        finally:
+            os.close(fd)
+
+
+def record_result(job_dir: Path, result: dict[str, Any]) -> None:
+    """Write result.json, whatever the disk does: on a full disk the reserve taken at
+    start is given back first; after that the write is retried (the lock stays held,
+    so the daemon sees the job running, never vanished) until it succeeds. Errors
+    other than a full disk or quota are raised."""
+    delay = 0.2
+    while True:
+        try:
+            write_atomic(job_dir / RESULT_FILE, result)
+            break
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            try:
+                os.unlink(job_dir / RESULT_RESERVE)
+                continue  # room made: try again at once
+            except FileNotFoundError:
+                pass
+            with contextlib.suppress(OSError):
+                print(f"cannot write the result ({exc.strerror}); retrying", file=sys.stderr)
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(job_dir / RESULT_RESERVE)

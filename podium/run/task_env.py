@@ -1,0 +1,86 @@
+"""What each task of a job starts with: its environment (SLURM_* and PODIUM_*
+variables, CUDA_VISIBLE_DEVICES, the rendezvous port), identity and file opener.
+Stdlib only: the supervisor imports it at every job start."""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import TYPE_CHECKING
+
+from podium.run.identity import Identity
+
+if TYPE_CHECKING:  # the supervisor reads the plan as plain JSON, to start fast
+    from podium.run.plan import LaunchPlan, TaskPlan
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def task_environment(
+    plan: LaunchPlan, task: TaskPlan, master_port: int, heartbeat: str | None = None
+) -> dict[str, str]:
+    """The environment of one task: the job's exported environment plus Podium's."""
+    env = dict(plan.environment)
+    ntasks = len(plan.tasks)
+    env.update(
+        PODIUM_JOB_ID=str(plan.job_id),
+        PODIUM_JOB_NAME=plan.name,
+        PODIUM_JOB_USER=plan.user,
+        PODIUM_JOB_PARTITION=plan.partition,
+        PODIUM_JOB_QOS=plan.qos,
+        PODIUM_JOB_ACCOUNT=plan.account,
+        PODIUM_NTASKS=str(ntasks),
+        PODIUM_PROCID=str(task.procid),
+        PODIUM_LOCALID=str(task.localid),
+        PODIUM_NODEID="0",
+        PODIUM_NNODES="1",
+        PODIUM_NODELIST=plan.node,
+        PODIUM_SUBMIT_DIR=plan.submit_dir,
+        PODIUM_CPUS_PER_TASK=str(plan.cpus_per_task),
+        PODIUM_JOB_CPUS=str(plan.cpus),
+        PODIUM_JOB_GPUS=",".join(str(g) for g in plan.gpu_ids),
+        PODIUM_RESTART_COUNT=str(plan.restart_count),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(master_port),
+        WORLD_SIZE=str(ntasks),
+        RANK=str(task.procid),
+        LOCAL_RANK=str(task.localid),
+        LOCAL_WORLD_SIZE=str(ntasks),
+        CUDA_DEVICE_ORDER="PCI_BUS_ID",
+        CUDA_VISIBLE_DEVICES=(
+            "" if getattr(plan, "hide_gpus", False) else ",".join(str(g) for g in task.gpu_ids)
+        ),
+    )
+    if plan.time_limit_s is not None:
+        env["PODIUM_TIME_LIMIT_S"] = str(plan.time_limit_s)
+    if plan.checkpoint_dir:
+        env["PODIUM_CHECKPOINT_DIR"] = plan.checkpoint_dir
+    if heartbeat is not None:
+        env["PODIUM_HEARTBEAT_FILE"] = heartbeat
+        env["PODIUM_HEARTBEAT_TIMEOUT_S"] = str(plan.heartbeat_timeout_s)
+    if plan.array_job_id is not None:
+        env["PODIUM_ARRAY_JOB_ID"] = str(plan.array_job_id)
+        env["PODIUM_ARRAY_TASK_ID"] = str(plan.array_task_id)
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    return env
+
+
+def job_identity(plan: LaunchPlan) -> Identity:
+    """The identity the job's files and processes use: the plan's user, groups, umask."""
+    return Identity(plan.uid, plan.gid, tuple(plan.groups), getattr(plan, "umask", 0o022))
+
+
+class FileOpener:
+    """Open files with exactly the job user's permissions: uid, gid, its own supplementary
+    groups (never the daemon's) and the umask it submitted with."""
+
+    def __init__(self, plan: LaunchPlan) -> None:
+        self.who = job_identity(plan)
+
+    def open(self, path: str, flags: int, mode: int = 0o666) -> int:
+        with self.who.entered():
+            return os.open(path, flags, mode)

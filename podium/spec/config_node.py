@@ -1,0 +1,91 @@
+"""Config sections for what runs jobs: the GPU inventory, the node, partitions."""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from podium.spec.config_base import Closed
+from podium.spec.timefmt import parse_duration
+
+
+def _detected_memory_mb() -> int:
+    import psutil
+
+    return int(psutil.virtual_memory().total // (1024 * 1024))
+
+
+class GpuInventory(Closed):
+    """Where the node's GPUs come from.
+
+    source "nvml" reads them from the driver; "declared" trusts count/type/memory
+    (for machines without a GPU: everything above the inventory is the real path);
+    "auto" uses NVML when it answers and the declaration otherwise.
+    """
+
+    source: Literal["auto", "nvml", "declared"] = "auto"
+    count: int = Field(default=0, ge=0, le=64)
+    type: str = Field(default="gpu", pattern=r"^[A-Za-z0-9_.-]+$")
+    memory_mb: int = Field(default=0, ge=0)
+    devices: list[str] = Field(
+        default_factory=list,
+        description="declared GPUs: each one's device file (one per GPU), so that a job "
+        "cannot open a GPU it was not given; NVML GPUs use /dev/nvidiaN",
+    )
+    topology: list[list[int]] = Field(
+        default_factory=list,
+        description="groups of GPU indices behind one NVLink domain or PCIe switch "
+        "(declared GPUs; NVML-detected GPUs are grouped from the driver's topology)",
+    )
+
+    @model_validator(mode="after")
+    def _topology_in_range(self) -> GpuInventory:
+        flat = [i for group in self.topology for i in group]
+        if len(flat) != len(set(flat)):
+            raise ValueError("a GPU may be in only one topology group")
+        if self.source == "declared" and any(not 0 <= i < self.count for i in flat):
+            raise ValueError(f"topology names GPUs outside 0..{self.count - 1}")
+        if self.devices and len(self.devices) != self.count:
+            raise ValueError(
+                f"devices lists {len(self.devices)} files for {self.count} GPUs: give one each"
+            )
+        return self
+
+
+class NodeConfig(Closed):
+    """The one node of the embedded cluster."""
+
+    name: str = Field(default_factory=lambda: socket.gethostname().split(".")[0] or "node0")
+    cpus: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1)
+    memory_mb: int = Field(default_factory=lambda: _detected_memory_mb(), ge=1)
+    features: list[str] = Field(default_factory=list)
+    gpus: GpuInventory = Field(default_factory=GpuInventory)
+
+
+class Partition(Closed):
+    """A queue of the cluster, with its time limits and priority tier."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    default: bool = False
+    priority_tier: int = Field(default=0, ge=0)
+    nodes: list[str] = Field(default_factory=list, description="its nodes; empty: all")
+    default_time: str | None = None
+    max_time: str = "UNLIMITED"
+
+    @field_validator("default_time", "max_time")
+    @classmethod
+    def _valid_time(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_duration(value)
+        return value
+
+    @property
+    def max_time_s(self) -> int | None:
+        return parse_duration(self.max_time)
+
+    @property
+    def default_time_s(self) -> int | None:
+        return parse_duration(self.default_time) if self.default_time else self.max_time_s
