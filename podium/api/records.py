@@ -1,9 +1,11 @@
-"""The documented job record: what `--json` and the API give for a job, whichever
-backend ran it (the embedded daemon, Slurm's squeue/sacct, Slurm's jobcomp log).
+"""The documented records: what `--json` and the API give for a job, a node and a
+`--test-only` submission, whichever backend made them (the embedded daemon, Slurm's
+squeue/sacct/sinfo, Slurm's jobcomp log).
 
-`JobRecord` is the one definition of its keys and their types. A backend may add keys
-of its own (Slurm adds slurm_state, gpu_ids_by_node, excluded_nodes), never drop or
-retype these. Standard library only; tests check every builder against it.
+`JobRecord`, `NodeRecord` and `WouldQueueRecord` are the one definition of their keys
+and types. A backend may add keys of its own (Slurm adds slurm_state,
+gpu_ids_by_node, excluded_nodes, responding), never drop or retype these. Standard
+library only; tests check every builder against them.
 """
 
 from __future__ import annotations
@@ -59,4 +61,102 @@ class JobRecord(TypedDict):
 
 JOB_KEYS: tuple[str, ...] = tuple(JobRecord.__annotations__)
 
-__all__ = ["JOB_KEYS", "JobRecord"]
+
+class HealthRecord(TypedDict):
+    """A node's or GPU's health as `podium nodes --json` shows it."""
+
+    label: str  # podium.api.health.Label's value
+    fenced: bool
+    fault: str | None
+    reason: str | None
+    since: float | None
+    last_deep_check: str | None
+    recovery: str
+
+
+class GpuRecord(TypedDict):
+    """One GPU of a node."""
+
+    index: int
+    type: str | None
+    memory_mb: int | None
+    uuid: str | None
+    job_id: int | None  # the running job holding it
+    health: HealthRecord
+
+
+class NodeRecord(TypedDict):
+    """One node, as `podium nodes --json` shows it."""
+
+    node: str
+    state: str  # idle, mixed, allocated, draining, drained, down, ...
+    reason: str | None
+    health: HealthRecord
+    agent: str | None  # the health agent's state (None: not Podium's agent)
+    cpus_total: int
+    cpus_alloc: int
+    mem_total_mb: int
+    mem_alloc_mb: int
+    gpus_total: int
+    gpus_used: int
+    gpu_type: str | None
+    features: list[str]
+    partitions: list[str]
+    gpus: list[GpuRecord]
+
+
+NODE_KEYS: tuple[str, ...] = tuple(NodeRecord.__annotations__)
+
+
+class WouldQueueRecord(TypedDict):
+    """The reply to `podium submit --test-only`: what the job would ask for, nothing
+    queued."""
+
+    job_id: None
+    state: str  # "WOULD_QUEUE"
+    name: str
+    gpus: int
+    cpus: int
+    mem_mb: int
+    partition: str
+    qos: str
+    time_limit_s: int | None
+    array_tasks: int | None
+
+
+def would_queue(
+    *,
+    name: str,
+    gpus: int,
+    cpus: int,
+    mem_mb: int,
+    partition: str,
+    qos: str,
+    time_limit_s: int | None,
+    array_tasks: int | None,
+) -> WouldQueueRecord:
+    """The --test-only reply, built the same way by every backend."""
+    return {
+        "job_id": None,
+        "state": "WOULD_QUEUE",
+        "name": name,
+        "gpus": gpus,
+        "cpus": cpus,
+        "mem_mb": mem_mb,
+        "partition": partition,
+        "qos": qos,
+        "time_limit_s": time_limit_s,
+        "array_tasks": array_tasks,
+    }
+
+
+__all__ = [
+    "JOB_KEYS",
+    "NODE_KEYS",
+    "GpuRecord",
+    "HealthRecord",
+    "JobRecord",
+    "NodeRecord",
+    "WouldQueueRecord",
+    "would_queue",
+]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from podium.api.caller import Caller, user_name
+from podium.api.records import would_queue
 from podium.errors import PermissionDenied, SpecError, StoreError
 from podium.run.identity import DirCheckError, check_dirs_as_user
 from podium.server.launch import Planner
@@ -85,7 +86,7 @@ class Intake:
                 return [job_record(r, now) for r in self.store.jobs_by_ids(earlier)]
         spec = self.check(req, who, now).spec
         if req.test_only:
-            return [would_queue(spec)]
+            return [would_queue_of(spec)]
         ids = self.store.insert_jobs(
             spec,
             uid=who.uid,
@@ -111,17 +112,17 @@ class Intake:
             )
 
 
-def would_queue(spec: JobSpec) -> dict[str, Any]:
+def would_queue_of(spec: JobSpec) -> dict[str, Any]:
     """The reply to `--test-only`: what the job would ask for, nothing stored."""
-    return {
-        "job_id": None,
-        "name": spec.name,
-        "state": "WOULD_QUEUE",
-        "gpus": spec.gpus,
-        "cpus": spec.cpus,
-        "mem_mb": spec.mem_mb,
-        "partition": spec.partition,
-        "qos": spec.qos,
-        "time_limit_s": spec.time_limit_s,
-        "array_tasks": len(spec.array.indices) if spec.array else None,
-    }
+    return dict(
+        would_queue(
+            name=spec.name,
+            gpus=spec.gpus,
+            cpus=spec.cpus,
+            mem_mb=spec.mem_mb,
+            partition=spec.partition,
+            qos=spec.qos,
+            time_limit_s=spec.time_limit_s,
+            array_tasks=len(spec.array.indices) if spec.array else None,
+        )
+    )

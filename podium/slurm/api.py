@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 from podium import __version__, paths
 from podium.api.backend import Action, Backend, Feature, JobFilter, Selection
 from podium.api.caller import Caller, this_process
+from podium.api.records import would_queue
 from podium.errors import ApiError
 from podium.slurm import parse
 from podium.slurm.tools import SlurmError, SlurmRest, SlurmTools
@@ -94,7 +95,20 @@ class SlurmBackend(Backend):
         env = dict(spec.environment)
         if body.get("test_only"):
             self.tools.run(["sbatch", "--test-only"], stdin=script, env=env, cwd=spec.submit_dir)
-            return [self._would_be(spec.model_dump())]
+            return [
+                dict(
+                    would_queue(
+                        name=spec.name,
+                        gpus=spec.gpus,
+                        cpus=spec.cpus,
+                        mem_mb=spec.mem_mb,
+                        partition=spec.partition or "(Slurm's default)",
+                        qos=spec.qos or "(default)",
+                        time_limit_s=spec.time_limit_s,
+                        array_tasks=len(spec.array.indices) if spec.array else None,
+                    )
+                )
+            ]
         out = self.tools.run(["sbatch", "--parsable"], stdin=script, env=env, cwd=spec.submit_dir)
         job_id = int(out.strip().split(";")[0])
         for _ in range(20):  # slurmctld lists a new job at once; allow a short lag
@@ -103,17 +117,6 @@ class SlurmBackend(Backend):
                 return found[:1]
             time.sleep(0.05)
         raise ApiError(f"sbatch accepted job {job_id} but squeue does not list it", 502)
-
-    def _would_be(self, spec: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "job_id": None,
-            "array_job_id": None,
-            "gpus": spec["gpus"],
-            "cpus": spec["cpus"],
-            "mem_mb": spec["mem_mb"],
-            "partition": spec["partition"] or "(Slurm's default)",
-            "qos": spec["qos"] or "(default)",
-        }
 
     def _records(self) -> list[dict[str, Any]]:
         now = time.time()

@@ -10,7 +10,14 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from podium.api.records import JOB_KEYS, JobRecord
+from podium.api.records import (
+    JOB_KEYS,
+    GpuRecord,
+    HealthRecord,
+    JobRecord,
+    NodeRecord,
+    WouldQueueRecord,
+)
 from podium.server.records import job_record
 from podium.slurm import parse
 from podium.slurm.api import _sacct_record
@@ -94,3 +101,65 @@ def test_slurm_jobcomp_records() -> None:
     assert records and all(r is not None for r in records)
     for record in records:
         assert record is not None and problems(record) == [], record["job_id"]
+
+
+# --- node records and --test-only replies ---------------------------------------------
+
+NODE_HINTS = typing.get_type_hints(NodeRecord)
+GPU_HINTS = typing.get_type_hints(GpuRecord)
+HEALTH_HINTS = typing.get_type_hints(HealthRecord)
+
+
+def node_problems(record: dict[str, Any]) -> list[str]:
+    out = _check(record, NODE_HINTS, "node")
+    out += _check(record["health"], HEALTH_HINTS, "health")
+    for gpu in record["gpus"]:
+        out += _check(gpu, GPU_HINTS, "gpu")
+        out += _check(gpu["health"], HEALTH_HINTS, "gpu health")
+    return out
+
+
+def _check(record: dict[str, Any], hints: dict[str, Any], what: str) -> list[str]:
+    """Missing keys and wrong types; nested records ("health", "gpus") are checked by
+    the caller."""
+    out = [f"{what}: missing {k}" for k in hints if k not in record]
+    for key, hint in hints.items():
+        if key in ("health", "gpus") or key not in record:
+            continue
+        if not _fits(record[key], hint):
+            out.append(f"{what}: {key}={record[key]!r} is not {hint}")
+    return out
+
+
+def test_the_embedded_daemon_node_record(tmp_path: Path) -> None:
+    from podium.server.views import Views
+    from tests.unit.server.test_reactor import Cluster
+
+    c = Cluster(tmp_path)
+    c.submit("--gpus=1")
+    c.reactor.tick()
+    (node,) = Views(c.reactor, lambda: None).nodes()
+    assert node_problems(node) == []
+    assert node["gpus_used"] == 1 and node["gpus"][0]["job_id"] is not None
+
+
+def test_slurm_node_records_from_sinfo() -> None:
+    data = json.loads((DATA / "sinfo-22.05.json").read_text())
+    nodes = [parse.node_record(n, []) for n in data["nodes"]]
+    assert nodes
+    for node in nodes:
+        assert node_problems(node) == []
+
+
+def test_test_only_replies_agree() -> None:
+    from podium.server.intake import would_queue_of
+
+    spec = JobSpec(
+        name="j", script="#!/bin/sh\n", work_dir="/tmp", submit_dir="/tmp", mem_mb=100,
+        partition="main", qos="normal", account="a", gpus=2,
+    )  # fmt: skip
+    embedded = would_queue_of(spec)
+    assert set(embedded) == set(WouldQueueRecord.__annotations__)
+    assert embedded["state"] == "WOULD_QUEUE" and embedded["gpus"] == 2
+    source = Path(parse.__file__).with_name("api.py").read_text()
+    assert "would_queue(" in source and "_would_be" not in source  # one builder for both
