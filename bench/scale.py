@@ -143,17 +143,19 @@ class PodiumSide:
                     other.post("/v1/jobs", json=self.body(["--gpus=1", "--hold"]))
                     time.sleep(0.1)
 
-        thread = threading.Thread(target=submitter)
+        thread = threading.Thread(target=submitter, daemon=True)
         thread.start()
         latencies = []
         deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            t0 = time.perf_counter()
-            self.http.get("/v1/ping").raise_for_status()
-            latencies.append(1000 * (time.perf_counter() - t0))
-            time.sleep(0.01)
-        stop.set()
-        thread.join()
+        try:
+            while time.monotonic() < deadline:
+                t0 = time.perf_counter()
+                self.http.get("/v1/ping").raise_for_status()
+                latencies.append(1000 * (time.perf_counter() - t0))
+                time.sleep(0.01)
+        finally:
+            stop.set()
+            thread.join()
         return pct(latencies, 0.99)
 
 

@@ -19,7 +19,13 @@ from podium.spec.timefmt import format_duration
 
 
 def print_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2))
+    """`data` as JSON: indented, except that a list of records puts one record on each
+    line (json's indenting encoder is pure Python: 10,000 records took a second)."""
+    if isinstance(data, list) and data and all(isinstance(r, dict) for r in data):
+        lines = ",\n".join("  " + json.dumps(r) for r in data)
+        click.echo(f"[\n{lines}\n]")
+    else:
+        click.echo(json.dumps(data, indent=2))
 
 
 def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:

@@ -144,7 +144,8 @@ def create_app(
         states = _states(state)
         if states is None and not all:
             states = [JobState.PENDING.value, JobState.RUNNING.value]
-        return fast_json({"jobs": controller.list_jobs(states=states, user=user, name=name)})
+        text = controller.jobs_json(states=states, user=user, name=name)
+        return Response(text, media_type="application/json")
 
     @app.get("/v1/jobs/{job_id}")
     def show(request: Request, job_id: JobIdPath) -> dict[str, Any]:

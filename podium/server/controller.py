@@ -143,6 +143,10 @@ class Controller:
         with self.lock:
             return self.views.jobs(**filters)
 
+    def jobs_json(self, **filters: Any) -> str:
+        with self.lock:
+            return self.views.jobs_json(**filters)
+
     def show(self, job_id: int, who: Caller) -> dict[str, Any]:
         with self.lock:
             return self.views.show(job_id, who)

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from podium.api.states import TERMINAL_STATES
+from podium.api.times import iso
 from podium.run.patterns import expand
 
 # Slurm job states -> Podium's (server/records.py uses Slurm's names already).
@@ -134,12 +135,6 @@ def gpu_indices(detail: str) -> list[int]:
     return out
 
 
-def _iso(ts: int | None) -> str | None:
-    if ts is None:
-        return None
-    return dt.datetime.fromtimestamp(ts).astimezone().isoformat(timespec="seconds")
-
-
 def _text(value: Any) -> str | None:
     if value in (None, "", "(null)", "None"):
         return None
@@ -211,9 +206,9 @@ def job_record(job: dict[str, Any], now: float) -> dict[str, Any]:
         "time_limit_s": time_limit * 60 if time_limit is not None else None,
         "exit_code": code,
         "signal": signum,
-        "submit_time": _iso(submit),
-        "start_time": _iso(start),
-        "end_time": _iso(end),
+        "submit_time": iso(submit),
+        "start_time": iso(start),
+        "end_time": iso(end),
         "submit_epoch": submit,
         "start_epoch": start,
         "end_epoch": end,
@@ -383,9 +378,9 @@ def jobcomp_record(line: str) -> dict[str, Any] | None:
         "time_limit_s": int(limit) * 60 if limit.isdigit() else None,
         "exit_code": int(code_text) if code_text.isdigit() else None,
         "signal": int(sig_text) if sig_text.isdigit() and int(sig_text) else None,
-        "submit_time": _iso(epoch("SubmitTime")),
-        "start_time": _iso(start),
-        "end_time": _iso(end),
+        "submit_time": iso(epoch("SubmitTime")),
+        "start_time": iso(start),
+        "end_time": iso(end),
         "submit_epoch": epoch("SubmitTime"),
         "start_epoch": start,
         "end_epoch": end,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Mapping
 from typing import Any
 
 from podium.spec.job import JobSpec
@@ -52,7 +53,7 @@ def brief_from_json(spec_json: str) -> str:
     return json.dumps({k: data[k] for k in BRIEF_FIELDS if k in data})
 
 
-def brief(row: Row) -> dict[str, Any]:
+def brief(row: Row | Mapping[str, Any]) -> dict[str, Any]:
     """A row's brief as a dict ({} when missing or unreadable)."""
     try:
         data = json.loads(row["brief"] or "{}")

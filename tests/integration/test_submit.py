@@ -221,6 +221,35 @@ def test_test_only_queues_nothing(shared_cluster: Cluster) -> None:
     assert before == after
 
 
+def test_dry_run_prints_the_launch_plan_on_every_backend(
+    shared_cluster: Cluster, tmp_path: Path
+) -> None:
+    c = shared_cluster
+    before = len(json.loads(c.cli("queue", "--all", "--json", check=True).stdout))
+    env = dict(c.env, SECRET_TOKEN="hunter2")
+    result = c.cli("submit", "--dry-run", "--gpus=1", "-J", "plan", "--wrap", "true", env=env)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    plan = data["launch_plan"]
+    assert data["backend"] == "embedded" and data["job"]["name"] == "plan"
+    assert plan["gpu_ids"] == [0] and plan["argv"][0] == "SCRIPT"
+    assert "SECRET_TOKEN" in plan["environment"] and "hunter2" not in result.stdout
+    after = len(json.loads(c.cli("queue", "--all", "--json", check=True).stdout))
+    assert before == after
+    # An invalid request is refused the same way as a submission.
+    bad = c.cli("submit", "--dry-run", "--gpus=99", "--wrap", "true")
+    assert bad.returncode != 0 and bad.stderr.count("\n") == 1
+    # On backend: slurm it is the sbatch script, with no cluster needed to print it.
+    config = tmp_path / "slurm.yaml"
+    config.write_text("backend: slurm\ncluster_name: lab\n")
+    slurm = c.cli(
+        "submit", "--dry-run", "-N", "2", "--wrap", "true",
+        env=dict(c.env, PODIUM_CONFIG=str(config)),
+    )  # fmt: skip
+    assert slurm.returncode == 0, slurm.stderr
+    assert slurm.stdout.startswith("#!") and "--nodes=2" in slurm.stdout
+
+
 def test_wait_returns_the_job_exit_code(shared_cluster: Cluster) -> None:
     result = shared_cluster.cli("submit", "--wait", "--quiet", "--wrap", "exit 7")
     assert result.returncode == 7
