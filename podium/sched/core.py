@@ -139,7 +139,14 @@ def schedule(
             job.user if job.exclusive == "user" else "",
             job.avoid_gpus,
         )
-        if request not in no_room:
+        if request in no_room:
+            if (
+                not explain
+                and job.partition in reserved
+                and not (policy.preemption and policy.preempts.get(job.qos))
+            ):
+                continue  # it cannot start, the reservation is made: only its reason is left
+        else:
             placed, fitting = _place(job, index, allowed, now)
             if placed is not None:
                 _take(job, placed, index, now)
@@ -166,7 +173,7 @@ def schedule(
         shape = (job.partition, job.nodes, job.gpus, job.gpu_type, job.cpus, job.mem_mb)
         ever = ever_fits.get(shape)
         if ever is None:
-            ever = sum(1 for n in candidates if could_ever_fit(job, n.view)) >= job.nodes
+            ever = _enough_nodes(job, candidates)
             ever_fits[shape] = ever
         if not ever:
             reasons[job.job_id] = Reason.NODE_UNAVAILABLE
@@ -205,6 +212,17 @@ def schedule(
         reservations=tuple(reservations),
         priorities=prios,
     )
+
+
+def _enough_nodes(job: PendingJob, candidates: list[Node]) -> bool:
+    """Whether `job.nodes` of the candidates could hold its share when empty."""
+    found = 0
+    for node in candidates:
+        if could_ever_fit(job, node.view):
+            found += 1
+            if found >= job.nodes:
+                return True
+    return False
 
 
 def _place(

@@ -141,5 +141,8 @@ def pick_gpus(free: list[int], need: int, groups: tuple[tuple[int, ...], ...]) -
 
 def could_ever_fit(job: PendingJob, node: NodeView) -> bool:
     """Whether `job`'s per-node share fits `node` when the node is empty."""
-    gpus = sum(1 for g in node.gpus if job.gpu_type is None or g.type == job.gpu_type)
-    return job.cpus <= node.cpus and job.mem_mb <= node.memory_mb and job.gpus <= gpus
+    if job.cpus > node.cpus or job.mem_mb > node.memory_mb:
+        return False
+    if job.gpu_type is None:
+        return job.gpus <= len(node.gpus)
+    return job.gpus <= sum(1 for g in node.gpus if g.type == job.gpu_type)

@@ -3,10 +3,10 @@ or submit order when the policy says FIFO."""
 
 from __future__ import annotations
 
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
 from podium.sched.model import PendingJob, Policy, Snapshot
-from podium.sched.priority import Factors, factors, total
+from podium.sched.priority import Factors, factors
 
 
 def priority_key(job: PendingJob, prio: float) -> tuple[float, float, int]:
@@ -49,17 +49,34 @@ def queue_order(
             )
             prios[job.job_id] = f
             keys[job.job_id] = -f.total
-    else:  # the same arithmetic as `factors`, without an object per job
+    else:  # the same arithmetic as `factors` and `total`, inline, in the same order
         max_age = weights.max_age_s
         small = weights.favor_small
+        w_age, w_share, w_qos = weights.age, weights.fairshare, weights.qos
+        w_size, w_tier = weights.jobsize, weights.partition
+        decorated = []
         for job in pending:
-            age = min(1.0, max(0.0, now - job.submit_time) / max_age) if max_age else 0.0
+            if max_age:
+                waited = now - job.submit_time
+                age = min(1.0, (waited if waited > 0.0 else 0.0) / max_age)
+            else:
+                age = 0.0
             qos = job.qos_priority / max_qos if max_qos > 0 else 0.0
             size = min(1.0, job.gpus * job.nodes / cluster_gpus) if cluster_gpus > 0 else 0.0
             if small:
                 size = 1.0 - size
             tier = tiers.get(job.partition, 0) / max_tier if max_tier > 0 else 0.0
-            share = fairshare.get((job.account, job.user), 1.0)
-            keys[job.job_id] = -total(weights, age, share, qos, size, tier, job.nice)
+            share = fairshare.get((job.account, job.user), 1.0) if fairshare else 1.0
+            prio = (
+                w_age * age
+                + w_share * share
+                + w_qos * qos
+                + w_size * size
+                + w_tier * tier
+                - job.nice
+            )
+            decorated.append((-prio, job.submit_time, job.job_id, job))
+        decorated.sort(key=itemgetter(0, 1, 2))
+        return [d[3] for d in decorated], prios
     order = sorted(pending, key=lambda j: (keys[j.job_id], j.submit_time, j.job_id))
     return order, prios

@@ -137,6 +137,21 @@ class Cluster:
                     raise AssertionError(f"job {job_id} still {job['state']} ({job['reason']})")
                 time.sleep(0.05)
 
+    def wait_reason(self, job_id: int, reason: str, timeout: float = 30) -> dict[str, Any]:
+        """Wait until a pass gives the pending job `job_id` this reason (passes follow
+        changes: no fixed sleep guesses when one has run)."""
+        deadline = time.monotonic() + timeout
+        with self.api() as api:
+            while True:
+                job: dict[str, Any] = api.get(f"/v1/jobs/{job_id}").json()
+                if job["reason"] == reason:
+                    return job
+                if time.monotonic() > deadline:
+                    raise AssertionError(
+                        f"job {job_id} is {job['state']} ({job['reason']}), not {reason}"
+                    )
+                time.sleep(0.05)
+
 
 def _reap(pid: int) -> None:
     with contextlib.suppress(ChildProcessError):

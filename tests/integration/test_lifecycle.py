@@ -85,9 +85,8 @@ def test_exit_code_and_signal_recorded(cluster: Cluster) -> None:
 def test_hold_and_release(cluster: Cluster) -> None:
     c = cluster
     job_id = c.submit("--hold", "--wrap", "true")
-    time.sleep(0.5)
-    job = c.job(job_id)
-    assert job["state"] == "PENDING" and job["reason"] == "Held"
+    job = c.wait_reason(job_id, "Held")
+    assert job["state"] == "PENDING" and job["held"]
     c.cli("release", str(job_id), check=True)
     assert c.wait(job_id)["state"] == "COMPLETED"
     other = c.submit("--begin=now+60", "--wrap", "true")
@@ -104,7 +103,7 @@ def test_priority_order_and_reasons(cluster: Cluster) -> None:
     low = c.submit("--qos=low", "--gpus=2", "--wrap", "sleep 0.5")
     normal = c.submit("--gpus=4", "--wrap", "sleep 0.5")
     high = c.submit("--qos=high", "--gpus=2", "--wrap", "sleep 0.5")
-    time.sleep(0.6)
+    c.wait_reason(low, "Priority")
     reasons = {j: c.job(j)["reason"] for j in (low, normal, high)}
     assert reasons[high] == "Resources"
     assert reasons[normal] == "Priority" and reasons[low] == "Priority"
@@ -136,9 +135,8 @@ def test_dependencies(cluster: Cluster) -> None:
     assert c.job(ok)["reason"] in ("Dependency", "None")
     assert c.wait(ok)["start_time"] >= c.wait(first)["end_time"]
     assert c.wait(any_)["state"] == "COMPLETED"
-    time.sleep(0.5)
-    job = c.job(notok)
-    assert job["state"] == "PENDING" and job["reason"] == "DependencyNeverSatisfied"
+    job = c.wait_reason(notok, "DependencyNeverSatisfied")
+    assert job["state"] == "PENDING"
     killed = c.submit(
         f"--dependency=afternotok:{first}", "--kill-on-invalid-dep=yes", "--wrap", "true"
     )
@@ -162,9 +160,7 @@ def test_drain_and_resume(cluster: Cluster) -> None:
     result = c.cli("drain", "node0", "--reason", "maintenance", check=True)
     assert "draining" in result.stdout
     waiting = c.submit("--gpus=1", "--wrap", "true")
-    time.sleep(0.5)
-    assert c.job(waiting)["state"] == "PENDING"
-    assert c.job(waiting)["reason"] == "ReqNodeNotAvail"
+    assert c.wait_reason(waiting, "ReqNodeNotAvail")["state"] == "PENDING"
     assert c.wait(running)["state"] == "COMPLETED"  # a drained node runs what it has
     nodes = json.loads(c.cli("nodes", "--json", check=True).stdout)
     assert nodes[0]["state"] == "drained" and nodes[0]["reason"] == "maintenance"

@@ -46,9 +46,8 @@ def test_backfill_never_delays_the_reserved_job(policy_cluster: Cluster) -> None
     short = c.submit("--gpus=1", "--time=0:10", "--wrap", "sleep 1")  # ends before the reservation
     long = c.submit("--gpus=1", "--time=10:00", "--wrap", "sleep 1")  # would delay it
     assert c.wait(short, {"RUNNING", "COMPLETED"})["state"] in ("RUNNING", "COMPLETED")
-    time.sleep(0.6)
-    assert c.job(big)["reason"] == "Resources"
-    assert c.job(long)["state"] == "PENDING" and c.job(long)["reason"] == "Priority"
+    c.wait_reason(big, "Resources")
+    assert c.wait_reason(long, "Priority")["state"] == "PENDING"
     prios = json.loads(c.cli("priority", "--json", check=True).stdout)
     by_id = {p["job_id"]: p for p in prios}
     assert by_id[big]["priority"] > by_id[long]["priority"]
@@ -64,11 +63,9 @@ def test_limits_hold_jobs_with_the_limit_named(policy_cluster: Cluster) -> None:
     first = c.submit("--gpus=2", "--wrap", "sleep 20")
     c.wait(first, {"RUNNING"})
     second = c.submit("--gpus=2", "--wrap", "true")
-    time.sleep(0.6)
-    assert c.job(second)["reason"] == "QOSMaxGRESPerUser"
+    c.wait_reason(second, "QOSMaxGRESPerUser")
     bio = c.submit("--account=biology", "--gpus=2", "--qos=low", "--wrap", "true")
-    time.sleep(0.6)
-    assert c.job(bio)["reason"] == "AssocGrpGRES"
+    c.wait_reason(bio, "AssocGrpGRES")
     c.cli("cancel", str(first), str(second), str(bio), check=True)
     many = c.cli("submit", "--array=0-30", "--hold", "--wrap", "true")
     assert many.returncode == 2 and "QOSMaxSubmitJobPerUserLimit" in many.stderr
