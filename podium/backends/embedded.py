@@ -59,7 +59,16 @@ class Client:
     def request(
         self, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None
     ) -> Any:
-        """Send one request; return the decoded JSON, or raise ApiError / DaemonUnavailable.
+        """Send one request; return the decoded JSON, or raise ApiError / DaemonUnavailable
+        (see `request_text`)."""
+        _, data = self.request_text(method, path, body, query)
+        return json.loads(data) if data else None
+
+    def request_text(
+        self, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None
+    ) -> tuple[int, str]:
+        """Send one request; return the status and the JSON text of a successful answer,
+        or raise ApiError / DaemonUnavailable.
 
         A request cut off on the way (connection reset or closed before the answer, or a
         daemon restarting) is sent again, at most RETRIES times, when doing it twice does
@@ -104,14 +113,19 @@ class Client:
                     hint = "" if safe else " (not retried: it may have been carried out)"
                     raise DaemonUnavailable(f"the daemon at {self.socket} {what}{hint}") from None
                 time.sleep(delays[attempt])
-        try:
-            decoded = json.loads(data) if data else None
-        except ValueError:
-            raise ApiError(f"the daemon answered {response.status} with non-JSON", 502) from None
+        if not response.getheader("Content-Type", "").startswith("application/json"):
+            raise ApiError(f"the daemon answered {response.status} with non-JSON", 502)
+        text = data.decode()
         if response.status >= 400:
+            try:
+                decoded = json.loads(text)
+            except ValueError:
+                raise ApiError(
+                    f"the daemon answered {response.status} with non-JSON", 502
+                ) from None
             message = decoded.get("error") if isinstance(decoded, dict) else None
             raise ApiError(str(message or f"HTTP {response.status}"), response.status)
-        return decoded
+        return response.status, text
 
     def get(self, path: str, **query: Any) -> Any:
         return self.request("GET", path, query=query)
@@ -152,20 +166,33 @@ class EmbeddedBackend(Backend):
     def _jobs(self, which: JobFilter) -> list[dict[str, Any]]:
         return self._listing("/v1/jobs", which)
 
+    def _jobs_json(self, which: JobFilter) -> str:
+        # The daemon already writes one record per line: pass its text through.
+        _, text = self.client.request_text("GET", "/v1/jobs", query=self._query(which))
+        envelope = '{"jobs":'
+        if not (text.startswith(envelope) and text.endswith("}")):
+            return super()._jobs_json(which)
+        return text[len(envelope) : -1].strip() + "\n"
+
     def _acct(self, which: JobFilter) -> list[dict[str, Any]]:
         return self._listing("/v1/acct", which)
 
     def _listing(self, path: str, which: JobFilter) -> list[dict[str, Any]]:
-        jobs: list[dict[str, Any]] = self.client.get(
-            path,
-            state=",".join(which.states) if which.states else None,
-            user=which.user,
-            name=which.name,
-            all="true" if which.finished else None,
-            since=which.since,
-            until=which.until,
-        )["jobs"]
+        jobs: list[dict[str, Any]] = self.client.request("GET", path, query=self._query(which))[
+            "jobs"
+        ]
         return jobs
+
+    @staticmethod
+    def _query(which: JobFilter) -> dict[str, Any]:
+        return {
+            "state": ",".join(which.states) if which.states else None,
+            "user": which.user,
+            "name": which.name,
+            "all": "true" if which.finished else None,
+            "since": which.since,
+            "until": which.until,
+        }
 
     def _job(self, job_id: int) -> dict[str, Any]:
         record: dict[str, Any] = self.client.get(f"/v1/jobs/{job_id}")

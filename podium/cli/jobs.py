@@ -68,11 +68,11 @@ def queue(
     backend = open_backend()
     if me:
         user = backend.ping()["you"]
-    jobs = backend.jobs(JobFilter(_state_list(state), user, name, all_))
+    which = JobFilter(_state_list(state), user, name, all_)
     if as_json:
-        render.print_json(jobs)
+        sys.stdout.write(backend.jobs_json(which))
     else:
-        render.show_queue(jobs)
+        render.show_queue(backend.jobs(which))
 
 
 @click.command()

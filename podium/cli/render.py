@@ -14,16 +14,16 @@ from typing import Any
 
 import click
 
+from podium.api.backend import records_json
 from podium.api.text import printable
 from podium.spec.timefmt import format_duration
 
 
 def print_json(data: Any) -> None:
     """`data` as JSON: indented, except that a list of records puts one record on each
-    line (json's indenting encoder is pure Python: 10,000 records took a second)."""
+    line (`records_json`)."""
     if isinstance(data, list) and data and all(isinstance(r, dict) for r in data):
-        lines = ",\n".join("  " + json.dumps(r) for r in data)
-        click.echo(f"[\n{lines}\n]")
+        sys.stdout.write(records_json(data))
     else:
         click.echo(json.dumps(data, indent=2))
 

@@ -20,10 +20,20 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from podium.api.text import printable
 from podium.errors import StoreError
-from podium.sched import Decisions, PendingJob, Snapshot, Start, schedule
+from podium.sched import (
+    Allocation,
+    Decisions,
+    NodeView,
+    PendingJob,
+    Snapshot,
+    Start,
+    schedule,
+)
+from podium.sched.fairshare import user_factors
 from podium.sched.model import Reason
 from podium.server.effects import Effects
 from podium.server.ends import RunEnds
@@ -35,8 +45,8 @@ from podium.server.snapshot import (
     PendingQueue,
     allocation,
     build_snapshot,
-    fairshare_factors,
     node_view,
+    share_inputs,
 )
 from podium.spec.cluster import ClusterConfig
 from podium.spec.job import JobSpec, JobState
@@ -177,16 +187,18 @@ class Reactor:
         """One scheduling pass (see the module docstring). Returns how many started."""
         with self._pass_lock:
             began = time.monotonic()
-            with self.lock:
+            with self.lock:  # read what the pass needs; build it without the lock
                 self._wanted = False
                 self._health_seen = self.health.version
                 self.queue.refresh()
                 now = self.clock()
-                snap = self._snapshot(now)
                 seen = dict(self.queue.jobs)
+                inputs = self._read_inputs(now, seen)
+            snap = self._build_snapshot(now, seen, *inputs)
             decisions = schedule(snap, now, self.policy)
+            reasons = self._changed_reasons(decisions, seen)
             with self.lock:
-                started = self._apply(snap, seen, decisions)
+                started = self._apply(snap, seen, decisions, reasons)
                 nearest = self.queue.next_begin(self.clock())
             end = time.monotonic()
             self._last_end, self._spacing = end, PASS_SPACING * (end - began)
@@ -195,17 +207,64 @@ class Reactor:
                 self._next_pass = min(self._next_pass, end + max(0.0, nearest - self.clock()))
             return started
 
-    def _snapshot(self, now: float) -> Snapshot:
+    def _read_inputs(self, now: float, pending: dict[int, PendingJob]) -> tuple[Any, ...]:
+        """What a snapshot needs from the store and the node (under the lock)."""
         view, fenced, unhealthy = node_view(self.node, self.store, self.health)
         running = tuple(
             allocation(r, self.node.name, self.spec(r).exclusive, fenced, now)
             for r in self.running_rows()
         )
-        pending = self.queue.jobs.values()
-        shares = fairshare_factors(self.config, self.store, running, pending, now, self.half_life_s)
-        return build_snapshot(self.queue, view, running, unhealthy, self.config, shares)
+        dep_ids = {j for job in pending.values() for d in job.dependencies for j in d.job_ids}
+        return (
+            view,
+            running,
+            unhealthy,
+            dict(self.queue.exclude),
+            self.store.usage(now, self.half_life_s),
+            self.store.states_of(dep_ids),
+            self.store.array_members(dep_ids),
+        )
 
-    def _apply(self, snap: Snapshot, seen: dict[int, PendingJob], decisions: Decisions) -> int:
+    def _build_snapshot(
+        self,
+        now: float,
+        pending: dict[int, PendingJob],
+        view: NodeView,
+        running: tuple[Allocation, ...],
+        unhealthy: set[tuple[str, int | None]],
+        exclude: dict[int, frozenset[tuple[str, int]]],
+        usage: dict[tuple[str, str], float],
+        job_states: dict[int, str],
+        members: dict[int, tuple[int, ...]],
+    ) -> Snapshot:
+        shares = user_factors(*share_inputs(self.config, usage, running, pending.values(), now))
+        return build_snapshot(
+            list(pending.values()),
+            exclude,
+            view,
+            running,
+            unhealthy,
+            self.config,
+            shares,
+            job_states,
+            members,
+        )
+
+    def _changed_reasons(self, decisions: Decisions, seen: dict[int, PendingJob]) -> dict[int, str]:
+        """The reasons that differ from what the store holds (computed without the lock:
+        only passes touch `_reasons`, one at a time)."""
+        known = self._reasons
+        for job_id in [j for j in known if j not in seen]:
+            del known[job_id]
+        return {j: r for j, r in decisions.reasons.items() if known.get(j) != r}
+
+    def _apply(
+        self,
+        snap: Snapshot,
+        seen: dict[int, PendingJob],
+        decisions: Decisions,
+        reasons: dict[int, str],
+    ) -> int:
         """Carry out what still holds of a pass's decisions."""
         if self.queue.refresh():  # changed while the pass thought: another pass sees it
             self._wanted = True
@@ -231,24 +290,15 @@ class Reactor:
         cancels = [j for j in decisions.cancels if unchanged(j)]
         if cancels:
             self.store.cancel_pending(cancels, self.clock(), Reason.DEPENDENCY_NEVER)
-        self._write_reasons(
-            {j: r for j, r in decisions.reasons.items() if unchanged(j) and j not in cancels}
-        )
+        write = {j: r for j, r in reasons.items() if unchanged(j) and j not in cancels}
+        if write:
+            self.store.set_reasons(write)
+            self._reasons.update(write)
         starts = tuple(s for s in starts if unchanged(s.job_id))
         if starts:
             self._start(starts)
         self.queue.refresh()
         return len(starts)
-
-    def _write_reasons(self, reasons: dict[int, str]) -> None:
-        """Record why pending jobs wait: only the reasons that changed are written."""
-        known = self._reasons
-        for job_id in [j for j in known if j not in self.queue.jobs]:
-            del known[job_id]
-        changed = {j: r for j, r in reasons.items() if known.get(j) != r}
-        if changed:
-            self.store.set_reasons(changed)
-            known.update(changed)
 
     def _start(self, starts: tuple[Start, ...]) -> None:
         """Record the starts as RUNNING (one commit), then launch each run.

@@ -15,7 +15,7 @@ from typing import Any
 
 from podium.recover.ladder import Label
 from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot
-from podium.sched.fairshare import Association, user_factors
+from podium.sched.fairshare import Association
 from podium.server.local_node import LocalNode
 from podium.server.policy import share_tree
 from podium.server.records import spec_gpu_ids
@@ -164,29 +164,30 @@ def allocation(
 
 
 def build_snapshot(
-    queue: PendingQueue,
+    pending: list[PendingJob],
+    exclude: dict[int, frozenset[tuple[str, int]]],
     view: NodeView,
     running: tuple[Allocation, ...],
     unhealthy: set[tuple[str, int | None]],
     config: ClusterConfig,
     fairshare: dict[tuple[str, str], float],
+    job_states: dict[int, str],
+    array_members: dict[int, tuple[int, ...]],
 ) -> Snapshot:
-    """The scheduler's view now. A job avoids a (node, GPU) it failed on only while
-    that GPU is not healthy."""
-    pending = list(queue.jobs.values())
-    if queue.exclude:
+    """The scheduler's view. A job avoids a (node, GPU) it failed on only while that
+    GPU is not healthy. Pure: no store, no lock needed."""
+    if exclude:
         for i, job in enumerate(pending):
-            avoid = queue.exclude.get(job.job_id)
+            avoid = exclude.get(job.job_id)
             if avoid:
                 kept = frozenset(p for p in avoid if p in unhealthy)
                 pending[i] = dataclasses.replace(job, avoid_gpus=kept)
-    dep_ids = {j for job in pending for d in job.dependencies for j in d.job_ids}
     return Snapshot(
         nodes=(view,),
         running=running,
         pending=tuple(pending),
-        job_states=queue.store.states_of(dep_ids),
-        array_members=queue.store.array_members(dep_ids),
+        job_states=job_states,
+        array_members=array_members,
         fairshare=fairshare,
         partition_nodes={p.name: tuple(p.nodes) for p in config.partitions if p.nodes},
     )
@@ -194,29 +195,17 @@ def build_snapshot(
 
 def share_inputs(
     config: ClusterConfig,
-    store: Store,
+    usage: dict[tuple[str, str], float],
     running: Iterable[Allocation],
     pending: Iterable[PendingJob],
     now: float,
-    half_life_s: float,
 ) -> tuple[Association, dict[tuple[str, str], float]]:
-    """The fair-share tree and usage now: decayed stored usage plus what running jobs
-    have used so far."""
-    usage = store.usage(now, half_life_s)
+    """The fair-share tree and usage now: decayed stored `usage` (Store.usage) plus
+    what running jobs have used so far. `usage` is not changed."""
+    usage = dict(usage)
     weight = config.fairshare.cpu_weight
     for a in running:
         used = max(0.0, now - a.start_time) * (len(a.gpu_indices) + weight * a.cpus)
         usage[(a.account, a.user)] = usage.get((a.account, a.user), 0.0) + used
     seen = set(usage) | {(p.account, p.user) for p in pending}
     return share_tree(config, seen), usage
-
-
-def fairshare_factors(
-    config: ClusterConfig,
-    store: Store,
-    running: Iterable[Allocation],
-    pending: Iterable[PendingJob],
-    now: float,
-    half_life_s: float,
-) -> dict[tuple[str, str], float]:
-    return user_factors(*share_inputs(config, store, running, pending, now, half_life_s))

@@ -94,7 +94,10 @@ class Views:
     ) -> str:
         """`{"jobs": [...]}` as JSON text, what GET /v1/jobs answers."""
         rows = self.store.jobs(states=states, user=user, name=name, since=since, until=until)
-        return '{"jobs":[' + ",".join(self.records.texts(rows, self.reactor.clock())) + "]}"
+        texts = self.records.texts(rows, self.reactor.clock())
+        if not texts:
+            return '{"jobs":[]}'
+        return '{"jobs":[\n  ' + ",\n  ".join(texts) + "\n]}"  # one record per line
 
     def show(self, job_id: int, who: Caller) -> dict[str, Any]:
         """One job in full, its script and events included: for its user and admins."""
@@ -191,9 +194,8 @@ class Views:
         running = [
             allocation(r, self.node.name, "none", set(), now) for r in reactor.running_rows()
         ]
-        tree, usage = share_inputs(
-            self.config, self.store, running, reactor.queue.jobs.values(), now, reactor.half_life_s
-        )
+        stored = self.store.usage(now, reactor.half_life_s)
+        tree, usage = share_inputs(self.config, stored, running, reactor.queue.jobs.values(), now)
         return [asdict(r) for r in fairshare_table(tree, usage)]
 
     def access(self, who: Caller) -> dict[str, Any]:
