@@ -1,5 +1,5 @@
-"""Job states as Slurm names them, and which of them are final. Standard library only:
-the lean client, the scheduler and the backends all read it."""
+"""Job states and pending reasons as Slurm names them, and which states are final.
+Standard library only: the lean client, the scheduler and the backends all read it."""
 
 from __future__ import annotations
 
@@ -27,4 +27,22 @@ class JobState(StrEnum):
 #: The names of the states a job never leaves.
 TERMINAL_STATES = frozenset(s.value for s in JobState if s.is_terminal())
 
-__all__ = ["TERMINAL_STATES", "JobState"]
+
+class Reason(StrEnum):
+    """Why a pending job waits, in Slurm's words (squeue's REASON)."""
+
+    PRIORITY = "Priority"
+    RESOURCES = "Resources"
+    DEPENDENCY = "Dependency"
+    DEPENDENCY_NEVER = "DependencyNeverSatisfied"
+    HELD = "Held"
+    BEGIN_TIME = "BeginTime"
+    ARRAY_LIMIT = "JobArrayTaskLimit"
+    NODE_UNAVAILABLE = "ReqNodeNotAvail"
+    QOS_GPUS_PER_USER = "QOSMaxGRESPerUser"
+    QOS_JOBS_PER_USER = "QOSMaxJobsPerUserLimit"
+    ACCOUNT_GPUS = "AssocGrpGRES"
+    NONE = "None"
+
+
+__all__ = ["TERMINAL_STATES", "JobState", "Reason"]

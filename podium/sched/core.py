@@ -19,6 +19,7 @@ of work (jobs younger than the exempt time are spared), and holds their resource
 
 from __future__ import annotations
 
+from podium.api.states import Reason
 from podium.sched.backfill import reserve, respects_hold, shrink_hold
 from podium.sched.fit import Hold, Index, Node, could_ever_fit, fits_now
 from podium.sched.limits import Counters
@@ -27,7 +28,6 @@ from podium.sched.model import (
     PendingJob,
     Policy,
     Preempt,
-    Reason,
     Reservation,
     Snapshot,
     Start,

@@ -3,8 +3,9 @@ throttles (`waits_for`), and QoS and account limits (`Counters.limit_reason`).""
 
 from __future__ import annotations
 
+from podium.api.states import Reason
 from podium.sched.deps import DepStatus, evaluate
-from podium.sched.model import PendingJob, Policy, Reason, Snapshot
+from podium.sched.model import PendingJob, Policy, Snapshot
 
 
 class Counters:

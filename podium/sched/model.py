@@ -9,23 +9,6 @@ from podium.sched.priority import Factors, PriorityWeights
 from podium.spec.job import Dependency
 
 
-class Reason:
-    """Why a pending job waits, in Slurm's words."""
-
-    PRIORITY = "Priority"
-    RESOURCES = "Resources"
-    DEPENDENCY = "Dependency"
-    DEPENDENCY_NEVER = "DependencyNeverSatisfied"
-    HELD = "Held"
-    BEGIN_TIME = "BeginTime"
-    ARRAY_LIMIT = "JobArrayTaskLimit"
-    NODE_UNAVAILABLE = "ReqNodeNotAvail"
-    QOS_GPUS_PER_USER = "QOSMaxGRESPerUser"
-    QOS_JOBS_PER_USER = "QOSMaxJobsPerUserLimit"
-    ACCOUNT_GPUS = "AssocGrpGRES"
-    NONE = "None"
-
-
 @dataclass(frozen=True)
 class QosLimits:
     """Per-user limits of one QoS (Slurm's MaxTRESPerUser=gres/gpu, MaxJobsPerUser)."""

@@ -20,8 +20,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import NamedTuple
 
+from podium.api.states import Reason
 from podium.api.text import printable
 from podium.errors import StoreError
 from podium.sched import (
@@ -34,7 +35,6 @@ from podium.sched import (
     schedule,
 )
 from podium.sched.fairshare import user_factors
-from podium.sched.model import Reason
 from podium.server.effects import Effects
 from podium.server.ends import RunEnds
 from podium.server.launch import Planner
@@ -58,6 +58,18 @@ log = logging.getLogger("podium.reactor")
 RUNNING = JobState.RUNNING.value
 PERIODIC_PASS_S = 30.0
 PASS_SPACING = 4.0  # the gap after a pass, in multiples of its length
+
+
+class PassInputs(NamedTuple):
+    """What a pass reads from the store and the node under the lock."""
+
+    view: NodeView
+    running: tuple[Allocation, ...]
+    unhealthy: set[tuple[str, int | None]]
+    exclude: dict[int, frozenset[tuple[str, int]]]
+    usage: dict[tuple[str, str], float]
+    job_states: dict[int, str]
+    array_members: dict[int, tuple[int, ...]]
 
 
 class Reactor:
@@ -194,7 +206,7 @@ class Reactor:
                 now = self.clock()
                 seen = dict(self.queue.jobs)
                 inputs = self._read_inputs(now, seen)
-            snap = self._build_snapshot(now, seen, *inputs)
+            snap = self._build_snapshot(now, seen, inputs)
             decisions = schedule(snap, now, self.policy)
             reasons = self._changed_reasons(decisions, seen)
             with self.lock:
@@ -207,7 +219,7 @@ class Reactor:
                 self._next_pass = min(self._next_pass, end + max(0.0, nearest - self.clock()))
             return started
 
-    def _read_inputs(self, now: float, pending: dict[int, PendingJob]) -> tuple[Any, ...]:
+    def _read_inputs(self, now: float, pending: dict[int, PendingJob]) -> PassInputs:
         """What a snapshot needs from the store and the node (under the lock)."""
         view, fenced, unhealthy = node_view(self.node, self.store, self.health)
         running = tuple(
@@ -215,7 +227,7 @@ class Reactor:
             for r in self.running_rows()
         )
         dep_ids = {j for job in pending.values() for d in job.dependencies for j in d.job_ids}
-        return (
+        return PassInputs(
             view,
             running,
             unhealthy,
@@ -226,28 +238,22 @@ class Reactor:
         )
 
     def _build_snapshot(
-        self,
-        now: float,
-        pending: dict[int, PendingJob],
-        view: NodeView,
-        running: tuple[Allocation, ...],
-        unhealthy: set[tuple[str, int | None]],
-        exclude: dict[int, frozenset[tuple[str, int]]],
-        usage: dict[tuple[str, str], float],
-        job_states: dict[int, str],
-        members: dict[int, tuple[int, ...]],
+        self, now: float, pending: dict[int, PendingJob], got: PassInputs
     ) -> Snapshot:
-        shares = user_factors(*share_inputs(self.config, usage, running, pending.values(), now))
+        """The Snapshot from what `_read_inputs` read (no store: runs without the lock)."""
+        shares = user_factors(
+            *share_inputs(self.config, got.usage, got.running, pending.values(), now)
+        )
         return build_snapshot(
             list(pending.values()),
-            exclude,
-            view,
-            running,
-            unhealthy,
+            got.exclude,
+            got.view,
+            got.running,
+            got.unhealthy,
             self.config,
             shares,
-            job_states,
-            members,
+            got.job_states,
+            got.array_members,
         )
 
     def _changed_reasons(self, decisions: Decisions, seen: dict[int, PendingJob]) -> dict[int, str]:
