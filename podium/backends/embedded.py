@@ -1,14 +1,13 @@
 """The embedded backend: the daemon's API over its unix socket, as typed calls.
 
-The client uses the standard library's http.client rather than httpx: a `podium` command is
-a new process each time, and httpx's import and client set-up (~190 ms, it loads an
-SSL context and Rich) would dominate a shell loop of `podium submit` calls. The
-tests and benchmarks drive the same API with httpx.
+The client speaks the little HTTP/1.1 it needs over the socket itself: a `podium`
+command is a new process each time, and importing http.client (~45 ms: it loads the
+email package) or httpx (~190 ms) would dominate a shell loop of `podium submit`
+calls. The tests and benchmarks drive the same API with httpx.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import socket
 import time
@@ -22,16 +21,95 @@ from podium.api.backend import Action, Backend, Feature, JobFilter, Selection
 from podium.errors import ApiError, DaemonUnavailable
 
 
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self._path = path
+class ClosedEarly(ConnectionError):
+    """The daemon closed the connection before a whole answer."""
 
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        sock.connect(self._path)
-        self.sock = sock
+
+class _Response:
+    """An answer: status, headers (lower-case names) and body."""
+
+    def __init__(self, status: int, headers: dict[str, str], body: bytes) -> None:
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    def getheader(self, name: str, default: str = "") -> str:
+        return self.headers.get(name.lower(), default)
+
+
+class _UnixConnection:
+    """One keep-alive HTTP/1.1 connection to the daemon's unix socket."""
+
+    def __init__(self, path: str, timeout: float) -> None:
+        self.path = path
+        self.timeout = timeout
+        self.sock: socket.socket | None = None
+        self.reader: Any = None
+
+    def request(
+        self, method: str, target: str, body: bytes | None, headers: dict[str, str]
+    ) -> _Response:
+        if self.sock is None:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(self.timeout)
+            try:
+                sock.connect(self.path)
+            except OSError:
+                sock.close()
+                raise
+            self.sock, self.reader = sock, sock.makefile("rb")
+        lines = [f"{method} {target} HTTP/1.1", "Host: podium"]
+        lines += [f"{k}: {v}" for k, v in headers.items()]
+        lines.append(f"Content-Length: {len(body or b'')}")
+        self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + (body or b""))
+        return self._response()
+
+    def _response(self) -> _Response:
+        status_line = self.reader.readline(65537)
+        if not status_line:
+            raise ClosedEarly("no answer")
+        parts = status_line.split(None, 2)
+        if len(parts) < 2 or not parts[1].isdigit():
+            raise ClosedEarly(f"not an HTTP answer: {status_line[:80]!r}")
+        headers: dict[str, str] = {}
+        while True:
+            line = self.reader.readline(65537)
+            if not line:
+                raise ClosedEarly("headers cut off")
+            if line in (b"\r\n", b"\n"):
+                break
+            name, _, value = line.decode("latin-1").partition(":")
+            headers[name.strip().lower()] = value.strip()
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            body = self._chunked()
+        else:
+            length = int(headers.get("content-length", "0"))
+            body = self.reader.read(length)
+            if len(body) < length:
+                raise ClosedEarly("body cut off")
+        if headers.get("connection", "").lower() == "close":
+            self.close()
+        return _Response(int(parts[1]), headers, body)
+
+    def _chunked(self) -> bytes:
+        chunks: list[bytes] = []
+        while True:
+            size = int(self.reader.readline(65537).split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                while self.reader.readline(65537) not in (b"\r\n", b"\n", b""):
+                    pass
+                return b"".join(chunks)
+            chunk = self.reader.read(size + 2)
+            if len(chunk) < size + 2:
+                raise ClosedEarly("chunk cut off")
+            chunks.append(chunk[:size])
+
+    def close(self) -> None:
+        if self.reader is not None:
+            self.reader.close()
+        if self.sock is not None:
+            self.sock.close()
+        self.sock = self.reader = None
 
 
 RETRY_DELAYS = (0.1, 0.3, 1.0)  # seconds before each retry: at most three
@@ -87,9 +165,8 @@ class Client:
             if self._conn is None:
                 self._conn = _UnixConnection(self.socket, self.timeout)
             try:
-                self._conn.request(method, path, body=payload, headers=headers)
-                response = self._conn.getresponse()
-                data = response.read()
+                response = self._conn.request(method, path, payload, headers)
+                data = response.body
                 break
             except FileNotFoundError:
                 self.close()
@@ -98,7 +175,7 @@ class Client:
                 ) from None
             except (
                 ConnectionRefusedError,
-                http.client.RemoteDisconnected,
+                ClosedEarly,
                 BrokenPipeError,
                 ConnectionResetError,
                 TimeoutError,

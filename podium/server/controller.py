@@ -54,10 +54,8 @@ class Controller:
         self.owner_uid = os.geteuid()
         self.health = HealthTable(store)
         self.planner = Planner(home, config, node)
-        self.reactor = Reactor(
-            store, config, node, self.health, self.planner, LocalEffects(executor, self.planner)
-        )
-        self.reactor.clock = clock
+        effects = LocalEffects(executor, self.planner)
+        self.reactor = Reactor(store, config, node, self.health, self.planner, effects, clock)
         self.lock = self.reactor.lock
         self.agent: HealthAgent | None = None
         self.intake = Intake(home, config, store, self.planner)

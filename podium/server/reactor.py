@@ -110,6 +110,7 @@ class Reactor:
     # --- what others ask of it ------------------------------------------------------
 
     def clock_now(self) -> float:
+        """The reactor's clock, read through it (tests replace `clock`)."""
         return self.clock()
 
     @property
