@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -50,3 +52,33 @@ class EmbeddedCluster:
             base_url="http://podium",
             timeout=timeout,
         )
+
+
+@contextlib.contextmanager
+def slurm_testbed(yaml_text: str, port_base: int, extra_conf: str = "") -> Iterator[Path]:
+    """A real Slurm cluster for one benchmark run: `yaml_text` rendered by `podium slurm
+    render --testbed` into a temporary directory (with `extra_conf` lines appended to
+    slurm.conf), started by scripts/slurm-testbed/up.sh, stopped and removed after.
+    Yields the directory (its etc/slurm.conf, run/*.pid, work/)."""
+    directory = Path(tempfile.mkdtemp(prefix="podium-bench-slurm-"))
+    (directory / "cluster.yaml").write_text(yaml_text)
+    subprocess.run(
+        [
+            *(str(BIN / "podium"), "slurm", "render", str(directory / "cluster.yaml")),
+            *("--testbed", str(directory), "--port-base", str(port_base)),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    if extra_conf:
+        conf = directory / "etc" / "slurm.conf"
+        conf.write_text(conf.read_text() + extra_conf)
+    scripts = Path(__file__).resolve().parents[1] / "scripts" / "slurm-testbed"
+    subprocess.run(
+        ["bash", str(scripts / "up.sh"), str(directory)], check=True, capture_output=True
+    )
+    try:
+        yield directory
+    finally:
+        subprocess.run(["bash", str(scripts / "down.sh"), str(directory)], capture_output=True)
+        shutil.rmtree(directory, ignore_errors=True)

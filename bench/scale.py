@@ -24,11 +24,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -36,7 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.embedded import BIN, EmbeddedCluster
+from bench.embedded import BIN, EmbeddedCluster, slurm_testbed
 
 ROOT = Path(__file__).resolve().parents[1]
 EMBEDDED = """\
@@ -242,25 +240,8 @@ def run_podium(pending: int, arrays: bool) -> dict[str, Any]:
 
 
 def run_slurm(pending: int, arrays: bool) -> dict[str, Any]:
-    directory = Path(tempfile.mkdtemp(prefix="podium-bench-slurm-"))
-    (directory / "scale.yaml").write_text(SLURM)
-    subprocess.run(
-        [
-            *(str(BIN / "podium"), "slurm", "render", str(directory / "scale.yaml")),
-            *("--testbed", str(directory), "--port-base", "19820"),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    conf = directory / "etc" / "slurm.conf"
-    conf.write_text(conf.read_text() + "MaxJobCount=50000\n")
-    up = ROOT / "scripts" / "slurm-testbed"
-    subprocess.run(["bash", str(up / "up.sh"), str(directory)], check=True, capture_output=True)
-    try:
+    with slurm_testbed(SLURM, 19820, "MaxJobCount=50000\n") as directory:
         return measure(SlurmSide(directory), pending, arrays)
-    finally:
-        subprocess.run(["bash", str(up / "down.sh"), str(directory)], capture_output=True)
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 def main() -> None:

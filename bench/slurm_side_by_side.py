@@ -26,14 +26,13 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.embedded import BIN, EmbeddedCluster
+from bench.embedded import BIN, EmbeddedCluster, slurm_testbed
 from podium.api.states import TERMINAL_STATES
 from podium.sim.traces import read_tiresias
 from podium.slurm import parse
@@ -169,30 +168,9 @@ def trace(side: Side, compress: float) -> dict[str, float]:
 
 
 def run_slurm(jobs: int, compress: float) -> dict[str, Any]:
-    directory = Path(tempfile.mkdtemp(prefix="podium-bench-slurm-"))
-    (directory / "bench.yaml").write_text(SLURM)
-    subprocess.run(
-        [
-            str(BIN / "podium"),
-            "slurm",
-            "render",
-            str(directory / "bench.yaml"),
-            "--testbed",
-            str(directory),
-            "--port-base",
-            "19800",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    up = ROOT / "scripts" / "slurm-testbed"
-    subprocess.run(["bash", str(up / "up.sh"), str(directory)], check=True, capture_output=True)
-    try:
+    with slurm_testbed(SLURM, 19800) as directory:
         side = SlurmSide(directory)
         return {"trivial": trivial(side, jobs), "trace": trace(side, compress)}
-    finally:
-        subprocess.run(["bash", str(up / "down.sh"), str(directory)], capture_output=True)
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 def run_podium(jobs: int, compress: float) -> dict[str, Any]:

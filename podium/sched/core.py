@@ -24,6 +24,7 @@ from podium.sched.backfill import reserve, respects_hold, shrink_hold
 from podium.sched.fit import Hold, Index, Node, could_ever_fit, fits_now
 from podium.sched.limits import Counters
 from podium.sched.model import (
+    Allocation,
     Decisions,
     PendingJob,
     Policy,
@@ -60,25 +61,12 @@ def schedule(
     for alloc in snapshot.running:
         if alloc.node in nodes:
             nodes[alloc.node].take(alloc)
-    seen_running: set[int] = set()
+    per_job: dict[int, tuple[Allocation, int]] = {}  # job -> (one allocation, all its GPUs)
     for alloc in snapshot.running:  # a multi-node job counts once, with all its GPUs
-        if alloc.job_id in seen_running:
-            counters.user_gpus[(alloc.qos, alloc.user)] = counters.user_gpus.get(
-                (alloc.qos, alloc.user), 0
-            ) + len(alloc.gpu_indices)
-            counters.account_gpus[alloc.account] = counters.account_gpus.get(
-                alloc.account, 0
-            ) + len(alloc.gpu_indices)
-            continue
-        seen_running.add(alloc.job_id)
-        counters.count(
-            alloc.qos,
-            alloc.user,
-            alloc.account,
-            len(alloc.gpu_indices),
-            alloc.array_job_id,
-            alloc.name,
-        )
+        one, total = per_job.get(alloc.job_id, (alloc, 0))
+        per_job[alloc.job_id] = (one, total + len(alloc.gpu_indices))
+    for one, total in per_job.values():
+        counters.count(one.qos, one.user, one.account, total, one.array_job_id, one.name)
     max_gpus = max((len(n.gpus) for n in snapshot.nodes), default=0)
     index = Index((n for n in nodes.values() if n.view.schedulable), max_gpus)
     order, prios = queue_order(snapshot, now, policy, with_factors=explain)

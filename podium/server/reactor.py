@@ -45,6 +45,7 @@ from podium.server.snapshot import (
     PendingQueue,
     allocation,
     build_snapshot,
+    next_begin,
     node_view,
     share_inputs,
 )
@@ -212,7 +213,8 @@ class Reactor:
             reasons = self._changed_reasons(decisions, seen)
             with self.lock:
                 started = self._apply(snap, seen, decisions, reasons)
-                nearest = self.queue.next_begin(self.clock())
+            # Jobs that came meanwhile are not in `seen`, but they asked for another pass.
+            nearest = next_begin(seen.values(), self.clock())
             end = time.monotonic()
             self._last_end, self._spacing = end, PASS_SPACING * (end - began)
             self._next_pass = end + PERIODIC_PASS_S

@@ -115,10 +115,11 @@ class PendingQueue:
             time_limit_s=r["time_limit_s"],
         )
 
-    def next_begin(self, now: float) -> float | None:
-        """The earliest --begin time still ahead (a pass is due then)."""
-        times = [j.begin_time for j in self.jobs.values() if j.begin_time and j.begin_time > now]
-        return min(times, default=None)
+
+def next_begin(jobs: Iterable[PendingJob], now: float) -> float | None:
+    """The earliest --begin time still ahead among `jobs` (a pass is due then)."""
+    times = [j.begin_time for j in jobs if j.begin_time and j.begin_time > now]
+    return min(times, default=None)
 
 
 def node_view(
