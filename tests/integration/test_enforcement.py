@@ -225,9 +225,12 @@ def test_a_preemption_survives_a_daemon_restart() -> None:
     try:
         victim = c.submit(
             "--qos=low", "--gpus=4", "--wrap",
-            f"trap 'touch {c.work}/term; sleep 3; exit 0' TERM; sleep 120 & wait",
+            f"trap 'touch {c.work}/term; sleep 3; exit 0' TERM; touch {c.work}/ready; "
+            "sleep 120 & wait",
         )  # fmt: skip
         c.wait(victim, {"RUNNING"})
+        # Preempt only once the trap is set: a signal before it would kill the shell.
+        _until(lambda: (c.work / "ready").exists(), what="the victim's trap")
         urgent = c.submit("--qos=high", "--gpus=1", "--wrap", "true")
         _until(lambda: (c.work / "term").exists(), what="the preemption signal")
         c.kill9()
