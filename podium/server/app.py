@@ -22,9 +22,10 @@ from podium.api.text import printable
 from podium.errors import PermissionDenied, PodiumError, SpecError
 from podium.server.controller import Caller, Controller
 from podium.server.peer import SCOPE_KEY, PeerCred
-from podium.spec.build import MAX_JOB_ID, SubmitRequest
+from podium.spec.build import SubmitRequest
 from podium.spec.job import JobState
 from podium.spec.validation import RequestModel
+from podium.spec.values import MAX_JOB_ID
 
 JobId = Annotated[int, Field(ge=1, le=MAX_JOB_ID)]
 JobIdPath = Annotated[int, Path(ge=1, le=MAX_JOB_ID)]

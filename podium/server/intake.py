@@ -16,6 +16,7 @@ from podium.api.caller import Caller, user_name
 from podium.api.records import would_queue
 from podium.errors import PermissionDenied, SpecError, StoreError
 from podium.run.identity import DirCheckError, check_dirs_as_user
+from podium.server.admission import EmbeddedAdmission
 from podium.server.launch import Planner
 from podium.server.records import job_record
 from podium.spec.build import Built, SubmitRequest, build_job
@@ -51,7 +52,7 @@ class Intake:
             )
         if self.config.names_groups and not who.groups:
             who = who.with_groups()
-        built = build_job(req, self.config, who, now)
+        built = build_job(req, self.config, who, now, EmbeddedAdmission())
         spec = built.spec
         if built.enter_dirs or built.write_dirs:
             try:

@@ -22,6 +22,7 @@ from podium.api.caller import Caller, this_process
 from podium.api.records import would_queue
 from podium.errors import ApiError
 from podium.slurm import parse
+from podium.slurm.admission import SlurmAdmission
 from podium.slurm.tools import SlurmError, SlurmRest, SlurmTools
 from podium.slurm.translate import sbatch_script
 from podium.spec.build import SubmitRequest, build_job
@@ -45,8 +46,8 @@ def state_dir(config: ClusterConfig, home: Path) -> str:
 def build_script(config: ClusterConfig, body: dict[str, Any], home: Path) -> tuple[JobSpec, str]:
     """The job a submit request asks for, and its sbatch script (what `podium submit
     --dry-run` prints). Raises SpecError/Unsatisfiable with the reason."""
-    config = config.model_copy(update={"backend": "slurm"})
-    spec = build_job(SubmitRequest(**body), config, submitter(config), time.time()).spec
+    who = submitter(config)
+    spec = build_job(SubmitRequest(**body), config, who, time.time(), SlurmAdmission()).spec
     python = config.slurm.python or sys.executable
     return spec, sbatch_script(spec, python, state_dir(config, home))
 

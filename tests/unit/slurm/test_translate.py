@@ -14,6 +14,8 @@ import pytest
 
 from podium.api.caller import Caller
 from podium.errors import SpecError, Unsatisfiable
+from podium.server.admission import EmbeddedAdmission
+from podium.slurm.admission import SlurmAdmission
 from podium.slurm.translate import sbatch_script
 from podium.spec.build import SubmitRequest, build_job
 from podium.spec.cluster import default_config
@@ -37,7 +39,7 @@ def _script(
         script=script,
         script_args=list(args),
     )
-    spec = build_job(req, CONFIG, WHO, NOW).spec
+    spec = build_job(req, CONFIG, WHO, NOW, SlurmAdmission()).spec
     return sbatch_script(spec, "/opt/podium/bin/python", "/shared/podium")
 
 
@@ -111,7 +113,7 @@ def test_embedded_cluster_refuses_containers_and_nodes() -> None:
     embedded = default_config(gpus=0, cpus=8)
     req = SubmitRequest(options=["--container-image=x"], cwd="/", environment={}, wrap="true")
     with pytest.raises(Unsatisfiable, match="backend: slurm"):
-        build_job(req, embedded, WHO, NOW)
+        build_job(req, embedded, WHO, NOW, EmbeddedAdmission())
 
 
 NASTY = [

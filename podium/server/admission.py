@@ -1,0 +1,181 @@
+"""The embedded cluster's admission: what one node under Podium's own daemon can run.
+
+`podium.spec.build` reads a submission as sbatch would; this module applies the
+embedded cluster's rules to it: one node, its features, its partitions, QoS levels and
+accounts (with who may use them), the partition's time limits, a whole node for
+--exclusive, a mail transport for --mail-type, no containers, and a fit on the node.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from podium.errors import SpecError, Unsatisfiable
+from podium.spec.build import Draft
+from podium.spec.cluster import ClusterConfig, Partition
+from podium.spec.suggest import did_you_mean
+from podium.spec.values import option_error, positive_int
+
+_ACCOUNT_RE = re.compile(r"^[A-Za-z0-9_.@-]+$")
+
+
+class EmbeddedAdmission:
+    """The embedded cluster's rules (`podium.spec.build.Admission`)."""
+
+    def admit(self, draft: Draft) -> None:
+        """Fill in the cluster's defaults; raise when this node cannot run the job."""
+        _one_node(draft)
+        out, node = draft.fields, draft.config.node
+        if (g := draft.given("ntasks-per-core")) is not None:
+            per_core = positive_int(g)
+            if out["ntasks"] > node.cpus * per_core:
+                raise Unsatisfiable(
+                    f"{g.where}: --ntasks-per-core={per_core}: {out['ntasks']} tasks need "
+                    f"more than the node's {node.cpus} cores"
+                )
+        if out["exclusive"] == "node":
+            out["cpus"], out["mem_mb"] = node.cpus, node.memory_mb
+        partition = _names(draft)
+        _time_limit(draft, partition)
+        for name in ("container-image", "container-mounts"):
+            if (g := draft.given(name)) is not None:
+                raise Unsatisfiable(
+                    f"{g.where}: --{g.long}: container jobs need backend: slurm with Pyxis; "
+                    "the embedded cluster runs jobs on the host"
+                )
+        if out.get("mail_types") and not draft.config.mail_command:
+            g = draft.given("mail-type")
+            assert g is not None
+            raise option_error(
+                g,
+                "cannot be honoured: this cluster has no mail transport "
+                "(set mail_command in the cluster config)",
+            )
+        check_fits(out, draft.config)
+
+
+def _one_node(draft: Draft) -> None:
+    """One node, named by --nodelist if at all, not excluded, with the features asked."""
+    out, node = draft.fields, draft.config.node
+    if out["nodes"] != 1:
+        g = draft.given("nodes")
+        assert g is not None
+        raise Unsatisfiable(
+            f"{g.where}: --nodes={g.value}: the embedded cluster has 1 node "
+            "(use backend: slurm for multi-node jobs)"
+        )
+    if (g := draft.given("nodelist")) is not None and set(out.pop("nodelist")) != {node.name}:
+        raise Unsatisfiable(f"{g.where}: --nodelist={g.value}: the only node is {node.name!r}")
+    if (g := draft.given("exclude")) is not None and node.name in out.pop("exclude"):
+        raise Unsatisfiable(f"{g.where}: --exclude={g.value} excludes the only node {node.name!r}")
+    if (g := draft.given("constraint")) is not None:
+        if "|" in str(g.value) or "[" in str(g.value) or "(" in str(g.value):
+            raise option_error(g, "only features joined with '&' are supported")
+        wanted = [f for f in re.split(r"[&,]", str(g.value)) if f]
+        missing = [f for f in wanted if f not in node.features]
+        if missing:
+            raise Unsatisfiable(
+                f"{g.where}: --constraint: node {node.name} lacks feature(s) {missing} "
+                f"(it has {node.features or 'none'})"
+            )
+
+
+def _time_limit(draft: Draft, partition: Partition) -> None:
+    """The partition's default time limit, or the one given within its maximum."""
+    out = draft.fields
+    if "time_limit_s" not in out:
+        out["time_limit_s"] = partition.default_time_s
+        return
+    cap, limit = partition.max_time_s, out["time_limit_s"]
+    if cap is not None and (limit is None or limit > cap):
+        g = draft.given("time")
+        assert g is not None
+        raise Unsatisfiable(
+            f"{g.where}: --time={g.value} exceeds partition {partition.name}'s "
+            f"max time {partition.max_time}"
+        )
+
+
+def _names(draft: Draft) -> Partition:
+    """Partition, QoS and account checked against the cluster's config and what the
+    caller may use; returns the job's partition."""
+    config, who, out = draft.config, draft.who, draft.fields
+    partition = config.default_partition
+    if (g := draft.given("partition")) is not None:
+        found = config.partition(str(g.value))
+        if found is None:
+            names = [p.name for p in config.partitions]
+            raise option_error(
+                g,
+                f"no partition {g.value!r}{did_you_mean(str(g.value), names)}; "
+                f"partitions: {', '.join(names)}",
+            )
+        partition = found
+    out["partition"] = partition.name
+    account = config.default_account(who.name)
+    if (g := draft.given("account")) is not None:
+        account = str(g.value)
+        if not _ACCOUNT_RE.match(account):
+            raise option_error(g, f"invalid account name {account!r}")
+        names = [a.name for a in config.accounts]
+        if names and account not in names:
+            raise option_error(g, f"unknown account {account!r}{did_you_mean(account, names)}")
+    entry = config.account(account)
+    if entry is not None and not who.is_admin and not entry.open_to(who.name, who.groups):
+        where = f"{g.where}: --account: " if g is not None else "default account: "
+        raise SpecError(
+            f"{where}user {who.name} may not charge account {account!r} "
+            f"(InvalidAccount: see podium share for yours)"
+        )
+    out["account"] = account
+    qos = config.default_qos
+    if (g := draft.given("qos")) is not None:
+        if config.qos_level(str(g.value)) is None:
+            names = [q.name for q in config.qos]
+            raise option_error(
+                g,
+                f"no QoS {g.value!r}{did_you_mean(str(g.value), names)}; "
+                f"QoS levels: {', '.join(names)}",
+            )
+        qos = str(g.value)
+    level = config.qos_level(qos)
+    if level is not None and not who.is_admin:
+        where = f"{g.where}: --qos: " if g is not None else "default QoS: "
+        if not level.open_to(who.name, who.groups):
+            raise SpecError(
+                f"{where}user {who.name} may not use QoS {qos!r} "
+                "(InvalidQOS: see podium share for the QoS open to you)"
+            )
+        if entry is not None and entry.allow_qos and qos not in entry.allow_qos:
+            raise SpecError(
+                f"{where}account {account!r} allows only QoS {', '.join(entry.allow_qos)}, "
+                f"not {qos!r}"
+            )
+    out["qos"] = qos
+    return partition
+
+
+def check_fits(job: dict[str, Any], config: ClusterConfig) -> None:
+    """Raise Unsatisfiable when a job of these sizes (JobSpec fields) can never run on
+    the cluster's node, with the reason."""
+    node = config.node
+    gpus = node.gpus
+    if job["gpus"] > gpus.count:
+        raise Unsatisfiable(
+            f"the job asks for {job['gpus']} GPUs but node {node.name} has {gpus.count}"
+        )
+    if job["gpu_type"] and job["gpus"] and job["gpu_type"] != gpus.type:
+        raise Unsatisfiable(
+            f"the job asks for GPU type {job['gpu_type']!r} but node {node.name} has "
+            f"{gpus.count} x {gpus.type!r}"
+        )
+    if job["cpus"] > node.cpus:
+        raise Unsatisfiable(
+            f"the job asks for {job['cpus']} CPUs but node {node.name} has {node.cpus}"
+        )
+    if job["mem_mb"] > node.memory_mb:
+        raise Unsatisfiable(
+            f"the job asks for {job['mem_mb']} MiB of memory but node {node.name} has "
+            f"{node.memory_mb} MiB"
+        )

@@ -1,0 +1,163 @@
+"""A submission as the client sends it, and its options gathered from the batch
+script's #SBATCH lines, then the job file, then the command line (later wins, as
+with sbatch)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import yaml
+from pydantic import Field, field_validator
+
+from podium.errors import SpecError
+from podium.spec.options import OPTIONS, Given, parse_tokens, script_directives
+from podium.spec.suggest import did_you_mean
+from podium.spec.validation import RequestModel
+from podium.spec.values import MAX_PATTERN
+
+
+class SubmitRequest(RequestModel):
+    """What a client sends to submit: the raw material, parsed by the daemon.
+
+    `idempotency_key` (made by the client) makes a retried submission return the job
+    the first one created instead of a second job.
+    """
+
+    script: str | None = None
+    script_path: str | None = None
+    script_args: list[str] = Field(default_factory=list)
+    wrap: str | None = None
+    yaml_text: str | None = None
+    options: list[str] = Field(default_factory=list)
+    cwd: str
+    environment: dict[str, str] = Field(default_factory=dict)
+    umask: int | None = Field(
+        default=None, ge=0, le=0o777, description="the submitter's umask (sbatch: SLURM_UMASK)"
+    )
+    test_only: bool = False
+    idempotency_key: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{8,64}$")
+
+    @field_validator("environment")
+    @classmethod
+    def _environment_names(cls, env: dict[str, str]) -> dict[str, str]:
+        for name in env:
+            if not name or "=" in name:
+                raise ValueError(
+                    f"environment variable name {name!r} must be non-empty and without '='"
+                )
+        return env
+
+    @field_validator("cwd")
+    @classmethod
+    def _absolute(cls, cwd: str) -> str:
+        if not cwd.startswith("/") or len(cwd) > MAX_PATTERN:
+            raise ValueError(f"must be an absolute path of at most {MAX_PATTERN} characters")
+        return cwd
+
+
+@dataclass
+class Options:
+    """The options of one submission as given, the last of each winning, each keeping
+    where it came from (a script line, a job file key, the command line)."""
+
+    values: dict[str, Given] = field(default_factory=dict)
+
+    def add(self, given: list[Given]) -> None:
+        for g in given:
+            if g.long == "no-requeue":  # one setting: the last of the pair wins
+                g = Given("requeue", "no", g.where)
+            self.values[g.long] = g
+
+    def get(self, name: str) -> Given | None:
+        return self.values.get(name)
+
+    def text(self, name: str) -> str | None:
+        g = self.values.get(name)
+        return g.value if g else None
+
+
+def _yaml_options(text: str) -> tuple[list[Given], str | None, str | None, list[str]]:
+    """Read a job YAML file: option keys plus script/command/args."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise SpecError(f"job file: not valid YAML{where}") from None
+    if not isinstance(data, dict):
+        raise SpecError("job file: expected a mapping of option names to values")
+    given: list[Given] = []
+    script = command = None
+    args: list[str] = []
+    extra_keys = {"script", "command", "args"}
+    for key, value in data.items():
+        name = str(key).replace("_", "-")
+        where = f"job file key {key!r}"
+        if name == "script":
+            script = str(value)
+            continue
+        if name == "command":
+            command = str(value)
+            continue
+        if name == "args":
+            if not isinstance(value, list):
+                raise SpecError(f"{where}: expected a list of arguments")
+            args = [str(a) for a in value]
+            continue
+        opt = OPTIONS.get(name)
+        if opt is None or opt.scope == "cli":
+            hint = did_you_mean(
+                name, [o for o in OPTIONS if OPTIONS[o].scope != "cli"] + sorted(extra_keys)
+            )
+            raise SpecError(f"{where}: unknown key{hint}")
+        if opt.arg == "none" or (opt.arg == "optional" and isinstance(value, bool)):
+            if not isinstance(value, bool):
+                raise SpecError(f"{where}: expected true or false")
+            if name == "requeue" and value is False:
+                given.append(Given("no-requeue", None, where))
+            elif value:
+                given.append(Given(name, None, where))
+            continue
+        if isinstance(value, list | dict) or value is None:
+            raise SpecError(f"{where}: expected a single value")
+        given.append(Given(name, str(value), where))
+    if script is not None and command is not None:
+        raise SpecError("job file: give either 'script' or 'command', not both")
+    return given, script, command, args
+
+
+def gather(req: SubmitRequest) -> tuple[Options, str, list[str]]:
+    """The submission's options, its batch script (a --wrap command made into one) and
+    the script's arguments. Raises SpecError when there is nothing, or more than one
+    thing, to run."""
+    cli_given, _ = parse_tokens(req.options, "command line")
+    for g in cli_given:
+        if OPTIONS[g.long].scope == "cli":
+            raise SpecError(f"command line: --{g.long} is handled by the client, not the daemon")
+    yaml_given: list[Given] = []
+    yaml_script = yaml_command = None
+    yaml_args: list[str] = []
+    if req.yaml_text is not None:
+        yaml_given, yaml_script, yaml_command, yaml_args = _yaml_options(req.yaml_text)
+
+    sources = [x for x in (req.script, yaml_script) if x is not None]
+    commands = [x for x in (req.wrap, yaml_command) if x is not None]
+    if len(sources) + len(commands) > 1:
+        raise SpecError("give one of a script, --wrap or a job file's script/command, not several")
+    if not sources and not commands:
+        raise SpecError('nothing to run: give a batch script, --wrap "CMD" or -f job.yaml')
+    if commands:
+        script = f"#!/bin/sh\n{commands[0]}\n"
+    else:
+        script = sources[0]
+        if not script.startswith("#!"):
+            raise SpecError(
+                "the batch script does not start with #! (e.g. #!/bin/bash) on its first line"
+            )
+    if "\0" in script:
+        raise SpecError("the batch script contains NUL bytes: is it a binary file?")
+    options = Options()
+    options.add(script_directives(script))
+    options.add(yaml_given)
+    options.add(cli_given)
+    return options, script, req.script_args or yaml_args

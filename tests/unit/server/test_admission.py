@@ -1,0 +1,104 @@
+"""The embedded cluster's admission: its node, partitions, QoS, accounts and mail."""
+
+from __future__ import annotations
+
+import pytest
+
+from podium.api.caller import Caller
+from podium.errors import SpecError, Unsatisfiable
+from podium.server.admission import EmbeddedAdmission
+from podium.spec.build import SubmitRequest, build_job
+from podium.spec.cluster import ClusterConfig
+from podium.spec.job import JobSpec
+from tests.unit.spec.test_build import NOW, build, config
+
+
+def test_defaults_come_from_cluster_and_partition() -> None:
+    spec = build()
+    assert (spec.partition, spec.qos, spec.account) == ("main", "normal", "alice")
+    assert spec.time_limit_s == 3600 and spec.ntasks == 1 and spec.cpus == 1
+    assert spec.mem_mb == 4000  # memory per CPU = node memory / node CPUs
+    assert spec.output == "podium-%j.out" and spec.requeue is True
+
+
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        (["-G", "5"], "asks for 5 GPUs but node n0 has 4"),
+        (["--nodes=2"], "has 1 node"),
+        (["-n", "4", "--ntasks-per-node=2"], "needs 2 nodes"),
+        (["-p", "short", "-t", "11"], "exceeds partition short's max time 10"),
+        (["-p", "short", "-t", "UNLIMITED"], "exceeds partition short"),
+        (["--nodelist=n1"], "the only node is 'n0'"),
+    ],
+)
+def test_never_fits(options: list[str], message: str) -> None:
+    with pytest.raises(Unsatisfiable, match=message):
+        build(options=options)
+
+
+def test_features_and_the_only_node() -> None:
+    with pytest.raises(SpecError, match="only features joined with '&'"):
+        build(options=["--constraint=a|b"])
+    with pytest.raises(Unsatisfiable, match="lacks feature"):
+        build(options=["--constraint=fast"])
+    with pytest.raises(Unsatisfiable, match="excludes the only node 'n0'"):
+        build(options=["--exclude=n0"])
+    spec = build(options=["--nodelist=n0", "--exclude=n9"])
+    assert spec.nodelist == () and spec.exclude == ()
+
+
+def test_mail_needs_a_transport_and_containers_need_pyxis() -> None:
+    with pytest.raises(SpecError, match="no mail transport"):
+        build(options=["--mail-type=END"])
+    with pytest.raises(Unsatisfiable, match="backend: slurm with Pyxis"):
+        build(options=["--container-image=nvcr.io#nvidia/pytorch:24.01-py3"])
+
+
+def acl_config() -> ClusterConfig:
+    return ClusterConfig.model_validate(
+        {
+            **config().model_dump(),
+            "qos": [
+                {"name": "high", "priority": 1000, "allow_users": ["lead"], "allow_groups": ["pi"]},
+                {"name": "normal", "priority": 100},
+                {"name": "low", "priority": 10},
+            ],
+            "accounts": [
+                {"name": "vision", "users": [{"name": "alice"}], "allow_qos": ["normal", "low"]},
+                {"name": "nlp", "allow_groups": ["nlp"]},
+            ],
+            "users": [{"name": "alice", "default_account": "vision"}],
+        }
+    )
+
+
+def test_qos_and_accounts_are_open_only_to_their_members() -> None:
+    cfg = acl_config()
+
+    def submit(who: Caller, *options: str) -> JobSpec:
+        return build_job(
+            SubmitRequest(script="#!/bin/sh\n", options=list(options), cwd="/tmp"),
+            cfg,
+            who,
+            NOW,
+            EmbeddedAdmission(),
+        ).spec
+
+    alice = Caller(1000, 1000, "alice", groups=("alice",))
+    assert submit(alice).account == "vision"  # her default account
+    with pytest.raises(SpecError, match="may not use QoS 'high'"):
+        submit(alice, "-q", "high")
+    with pytest.raises(SpecError, match="may not charge account 'nlp'"):
+        submit(alice, "--account=nlp")
+    with pytest.raises(SpecError, match="allows only QoS normal, low"):
+        submit(Caller(1000, 1000, "alice", groups=("pi",)), "-q", "high")
+    assert submit(Caller(1001, 1001, "lead"), "-q", "high").qos == "high"
+    carol = Caller(1002, 1002, "carol", groups=("carol", "pi", "nlp"))
+    assert submit(carol, "-q", "high", "--account=nlp").account == "nlp"
+    root = Caller(0, 0, "root", is_admin=True)
+    assert submit(root, "-q", "high", "--account=nlp").qos == "high"
+    access = cfg.access("alice", ("alice",))
+    assert access["accounts"] == ["vision"] and access["default_account"] == "vision"
+    assert access["qos"] == ["normal", "low"]
+    assert access["account_qos"] == {"vision": ["normal", "low"]}
