@@ -83,6 +83,9 @@ def schedule(
     victims: set[int] = {a.job_id for a in snapshot.running if a.preempting}
     partition_nodes: dict[str, list[Node]] = {}
     no_room: set[_Request] = set()
+    # Preemption frees no more during a pass than it could at its start (new victims'
+    # nodes are held, starts only take), so a request that found no victims finds none.
+    no_victims: set[tuple[_Request, str]] = set()
     ever_fits: dict[tuple[str, int, int, str | None, int, int], bool] = {}
     allowed_sets = {p: frozenset(n) for p, n in snapshot.partition_nodes.items()}
     has_limits = bool(policy.qos_limits or policy.account_gpu_limits)
@@ -166,9 +169,15 @@ def schedule(
         if not ever:
             reasons[job.job_id] = Reason.NODE_UNAVAILABLE
             continue
-        if policy.preemption and policy.preempts.get(job.qos):
+        if (
+            policy.preemption
+            and policy.preempts.get(job.qos)
+            and (request, job.qos) not in no_victims
+        ):
             taken = preempt_for(job, candidates, policy, now, victims)
-            if taken is not None:
+            if taken is None:
+                no_victims.add((request, job.qos))
+            else:
                 node, chosen = taken
                 for alloc in chosen:
                     victims.add(alloc.job_id)
