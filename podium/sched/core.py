@@ -19,6 +19,8 @@ of work (jobs younger than the exempt time are spared), and holds their resource
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from podium.api.states import Reason
 from podium.sched.backfill import reserve, respects_hold, shrink_hold
 from podium.sched.fit import Hold, Index, Node, could_ever_fit, fits_now
@@ -33,8 +35,9 @@ from podium.sched.model import (
     Snapshot,
     Start,
 )
-from podium.sched.order import priority_key, queue_order
+from podium.sched.order import GroupedOrder, priority_key, queue_order
 from podium.sched.preempt import preempt_for
+from podium.sched.priority import Factors
 
 __all__ = ["priority_key", "schedule"]
 
@@ -46,8 +49,10 @@ def schedule(
     snapshot: Snapshot, now: float, policy: Policy | None = None, *, explain: bool = True
 ) -> Decisions:
     """Decide which pending jobs start now, which running jobs are preempted, and why
-    the others wait (with `explain=False`, jobs behind a blocked partition get no
-    reason: a simulator needs only the starts and preemptions, which are the same).
+    the others wait. With `explain=False` some waiting jobs get no reason (those behind
+    a blocked partition, and with `snapshot.groups`, the look-alikes of a job that
+    cannot start): a simulator needs only the starts and preemptions, which are the
+    same either way.
 
     Pure: reads only its arguments. Never allocates a GPU twice nor more CPUs or
     memory than a node has; starts all of a job's resources together; never starts a
@@ -69,8 +74,17 @@ def schedule(
         counters.count(one.qos, one.user, one.account, total, one.array_job_id, one.name)
     max_gpus = max((len(n.gpus) for n in snapshot.nodes), default=0)
     index = Index((n for n in nodes.values() if n.view.schedulable), max_gpus)
-    order, prios = queue_order(snapshot, now, policy, with_factors=explain)
-    partitions = len({j.partition for j in order}) if not explain else 0
+    grouped = GroupedOrder(snapshot, now, policy) if not explain and snapshot.groups else None
+    order: Iterable[PendingJob]
+    prios: dict[int, Factors]
+    if grouped is not None:
+        order, prios = grouped, {}
+        partitions, any_dependencies = grouped.partitions, grouped.any_dependencies
+    else:
+        order, prios = queue_order(snapshot, now, policy, with_factors=explain)
+        partitions = len({j.partition for j in order}) if not explain else 0
+        any_dependencies = not explain and any(j.dependencies for j in order)
+    drop = grouped.drop if grouped is not None else _keep
 
     starts: list[Start] = []
     reasons: dict[int, str] = {}
@@ -89,12 +103,12 @@ def schedule(
     ever_fits: dict[tuple[str, int, int, str | None, int, int], bool] = {}
     allowed_sets = {p: frozenset(n) for p, n in snapshot.partition_nodes.items()}
     has_limits = bool(policy.qos_limits or policy.account_gpu_limits)
-    any_dependencies = not explain and any(j.dependencies for j in order)
 
     for job in order:
         if not explain and job.partition in strict_blocked and not job.dependencies:
             if len(strict_blocked) >= partitions and not any_dependencies:
                 break  # every partition is blocked: nothing else can start
+            drop()
             continue
         if (
             job.held
@@ -112,6 +126,7 @@ def schedule(
             limit = counters.limit_reason(job, policy)
             if limit is not None:
                 reasons[job.job_id] = limit
+                drop()  # counts only grow during a pass: its look-alikes are over it too
                 continue
         if job.partition in strict_blocked:
             reasons[job.job_id] = Reason.PRIORITY
@@ -134,8 +149,12 @@ def schedule(
             if (
                 not explain
                 and job.partition in reserved
-                and not (policy.preemption and policy.preempts.get(job.qos))
+                and (
+                    not (policy.preemption and policy.preempts.get(job.qos))
+                    or (request, job.qos) in no_victims
+                )
             ):
+                drop()  # neither can its look-alikes
                 continue  # it cannot start, the reservation is made: only its reason is left
         else:
             placed, fitting = _place(job, index, allowed, now)
@@ -168,6 +187,7 @@ def schedule(
             ever_fits[shape] = ever
         if not ever:
             reasons[job.job_id] = Reason.NODE_UNAVAILABLE
+            drop()
             continue
         if (
             policy.preemption
@@ -209,6 +229,10 @@ def schedule(
         reservations=tuple(reservations),
         priorities=prios,
     )
+
+
+def _keep() -> None:
+    """Without groups there is nothing to drop: each job is looked at anyway."""
 
 
 def _enough_nodes(job: PendingJob, candidates: list[Node]) -> bool:

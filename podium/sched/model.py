@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from podium.sched.priority import Factors, PriorityWeights
@@ -146,7 +146,9 @@ class Snapshot:
     (account, user) to its fair-share factor in [0, 1] (absent: 1).
     `in_submit_order` says `pending` is already sorted by (submit_time, job_id): FIFO
     then keeps that order without sorting again (a caller that keeps its queue sorted
-    saves a sort per pass).
+    saves a sort per pass). `groups`, when given, holds the same jobs as `pending`
+    grouped by `order.group_of`, each group in submit order (`order.PendingGroups`
+    keeps them): a pass with `explain=False` then walks the queue group by group.
     """
 
     nodes: tuple[NodeView, ...]
@@ -157,6 +159,7 @@ class Snapshot:
     partition_nodes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     fairshare: Mapping[tuple[str, str], float] = field(default_factory=dict)
     in_submit_order: bool = False
+    groups: Sequence[Sequence[PendingJob]] | None = None
 
 
 @dataclass(frozen=True)

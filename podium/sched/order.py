@@ -1,17 +1,64 @@
 """Queue order: multifactor priority (higher first, then earlier submit, lower id),
-or submit order when the policy says FIFO."""
+or submit order when the policy says FIFO.
+
+A caller that keeps its pending jobs in `PendingGroups` lets a pass walk the queue
+lazily (`GroupedOrder`): the heads of the groups are merged by the same key, and a
+group the pass finds unable to start is dropped whole, so a long queue of look-alike
+jobs costs a pass per group, not per job.
+"""
 
 from __future__ import annotations
 
+import heapq
+from bisect import bisect_left
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from operator import attrgetter, itemgetter
 
 from podium.sched.model import PendingJob, Policy, Snapshot
 from podium.sched.priority import Factors, factors
 
+_SUBMIT_ORDER = attrgetter("submit_time", "job_id")
+
 
 def priority_key(job: PendingJob, prio: float) -> tuple[float, float, int]:
     """Sort key: higher priority first, then earlier submit, then lower id."""
     return (-prio, job.submit_time, job.job_id)
+
+
+def _priority_of(
+    snapshot: Snapshot, jobs: Sequence[PendingJob], now: float, policy: Policy
+) -> Callable[[PendingJob], float]:
+    """A job's priority in this pass: the arithmetic of `priority.factors` and
+    `Factors.total`, inline and in the same order (so the same floats), for speed.
+    `jobs` are the pending jobs whose largest QoS priority normalises the QoS factor."""
+    weights = policy.weights
+    cluster_gpus = sum(len(n.gpus) for n in snapshot.nodes)
+    max_qos = max((j.qos_priority for j in jobs), default=0)
+    tiers = policy.partition_tiers
+    max_tier = max(tiers.values(), default=0)
+    fairshare = snapshot.fairshare
+    max_age = weights.max_age_s
+    small = weights.favor_small
+    w_age, w_share, w_qos = weights.age, weights.fairshare, weights.qos
+    w_size, w_tier = weights.jobsize, weights.partition
+
+    def priority(job: PendingJob) -> float:
+        if max_age:
+            waited = now - job.submit_time
+            age = min(1.0, (waited if waited > 0.0 else 0.0) / max_age)
+        else:
+            age = 0.0
+        qos = job.qos_priority / max_qos if max_qos > 0 else 0.0
+        size = min(1.0, job.gpus * job.nodes / cluster_gpus) if cluster_gpus > 0 else 0.0
+        if small:
+            size = 1.0 - size
+        tier = tiers.get(job.partition, 0) / max_tier if max_tier > 0 else 0.0
+        share = fairshare.get((job.account, job.user), 1.0) if fairshare else 1.0
+        return (
+            w_age * age + w_share * share + w_qos * qos + w_size * size + w_tier * tier - job.nice
+        )
+
+    return priority
 
 
 def queue_order(
@@ -23,60 +70,136 @@ def queue_order(
     if not policy.use_priority:
         if snapshot.in_submit_order:
             return list(pending), {}
-        return sorted(pending, key=attrgetter("submit_time", "job_id")), {}
+        return sorted(pending, key=_SUBMIT_ORDER), {}
+    if not with_factors:
+        priority = _priority_of(snapshot, pending, now, policy)
+        decorated = [(-priority(job), job.submit_time, job.job_id, job) for job in pending]
+        decorated.sort(key=itemgetter(0, 1, 2))
+        return [d[3] for d in decorated], {}
     weights = policy.weights
     cluster_gpus = sum(len(n.gpus) for n in snapshot.nodes)
     max_qos = max((j.qos_priority for j in pending), default=0)
     tiers = policy.partition_tiers
     max_tier = max(tiers.values(), default=0)
-    fairshare = snapshot.fairshare
     prios: dict[int, Factors] = {}
-    keys: dict[int, float] = {}
-    if with_factors:
-        for job in pending:
-            f = factors(
-                weights=weights,
-                now=now,
-                submit_time=job.submit_time,
-                fairshare=fairshare.get((job.account, job.user), 1.0),
-                qos_priority=job.qos_priority,
-                max_qos_priority=max_qos,
-                gpus=job.total_gpus,
-                cluster_gpus=cluster_gpus,
-                partition_tier=tiers.get(job.partition, 0),
-                max_partition_tier=max_tier,
-                nice=job.nice,
-            )
-            prios[job.job_id] = f
-            keys[job.job_id] = -f.total
-    else:  # the same arithmetic as `factors` and `total`, inline, in the same order
-        max_age = weights.max_age_s
-        small = weights.favor_small
-        w_age, w_share, w_qos = weights.age, weights.fairshare, weights.qos
-        w_size, w_tier = weights.jobsize, weights.partition
-        decorated = []
-        for job in pending:
-            if max_age:
-                waited = now - job.submit_time
-                age = min(1.0, (waited if waited > 0.0 else 0.0) / max_age)
-            else:
-                age = 0.0
-            qos = job.qos_priority / max_qos if max_qos > 0 else 0.0
-            size = min(1.0, job.gpus * job.nodes / cluster_gpus) if cluster_gpus > 0 else 0.0
-            if small:
-                size = 1.0 - size
-            tier = tiers.get(job.partition, 0) / max_tier if max_tier > 0 else 0.0
-            share = fairshare.get((job.account, job.user), 1.0) if fairshare else 1.0
-            prio = (
-                w_age * age
-                + w_share * share
-                + w_qos * qos
-                + w_size * size
-                + w_tier * tier
-                - job.nice
-            )
-            decorated.append((-prio, job.submit_time, job.job_id, job))
-        decorated.sort(key=itemgetter(0, 1, 2))
-        return [d[3] for d in decorated], prios
-    order = sorted(pending, key=lambda j: (keys[j.job_id], j.submit_time, j.job_id))
+    for job in pending:
+        prios[job.job_id] = factors(
+            weights=weights,
+            now=now,
+            submit_time=job.submit_time,
+            fairshare=snapshot.fairshare.get((job.account, job.user), 1.0),
+            qos_priority=job.qos_priority,
+            max_qos_priority=max_qos,
+            gpus=job.total_gpus,
+            cluster_gpus=cluster_gpus,
+            partition_tier=tiers.get(job.partition, 0),
+            max_partition_tier=max_tier,
+            nice=job.nice,
+        )
+    order = sorted(pending, key=lambda j: (-prios[j.job_id].total, j.submit_time, j.job_id))
     return order, prios
+
+
+def group_of(job: PendingJob) -> Hashable:
+    """The group a pending job belongs to: jobs alike in everything that orders them
+    (QoS, account and user, size, partition, nice) and in everything a pass asks of
+    them (the request, limits, preemption). Within a group, submit order is priority
+    order. A job with a condition of its own (hold, begin time, dependencies, an array
+    throttle) is a group by itself."""
+    if job.held or job.begin_time is not None or job.dependencies or job.array_throttle:
+        return job.job_id
+    return (
+        job.partition,
+        job.nodes,
+        job.gpus,
+        job.gpu_type,
+        job.cpus,
+        job.mem_mb,
+        job.exclusive,
+        job.avoid_gpus,
+        job.qos,
+        job.qos_priority,
+        job.account,
+        job.user,
+        job.nice,
+    )
+
+
+class PendingGroups:
+    """Pending jobs kept by `group_of`, each group in submit order, for a caller that
+    adds and removes jobs between passes (the simulator). Pure data: no clock, no I/O."""
+
+    def __init__(self) -> None:
+        self.groups: dict[Hashable, list[PendingJob]] = {}
+        self._keys: dict[Hashable, list[tuple[float, int]]] = {}
+
+    def add(self, job: PendingJob) -> None:
+        """Queue `job` in its group (anywhere in submit order: a requeued job goes back
+        to its place)."""
+        group = group_of(job)
+        jobs, keys = self.groups.get(group), self._keys.get(group)
+        if jobs is None or keys is None:
+            self.groups[group], self._keys[group] = [job], [(job.submit_time, job.job_id)]
+            return
+        key = (job.submit_time, job.job_id)
+        if not keys or keys[-1] < key:
+            jobs.append(job)
+            keys.append(key)
+            return
+        at = bisect_left(keys, key)
+        keys.insert(at, key)
+        jobs.insert(at, job)
+
+    def remove(self, job: PendingJob) -> None:
+        """Take `job` out of its group (it started, or it left the queue)."""
+        group = group_of(job)
+        jobs, keys = self.groups[group], self._keys[group]
+        at = bisect_left(keys, (job.submit_time, job.job_id))
+        del jobs[at], keys[at]
+        if not jobs:
+            del self.groups[group], self._keys[group]
+
+
+class GroupedOrder:
+    """The queue of a snapshot that has `groups`, walked lazily in exactly the order
+    `queue_order` gives: a k-way merge of the groups' heads by the same key. `drop()`
+    ends the current job's group for the rest of the pass."""
+
+    def __init__(self, snapshot: Snapshot, now: float, policy: Policy) -> None:
+        groups = [g for g in snapshot.groups or () if g]
+        self._groups = groups
+        self.partitions = len({g[0].partition for g in groups})
+        self.any_dependencies = any(g[0].dependencies for g in groups)
+        self._current = -1
+        self._dropped = False
+        if policy.use_priority:
+            heads = [g[0] for g in groups]  # the QoS priority is the same within a group
+            priority = _priority_of(snapshot, heads, now, policy)
+            self._key: Callable[[PendingJob], tuple[float, float, int]] = lambda j: (
+                -priority(j),
+                j.submit_time,
+                j.job_id,
+            )
+        else:
+            self._key = lambda j: (0.0, j.submit_time, j.job_id)
+        self._heap = [(self._key(g[0]), i, 0) for i, g in enumerate(groups)]
+        heapq.heapify(self._heap)
+
+    def drop(self) -> None:
+        """Skip the rest of the group of the job last given."""
+        self._dropped = True
+
+    def __iter__(self) -> Iterator[PendingJob]:
+        heap, groups, key = self._heap, self._groups, self._key
+        while heap:
+            _, index, at = heap[0]
+            group = groups[index]
+            self._dropped = False
+            yield group[at]
+            if self._dropped or at + 1 == len(group):
+                heapq.heappop(heap)
+            else:
+                heapq.heapreplace(heap, (key(group[at + 1]), index, at + 1))
+
+
+__all__ = ["GroupedOrder", "PendingGroups", "group_of", "priority_key", "queue_order"]

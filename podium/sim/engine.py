@@ -18,6 +18,7 @@ from podium.api.usage import decay
 from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot, schedule
 from podium.sched.fairshare import Association, user_factors
 from podium.sched.model import Policy
+from podium.sched.order import PendingGroups
 from podium.sched.priority import PriorityWeights
 from podium.sim.traces import TraceJob, TraceNode
 
@@ -113,6 +114,7 @@ def simulate(
     outcomes = {j.job_id: JobOutcome(j) for j in runnable}
     by_id = {j.job_id: j for j in runnable}
     pending_jobs: dict[int, PendingJob] = {}
+    groups = PendingGroups()  # the same jobs, grouped for a lazy walk of the queue
     running: dict[int, _Run] = {}
     state = _State({j.job_id: j.duration for j in runnable}, {j.job_id: 0 for j in runnable})
     usage: dict[tuple[str, str], float] = {}
@@ -160,7 +162,8 @@ def simulate(
             if kind == 2:
                 wake_pending = False
             elif kind == 1:
-                pending_jobs[job_id] = pending_of(by_id[job_id])
+                pending_jobs[job_id] = p = pending_of(by_id[job_id])
+                groups.add(p)
                 outcomes[job_id].contenders_at_arrival = len(pending_jobs) + len(running)
             elif job_id in running and running[job_id].token == token:
                 run = running.pop(job_id)
@@ -205,6 +208,7 @@ def simulate(
                 pending=tuple(pending_jobs.values()),
                 fairshare=fairshare,
                 in_submit_order=True,
+                groups=list(groups.groups.values()),
             )
             decisions = schedule(snap, now, policy, explain=False)
             passes += 1
@@ -223,12 +227,14 @@ def simulate(
                 preemptions += 1
                 charge((j.account, j.user), done * j.gpus, now)
                 if pre.mode == "requeue":
-                    pending_jobs[pre.job_id] = pending_of(j)
+                    pending_jobs[pre.job_id] = p = pending_of(j)
+                    groups.add(p)
                     requeued = True
                 else:
                     out.end = now
             for s in decisions.starts:
                 p = pending_jobs.pop(s.job_id)
+                groups.remove(p)
                 token = state.tokens[s.job_id] + 1
                 state.tokens[s.job_id] = token
                 allocs = [p.allocate(node, gpus, now) for node, gpus in s.placements]
