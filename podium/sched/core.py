@@ -36,7 +36,7 @@ from podium.sched.model import (
     Start,
 )
 from podium.sched.order import GroupedOrder, priority_key, queue_order
-from podium.sched.preempt import preempt_for
+from podium.sched.preempt import NoVictims, preempt_for
 from podium.sched.priority import Factors
 
 __all__ = ["priority_key", "schedule"]
@@ -97,9 +97,7 @@ def schedule(
     victims: set[int] = {a.job_id for a in snapshot.running if a.preempting}
     partition_nodes: dict[str, list[Node]] = {}
     no_room: set[_Request] = set()
-    # Preemption frees no more during a pass than it could at its start (new victims'
-    # nodes are held, starts only take), so a request that found no victims finds none.
-    no_victims: set[tuple[_Request, str]] = set()
+    no_victims = NoVictims()
     ever_fits: dict[tuple[str, int, int, str | None, int, int], bool] = {}
     allowed_sets = {p: frozenset(n) for p, n in snapshot.partition_nodes.items()}
     has_limits = bool(policy.qos_limits or policy.account_gpu_limits)
@@ -151,7 +149,7 @@ def schedule(
                 and job.partition in reserved
                 and (
                     not (policy.preemption and policy.preempts.get(job.qos))
-                    or (request, job.qos) in no_victims
+                    or no_victims.covers(job)
                 )
             ):
                 drop()  # neither can its look-alikes
@@ -189,14 +187,10 @@ def schedule(
             reasons[job.job_id] = Reason.NODE_UNAVAILABLE
             drop()
             continue
-        if (
-            policy.preemption
-            and policy.preempts.get(job.qos)
-            and (request, job.qos) not in no_victims
-        ):
+        if policy.preemption and policy.preempts.get(job.qos) and not no_victims.covers(job):
             taken = preempt_for(job, candidates, policy, now, victims)
             if taken is None:
-                no_victims.add((request, job.qos))
+                no_victims.add(job)
             else:
                 node, chosen = taken
                 for alloc in chosen:

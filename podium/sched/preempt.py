@@ -7,8 +7,37 @@ spanning several nodes does not preempt (it waits for room like any other).
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 from podium.sched.fit import Node, could_ever_fit
 from podium.sched.model import Allocation, PendingJob, Policy
+
+
+class NoVictims:
+    """The requests that found no victims during one pass.
+
+    Preemption frees no more during a pass than it could at its start (a new victim's
+    node is held for its job, and starts only take), so a request that found no victims
+    finds none later in the pass, and neither does a larger one of the same kind (same
+    partition, GPU type, QoS and node count)."""
+
+    def __init__(self) -> None:
+        self._failed: dict[Hashable, list[tuple[int, int, int]]] = {}
+
+    def add(self, job: PendingJob) -> None:
+        """Remember that `job` found no victims."""
+        self._failed.setdefault(_kind(job), []).append((job.gpus, job.cpus, job.mem_mb))
+
+    def covers(self, job: PendingJob) -> bool:
+        """Whether `job` is sure to find no victims either."""
+        sizes = self._failed.get(_kind(job))
+        return sizes is not None and any(
+            g <= job.gpus and c <= job.cpus and m <= job.mem_mb for g, c, m in sizes
+        )
+
+
+def _kind(job: PendingJob) -> Hashable:
+    return (job.partition, job.gpu_type, job.qos, job.nodes)
 
 
 def preempt_for(
@@ -38,15 +67,23 @@ def preempt_for(
             if any(a.job_id in victims for a in node.allocs):
                 return node, []  # already freeing enough here: wait for it
             continue
+        eligible = [
+            a
+            for a in node.allocs
+            if a.qos in lower
+            and a.job_id not in victims
+            and now - a.start_time >= policy.preempt_exempt_s
+        ]
+        if not eligible:
+            continue
+        if (  # even stopping every eligible job would not be enough here
+            gpus + sum(node.matching(a.gpu_indices, job.gpu_type) for a in eligible) < job.gpus
+            or cpus + sum(a.cpus for a in eligible) < job.cpus
+            or mem + sum(a.mem_mb for a in eligible) < job.mem_mb
+        ):
+            continue
         choices = sorted(
-            (
-                a
-                for a in node.allocs
-                if a.qos in lower
-                and a.job_id not in victims
-                and now - a.start_time >= policy.preempt_exempt_s
-            ),
-            key=lambda a: (len(a.gpu_indices) * (now - a.start_time), a.job_id),
+            eligible, key=lambda a: (len(a.gpu_indices) * (now - a.start_time), a.job_id)
         )
         chosen: list[Allocation] = []
         lost = 0.0

@@ -207,12 +207,10 @@ def simulate(
                 running=tuple(a for r in running.values() for a in r.allocs),
                 pending=tuple(pending_jobs.values()),
                 fairshare=fairshare,
-                in_submit_order=True,
                 groups=list(groups.groups.values()),
             )
             decisions = schedule(snap, now, policy, explain=False)
             passes += 1
-            requeued = False
             for pre in decisions.preempts:
                 run = running.pop(pre.job_id)
                 j = by_id[pre.job_id]
@@ -229,7 +227,6 @@ def simulate(
                 if pre.mode == "requeue":
                     pending_jobs[pre.job_id] = p = pending_of(j)
                     groups.add(p)
-                    requeued = True
                 else:
                     out.end = now
             for s in decisions.starts:
@@ -243,10 +240,6 @@ def simulate(
                 if out.first_start is None:
                     out.first_start = now
                 heapq.heappush(events, (now + state.remaining[s.job_id], 0, s.job_id, token))
-            if requeued:  # keep the queue in submit order (arrivals come in that order)
-                pending_jobs = dict(
-                    sorted(pending_jobs.items(), key=lambda kv: (kv[1].submit_time, kv[0]))
-                )
             if not decisions.preempts:
                 break
     return SimResult(
