@@ -183,7 +183,7 @@ def simulate(
         while True:
             fairshare: dict[tuple[str, str], float] = {}
             if policy.use_priority and policy.weights.fairshare > 0:
-                seen = set(usage) | {(p.account, p.user) for p in pending_jobs.values()}
+                seen = set(usage) | {(g[0].account, g[0].user) for g in groups.groups.values()}
                 accounts: dict[str, set[str]] = {}
                 for account, user in seen:
                     accounts.setdefault(account, set()).add(user)
