@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from podium.api.states import Reason
-from podium.sched.backfill import reserve, respects_hold, shrink_hold
+from podium.sched.backfill import INF, reserve, respects_hold, shrink_hold
 from podium.sched.fit import Hold, Index, Node, could_ever_fit, fits_now
 from podium.sched.limits import Counters
 from podium.sched.model import (
@@ -97,6 +97,9 @@ def schedule(
     victims: set[int] = {a.job_id for a in snapshot.running if a.preempting}
     partition_nodes: dict[str, list[Node]] = {}
     no_room: set[_Request] = set()
+    # Requests that fit now but would delay a reservation, with the shortest time limit
+    # that did: holds and free room only shrink during a pass, so no longer job can.
+    held_back: dict[_Request, float] = {}
     no_victims = NoVictims()
     ever_fits: dict[tuple[str, int, int, str | None, int, int], bool] = {}
     allowed_sets = {p: frozenset(n) for p, n in snapshot.partition_nodes.items()}
@@ -143,7 +146,9 @@ def schedule(
             job.user if job.exclusive == "user" else "",
             job.avoid_gpus,
         )
-        if request in no_room:
+        ends_in = job.time_limit_s if job.time_limit_s is not None else INF
+        shortest = held_back.get(request)
+        if request in no_room or (shortest is not None and ends_in >= shortest):
             if (
                 not explain
                 and job.partition in reserved
@@ -152,7 +157,8 @@ def schedule(
                     or no_victims.covers(job)
                 )
             ):
-                drop()  # neither can its look-alikes
+                if request in no_room:
+                    drop()  # neither can its look-alikes
                 continue  # it cannot start, the reservation is made: only its reason is left
         else:
             placed, fitting = _place(job, index, allowed, now)
@@ -169,6 +175,8 @@ def schedule(
                 continue
             if fitting < job.nodes:
                 no_room.add(request)
+            else:  # it fits, but would delay a reservation: so would any longer job
+                held_back[request] = min(ends_in, held_back.get(request, INF))
 
         candidates = partition_nodes.get(job.partition)
         if candidates is None:

@@ -48,8 +48,7 @@ def pending(
         mem_mb=1000 * cpus,
         qos=qos,
         account="a" if user == "u1" else "b",
-        time_limit_s=600.0,
-        **kw,
+        **{"time_limit_s": 600.0, **kw},
     )
 
 
@@ -77,6 +76,7 @@ job_specs = st.lists(
         st.sampled_from(["u1", "u2"]),
         st.integers(0, 5),  # submit time, coarse so that ties happen
         st.booleans(),  # held
+        st.sampled_from([None, 60.0, 600.0, 7200.0]),  # time limit
     ),
     min_size=1,
     max_size=40,
@@ -95,15 +95,15 @@ running_specs = st.lists(
     st.one_of(st.integers(0, 12), st.integers(0, 10**6)),
 )
 def test_the_grouped_walk_starts_and_preempts_what_the_full_sort_does(
-    specs: list[tuple[int, int, str, str, int, bool]],
+    specs: list[tuple[int, int, str, str, int, bool, float | None]],
     runs: list[tuple[int, int, str]],
     policy_name: str,
     now: int,
 ) -> None:
     policy = POLICIES[policy_name]
     jobs = tuple(
-        pending(i + 1, g, c, q, u, float(t), held=h and i % 3 == 0)
-        for i, (g, c, q, u, t, h) in enumerate(specs)
+        pending(i + 1, g, c, q, u, float(t), held=h and i % 3 == 0, time_limit_s=limit)
+        for i, (g, c, q, u, t, h, limit) in enumerate(specs)
     )
     taken: dict[int, int] = {}
     running = []
