@@ -85,6 +85,7 @@ def schedule(
         partitions = len({j.partition for j in order}) if not explain else 0
         any_dependencies = not explain and any(j.dependencies for j in order)
     drop = grouped.drop if grouped is not None else _keep
+    drop_as_long = grouped.drop_as_long if grouped is not None else _keep_as_long
 
     starts: list[Start] = []
     reasons: dict[int, str] = {}
@@ -104,6 +105,20 @@ def schedule(
     ever_fits: dict[tuple[str, int, int, str | None, int, int], bool] = {}
     allowed_sets = {p: frozenset(n) for p, n in snapshot.partition_nodes.items()}
     has_limits = bool(policy.qos_limits or policy.account_gpu_limits)
+
+    def may_preempt(job: PendingJob) -> bool:
+        """Whether `job` may still find victims in this pass."""
+        return bool(policy.preemption and policy.preempts.get(job.qos)) and not (
+            no_victims.covers(job)
+        )
+
+    def drop_look_alikes(request: _Request) -> None:
+        """The job cannot start in this pass: neither can the rest of its group, or
+        those of them as long, once the reservation is made (explain=False)."""
+        if request in no_room:
+            drop()
+        elif request in held_back:
+            drop_as_long(held_back[request])
 
     for job in order:
         if not explain and job.partition in strict_blocked and not job.dependencies:
@@ -149,16 +164,8 @@ def schedule(
         ends_in = job.time_limit_s if job.time_limit_s is not None else INF
         shortest = held_back.get(request)
         if request in no_room or (shortest is not None and ends_in >= shortest):
-            if (
-                not explain
-                and job.partition in reserved
-                and (
-                    not (policy.preemption and policy.preempts.get(job.qos))
-                    or no_victims.covers(job)
-                )
-            ):
-                if request in no_room:
-                    drop()  # neither can its look-alikes
+            if not explain and job.partition in reserved and not may_preempt(job):
+                drop_look_alikes(request)
                 continue  # it cannot start, the reservation is made: only its reason is left
         else:
             placed, fitting = _place(job, index, allowed, now)
@@ -216,6 +223,8 @@ def schedule(
             strict_blocked.add(job.partition)
             continue
         if job.partition in reserved:
+            if not explain and not may_preempt(job):
+                drop_look_alikes(request)  # the next of them would stop above
             continue
         got = reserve(job, candidates, now)
         if got is None:
@@ -235,6 +244,10 @@ def schedule(
 
 def _keep() -> None:
     """Without groups there is nothing to drop: each job is looked at anyway."""
+
+
+def _keep_as_long(limit: float) -> None:
+    """Likewise."""
 
 
 def _enough_nodes(job: PendingJob, candidates: list[Node]) -> bool:

@@ -136,6 +136,16 @@ class PendingJob:
         )
 
 
+@dataclass
+class PendingGroup:
+    """Pending jobs alike in everything that orders them and in what they ask
+    (`order.group_of`), in submit order. `shortest[i]` is the shortest time limit
+    (infinite for none) among `jobs[i:]`. Kept by `order.PendingGroups`."""
+
+    jobs: list[PendingJob] = field(default_factory=list)
+    shortest: list[float] = field(default_factory=list)
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """Everything one scheduling pass may look at.
@@ -159,7 +169,7 @@ class Snapshot:
     partition_nodes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     fairshare: Mapping[tuple[str, str], float] = field(default_factory=dict)
     in_submit_order: bool = False
-    groups: Sequence[Sequence[PendingJob]] | None = None
+    groups: Sequence[PendingGroup] | None = None
 
 
 @dataclass(frozen=True)

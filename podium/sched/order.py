@@ -14,9 +14,10 @@ from bisect import bisect_left
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from operator import attrgetter, itemgetter
 
-from podium.sched.model import PendingJob, Policy, Snapshot
+from podium.sched.model import PendingGroup, PendingJob, Policy, Snapshot
 from podium.sched.priority import Factors, factors
 
+INF = float("inf")
 _SUBMIT_ORDER = attrgetter("submit_time", "job_id")
 
 
@@ -130,50 +131,71 @@ class PendingGroups:
     adds and removes jobs between passes (the simulator). Pure data: no clock, no I/O."""
 
     def __init__(self) -> None:
-        self.groups: dict[Hashable, list[PendingJob]] = {}
+        self.groups: dict[Hashable, PendingGroup] = {}
         self._keys: dict[Hashable, list[tuple[float, int]]] = {}
 
     def add(self, job: PendingJob) -> None:
         """Queue `job` in its group (anywhere in submit order: a requeued job goes back
         to its place)."""
-        group = group_of(job)
-        jobs, keys = self.groups.get(group), self._keys.get(group)
-        if jobs is None or keys is None:
-            self.groups[group], self._keys[group] = [job], [(job.submit_time, job.job_id)]
-            return
+        name = group_of(job)
+        limit = _limit(job)
         key = (job.submit_time, job.job_id)
-        if not keys or keys[-1] < key:
-            jobs.append(job)
-            keys.append(key)
+        group, keys = self.groups.get(name), self._keys.get(name)
+        if group is None or keys is None:
+            self.groups[name] = PendingGroup([job], [limit])
+            self._keys[name] = [key]
             return
-        at = bisect_left(keys, key)
+        at = len(keys) if keys[-1] < key else bisect_left(keys, key)
         keys.insert(at, key)
-        jobs.insert(at, job)
+        group.jobs.insert(at, job)
+        after = group.shortest[at] if at < len(group.shortest) else INF
+        group.shortest.insert(at, min(limit, after))
+        _lower_before(group.shortest, at, limit)
 
     def remove(self, job: PendingJob) -> None:
         """Take `job` out of its group (it started, or it left the queue)."""
-        group = group_of(job)
-        jobs, keys = self.groups[group], self._keys[group]
+        name = group_of(job)
+        group, keys = self.groups[name], self._keys[name]
         at = bisect_left(keys, (job.submit_time, job.job_id))
-        del jobs[at], keys[at]
-        if not jobs:
-            del self.groups[group], self._keys[group]
+        del group.jobs[at], group.shortest[at], keys[at]
+        if not group.jobs:
+            del self.groups[name], self._keys[name]
+            return
+        shortest, jobs = group.shortest, group.jobs
+        for i in range(at - 1, -1, -1):  # the jobs before it may have had it as shortest
+            value = min(_limit(jobs[i]), shortest[i + 1] if i + 1 < len(jobs) else INF)
+            if value == shortest[i]:
+                break
+            shortest[i] = value
+
+
+def _limit(job: PendingJob) -> float:
+    return job.time_limit_s if job.time_limit_s is not None else INF
+
+
+def _lower_before(shortest: list[float], at: int, limit: float) -> None:
+    """A job with `limit` now sits at `at`: the suffixes before it are no longer."""
+    for i in range(at - 1, -1, -1):
+        if shortest[i] <= limit:
+            break
+        shortest[i] = limit
 
 
 class GroupedOrder:
     """The queue of a snapshot that has `groups`, walked lazily in exactly the order
     `queue_order` gives: a k-way merge of the groups' heads by the same key. `drop()`
-    ends the current job's group for the rest of the pass."""
+    ends the current job's group for the rest of the pass; `drop_as_long(limit)` ends
+    it if none of its later jobs has a shorter time limit than `limit`."""
 
     def __init__(self, snapshot: Snapshot, now: float, policy: Policy) -> None:
-        groups = [g for g in snapshot.groups or () if g]
+        groups = [g for g in snapshot.groups or () if g.jobs]
         self._groups = groups
-        self.partitions = len({g[0].partition for g in groups})
-        self.any_dependencies = any(g[0].dependencies for g in groups)
-        self._current = -1
+        self.partitions = len({g.jobs[0].partition for g in groups})
+        self.any_dependencies = any(g.jobs[0].dependencies for g in groups)
         self._dropped = False
+        self._as_long: float | None = None
         if policy.use_priority:
-            heads = [g[0] for g in groups]  # the QoS priority is the same within a group
+            heads = [g.jobs[0] for g in groups]  # the QoS priority is the same within a group
             priority = _priority_of(snapshot, heads, now, policy)
             self._key: Callable[[PendingJob], tuple[float, float, int]] = lambda j: (
                 -priority(j),
@@ -182,24 +204,35 @@ class GroupedOrder:
             )
         else:
             self._key = lambda j: (0.0, j.submit_time, j.job_id)
-        self._heap = [(self._key(g[0]), i, 0) for i, g in enumerate(groups)]
+        self._heap = [(self._key(g.jobs[0]), i, 0) for i, g in enumerate(groups)]
         heapq.heapify(self._heap)
 
     def drop(self) -> None:
         """Skip the rest of the group of the job last given."""
         self._dropped = True
 
+    def drop_as_long(self, limit: float) -> None:
+        """Skip the rest of the group of the job last given if none of them has a time
+        limit shorter than `limit`."""
+        self._as_long = limit
+
     def __iter__(self) -> Iterator[PendingJob]:
         heap, groups, key = self._heap, self._groups, self._key
         while heap:
             _, index, at = heap[0]
             group = groups[index]
-            self._dropped = False
-            yield group[at]
-            if self._dropped or at + 1 == len(group):
+            jobs = group.jobs
+            self._dropped, self._as_long = False, None
+            yield jobs[at]
+            as_long = self._as_long
+            if (
+                self._dropped
+                or at + 1 == len(jobs)
+                or (as_long is not None and group.shortest[at + 1] >= as_long)
+            ):
                 heapq.heappop(heap)
             else:
-                heapq.heapreplace(heap, (key(group[at + 1]), index, at + 1))
+                heapq.heapreplace(heap, (key(jobs[at + 1]), index, at + 1))
 
 
 __all__ = ["GroupedOrder", "PendingGroups", "group_of", "priority_key", "queue_order"]

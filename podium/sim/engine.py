@@ -183,7 +183,9 @@ def simulate(
         while True:
             fairshare: dict[tuple[str, str], float] = {}
             if policy.use_priority and policy.weights.fairshare > 0:
-                seen = set(usage) | {(g[0].account, g[0].user) for g in groups.groups.values()}
+                seen = set(usage) | {
+                    (g.jobs[0].account, g.jobs[0].user) for g in groups.groups.values()
+                }
                 accounts: dict[str, set[str]] = {}
                 for account, user in seen:
                     accounts.setdefault(account, set()).add(user)

@@ -58,9 +58,9 @@ def test_groups_keep_submit_order_through_requeues_and_starts() -> None:
     for j in (jobs[0], jobs[2]):
         groups.add(j)
     groups.add(jobs[1])  # a requeued job goes back to its place
-    assert [j.job_id for j in groups.groups[group_of(jobs[0])]] == [1, 2, 3]
+    assert [j.job_id for j in groups.groups[group_of(jobs[0])].jobs] == [1, 2, 3]
     groups.remove(jobs[1])
-    assert [j.job_id for j in groups.groups[group_of(jobs[0])]] == [1, 3]
+    assert [j.job_id for j in groups.groups[group_of(jobs[0])].jobs] == [1, 3]
     held = pending(4, 1, 1, "normal", "u1", 4.0, held=True)
     assert group_of(held) == 4  # a job with a condition of its own is a group by itself
     for j in (jobs[0], jobs[2]):
@@ -178,3 +178,32 @@ def test_a_look_alike_that_may_preempt_is_not_dropped_with_its_group() -> None:
     decided = schedule(snap, 5.0, POLICIES["preempt-by-age"], explain=False)
     assert [r.job_id for r in decided.reservations][:1] == [1]
     assert [(p.job_id, p.for_job) for p in decided.preempts] in ([(10, 2)], [(11, 2)])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.booleans(), st.integers(0, 30), st.sampled_from([None, 5.0, 60.0, 600.0])),
+        max_size=60,
+    )
+)
+def test_groups_know_the_shortest_time_limit_after_each_job(
+    steps: list[tuple[bool, int, float | None]],
+) -> None:
+    groups = PendingGroups()
+    queued: dict[int, PendingJob] = {}
+    for next_id, (add, submit, limit) in enumerate(steps, start=1):
+        if add or not queued:
+            job = pending(next_id, 1, 1, "normal", "u1", float(submit), time_limit_s=limit)
+            groups.add(job)
+            queued[job.job_id] = job
+        else:
+            groups.remove(queued.pop(sorted(queued)[submit % len(queued)]))
+        for group in groups.groups.values():
+            jobs = group.jobs
+            assert [(j.submit_time, j.job_id) for j in jobs] == sorted(
+                (j.submit_time, j.job_id) for j in jobs
+            )
+            limits = [j.time_limit_s if j.time_limit_s is not None else float("inf") for j in jobs]
+            assert group.shortest == [min(limits[i:]) for i in range(len(jobs))]
+    assert sum(len(g.jobs) for g in groups.groups.values()) == len(queued)
