@@ -66,15 +66,21 @@ def schedule(
     for alloc in snapshot.running:
         if alloc.node in nodes:
             nodes[alloc.node].take(alloc)
-    per_job: dict[int, tuple[Allocation, int]] = {}  # job -> (one allocation, all its GPUs)
-    for alloc in snapshot.running:  # a multi-node job counts once, with all its GPUs
-        one, total = per_job.get(alloc.job_id, (alloc, 0))
-        per_job[alloc.job_id] = (one, total + len(alloc.gpu_indices))
-    for one, total in per_job.values():
-        counters.count(one.qos, one.user, one.account, total, one.array_job_id, one.name)
+    grouped = GroupedOrder(snapshot, now, policy) if not explain and snapshot.groups else None
+    has_limits = bool(policy.qos_limits or policy.account_gpu_limits)
+    if has_limits or (
+        grouped.any_counted
+        if grouped is not None
+        else any(j.dependencies or j.array_throttle is not None for j in snapshot.pending)
+    ):  # what running jobs hold matters only to limits, singletons and array throttles
+        per_job: dict[int, tuple[Allocation, int]] = {}  # job -> (an allocation, its GPUs)
+        for alloc in snapshot.running:  # a multi-node job counts once, with all its GPUs
+            one, total = per_job.get(alloc.job_id, (alloc, 0))
+            per_job[alloc.job_id] = (one, total + len(alloc.gpu_indices))
+        for one, total in per_job.values():
+            counters.count(one.qos, one.user, one.account, total, one.array_job_id, one.name)
     max_gpus = max((len(n.gpus) for n in snapshot.nodes), default=0)
     index = Index((n for n in nodes.values() if n.view.schedulable), max_gpus)
-    grouped = GroupedOrder(snapshot, now, policy) if not explain and snapshot.groups else None
     order: Iterable[PendingJob]
     prios: dict[int, Factors]
     if grouped is not None:
@@ -104,7 +110,6 @@ def schedule(
     no_victims = NoVictims()
     ever_fits: dict[tuple[str, int, int, str | None, int, int], bool] = {}
     allowed_sets = {p: frozenset(n) for p, n in snapshot.partition_nodes.items()}
-    has_limits = bool(policy.qos_limits or policy.account_gpu_limits)
 
     def may_preempt(job: PendingJob) -> bool:
         """Whether `job` may still find victims in this pass."""

@@ -192,6 +192,9 @@ class GroupedOrder:
         self._groups = groups
         self.partitions = len({g.jobs[0].partition for g in groups})
         self.any_dependencies = any(g.jobs[0].dependencies for g in groups)
+        self.any_counted = any(  # jobs whose wait depends on what is running
+            g.jobs[0].dependencies or g.jobs[0].array_throttle is not None for g in groups
+        )
         self._dropped = False
         self._as_long: float | None = None
         if policy.use_priority:

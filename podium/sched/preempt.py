@@ -53,6 +53,7 @@ def preempt_for(
     if job.nodes > 1:
         return None
     lower = policy.preempts.get(job.qos, frozenset())
+    exempt = policy.preempt_exempt_s
     best: tuple[float, Node, list[Allocation]] | None = None
     for node in candidates:
         if not could_ever_fit(job, node.view) or node.hold is not None:
@@ -67,21 +68,16 @@ def preempt_for(
             if any(a.job_id in victims for a in node.allocs):
                 return node, []  # already freeing enough here: wait for it
             continue
-        eligible = [
-            a
-            for a in node.allocs
-            if a.qos in lower
-            and a.job_id not in victims
-            and now - a.start_time >= policy.preempt_exempt_s
-        ]
-        if not eligible:
-            continue
-        if (  # even stopping every eligible job would not be enough here
-            gpus + sum(node.matching(a.gpu_indices, job.gpu_type) for a in eligible) < job.gpus
-            or cpus + sum(a.cpus for a in eligible) < job.cpus
-            or mem + sum(a.mem_mb for a in eligible) < job.mem_mb
-        ):
-            continue
+        eligible = []
+        most_gpus, most_cpus, most_mem = gpus, cpus, mem
+        for a in node.allocs:
+            if a.qos in lower and a.job_id not in victims and now - a.start_time >= exempt:
+                eligible.append(a)
+                most_gpus += node.matching(a.gpu_indices, job.gpu_type)
+                most_cpus += a.cpus
+                most_mem += a.mem_mb
+        if most_gpus < job.gpus or most_cpus < job.cpus or most_mem < job.mem_mb:
+            continue  # even stopping every eligible job would not be enough here
         choices = sorted(
             eligible, key=lambda a: (len(a.gpu_indices) * (now - a.start_time), a.job_id)
         )
