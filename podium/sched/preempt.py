@@ -23,6 +23,7 @@ class NoVictims:
 
     def __init__(self) -> None:
         self._failed: dict[Hashable, list[tuple[int, int, int]]] = {}
+        self._covered: set[tuple[Hashable, int, int, int]] = set()  # once covered, always
 
     def add(self, job: PendingJob) -> None:
         """Remember that `job` found no victims."""
@@ -30,10 +31,17 @@ class NoVictims:
 
     def covers(self, job: PendingJob) -> bool:
         """Whether `job` is sure to find no victims either."""
-        sizes = self._failed.get(_kind(job))
-        return sizes is not None and any(
-            g <= job.gpus and c <= job.cpus and m <= job.mem_mb for g, c, m in sizes
-        )
+        kind = _kind(job)
+        sizes = self._failed.get(kind)
+        if sizes is None:
+            return False
+        shape = (kind, job.gpus, job.cpus, job.mem_mb)
+        if shape in self._covered:
+            return True
+        if any(g <= job.gpus and c <= job.cpus and m <= job.mem_mb for g, c, m in sizes):
+            self._covered.add(shape)
+            return True
+        return False
 
 
 def _kind(job: PendingJob) -> Hashable:
