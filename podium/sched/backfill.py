@@ -7,10 +7,13 @@ before the reservation's time or leaves the reserved job enough room.
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from podium.sched.fit import Hold, Node, could_ever_fit
-from podium.sched.model import PendingJob
+from podium.sched.model import Allocation, PendingJob
 
 INF = float("inf")
+_END = attrgetter("end_estimate")
 
 
 def respects_hold(job: PendingJob, node: Node, now: float) -> bool:
@@ -55,26 +58,37 @@ def earliest_start(job: PendingJob, node: Node, now: float) -> tuple[float, Hold
     gpus = sum(1 for g in node.gpus_of(job.gpu_type) if g not in avoid)
     cpus, mem = node.cpus, node.mem_mb
     time = now
-    conflicts = [a for a in node.allocs if conflict(job.exclusive, job.user, a.exclusive, a.user)]
-    if conflicts:
-        time = max(a.end_estimate for a in conflicts)
-        if time == INF:
-            return None
+    if job.exclusive != "none" or node.exclusive_node or node.exclusive_users:
+        conflicts = [
+            a for a in node.allocs if conflict(job.exclusive, job.user, a.exclusive, a.user)
+        ]
+        if conflicts:
+            time = max(a.end_estimate for a in conflicts)
+            if time == INF:
+                return None
+    plain = not avoid and job.gpu_type is None  # then every GPU of a job counts
+
+    def freed(alloc: Allocation) -> int:
+        if plain:
+            return len(alloc.gpu_indices)
+        return node.matching((g for g in alloc.gpu_indices if g not in avoid), job.gpu_type)
+
     later = []
     for alloc in node.allocs:
         if alloc.end_estimate <= time:
-            gpus += node.matching((g for g in alloc.gpu_indices if g not in avoid), job.gpu_type)
+            gpus += freed(alloc)
             cpus += alloc.cpus
             mem += alloc.mem_mb
         else:
             later.append(alloc)
-    for alloc in sorted(later, key=lambda a: a.end_estimate):
+    later.sort(key=_END)
+    for alloc in later:
         if gpus >= job.gpus and cpus >= job.cpus and mem >= job.mem_mb:
             break
         if alloc.end_estimate == INF:
             return None
         time = max(time, alloc.end_estimate)
-        gpus += node.matching((g for g in alloc.gpu_indices if g not in avoid), job.gpu_type)
+        gpus += freed(alloc)
         cpus += alloc.cpus
         mem += alloc.mem_mb
     if gpus < job.gpus or cpus < job.cpus or mem < job.mem_mb:
