@@ -46,3 +46,19 @@ class Reason(StrEnum):
 
 
 __all__ = ["TERMINAL_STATES", "JobState", "Reason"]
+
+
+class Exclusive(StrEnum):
+    """--exclusive: share the node with anyone, with no one, or only with the same user."""
+
+    NONE = "none"
+    NODE = "node"
+    USER = "user"
+
+
+class PreemptMode(StrEnum):
+    """What preemption does to a victim (Slurm's PreemptMode): back to the queue, or
+    cancelled."""
+
+    REQUEUE = "requeue"
+    CANCEL = "cancel"

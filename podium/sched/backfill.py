@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from operator import attrgetter
 
+from podium.api.states import Exclusive
 from podium.sched.fit import Hold, Node, could_ever_fit
 from podium.sched.model import Allocation, PendingJob
 
@@ -41,7 +42,7 @@ def shrink_hold(job: PendingJob, node: Node, now: float) -> None:
         hold.mem_mb -= job.mem_mb
 
 
-def conflict(a_excl: str, a_user: str, b_excl: str, b_user: str) -> bool:
+def conflict(a_excl: Exclusive, a_user: str, b_excl: Exclusive, b_user: str) -> bool:
     """Two jobs may not share a node because of --exclusive."""
     if a_excl == "node" or b_excl == "node":
         return True

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from podium.api.states import Reason
+from podium.api.states import PreemptMode, Reason
 from podium.sched.backfill import INF, reserve, respects_hold, shrink_hold
 from podium.sched.fit import Hold, Index, Node, could_ever_fit, fits_now
 from podium.sched.limits import Counters
@@ -215,7 +215,7 @@ def schedule(
                 node, chosen = taken
                 for alloc in chosen:
                     victims.add(alloc.job_id)
-                    mode = policy.preempt_mode.get(alloc.qos, "requeue")
+                    mode = policy.preempt_mode.get(alloc.qos, PreemptMode.REQUEUE)
                     preempts.append(Preempt(alloc.job_id, job.job_id, mode))
                 node.hold = Hold(job.job_id, now, 0, 0, 0)  # keep what is freed for it
                 reasons[job.job_id] = Reason.RESOURCES

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from podium.api.states import Exclusive
 from podium.sched.model import Allocation, NodeView, PendingJob
 
 
@@ -23,7 +24,7 @@ class Hold:
     cpus: int
     mem_mb: int
     user: str = ""
-    exclusive: str = "none"
+    exclusive: Exclusive = Exclusive.NONE
 
 
 @dataclass

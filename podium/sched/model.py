@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from podium.api.states import Exclusive, PreemptMode
 from podium.sched.priority import Factors, PriorityWeights
 from podium.spec.job import Dependency
 
@@ -27,7 +28,7 @@ class Policy:
     preemption: bool = True
     weights: PriorityWeights = field(default_factory=PriorityWeights)
     preempts: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    preempt_mode: Mapping[str, str] = field(default_factory=dict)
+    preempt_mode: Mapping[str, PreemptMode] = field(default_factory=dict)
     preempt_exempt_s: float = 0.0
     qos_limits: Mapping[str, QosLimits] = field(default_factory=dict)
     account_gpu_limits: Mapping[str, int] = field(default_factory=dict)
@@ -64,7 +65,7 @@ class Allocation:
     gpu_indices: tuple[int, ...] = ()
     cpus: int = 1
     mem_mb: int = 0
-    exclusive: str = "none"
+    exclusive: Exclusive = Exclusive.NONE
     name: str = ""
     array_job_id: int | None = None
     qos: str = ""
@@ -98,7 +99,7 @@ class PendingJob:
     mem_mb: int = 0
     gpus: int = 0
     gpu_type: str | None = None
-    exclusive: str = "none"
+    exclusive: Exclusive = Exclusive.NONE
     nice: int = 0
     held: bool = False
     begin_time: float | None = None
@@ -197,7 +198,7 @@ class Preempt:
 
     job_id: int
     for_job: int
-    mode: str
+    mode: PreemptMode
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from podium.api.states import PreemptMode
 from podium.sched.fairshare import Association
 from podium.sched.model import Policy, QosLimits
 from podium.sched.priority import PriorityWeights
@@ -28,7 +29,7 @@ def policy_from_config(config: ClusterConfig) -> Policy:
             favor_small=p.favor_small,
         ),
         preempts={q.name: frozenset(q.preempt) for q in config.qos if q.preempt},
-        preempt_mode={q.name: q.preempt_mode for q in config.qos},
+        preempt_mode={q.name: PreemptMode(q.preempt_mode) for q in config.qos},
         preempt_exempt_s=config.scheduler.preempt_exempt_s,
         qos_limits={
             q.name: QosLimits(q.max_gpus_per_user, q.max_jobs_per_user)

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from podium.api.states import Exclusive
 from podium.recover.ladder import Label
 from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot
 from podium.sched.fairshare import Association
@@ -101,7 +102,7 @@ class PendingQueue:
             mem_mb=r["mem_mb"],
             gpus=r["gpus"],
             gpu_type=brief.get("gpu_type"),
-            exclusive=brief.get("exclusive") or "none",
+            exclusive=Exclusive(brief.get("exclusive") or "none"),
             nice=r["nice"],
             held=bool(r["held"]),
             begin_time=brief.get("begin_time"),
@@ -153,7 +154,7 @@ def allocation(
         gpu_indices=tuple(g for g in spec_gpu_ids(r) if g not in fenced),
         cpus=r["cpus"],
         mem_mb=r["mem_mb"],
-        exclusive=exclusive,
+        exclusive=Exclusive(exclusive),
         name=r["name"],
         array_job_id=r["array_job_id"],
         qos=r["qos"],

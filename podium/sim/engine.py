@@ -14,6 +14,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
+from podium.api.states import PreemptMode
 from podium.api.usage import decay
 from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot, schedule
 from podium.sched.fairshare import Association, user_factors
@@ -226,7 +227,7 @@ def simulate(
                 out.preemptions += 1
                 preemptions += 1
                 charge((j.account, j.user), done * j.gpus, now)
-                if pre.mode == "requeue":
+                if pre.mode == PreemptMode.REQUEUE:
                     pending_jobs[pre.job_id] = p = pending_of(j)
                     groups.add(p)
                 else:
