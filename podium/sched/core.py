@@ -23,7 +23,7 @@ from collections.abc import Iterable
 
 from podium.api.states import PreemptMode, Reason
 from podium.sched.backfill import INF, reserve, respects_hold, shrink_hold
-from podium.sched.fit import Hold, Index, Node, could_ever_fit, fits_now
+from podium.sched.fit import Hold, Index, Node, Request, could_ever_fit, fits_now, request_of
 from podium.sched.limits import Counters
 from podium.sched.model import (
     Allocation,
@@ -40,9 +40,6 @@ from podium.sched.preempt import NoVictims, preempt_for
 from podium.sched.priority import Factors
 
 __all__ = ["priority_key", "schedule"]
-
-# What a job asks of each node, for remembering that a request fits nowhere.
-_Request = tuple[str, int, int, str | None, int, int, str, str, frozenset[tuple[str, int]]]
 
 
 def schedule(
@@ -103,10 +100,10 @@ def schedule(
     reserved: set[str] = set()
     victims: set[int] = {a.job_id for a in snapshot.running if a.preempting}
     partition_nodes: dict[str, list[Node]] = {}
-    no_room: set[_Request] = set()
+    no_room: set[Request] = set()
     # Requests that fit now but would delay a reservation, with the shortest time limit
     # that did: holds and free room only shrink during a pass, so no longer job can.
-    held_back: dict[_Request, float] = {}
+    held_back: dict[Request, float] = {}
     no_victims = NoVictims()
     ever_fits: dict[tuple[str, int, int, str | None, int, int], bool] = {}
     allowed_sets = {p: frozenset(n) for p, n in snapshot.partition_nodes.items()}
@@ -117,7 +114,7 @@ def schedule(
             no_victims.covers(job)
         )
 
-    def drop_look_alikes(request: _Request) -> None:
+    def drop_look_alikes(request: Request) -> None:
         """The job cannot start in this pass: neither can the rest of its group, or
         those of them as long, once the reservation is made (explain=False)."""
         if request in no_room:
@@ -155,17 +152,7 @@ def schedule(
         allowed = allowed_sets.get(job.partition)
         # Free resources only shrink during a pass: a request that fit no node before
         # fits none now, whatever its time limit.
-        request = (
-            job.partition,
-            job.nodes,
-            job.gpus,
-            job.gpu_type,
-            job.cpus,
-            job.mem_mb,
-            job.exclusive,
-            job.user if job.exclusive == "user" else "",
-            job.avoid_gpus,
-        )
+        request = request_of(job)
         ends_in = job.time_limit_s if job.time_limit_s is not None else INF
         shortest = held_back.get(request)
         if request in no_room or (shortest is not None and ends_in >= shortest):

@@ -27,6 +27,27 @@ class Hold:
     exclusive: Exclusive = Exclusive.NONE
 
 
+# What a job asks of each node, for remembering what fits nowhere during a pass.
+Request = tuple[str, int, int, str | None, int, int, str, str, frozenset[tuple[str, int]]]
+
+
+def request_of(job: PendingJob) -> Request:
+    """What `job` asks of each of its nodes: two jobs with the same request fit the
+    same nodes (partition, node count, GPUs and their type, CPUs, memory, exclusivity
+    and the GPUs it must avoid)."""
+    return (
+        job.partition,
+        job.nodes,
+        job.gpus,
+        job.gpu_type,
+        job.cpus,
+        job.mem_mb,
+        job.exclusive,
+        job.user if job.exclusive == "user" else "",
+        job.avoid_gpus,
+    )
+
+
 @dataclass
 class Node:
     """A node's free resources during a pass."""

@@ -14,6 +14,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from operator import attrgetter, itemgetter
 
+from podium.sched.fit import request_of
 from podium.sched.model import PendingGroup, PendingJob, Policy, Snapshot
 from podium.sched.priority import Factors, factors
 
@@ -109,21 +110,7 @@ def group_of(job: PendingJob) -> Hashable:
     throttle) is a group by itself."""
     if job.held or job.begin_time is not None or job.dependencies or job.array_throttle:
         return job.job_id
-    return (
-        job.partition,
-        job.nodes,
-        job.gpus,
-        job.gpu_type,
-        job.cpus,
-        job.mem_mb,
-        job.exclusive,
-        job.avoid_gpus,
-        job.qos,
-        job.qos_priority,
-        job.account,
-        job.user,
-        job.nice,
-    )
+    return (*request_of(job), job.qos, job.qos_priority, job.account, job.user, job.nice)
 
 
 class PendingGroups:

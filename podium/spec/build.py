@@ -11,38 +11,33 @@ came from; a job that can never run raises Unsatisfiable.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from podium.api.caller import Caller
-from podium.errors import SpecError, Unsatisfiable
+from podium.errors import SpecError
 from podium.spec.cluster import ClusterConfig
 from podium.spec.job import JobSpec
 from podium.spec.options import Given
 from podium.spec.request import Options, SubmitRequest, gather
+from podium.spec.sizes import read_nodes, read_sizes
 from podium.spec.suggest import did_you_mean
-from podium.spec.timefmt import parse_begin, parse_duration, parse_memory_mb
+from podium.spec.timefmt import parse_begin, parse_duration
 from podium.spec.values import (
     MAX_PATTERN,
     array_spec,
     dependencies,
     environment,
     exit_codes,
-    gpu_count,
-    gres,
     is_digits,
     mail_user,
     option_error,
     output_pattern,
-    positive_int,
     signal_spec,
 )
 
 __all__ = ["Admission", "Built", "Draft", "SubmitRequest", "build_job"]
 
-_NODE_NAMES_RE = re.compile(r"^[A-Za-z0-9_.\[\]-]+$")
-_FEATURES_RE = re.compile(r"^[A-Za-z0-9_.&|,()\[\]*-]+$")
 MAIL_TYPES = frozenset({"NONE", "BEGIN", "END", "FAIL", "REQUEUE", "ALL", "TIME_LIMIT"})
 
 
@@ -126,8 +121,8 @@ def _read(draft: Draft, req: SubmitRequest, now: float) -> None:
     """Every option into `draft.fields`, as sbatch reads it."""
     raw, out = draft.options, draft.fields
     _names_and_dirs(raw, req, out)
-    _nodes(draft)
-    _sizes(raw, out, draft.config.mem_per_cpu_mb)
+    draft.max_nodes = read_nodes(raw, out)
+    read_sizes(raw, out, draft.config.mem_per_cpu_mb)
     if (g := raw.get("time")) is not None:
         try:
             out["time_limit_s"] = parse_duration(str(g.value))
@@ -193,126 +188,6 @@ def _names_and_dirs(raw: Options, req: SubmitRequest, out: dict[str, Any]) -> No
         work_dir = os.path.normpath(os.path.join(req.cwd, str(g.value)))
     out["work_dir"] = work_dir
     out["umask"] = req.umask if req.umask is not None else 0o022
-
-
-def _nodes(draft: Draft) -> None:
-    """--nodes (a count or MIN-MAX), --nodelist, --exclude and --constraint as written."""
-    raw, out = draft.options, draft.fields
-    nodes = 1
-    if (g := raw.get("nodes")) is not None:
-        match = re.match(r"^(\d+)(?:-(\d+))?$", str(g.value))
-        if not match:
-            raise option_error(g, f"expected N or MIN-MAX, got {g.value!r}")
-        nodes = int(match.group(1))
-        if nodes < 1:
-            raise option_error(g, "needs at least 1 node")
-        draft.max_nodes = int(match.group(2) or nodes)
-        if draft.max_nodes < nodes:
-            raise option_error(g, f"the range {g.value} is backwards: give MIN-MAX")
-    draft.max_nodes = max(draft.max_nodes, nodes)
-    if (g := raw.get("wait-all-nodes")) is not None and g.value not in ("0", "1"):
-        raise option_error(g, f"expected 0 or 1, got {g.value!r}")
-    out["nodes"] = nodes
-    for name in ("nodelist", "exclude"):
-        if (g := raw.get(name)) is not None:
-            names = [n for n in str(g.value).split(",") if n]
-            if not names or not all(_NODE_NAMES_RE.match(n) for n in names):
-                raise option_error(g, f"expected node names like node1,node[2-4], got {g.value!r}")
-            out[name] = tuple(names)
-    if (g := raw.get("constraint")) is not None:
-        if not _FEATURES_RE.match(str(g.value)):
-            raise option_error(g, f"expected features joined with & or |, got {g.value!r}")
-        out["constraint"] = str(g.value)
-
-
-def _sizes(raw: Options, out: dict[str, Any], mem_per_cpu_mb: int) -> None:
-    """Tasks, CPUs, GPUs, --exclusive and memory, as the job asks for them."""
-    nodes = out["nodes"]
-    ntasks = positive_int(g) if (g := raw.get("ntasks")) else None
-    if (g := raw.get("ntasks-per-node")) is not None:
-        per_node = positive_int(g)
-        out["ntasks_per_node"] = per_node
-        if ntasks is None:
-            ntasks = per_node * nodes
-        elif ntasks > per_node * nodes:
-            raise Unsatisfiable(
-                f"{g.where}: --ntasks={ntasks} with --ntasks-per-node={per_node} needs "
-                f"{-(-ntasks // per_node)} nodes; --nodes={nodes} gives {nodes}"
-            )
-    ntasks = ntasks or nodes  # like srun: one task per node unless told otherwise
-    if ntasks < nodes:
-        raise SpecError(f"--ntasks={ntasks} is fewer than --nodes={nodes}: each node needs a task")
-    out["ntasks"] = ntasks
-    cpt = positive_int(g) if (g := raw.get("cpus-per-task")) else 1
-    out["cpus_per_task"] = cpt
-    if (g := raw.get("ntasks-per-core")) is not None:
-        positive_int(g)
-
-    gpu_type: str | None = None
-    gpus: int | None = None
-    per_task: int | None = None
-    for name in ("gres", "gpus", "gpus-per-node", "gpus-per-task"):
-        g = raw.get(name)
-        if g is None:
-            continue
-        kind, count = gres(g) if name == "gres" else gpu_count(g)
-        if gpu_type and kind and kind != gpu_type:
-            raise option_error(g, f"GPU type {kind!r} conflicts with {gpu_type!r} given earlier")
-        gpu_type = kind or gpu_type
-        total = count * ntasks if name == "gpus-per-task" else count
-        if name == "gpus-per-task":
-            per_task = count
-        if name == "gpus-per-node":
-            total = count * nodes
-            out["gpus_per_node"] = count
-        if gpus is not None and total != gpus:
-            raise option_error(
-                g, f"asks for {total} GPUs in all but another option asked for {gpus}"
-            )
-        gpus = total
-    gpus = gpus or 0
-    out.update(gpus=gpus, gpus_per_task=per_task, gpu_type=gpu_type)
-
-    cpus = ntasks * cpt
-    if (g := raw.get("cpus-per-gpu")) is not None:
-        if not gpus:
-            raise option_error(g, "needs GPUs (--gpus or --gres=gpu:N)")
-        cpus = max(cpus, positive_int(g) * gpus)
-    if (g := raw.get("mincpus")) is not None:
-        cpus = max(cpus, positive_int(g))
-    out["cpus"] = cpus
-
-    exclusive = "none"
-    if (g := raw.get("exclusive")) is not None:
-        if g.value in (None, ""):
-            exclusive = "node"
-        elif g.value == "user":
-            exclusive = "user"
-        else:
-            raise option_error(g, f"expected no value or 'user', got {g.value!r}")
-    out["exclusive"] = exclusive
-
-    mem_given = [g for n in ("mem", "mem-per-cpu", "mem-per-gpu") if (g := raw.get(n))]
-    if len(mem_given) > 1:
-        clash = " and ".join(f"--{g.long}" for g in mem_given)
-        raise SpecError(f"{mem_given[-1].where}: {clash} are mutually exclusive: give one")
-    mem = cpus * mem_per_cpu_mb
-    if mem_given:
-        g = mem_given[0]
-        try:
-            amount = parse_memory_mb(str(g.value))
-        except ValueError as exc:
-            raise option_error(g, str(exc)) from None
-        out["mem_request"] = (g.long, amount)
-        if g.long == "mem":
-            mem = amount
-        elif g.long == "mem-per-cpu":
-            mem = amount * cpus
-        else:
-            if not gpus:
-                raise option_error(g, "needs GPUs (--gpus or --gres=gpu:N)")
-            mem = amount * gpus
-    out["mem_mb"] = mem
 
 
 def _hints(raw: Options, out: dict[str, Any], who: Caller, now: float) -> None:
