@@ -128,6 +128,7 @@ def simulate(
     wake_pending = False
 
     node_gpus = max((n.gpus for n in nodes), default=0)
+    tree_of: tuple[set[tuple[str, str]], Association] = (set(), Association("root"))
 
     def pending_of(j: TraceJob) -> PendingJob:
         limit = j.time_limit if j.time_limit is not None else j.duration * options.time_limit_factor
@@ -187,18 +188,9 @@ def simulate(
                 seen = set(usage) | {
                     (g.jobs[0].account, g.jobs[0].user) for g in groups.groups.values()
                 }
-                accounts: dict[str, set[str]] = {}
-                for account, user in seen:
-                    accounts.setdefault(account, set()).add(user)
-                tree = Association(
-                    "root",
-                    children=tuple(
-                        Association(
-                            a, 1, tuple(Association(u, 1, is_user=True) for u in sorted(us))
-                        )
-                        for a, us in sorted(accounts.items())
-                    ),
-                )
+                if seen != tree_of[0]:  # the tree changes only when a new user shows up
+                    tree_of = (seen, _share_tree(seen))
+                tree = tree_of[1]
                 live = dict(usage)
                 for job_id, run in running.items():
                     j = by_id[job_id]
@@ -252,6 +244,20 @@ def simulate(
         sum(n.gpus for n in nodes),
         preemptions,
         passes,
+    )
+
+
+def _share_tree(users: set[tuple[str, str]]) -> Association:
+    """The fair-share tree of these (account, user) pairs: equal shares at each level."""
+    accounts: dict[str, set[str]] = {}
+    for account, user in users:
+        accounts.setdefault(account, set()).add(user)
+    return Association(
+        "root",
+        children=tuple(
+            Association(a, 1, tuple(Association(u, 1, is_user=True) for u in sorted(us)))
+            for a, us in sorted(accounts.items())
+        ),
     )
 
 
