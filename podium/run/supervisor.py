@@ -158,7 +158,7 @@ class Supervisor:
             try:
                 pid = spawn_task(
                     plan.argv,
-                    task_environment(plan, task, port, heartbeat),
+                    task_environment(plan, task, port, heartbeat, self.start),
                     plan.work_dir,
                     stdin_fd=in_fd,
                     stdout_fd=out_fd,

@@ -21,9 +21,15 @@ def free_port() -> int:
 
 
 def task_environment(
-    plan: LaunchPlan, task: TaskPlan, master_port: int, heartbeat: str | None = None
+    plan: LaunchPlan,
+    task: TaskPlan,
+    master_port: int,
+    heartbeat: str | None = None,
+    started: float | None = None,
 ) -> dict[str, str]:
-    """The environment of one task: the job's exported environment plus Podium's."""
+    """The environment of one task: the job's (its exported environment and the
+    SLURM_* variables the daemon planned) plus this task's and Podium's. `started` is
+    when the job started (SLURM_JOB_START_TIME, and the end by its time limit)."""
     env = dict(plan.environment)
     ntasks = len(plan.tasks)
     env.update(
@@ -55,6 +61,16 @@ def task_environment(
             "" if getattr(plan, "hide_gpus", False) else ",".join(str(g) for g in task.gpu_ids)
         ),
     )
+    env.update(  # this task's place, as srun(1) names it; the job's are in the plan
+        SLURM_PROCID=str(task.procid),
+        SLURM_LOCALID=str(task.localid),
+        SLURM_NODEID="0",
+        SLURM_GTIDS=",".join(str(t.procid) for t in plan.tasks),
+    )
+    if started is not None:
+        env["SLURM_JOB_START_TIME"] = str(int(started))
+        if plan.time_limit_s is not None:
+            env["SLURM_JOB_END_TIME"] = str(int(started) + plan.time_limit_s)
     if plan.time_limit_s is not None:
         env["PODIUM_TIME_LIMIT_S"] = str(plan.time_limit_s)
     if plan.checkpoint_dir:

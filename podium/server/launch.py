@@ -17,6 +17,7 @@ from podium.run.identity import Identity
 from podium.run.patterns import expand
 from podium.run.plan import LaunchPlan, TaskPlan
 from podium.server.local_node import LocalNode
+from podium.server.slurm_env import job_variables, without_inherited
 from podium.spec.cluster import ClusterConfig
 from podium.spec.job import JobSpec
 from podium.store.db import Row
@@ -107,7 +108,12 @@ class Planner:
             argv=[script_path, *spec.script_args],
             work_dir=spec.work_dir,
             submit_dir=spec.submit_dir,
-            environment=spec.environment,
+            environment={
+                **without_inherited(spec.environment),
+                **job_variables(
+                    row, spec, self.node.name, gpu_ids, cpus, mem_mb, self.config.cluster_name
+                ),
+            },
             tasks=tasks,
             stdout=spec.output,
             stderr=spec.error,

@@ -1,0 +1,139 @@
+"""The SLURM_* variables of a job on the embedded cluster, named and formatted as in
+the OUTPUT ENVIRONMENT VARIABLES sections of sbatch(1) and srun(1), so that batch
+scripts written for Slurm find what they read (`$SLURM_JOB_ID`,
+`$SLURM_ARRAY_TASK_ID`, `$SLURM_CPUS_PER_TASK`, ...).
+
+Job-wide variables are made here, when the daemon plans a start; each task's own
+(`SLURM_PROCID`, `SLURM_LOCALID`, `SLURM_NODEID`) and the start and end times are
+added by the supervisor (`podium.run.task_env`). Variables that Slurm sets for a job
+or a step are never inherited from the submitting shell: a job submitted from inside
+another job gets its own, not its parent's.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Mapping, Sequence
+from itertools import pairwise
+from typing import Any
+
+from podium.spec.job import JobSpec
+from podium.store.db import Row
+
+# Inherited SLURM_* names that describe another job or step (sbatch overrides them).
+_NOT_INHERITED_PREFIXES = (
+    "SLURM_JOB",
+    "SLURM_STEP",
+    "SLURM_ARRAY_",
+    "SLURM_TASK",
+    "SLURM_NTASKS",
+    "SLURM_NPROCS",
+    "SLURM_NNODES",
+    "SLURM_NODELIST",
+    "SLURM_NODEID",
+    "SLURM_PROCID",
+    "SLURM_LOCALID",
+    "SLURM_GTIDS",
+    "SLURM_CPUS",
+    "SLURM_GPUS",
+    "SLURM_MEM_PER",
+    "SLURM_SUBMIT_",
+    "SLURM_CLUSTER_NAME",
+    "SLURM_RESTART_COUNT",
+    "SLURM_PRIO_PROCESS",
+    "SLURMD_NODENAME",
+)
+
+
+def without_inherited(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` less the SLURM_* variables that describe a job or step (another job's,
+    when the submitter ran inside one). Slurm's input variables (SLURM_CONF,
+    SLURM_TIME_FORMAT, ...) stay."""
+    return {k: v for k, v in env.items() if not k.startswith(_NOT_INHERITED_PREFIXES)}
+
+
+def per_node(value: int, nodes: int) -> str:
+    """Slurm's per-node list form: "4" on one node, "4(x3)" on three alike."""
+    return str(value) if nodes == 1 else f"{value}(x{nodes})"
+
+
+def array_step(indices: Sequence[int]) -> int:
+    """SLURM_ARRAY_TASK_STEP: the stride when the indices are evenly spaced, else 1."""
+    if len(indices) < 2:
+        return 1
+    step = indices[1] - indices[0]
+    if all(b - a == step for a, b in pairwise(indices)):
+        return step
+    return 1
+
+
+def job_variables(
+    row: Row | Mapping[str, Any],
+    spec: JobSpec,
+    node: str,
+    gpu_ids: Sequence[int],
+    cpus: int,
+    mem_mb: int,
+    cluster_name: str,
+) -> dict[str, str]:
+    """The job-wide SLURM_* variables of a job starting on `node` with this
+    allocation. Variables sbatch sets only when an option was given (--ntasks-per-node,
+    --gpus and its kin, --mem and its kin) are set only then; SLURM_CPUS_PER_TASK is
+    always set (1 unless -c said otherwise), which scripts that test it read the same."""
+    job_id, nodes = str(row["job_id"]), spec.nodes
+    env = {
+        "SLURM_JOB_ID": job_id,
+        "SLURM_JOBID": job_id,
+        "SLURM_JOB_NAME": str(row["name"]),
+        "SLURM_JOB_NODELIST": node,
+        "SLURM_NODELIST": node,
+        "SLURM_JOB_NUM_NODES": str(nodes),
+        "SLURM_NNODES": str(nodes),
+        "SLURM_NTASKS": str(spec.ntasks),
+        "SLURM_NPROCS": str(spec.ntasks),
+        "SLURM_TASKS_PER_NODE": per_node(spec.ntasks // nodes, nodes),
+        "SLURM_CPUS_ON_NODE": str(cpus),
+        "SLURM_JOB_CPUS_PER_NODE": per_node(cpus, nodes),
+        "SLURM_GPUS_ON_NODE": str(len(gpu_ids)),
+        "SLURM_SUBMIT_DIR": spec.submit_dir,
+        "SLURM_SUBMIT_HOST": socket.gethostname(),
+        "SLURM_JOB_PARTITION": str(row["partition"]),
+        "SLURM_JOB_ACCOUNT": str(row["account"]),
+        "SLURM_JOB_QOS": str(row["qos"]),
+        "SLURM_JOB_USER": str(row["user"]),
+        "SLURM_JOB_UID": str(row["uid"]),
+        "SLURM_JOB_GID": str(row["gid"]),
+        "SLURM_CLUSTER_NAME": cluster_name,
+        "SLURM_RESTART_COUNT": str(row["restart_count"]),
+        "SLURMD_NODENAME": node,
+    }
+    if gpu_ids:
+        env["SLURM_JOB_GPUS"] = ",".join(str(g) for g in gpu_ids)
+    if spec.ntasks_per_node is not None:
+        env["SLURM_NTASKS_PER_NODE"] = str(spec.ntasks_per_node)
+    env["SLURM_CPUS_PER_TASK"] = str(spec.cpus_per_task)  # sbatch: only with -c; harmless
+    if spec.gpus:
+        kind = f"{spec.gpu_type}:" if spec.gpu_type else ""
+        if spec.gpus_per_node is not None:
+            env["SLURM_GPUS_PER_NODE"] = f"{kind}{spec.gpus_per_node}"
+        elif spec.gpus_per_task is not None:
+            env["SLURM_GPUS_PER_TASK"] = f"{kind}{spec.gpus_per_task}"
+        else:
+            env["SLURM_GPUS"] = f"{kind}{spec.gpus}"
+    if spec.mem_request is not None:
+        option, amount = spec.mem_request
+        name = {"mem": "SLURM_MEM_PER_NODE", "mem-per-cpu": "SLURM_MEM_PER_CPU"}.get(
+            option, "SLURM_MEM_PER_GPU"
+        )
+        env[name] = str(mem_mb if option == "mem" else amount)
+    if row["array_job_id"] is not None and spec.array is not None:
+        indices = spec.array.indices
+        env.update(
+            SLURM_ARRAY_JOB_ID=str(row["array_job_id"]),
+            SLURM_ARRAY_TASK_ID=str(row["array_task_id"]),
+            SLURM_ARRAY_TASK_COUNT=str(len(indices)),
+            SLURM_ARRAY_TASK_MIN=str(min(indices)),
+            SLURM_ARRAY_TASK_MAX=str(max(indices)),
+            SLURM_ARRAY_TASK_STEP=str(array_step(indices)),
+        )
+    return env

@@ -1,0 +1,66 @@
+"""Batch scripts written for Slurm, run unchanged on the embedded cluster: each checks
+what it prints, not only how it ends."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.integration.conftest import Cluster
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_strict_script_finds_sbatchs_variables(cluster: Cluster) -> None:
+    script = cluster.script(
+        """
+set -euo pipefail
+echo "job=$SLURM_JOB_ID/$SLURM_JOBID name=$SLURM_JOB_NAME"
+echo "nodes=$SLURM_JOB_NODELIST/$SLURM_JOB_NUM_NODES tasks=$SLURM_NTASKS"
+echo "cpus=$SLURM_CPUS_ON_NODE per-task=$SLURM_CPUS_PER_TASK gpus=$SLURM_JOB_GPUS"
+echo "where=$SLURM_SUBMIT_DIR part=$SLURM_JOB_PARTITION qos=$SLURM_JOB_QOS"
+echo "restarts=$SLURM_RESTART_COUNT rank=$SLURM_PROCID start=$SLURM_JOB_START_TIME"
+""",
+        "strict.sh",
+    )
+    job = cluster.submit(
+        "-J", "strict", "-c", "2", "--gpus=1", "-t", "5", "-o", "%j.out", str(script)
+    )
+    assert cluster.wait(job)["state"] == "COMPLETED"
+    out = (cluster.work / f"{job}.out").read_text().splitlines()
+    assert out[0] == f"job={job}/{job} name=strict"
+    assert out[1] == "nodes=node0/1 tasks=1"
+    assert out[2].startswith("cpus=2 per-task=2 gpus=") and out[2][-1].isdigit()
+    assert out[3] == f"where={cluster.work} part=main qos=normal"
+    assert out[4].startswith("restarts=0 rank=0 start=1")
+
+
+def test_a_throttled_array_sweep_reads_its_task_id(cluster: Cluster) -> None:
+    script = cluster.script(
+        """
+set -u
+range="$SLURM_ARRAY_TASK_MIN-$SLURM_ARRAY_TASK_MAX:$SLURM_ARRAY_TASK_STEP"
+echo "task $SLURM_ARRAY_TASK_ID of $SLURM_ARRAY_TASK_COUNT ($range) in $SLURM_ARRAY_JOB_ID"
+""",
+        "sweep.sh",
+    )
+    first = cluster.submit("--array=0-6:2%2", "-o", "sweep-%A_%a.out", str(script))
+    listed = json.loads(cluster.cli("queue", "--all", "--json", check=True).stdout)
+    tasks = {j["array_task_id"]: j["job_id"] for j in listed if j["array_job_id"] == first}
+    assert sorted(tasks) == [0, 2, 4, 6]
+    seen = []
+    for index, job_id in sorted(tasks.items()):
+        assert cluster.wait(job_id)["state"] == "COMPLETED"
+        seen.append((cluster.work / f"sweep-{first}_{index}.out").read_text().strip())
+    assert seen == [f"task {i} of 4 (0-6:2) in {first}" for i in (0, 2, 4, 6)]
+
+
+def test_a_job_submitted_from_a_job_gets_its_own_variables(cluster: Cluster) -> None:
+    inherited = dict(cluster.env, SLURM_JOB_ID="999", SLURM_STEP_ID="5", SLURM_CONF="/x.conf")
+    script = cluster.script('echo "id=$SLURM_JOB_ID step=${SLURM_STEP_ID-none} conf=$SLURM_CONF"\n')
+    result = cluster.cli("submit", "--parsable", "-o", "inner-%j.out", str(script), env=inherited)
+    assert result.returncode == 0, result.stderr
+    job = int(result.stdout.strip())
+    assert cluster.wait(job)["state"] == "COMPLETED"
+    assert (cluster.work / f"inner-{job}.out").read_text() == f"id={job} step=none conf=/x.conf\n"
