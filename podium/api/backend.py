@@ -93,7 +93,9 @@ class Backend:
 
     def submit(self, request: Mapping[str, Any]) -> list[dict[str, Any]]:
         """Submit a job (every task of an array); their records. With `test_only`, one
-        WOULD_QUEUE record and nothing queued."""
+        WOULD_QUEUE record and nothing queued. What the user should know of an accepted
+        job (an option recorded but not applied) is left in `warnings`."""
+        self.warnings: list[str] = []
         return self._submit(request)
 
     def dry_run(self, request: Mapping[str, Any]) -> str:

@@ -57,6 +57,7 @@ class JobRecord(TypedDict):
     stderr: str | None
     work_dir: str
     comment: str | None
+    wckey: str | None  # sbatch's --wckey, as recorded
 
 
 JOB_KEYS: tuple[str, ...] = tuple(JobRecord.__annotations__)

@@ -233,7 +233,9 @@ class EmbeddedBackend(Backend):
         return dict(self.client.get("/v1/ping"), backend=self.name)
 
     def _submit(self, request: Mapping[str, Any]) -> list[dict[str, Any]]:
-        jobs: list[dict[str, Any]] = self.client.post("/v1/jobs", dict(request))["jobs"]
+        answer = self.client.post("/v1/jobs", dict(request))
+        self.warnings.extend(str(w) for w in answer.get("warnings") or ())
+        jobs: list[dict[str, Any]] = answer["jobs"]
         return jobs
 
     def _dry_run(self, request: Mapping[str, Any]) -> str:

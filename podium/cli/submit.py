@@ -103,6 +103,8 @@ def submit(args: tuple[str, ...]) -> None:
         click.echo(backend.dry_run(request), nl=False)
         return
     jobs = backend.submit(request)
+    for warning in backend.warnings:
+        click.echo(f"podium: warning: {warning}", err=True)
     first = jobs[0]
     if request["test_only"]:
         if "json" in opts:

@@ -36,6 +36,8 @@ class EmbeddedAdmission:
                 )
         if out["exclusive"] == "node":
             out["cpus"], out["mem_mb"] = node.cpus, node.memory_mb
+        if out.get("mem_request") == ("mem", 0):  # sbatch's --mem=0: all of the node's
+            out["mem_mb"] = node.memory_mb
         partition = _names(draft)
         _time_limit(draft, partition)
         for name in ("container-image", "container-mounts"):
@@ -47,10 +49,9 @@ class EmbeddedAdmission:
         if out.get("mail_types") and not draft.config.mail_command:
             g = draft.given("mail-type")
             assert g is not None
-            raise option_error(
-                g,
-                "cannot be honoured: this cluster has no mail transport "
-                "(set mail_command in the cluster config)",
+            draft.warnings.append(
+                f"{g.where}: --mail-type: this cluster has no mail transport, so its mail "
+                "events are recorded (podium events), not sent"
             )
         check_fits(out, draft.config)
 

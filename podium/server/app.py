@@ -124,10 +124,10 @@ def create_app(
 
     @app.post("/v1/jobs")
     def submit(request: Request, body: SubmitRequest) -> dict[str, Any]:
-        jobs = controller.submit(body, caller(request))
+        jobs, warnings = controller.submit(body, caller(request))
         if not body.test_only:
             wake()
-        return {"jobs": jobs}
+        return {"jobs": jobs, "warnings": warnings}
 
     @app.post("/v1/jobs/dry-run")
     def dry_run(request: Request, body: SubmitRequest) -> dict[str, Any]:

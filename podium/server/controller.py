@@ -23,7 +23,7 @@ from podium.recover.agent import HealthAgent
 from podium.run.executor import LocalExecutor
 from podium.server.control import Control
 from podium.server.effects import LocalEffects
-from podium.server.intake import Intake
+from podium.server.intake import Intake, Submitted
 from podium.server.launch import Planner
 from podium.server.local_node import LocalNode
 from podium.server.reactor import Reactor
@@ -54,7 +54,11 @@ class Controller:
         self.owner_uid = os.geteuid()
         self.health = HealthTable(store)
         self.planner = Planner(home, config, node)
-        effects = LocalEffects(executor, self.planner)
+        effects = LocalEffects(
+            executor,
+            self.planner,
+            lambda job_id, detail: store.event(self.clock(), "mail", job_id=job_id, detail=detail),
+        )
         self.reactor = Reactor(store, config, node, self.health, self.planner, effects, clock)
         self.lock = self.reactor.lock
         self.agent: HealthAgent | None = None
@@ -95,7 +99,7 @@ class Controller:
 
     # --- requests ---------------------------------------------------------------------
 
-    def submit(self, req: SubmitRequest, who: Caller) -> list[dict[str, Any]]:
+    def submit(self, req: SubmitRequest, who: Caller) -> Submitted:
         with self.lock:
             return self.intake.submit(req, who, self.clock())
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import subprocess
+from collections.abc import Callable
 from typing import Protocol
 
 from podium.api.text import printable
@@ -66,10 +67,16 @@ class LocalEffects:
     """Effects on this machine: supervisors through `executor`, mail through the
     configured command, both as the job's user."""
 
-    def __init__(self, executor: LocalExecutor, planner: Planner) -> None:
+    def __init__(
+        self,
+        executor: LocalExecutor,
+        planner: Planner,
+        record: Callable[[int, str], None] | None = None,
+    ) -> None:
         self.executor = executor
         self.planner = planner
         self.mail_command = planner.config.mail_command
+        self.record = record  # (job id, detail): a mail event in the job's history
 
     def launch(
         self,
@@ -106,7 +113,7 @@ class LocalEffects:
         self.executor.reap()
 
     def notify(self, row: Row, spec: JobSpec, kind: str, what: str) -> None:
-        if not spec.mail_types or not self.mail_command:
+        if not spec.mail_types:
             return
         wanted = set(spec.mail_types)
         if (
@@ -117,6 +124,11 @@ class LocalEffects:
             return
         subject = printable(f"Podium job {row['job_id']} ({row['name']}) {what}")
         recipient = spec.mail_user or row["user"]
+        if self.record is not None:
+            sent = "sent" if self.mail_command else "not sent: no mail transport"
+            self.record(row["job_id"], f"{kind} to {recipient}: {subject} ({sent})")
+        if not self.mail_command:
+            return
         who = self.planner.identity(row["uid"], row["gid"], row["user"], spec.umask)
         try:
             # As the job's user, and `--` first: the recipient can never be an option.

@@ -10,7 +10,7 @@ with `test_only`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from podium.api.caller import Caller, user_name
 from podium.api.records import would_queue
@@ -75,8 +75,9 @@ class Intake:
                 )
         return built
 
-    def submit(self, req: SubmitRequest, who: Caller, now: float) -> list[dict[str, Any]]:
-        """Validate and commit a job (all tasks of an array); return their records.
+    def submit(self, req: SubmitRequest, who: Caller, now: float) -> Submitted:
+        """Validate and commit a job (all tasks of an array); return their records and
+        what the user should know of it (accepted, but not as asked).
 
         Nothing is stored when the request is invalid or `test_only` is set (then the
         reply is one WOULD_QUEUE record).
@@ -84,10 +85,11 @@ class Intake:
         if req.idempotency_key is not None and not req.test_only:
             earlier = self.store.submitted(who.uid, req.idempotency_key)
             if earlier is not None:  # a retry of a submission that was committed
-                return [job_record(r, now) for r in self.store.jobs_by_ids(earlier)]
-        spec = self.check(req, who, now).spec
+                return Submitted([job_record(r, now) for r in self.store.jobs_by_ids(earlier)])
+        built = self.check(req, who, now)
+        spec, warnings = built.spec, list(built.warnings)
         if req.test_only:
-            return [would_queue_of(spec)]
+            return Submitted([would_queue_of(spec)], warnings)
         ids = self.store.insert_jobs(
             spec,
             uid=who.uid,
@@ -96,7 +98,7 @@ class Intake:
             now=now,
             idempotency_key=req.idempotency_key,
         )
-        return [job_record(r, now) for r in self.store.jobs_by_ids(ids)]
+        return Submitted([job_record(r, now) for r in self.store.jobs_by_ids(ids)], warnings)
 
     def _check_submit_limit(self, spec: JobSpec, who: Caller) -> None:
         """Refuse a submission over its QoS's max_submit_jobs_per_user."""
@@ -111,6 +113,13 @@ class Intake:
                 f"QOSMaxSubmitJobPerUserLimit: QoS {spec.qos} allows {cap} queued or running "
                 f"jobs per user; you have {active} and this adds {adding}"
             )
+
+
+class Submitted(NamedTuple):
+    """A submission's reply: the jobs' records, and warnings for the user."""
+
+    jobs: list[dict[str, Any]]
+    warnings: list[str] = []
 
 
 def would_queue_of(spec: JobSpec) -> dict[str, Any]:

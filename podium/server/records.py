@@ -81,6 +81,7 @@ def job_record(row: Row | Mapping[str, Any], now: float) -> dict[str, Any]:
         "stderr": row["stderr"],
         "work_dir": row["work_dir"],
         "comment": spec.get("comment"),
+        "wckey": spec.get("wckey"),
     }
 
 

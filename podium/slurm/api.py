@@ -255,6 +255,7 @@ def _sacct_record(job: dict[str, Any], now: float) -> dict[str, Any]:
             "exit_code": job.get("exit_code"),
             "restart_cnt": (job.get("required") or {}).get("restarts"),
             "current_working_directory": job.get("working_directory"),
+            "wckey": job.get("wckey"),
             "comment": (job.get("comment") or {}).get("job")
             if isinstance(job.get("comment"), dict)
             else job.get("comment"),

@@ -135,6 +135,13 @@ def gpu_indices(detail: str) -> list[int]:
     return out
 
 
+def _wckey(value: Any) -> str | None:
+    """squeue gives the wckey as text, sacct as {"wckey": text, "flags": [...]}."""
+    if isinstance(value, dict):
+        value = value.get("wckey")
+    return _text(value)
+
+
 def _text(value: Any) -> str | None:
     if value in (None, "", "(null)", "None"):
         return None
@@ -221,6 +228,7 @@ def job_record(job: dict[str, Any], now: float) -> dict[str, Any]:
         "stderr": _text(job.get("standard_error")),
         "work_dir": job.get("current_working_directory") or "",
         "comment": _text(job.get("comment")),
+        "wckey": _wckey(job.get("wckey")),
     }
     for key in ("stdout", "stderr"):
         if record[key]:
@@ -393,4 +401,5 @@ def jobcomp_record(line: str) -> dict[str, Any] | None:
         "stderr": None,
         "work_dir": fields.get("WorkDir", ""),
         "comment": None,
+        "wckey": _text(fields.get("WCKey")),
     }

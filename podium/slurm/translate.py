@@ -137,7 +137,7 @@ def sbatch_options(spec: JobSpec) -> list[str]:
             opts.append(("gpus", f"{kind}{spec.gpus}"))
     if spec.mem_request is not None:
         name, mib = spec.mem_request
-        opts.append((name, f"{mib}M"))
+        opts.append((name, f"{mib}M" if mib else "0"))  # --mem=0: all of each node's
     if spec.time_limit_s is not None:
         opts.append(("time", _duration(spec.time_limit_s)))
     if spec.time_min_s is not None:
@@ -175,6 +175,9 @@ def sbatch_options(spec: JobSpec) -> list[str]:
         opts.append(("begin", begin))
     if spec.comment:
         opts.append(("comment", spec.comment))
+    if spec.wckey:
+        opts.append(("wckey", spec.wckey))
+    opts.extend(spec.binding)
     if spec.mail_types:
         opts.append(("mail-type", ",".join(spec.mail_types)))
     if spec.mail_user:

@@ -11,7 +11,8 @@ came from; a job that can never run raises Unsatisfiable.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from podium.api.caller import Caller
@@ -38,6 +39,9 @@ from podium.spec.values import (
 
 __all__ = ["Admission", "Built", "Draft", "SubmitRequest", "build_job"]
 
+BINDING_OPTIONS = ("ntasks-per-core", "cpu-bind", "hint", "gres-flags")
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.*-]{1,64}$")
+_BINDING_RE = re.compile(r"^[A-Za-z0-9_,:=.-]{1,256}$")
 MAIL_TYPES = frozenset({"NONE", "BEGIN", "END", "FAIL", "REQUEUE", "ALL", "TIME_LIMIT"})
 
 
@@ -56,6 +60,7 @@ class Draft:
     config: ClusterConfig
     who: Caller
     max_nodes: int = 1
+    warnings: list[str] = field(default_factory=list)  # accepted, but the user should know
 
     def given(self, name: str) -> Given | None:
         """The option `name` as given, or None."""
@@ -83,6 +88,7 @@ class Built:
     dependency_where: str | None = None
     enter_dirs: tuple[str, ...] = ()
     write_dirs: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
 
 
 def build_job(
@@ -102,6 +108,7 @@ def build_job(
         dependency_where=dep.where if dep else None,
         enter_dirs=(spec.work_dir,) if options.get("chdir") is not None else (),
         write_dirs=_output_dirs(spec),
+        warnings=tuple(draft.warnings),
     )
 
 
@@ -210,6 +217,19 @@ def _hints(raw: Options, out: dict[str, Any], who: Caller, now: float) -> None:
             raise option_error(g, str(exc)) from None
     if (g := raw.get("comment")) is not None:
         out["comment"] = g.value
+    if (g := raw.get("wckey")) is not None:
+        if not g.value or not _NAME_RE.match(g.value):
+            raise option_error(
+                g, f"expected a workload key (letters, digits, _.-), got {g.value!r}"
+            )
+        out["wckey"] = g.value
+    binding = []
+    for name in BINDING_OPTIONS:
+        if (g := raw.get(name)) is not None:
+            if not g.value or not _BINDING_RE.match(g.value):
+                raise option_error(g, f"expected a value like sbatch's, got {g.value!r}")
+            binding.append((name, g.value))
+    out["binding"] = tuple(binding)
     if (g := raw.get("checkpoint-dir")) is not None:
         if not g.value:
             raise option_error(g, "needs a directory")

@@ -86,6 +86,11 @@ class JobSpec(Frozen):
     nice: int = 0
     begin_time: float | None = None
     comment: str | None = None
+    wckey: str | None = None
+    # CPU and GPU binding options as given (--ntasks-per-core, --cpu-bind, --hint,
+    # --gres-flags): Slurm applies them; the embedded cluster records them and gives
+    # CPUs by count (docs/slurm-compat.md).
+    binding: tuple[tuple[str, str], ...] = ()
     mail_types: tuple[str, ...] = ()
     mail_user: str | None = None
     constraint: str | None = None

@@ -121,7 +121,7 @@ def read_sizes(raw: Options, out: dict[str, Any], mem_per_cpu_mb: int) -> None:
     if mem_given:
         g = mem_given[0]
         try:
-            amount = parse_memory_mb(str(g.value))
+            amount = parse_memory_mb(str(g.value), zero_ok=g.long == "mem")
         except ValueError as exc:
             raise option_error(g, str(exc)) from None
         out["mem_request"] = (g.long, amount)

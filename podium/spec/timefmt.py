@@ -82,17 +82,19 @@ _MEM_RE = re.compile(r"^(\d+)([KMGT]?)B?$", re.IGNORECASE)
 _MEM_FACTOR = {"K": 1 / 1024, "M": 1, "": 1, "G": 1024, "T": 1024 * 1024}
 
 
-def parse_memory_mb(text: str) -> int:
+def parse_memory_mb(text: str, zero_ok: bool = False) -> int:
     """Parse a Slurm memory size ("500", "500M", "4G", "1T") into MiB.
 
-    A bare number is MiB, as in sbatch. Zero is refused: on one node it would mean
-    "all memory", which Podium spells --exclusive.
+    A bare number is MiB, as in sbatch. Zero is refused unless `zero_ok` (sbatch's
+    --mem=0, "all the node's memory").
     """
     match = _MEM_RE.match(text.strip())
     if not match:
         raise ValueError(f"invalid memory size {text!r}: expected a number with K, M, G or T")
     value = int(match.group(1)) * _MEM_FACTOR[match.group(2).upper()]
     mb = int(value) if value >= 1 else (1 if value > 0 else 0)
+    if mb == 0 and zero_ok and int(match.group(1)) == 0:
+        return 0
     if mb <= 0:
         raise ValueError(f"invalid memory size {text!r}: must be at least 1M")
     if mb > MAX_MEMORY_MB:

@@ -29,6 +29,7 @@ BRIEF_FIELDS = (
     "dependency_any",
     "kill_on_invalid_dep",
     "comment",
+    "wckey",
 )
 
 

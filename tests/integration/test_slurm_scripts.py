@@ -64,3 +64,40 @@ def test_a_job_submitted_from_a_job_gets_its_own_variables(cluster: Cluster) -> 
     job = int(result.stdout.strip())
     assert cluster.wait(job)["state"] == "COMPLETED"
     assert (cluster.work / f"inner-{job}.out").read_text() == f"id={job} step=none conf=/x.conf\n"
+
+
+def test_submitits_directives_and_other_harmless_ones_are_accepted(cluster: Cluster) -> None:
+    # The #SBATCH block submitit's Slurm executor writes, plus --mem=0, binding hints
+    # and --mail-type on a cluster without a mail command (accepted with a warning).
+    script = cluster.script(
+        """
+#SBATCH --cpus-per-task=1
+#SBATCH --error=%j_0_log.err
+#SBATCH --job-name=submitit
+#SBATCH --mem=0
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=1
+#SBATCH --open-mode=append
+#SBATCH --output=%j_0_log.out
+#SBATCH --signal=USR2@90
+#SBATCH --time=5
+#SBATCH --wckey=submitit
+#SBATCH --cpu-bind=cores --hint=nomultithread --mail-type=END,FAIL
+export SUBMITIT_EXECUTOR=slurm
+echo "mem=$SLURM_MEM_PER_NODE tasks=$SLURM_NTASKS_PER_NODE"
+""",
+        "submitit.sh",
+    )
+    result = cluster.cli("submit", "--parsable", str(script))
+    assert result.returncode == 0, result.stderr
+    warning = result.stderr.strip()
+    assert "\n" not in warning and warning.startswith("podium: warning: line 13 (#SBATCH")
+    assert "--mail-type: this cluster has no mail transport" in warning
+    job = int(result.stdout.strip())
+    assert cluster.wait(job)["state"] == "COMPLETED"
+    assert (cluster.work / f"{job}_0_log.out").read_text() == "mem=16000 tasks=1\n"
+    acct = json.loads(cluster.cli("acct", "--json", check=True).stdout)
+    assert [j["wckey"] for j in acct if j["job_id"] == job] == ["submitit"]
+    events = cluster.job(job)["events"]
+    mail = [e["detail"] for e in events if e["kind"] == "mail"]
+    assert len(mail) == 1 and mail[0].startswith("END to ") and "not sent" in mail[0], events

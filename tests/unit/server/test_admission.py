@@ -10,7 +10,7 @@ from podium.server.admission import EmbeddedAdmission
 from podium.spec.build import SubmitRequest, build_job
 from podium.spec.cluster import ClusterConfig
 from podium.spec.job import JobSpec
-from tests.unit.spec.test_build import NOW, build, config
+from tests.unit.spec.test_build import ME, NOW, build, config
 
 
 def test_defaults_come_from_cluster_and_partition() -> None:
@@ -49,8 +49,13 @@ def test_features_and_the_only_node() -> None:
 
 
 def test_mail_needs_a_transport_and_containers_need_pyxis() -> None:
-    with pytest.raises(SpecError, match="no mail transport"):
-        build(options=["--mail-type=END"])
+    req = SubmitRequest(script="#!/bin/sh\n", options=["--mail-type=END"], cwd="/tmp")
+    built = build_job(req, config(), ME, NOW, EmbeddedAdmission())
+    assert built.spec.mail_types == ("END",)  # accepted, recorded, and the user is told
+    assert built.warnings == (
+        "command line: --mail-type: this cluster has no mail transport, so its mail events "
+        "are recorded (podium events), not sent",
+    )
     with pytest.raises(Unsatisfiable, match="backend: slurm with Pyxis"):
         build(options=["--container-image=nvcr.io#nvidia/pytorch:24.01-py3"])
 
@@ -102,3 +107,19 @@ def test_qos_and_accounts_are_open_only_to_their_members() -> None:
     assert access["accounts"] == ["vision"] and access["default_account"] == "vision"
     assert access["qos"] == ["normal", "low"]
     assert access["account_qos"] == {"vision": ["normal", "low"]}
+
+
+def test_what_slurm_accepts_is_accepted() -> None:
+    spec = build(options=["--mem=0"])
+    assert spec.mem_mb == 64000 and spec.mem_request == ("mem", 0)  # all of the node's
+    binding = ["--cpu-bind=cores", "--hint=nomultithread", "--gres-flags=enforce-binding"]
+    spec = build(options=["--wckey=submitit", *binding, "-n", "2", "--ntasks-per-core=1"])
+    assert spec.wckey == "submitit"
+    assert spec.binding == (
+        ("ntasks-per-core", "1"),
+        ("cpu-bind", "cores"),
+        ("hint", "nomultithread"),
+        ("gres-flags", "enforce-binding"),
+    )
+    with pytest.raises(SpecError, match="expected a workload key"):
+        build(options=["--wckey=a b"])

@@ -174,3 +174,24 @@ def test_metacharacters_stay_data(tmp_path: Path) -> None:
         assert n.replace("\\", "\\\\").replace('"', '\\"') in text
     with pytest.raises(SpecError):
         _script(["--job-name=two\nlines"])
+
+
+def test_what_slurm_applies_itself_reaches_sbatch() -> None:
+    lines = sbatch_script(
+        build_job(
+            SubmitRequest(
+                options=["--mem=0", "--wckey=submitit", "--cpu-bind=cores", "--hint=compute_bound"],
+                cwd="/",
+                environment={},
+                wrap="true",
+            ),
+            CONFIG,
+            WHO,
+            NOW,
+            SlurmAdmission(),
+        ).spec,
+        "/usr/bin/python3",
+        "/state",
+    ).splitlines()
+    for directive in ("--mem=0", "--wckey=submitit", "--cpu-bind=cores", "--hint=compute_bound"):
+        assert f"#SBATCH {directive}" in lines, lines
