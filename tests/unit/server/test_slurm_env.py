@@ -105,3 +105,21 @@ def test_each_task_knows_its_rank_and_the_jobs_times() -> None:
     assert env["SLURM_GTIDS"] == "0,1" and env["SLURM_JOB_ID"] == "42"
     assert env["SLURM_JOB_START_TIME"] == "1800000000"
     assert env["SLURM_JOB_END_TIME"] == "1800000600"
+
+
+def plan_environment() -> dict[str, str]:
+    """Every SLURM_* variable a job can get: an array task with GPUs by each form,
+    memory per node, and a task's own (the compatibility doc's test lists them)."""
+    env: dict[str, str] = {}
+    for gpus in ("--gpus=2", "--gpus-per-task=1", "--gpus-per-node=2"):
+        for mem in ("--mem=1G", "--mem-per-cpu=1G", "--mem-per-gpu=1G"):
+            spec = spec_of("-n", "2", "--ntasks-per-node=2", gpus, mem, "--array=0-3")
+            row_ = row(array_job_id=1, array_task_id=0)
+            env.update(job_variables(row_, spec, "node0", [0, 1], 2, 1024, "c"))
+    plan = LaunchPlan(
+        job_id=1, name="t", user="u", uid=1, gid=1, groups=[], argv=["/x"], work_dir="/",
+        submit_dir="/", environment=env, tasks=[TaskPlan(0, 0, [0])], stdout="o",
+        stderr=None, stdin=None, open_mode="truncate", node="node0", gpu_ids=[0], cpus=1,
+        cpus_per_task=1, time_limit_s=60, kill_wait_s=1.0,
+    )  # fmt: skip
+    return task_environment(plan, plan.tasks[0], 1, None, 1.0)

@@ -1,0 +1,33 @@
+"""docs/slurm-compat.md stays true: it names every sbatch option Podium knows or refuses
+(and no other), and every SLURM_* variable a job gets."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from podium.spec.options import OPTIONS, REFUSED
+
+DOC = Path(__file__).resolve().parents[3] / "docs" / "slurm-compat.md"
+
+
+def _section(title: str, text: str) -> str:
+    start = text.index(f"## {title}")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else len(text)]
+
+
+def test_every_option_is_listed_and_nothing_else() -> None:
+    options = _section("sbatch options", DOC.read_text())
+    named = set(re.findall(r"`--([a-z][a-z0-9-]*[a-z0-9])", options))
+    known = set(OPTIONS) | set(REFUSED)
+    assert known - named == set(), "missing from docs/slurm-compat.md"
+    assert named - known == set(), "in docs/slurm-compat.md but not in podium.spec.options"
+
+
+def test_every_variable_a_job_gets_is_listed() -> None:
+    from tests.unit.server.test_slurm_env import plan_environment
+
+    listed = set(re.findall(r"`(SLURMD?_[A-Z_]+)`", _section("SLURM_* variables", DOC.read_text())))
+    given = {k for k in plan_environment() if k.startswith("SLURM")}
+    assert given - listed == set(), "set in jobs but not in docs/slurm-compat.md"
