@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Literal, NamedTuple
 
 from podium.errors import ApiError
 
-Action = Literal["cancel", "hold", "release"]
+Action = Literal["cancel", "hold", "release", "requeue"]
 
 
 class Feature(StrEnum):
@@ -116,7 +116,7 @@ class Backend:
         return self._job(job_id)
 
     def control(self, action: Action, selection: Selection) -> list[int]:
-        """Cancel, hold or release the selected jobs; the ids it acted on."""
+        """Cancel, hold, release or requeue the selected jobs; the ids it acted on."""
         return self._control(action, selection)
 
     def acct(self, which: JobFilter | None = None) -> list[dict[str, Any]]:

@@ -285,7 +285,9 @@ class EmbeddedBackend(Backend):
             body["name"] = selection.name
         if selection.states is not None:
             body["states"] = list(selection.states)
-        key = {"cancel": "cancelled", "hold": "held", "release": "released"}[action]
+        key = {"cancel": "cancelled", "hold": "held", "release": "released", "requeue": "requeued"}[
+            action
+        ]
         done: list[int] = self.client.post(f"/v1/jobs/{action}", body)[key]
         return done
 

@@ -181,6 +181,18 @@ def release(jobs: tuple[str, ...]) -> None:
     _hold_release(jobs, "release")
 
 
+@click.command()
+@click.argument("jobs", nargs=-1)
+def requeue(jobs: tuple[str, ...]) -> None:
+    """Stop running jobs and queue them again (same id, restart count raised), like
+    scontrol requeue."""
+    if not jobs:
+        raise SpecError("name the jobs to requeue: podium requeue JOB...")
+    backend = open_backend()
+    done = backend.control("requeue", Selection(tuple(_resolve_ids(backend, jobs))))
+    click.echo("requeued " + " ".join(str(j) for j in done))
+
+
 _RELATIVE = re.compile(r"^now-(\d+)(s|sec|seconds|m|min|minutes|h|hours|d|days)$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 

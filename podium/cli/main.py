@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "cancel": ("podium.cli.jobs", "cancel", "Cancel jobs by id or filter."),
     "hold": ("podium.cli.jobs", "hold", "Hold pending jobs."),
     "release": ("podium.cli.jobs", "release", "Release held jobs."),
+    "requeue": ("podium.cli.jobs", "requeue", "Stop running jobs and queue them again."),
     "acct": ("podium.cli.jobs", "acct", "Accounting: finished and running jobs."),
     "priority": ("podium.cli.sched_cmds", "priority", "Pending jobs' priority factors (sprio)."),
     "share": ("podium.cli.sched_cmds", "share", "Fair share per account and user (sshare)."),

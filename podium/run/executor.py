@@ -31,6 +31,7 @@ from podium.run.files import (
     FAULT_FILE,
     LOCK_FILE,
     PLAN_FILE,
+    REQUEUE_FILE,
     RESULT_FILE,
     SCRIPT_FILE,
     STARTED_FILE,
@@ -80,7 +81,7 @@ class LocalExecutor:
                 fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 raise LaunchError(f"job {plan.job_id} is still supervised") from None
-            for stale in (STARTED_FILE, RESULT_FILE, FAULT_FILE, TASKS_FILE):
+            for stale in (STARTED_FILE, RESULT_FILE, FAULT_FILE, REQUEUE_FILE, TASKS_FILE):
                 (job_dir / stale).unlink(missing_ok=True)
             script_path = job_dir / SCRIPT_FILE
             script_path.unlink(missing_ok=True)
@@ -148,6 +149,13 @@ class LocalExecutor:
     def preempt(self, job_id: int) -> bool:
         """Ask the job's supervisor to preempt it (SIGUSR1): the job gets its --signal or
         SIGTERM, the grace time, then SIGKILL, and ends PREEMPTED."""
+        return self._signal(job_id, signal.SIGUSR1)
+
+    def requeue(self, job_id: int) -> bool:
+        """Ask the job's supervisor to stop it for a requeue (`scontrol requeue`): as a
+        preemption, but with SIGTERM rather than the job's --signal (a USR1 trap that
+        asked for the requeue must not run again)."""
+        write_atomic(self.job_dir(job_id) / REQUEUE_FILE, {"signal": int(signal.SIGTERM)})
         return self._signal(job_id, signal.SIGUSR1)
 
     def fail(self, job_id: int, reason: str, gpu: int | None) -> bool:

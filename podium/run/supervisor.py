@@ -35,6 +35,7 @@ from podium.run.files import (
     CONTAINMENT_FILE,
     HEARTBEAT_FILE,
     PLAN_FILE,
+    REQUEUE_FILE,
     STARTED_FILE,
     TASKS_FILE,
     read_json,
@@ -50,6 +51,7 @@ if TYPE_CHECKING:  # the supervisor reads the plan as plain JSON, to start fast
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 PREEMPT_SIGNAL = signal.SIGUSR1
+TERM = int(signal.SIGTERM)
 FAULT_SIGNAL = signal.SIGUSR2
 WATCHED = {signal.SIGCHLD, PREEMPT_SIGNAL, FAULT_SIGNAL, *STOP_SIGNALS}
 
@@ -253,7 +255,8 @@ class Supervisor:
                 self._terminate("CANCELLED")
                 return
             if info is not None and info.si_signo == PREEMPT_SIGNAL:
-                self._terminate("PREEMPTED", plan.signal_num or signal.SIGTERM)
+                asked = (self.job_dir / REQUEUE_FILE).exists()  # a requeue: plain SIGTERM
+                self._terminate("PREEMPTED", signal.SIGTERM if asked else plan.signal_num or TERM)
                 return
             if info is not None and info.si_signo == FAULT_SIGNAL:
                 self.fault = "node"

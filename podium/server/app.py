@@ -163,6 +163,10 @@ def create_app(
     def hold(request: Request, body: Selection) -> dict[str, Any]:
         return {"held": controller.hold(caller(request), body.job_ids, True)}
 
+    @app.post("/v1/jobs/requeue")
+    def requeue(request: Request, body: Selection) -> dict[str, Any]:
+        return {"requeued": controller.requeue(caller(request), body.job_ids)}
+
     @app.post("/v1/jobs/release")
     def release(request: Request, body: Selection) -> dict[str, Any]:
         done = controller.hold(caller(request), body.job_ids, False)

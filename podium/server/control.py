@@ -12,6 +12,7 @@ import signal
 from collections.abc import Callable
 
 from podium.api.caller import Caller, user_name
+from podium.api.states import PreemptMode
 from podium.errors import NotFound, PermissionDenied, SpecError
 from podium.recover.agent import HealthAgent
 from podium.recover.ladder import Health, Label
@@ -103,6 +104,25 @@ class Control:
             if r["state"] == RUNNING:
                 self.reactor.request_cancel(r["job_id"])
                 done.append(r["job_id"])
+        return sorted(done)
+
+    def requeue(self, who: Caller, job_ids: list[int]) -> list[int]:
+        """Stop running jobs and queue them again with the same id and a raised restart
+        count, as `scontrol requeue` does (a job that said --no-requeue is refused)."""
+        rows = self.select(who, job_ids, None, None, None, ACTIVE)
+        done = []
+        for r in rows:
+            if r["state"] != RUNNING:
+                raise SpecError(f"job {r['job_id']} is pending: only a running job is requeued")
+            if not self.reactor.spec(r).requeue:
+                raise SpecError(f"job {r['job_id']} was submitted with --no-requeue")
+        for r in rows:
+            self.store.set_preempt_mode(r["job_id"], PreemptMode.REQUEUE)
+            self.store.event(
+                self.reactor.clock(), "requeue", job_id=r["job_id"], detail=f"asked by {who.name}"
+            )
+            self.reactor.effects.requeue(r["job_id"])
+            done.append(r["job_id"])
         return sorted(done)
 
     def hold(self, who: Caller, job_ids: list[int], held: bool) -> list[int]:

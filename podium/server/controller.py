@@ -179,6 +179,10 @@ class Controller:
         with self.lock:
             return self.control.cancel(who, job_ids, user, name, states)
 
+    def requeue(self, who: Caller, job_ids: list[int]) -> list[int]:
+        with self.lock:
+            return self.control.requeue(who, job_ids)
+
     def hold(self, who: Caller, job_ids: list[int], held: bool) -> list[int]:
         with self.lock:
             return self.control.hold(who, job_ids, held)

@@ -42,6 +42,10 @@ class Effects(Protocol):
     def preempt(self, job_id: int) -> bool:
         """Ask a running job to stop for a preemption (PREEMPTED)."""
 
+    def requeue(self, job_id: int) -> bool:
+        """Ask a running job to stop for a requeue its user asked for (SIGTERM; it
+        ends PREEMPTED and, with its preempt mode set to requeue, is queued again)."""
+
     def fail(self, job_id: int, reason: str, gpu: int | None) -> bool:
         """Stop a running job at once because its hardware failed (NODE_FAIL)."""
 
@@ -96,6 +100,9 @@ class LocalEffects:
 
     def preempt(self, job_id: int) -> bool:
         return self.executor.preempt(job_id)
+
+    def requeue(self, job_id: int) -> bool:
+        return self.executor.requeue(job_id)
 
     def fail(self, job_id: int, reason: str, gpu: int | None) -> bool:
         return self.executor.fail(job_id, reason, gpu)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,9 @@ from podium.spec.cluster import ClusterConfig
 from podium.spec.job import JobSpec
 from podium.store.db import Row
 
+# Slurm's commands for jobs (podium/compat/bin): a path, not an import (compat is above).
+COMPAT_BIN = str(Path(__file__).resolve().parents[1] / "compat" / "bin")
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 JobRow = Row | Mapping[str, Any]  # a stored job's row, or the same keys for a dry run
 
 
@@ -68,6 +72,23 @@ class Planner:
             held.update(json.loads(r["cpu_ids"] or "[]"))
         return [c for c in self.node.cpu_ids if c not in held]
 
+    def environment(
+        self, row: JobRow, spec: JobSpec, gpu_ids: list[int], cpus: int, mem_mb: int
+    ) -> dict[str, str]:
+        """The job's base environment: what it exported (less another job's Slurm
+        variables), Slurm's variables for this job, and Slurm's commands first on the
+        PATH, talking to this cluster (`podium.compat`)."""
+        env = without_inherited(spec.environment)
+        env.update(
+            job_variables(
+                row, spec, self.node.name, gpu_ids, cpus, mem_mb, self.config.cluster_name
+            )
+        )
+        env["PATH"] = f"{COMPAT_BIN}:{env.get('PATH') or DEFAULT_PATH}"
+        env["PODIUM_PYTHON"] = sys.executable
+        env["PODIUM_HOME"] = str(self.home)
+        return env
+
     def plan(
         self,
         row: JobRow,
@@ -108,12 +129,7 @@ class Planner:
             argv=[script_path, *spec.script_args],
             work_dir=spec.work_dir,
             submit_dir=spec.submit_dir,
-            environment={
-                **without_inherited(spec.environment),
-                **job_variables(
-                    row, spec, self.node.name, gpu_ids, cpus, mem_mb, self.config.cluster_name
-                ),
-            },
+            environment=self.environment(row, spec, gpu_ids, cpus, mem_mb),
             tasks=tasks,
             stdout=spec.output,
             stderr=spec.error,

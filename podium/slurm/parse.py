@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from podium.api.hostlist import hostlist
 from podium.api.states import TERMINAL_STATES
 from podium.api.times import iso
 from podium.run.patterns import expand
@@ -76,25 +77,6 @@ def exit_status(value: Any) -> tuple[int | None, int | None]:
     if raw & 0x7F:
         return None, raw & 0x7F
     return raw >> 8, None
-
-
-def hostlist(expr: str) -> list[str]:
-    """Expand a Slurm host list: "node[1-3,5],gpu07" -> [node1, node2, node3, node5, gpu07]."""
-    names: list[str] = []
-    for part in re.findall(r"[^,\[]+(?:\[[^\]]*\])?[^,]*", expr or ""):
-        match = re.match(r"^([^\[]*)\[([^\]]*)\](.*)$", part)
-        if not match:
-            names.append(part)
-            continue
-        prefix, ranges, suffix = match.groups()
-        for item in ranges.split(","):
-            lo, _, hi = item.partition("-")
-            if hi:
-                width = len(lo)
-                names += [f"{prefix}{i:0{width}d}{suffix}" for i in range(int(lo), int(hi) + 1)]
-            else:
-                names.append(f"{prefix}{lo}{suffix}")
-    return names
 
 
 def memory_mb(text: str) -> int | None:

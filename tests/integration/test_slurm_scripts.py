@@ -101,3 +101,67 @@ echo "mem=$SLURM_MEM_PER_NODE tasks=$SLURM_NTASKS_PER_NODE"
     events = cluster.job(job)["events"]
     mail = [e["detail"] for e in events if e["kind"] == "mail"]
     assert len(mail) == 1 and mail[0].startswith("END to ") and "not sent" in mail[0], events
+
+
+def test_torchrun_finds_its_head_node_through_scontrol(cluster: Cluster) -> None:
+    script = cluster.script(
+        """
+set -euo pipefail
+head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+echo "head=$head nodes=$(scontrol show hostnames node[1-3] | tr '\\n' ' ')"
+scontrol show job "$SLURM_JOB_ID" | grep -o 'JobState=[A-Z]*'
+command -v scontrol
+""",
+        "torchrun.sh",
+    )
+    job = cluster.submit("-o", "%j.out", str(script))
+    assert cluster.wait(job)["state"] == "COMPLETED"
+    out = (cluster.work / f"{job}.out").read_text().splitlines()
+    assert out[:2] == ["head=node0 nodes=node1 node2 node3 ", "JobState=RUNNING"]
+    assert out[2].endswith("/podium/compat/bin/scontrol")  # Podium's, first on the PATH
+
+
+def test_a_megatron_style_usr1_trap_requeues_the_job(cluster: Cluster) -> None:
+    # Megatron/NeMo: a USR1 before the time limit; the trap requeues the job, which
+    # comes back with the same id and SLURM_RESTART_COUNT raised.
+    script = cluster.script(
+        """
+#SBATCH -t 1 --signal=B:USR1@58 --open-mode=append
+if [ "$SLURM_RESTART_COUNT" -gt 0 ]; then
+    echo "resumed: restart $SLURM_RESTART_COUNT of job $SLURM_JOB_ID"
+    exit 0
+fi
+trap 'echo "USR1: requeue"; scontrol requeue "$SLURM_JOB_ID"' USR1
+echo "first run of job $SLURM_JOB_ID"
+sleep 50 &
+wait
+sleep 50
+""",
+        "megatron.sh",
+    )
+    job = cluster.submit("-o", "%j.out", str(script))
+    done = cluster.wait(job, timeout=90)
+    assert (done["state"], done["restart_count"]) == ("COMPLETED", 1), done
+    assert (cluster.work / f"{job}.out").read_text().splitlines() == [
+        f"first run of job {job}",
+        "USR1: requeue",
+        f"resumed: restart 1 of job {job}",
+    ]
+
+
+def test_a_job_submits_dependent_jobs_with_sbatch(cluster: Cluster) -> None:
+    script = cluster.script(
+        """
+set -euo pipefail
+first=$(sbatch --parsable -o first-%j.out --wrap 'echo first')
+then=$(sbatch --parsable -d "afterok:$first" -o then-%j.out --wrap 'echo then')
+echo "$first $then"
+""",
+        "pipeline.sh",
+    )
+    job = cluster.submit("-o", "%j.out", str(script))
+    assert cluster.wait(job)["state"] == "COMPLETED"
+    first, then = map(int, (cluster.work / f"{job}.out").read_text().split())
+    assert cluster.wait(then)["state"] == "COMPLETED"
+    assert (cluster.work / f"first-{first}.out").read_text() == "first\n"
+    assert (cluster.work / f"then-{then}.out").read_text() == "then\n"

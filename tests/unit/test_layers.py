@@ -36,6 +36,7 @@ RANKS = {
     "server": 6,
     "backends": 6,  # the CLI's side of each backend (the embedded one talks to server/)
     "cli": 7,
+    "compat": 8,  # Slurm's commands inside jobs: over the CLI (sbatch is podium submit)
     "__main__": 8,
 }
 

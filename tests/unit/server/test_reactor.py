@@ -53,6 +53,10 @@ class Recorded:
         self.signals.append(("preempt", job_id))
         return True
 
+    def requeue(self, job_id: int) -> bool:
+        self.signals.append(("requeue", job_id))
+        return True
+
     def fail(self, job_id: int, reason: str, gpu: int | None) -> bool:
         self.signals.append(("fail", job_id))
         return True

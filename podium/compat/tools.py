@@ -1,0 +1,217 @@
+"""Slurm's `scontrol`, `sbatch` and `scancel` over Podium's Backend: the subcommands
+and output forms batch scripts rely on. Errors are one line on stderr, as Slurm's
+(`scontrol: error: ...`), with exit code 1.
+
+- `scontrol show hostnames [LIST]` (default `$SLURM_JOB_NODELIST`), one name a line;
+- `scontrol show job [ID]` (default `$SLURM_JOB_ID`) and `scontrol show node [NAME]`,
+  as `Key=Value` lines;
+- `scontrol requeue|hold|release ID[,ID...]`;
+- `sbatch` is `podium submit` (the same options, `--parsable` included);
+- `scancel ID... [-u USER] [-n NAME] [-t STATES]`, silent as scancel is.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from podium.api.backend import Selection
+from podium.api.hostlist import hostlist
+from podium.errors import PodiumError
+
+USAGE = "scontrol: error: expected show hostnames|job|node, requeue, hold or release"
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run `argv[0]` (scontrol, sbatch or scancel) with the rest of `argv`."""
+    if not argv:
+        print("podium.compat: name a tool: scontrol, sbatch or scancel", file=sys.stderr)
+        return 1
+    tool, args = argv[0], list(argv[1:])
+    tools: dict[str, Callable[[list[str]], int]] = {
+        "scontrol": scontrol,
+        "sbatch": sbatch,
+        "scancel": scancel,
+    }
+    run = tools.get(tool)
+    if run is None:
+        print(f"podium.compat: no tool {tool!r}: scontrol, sbatch or scancel", file=sys.stderr)
+        return 1
+    try:
+        return run(args)
+    except (PodiumError, ValueError) as exc:
+        print(f"{tool}: error: {exc}", file=sys.stderr)
+        return 1
+
+
+def scontrol(args: list[str]) -> int:
+    """The subcommands above; anything else is refused with what is known."""
+    if not args:
+        raise ValueError(USAGE.removeprefix("scontrol: error: "))
+    verb, rest = args[0].lower(), args[1:]
+    if verb == "show" and rest:
+        what, names = rest[0].lower(), rest[1:]
+        if what in ("hostnames", "hostname"):
+            expr = names[0] if names else os.environ.get("SLURM_JOB_NODELIST", "")
+            if not expr:
+                raise ValueError("show hostnames needs a host list or $SLURM_JOB_NODELIST")
+            print("\n".join(hostlist(expr)))
+            return 0
+        if what == "job":
+            return _show_job(names[0] if names else os.environ.get("SLURM_JOB_ID", ""))
+        if what == "node":
+            return _show_nodes(names[0] if names else None)
+    if verb in ("requeue", "hold", "release") and rest:
+        ids = _job_ids(",".join(rest))
+        _backend().control(verb, Selection(ids))  # type: ignore[arg-type]
+        return 0
+    raise ValueError(USAGE.removeprefix("scontrol: error: "))
+
+
+def sbatch(args: list[str]) -> int:
+    """`podium submit` with the same arguments."""
+    from podium.cli.main import main as podium
+
+    return int(podium(["submit", *args]) or 0)
+
+
+def scancel(args: list[str]) -> int:
+    """Cancel jobs by id and/or -u/-n/-t, printing nothing on success."""
+    ids: list[int] = []
+    filters: dict[str, str] = {}
+    flags = {"-u": "user", "--user": "user", "-n": "name", "--name": "name"}
+    flags |= {"-t": "state", "--state": "state"}
+    i = 0
+    while i < len(args):
+        word = args[i]
+        key, _, value = word.partition("=")
+        if key in flags:
+            if not value:
+                i += 1
+                if i == len(args):
+                    raise ValueError(f"{key} needs a value")
+                value = args[i]
+            filters[flags[key]] = value
+        elif word.startswith("-"):
+            raise ValueError(f"option {word} is not supported here (use -u, -n, -t or ids)")
+        else:
+            ids += _job_ids(word)
+        i += 1
+    states = filters.get("state")
+    selection = Selection(
+        tuple(ids),
+        filters.get("user"),
+        filters.get("name"),
+        tuple(s.strip().upper() for s in states.split(",")) if states else None,
+    )
+    _backend().control("cancel", selection)
+    return 0
+
+
+def _backend() -> Any:
+    from podium.backends import open_backend
+
+    return open_backend()
+
+
+def _job_ids(text: str) -> list[int]:
+    """Job ids separated by commas; an array task's `12_3` names job 12's task."""
+    ids = []
+    for part in text.split(","):
+        base = part.strip().split("_", 1)[0]
+        if not base.isascii() or not base.isdigit():
+            raise ValueError(f"invalid job id {part!r}: expected numbers like 12 or 12,13")
+        ids.append(int(base))
+    return ids
+
+
+def _show_job(text: str) -> int:
+    if not text:
+        raise ValueError("show job needs a job id (or $SLURM_JOB_ID)")
+    (job_id,) = _job_ids(text)[:1]
+    print(format_job(_backend().job(job_id)))
+    return 0
+
+
+def _show_nodes(name: str | None) -> int:
+    nodes = [n for n in _backend().nodes() if name is None or n["node"] == name]
+    if not nodes:
+        raise ValueError(f"node {name} not found")
+    print("\n\n".join(format_node(n) for n in nodes))
+    return 0
+
+
+def slurm_time(epoch: float | None) -> str:
+    """Slurm's timestamp form: local time, seconds, no zone ("Unknown" for none)."""
+    if epoch is None:
+        return "Unknown"
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(epoch))
+
+
+def slurm_duration(seconds: float | None) -> str:
+    """Slurm's [D-]HH:MM:SS ("UNLIMITED" for none)."""
+    if seconds is None:
+        return "UNLIMITED"
+    whole = int(seconds)
+    days, rest = divmod(whole, 86400)
+    clock = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+    return f"{days}-{clock}" if days else clock
+
+
+def format_job(job: Mapping[str, Any]) -> str:
+    """A job record as `scontrol show job` writes it: Key=Value, a few to a line."""
+    code, sig = job.get("exit_code"), job.get("signal")
+    tres = f"cpu={job['cpus']},mem={job.get('mem_mb') or 0}M,node={job['node_count']}"
+    if job["gpus"]:
+        tres += f",gres/gpu={job['gpus']}"
+    lines = [
+        [("JobId", job["job_id"]), ("JobName", job["name"])],
+        [("UserId", f"{job['user']}({job.get('uid')})"), ("Account", job["account"])],
+        [("Partition", job["partition"]), ("QOS", job["qos"]), ("Nice", job["nice"])],
+        [("JobState", job["state"]), ("Reason", job.get("reason") or "None")],
+        [("Requeue", 1), ("Restarts", job["restart_count"])],
+        [("ExitCode", f"{code or 0}:{sig or 0}"), ("RunTime", slurm_duration(job["elapsed_s"]))],
+        [("TimeLimit", slurm_duration(job.get("time_limit_s")))],
+        [("SubmitTime", slurm_time(job.get("submit_epoch")))],
+        [
+            ("StartTime", slurm_time(job.get("start_epoch"))),
+            ("EndTime", slurm_time(job.get("end_epoch"))),
+        ],
+        [("NodeList", job.get("node") or "(null)"), ("NumNodes", job["node_count"])],
+        [("NumCPUs", job["cpus"]), ("NumTasks", job.get("ntasks") or 1)],
+        [("TRES", tres)],
+        [("WorkDir", job["work_dir"])],
+        [("StdOut", job.get("stdout") or "(null)")],
+        [("StdErr", job.get("stderr") or "(null)")],
+    ]
+    if job.get("array_job_id") is not None:
+        lines.insert(
+            1, [("ArrayJobId", job["array_job_id"]), ("ArrayTaskId", job["array_task_id"])]
+        )
+    if job.get("comment"):
+        lines.append([("Comment", job["comment"])])
+    if job.get("wckey"):
+        lines.append([("WCKey", job["wckey"])])
+    text = [" ".join(f"{k}={v}" for k, v in line) for line in lines]
+    return text[0] + "".join(f"\n   {t}" for t in text[1:])
+
+
+def format_node(node: Mapping[str, Any]) -> str:
+    """A node record as `scontrol show node` writes it."""
+    gpus = node.get("gpus_total") or 0
+    kind = node.get("gpu_type")
+    gres = f"gpu:{kind}:{gpus}" if kind and gpus else (f"gpu:{gpus}" if gpus else "(null)")
+    lines = [
+        [("NodeName", node["node"])],
+        [("CPUAlloc", node["cpus_alloc"]), ("CPUTot", node["cpus_total"])],
+        [("RealMemory", node["mem_total_mb"]), ("AllocMem", node["mem_alloc_mb"])],
+        [("Gres", gres), ("GresUsed", f"gpu:{node.get('gpus_used') or 0}")],
+        [("State", str(node["state"]).upper()), ("Reason", node.get("reason") or "(null)")],
+        [("Partitions", ",".join(node.get("partitions") or []))],
+        [("AvailableFeatures", ",".join(node.get("features") or []) or "(null)")],
+    ]
+    text = [" ".join(f"{k}={v}" for k, v in line) for line in lines]
+    return text[0] + "".join(f"\n   {t}" for t in text[1:])

@@ -1,0 +1,61 @@
+"""Slurm's commands inside jobs: what they print and what they refuse."""
+
+from __future__ import annotations
+
+import pytest
+
+from podium.api.hostlist import hostlist
+from podium.compat.tools import format_job, main, slurm_duration
+
+
+def test_host_lists_expand_as_slurms_and_refuse_absurd_ones() -> None:
+    assert hostlist("node[01-03,7],gpu") == ["node01", "node02", "node03", "node7", "gpu"]
+    with pytest.raises(ValueError, match="more than 100000 hosts"):
+        hostlist("n[0-99999999]")
+
+
+def test_scontrol_show_hostnames(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["scontrol", "show", "hostnames", "a[1-2],b"]) == 0
+    assert capsys.readouterr().out == "a1\na2\nb\n"
+    assert main(["scontrol", "show", "hostnames", "n[0-99999999]"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("scontrol: error: ") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["scontrol", "frobnicate"], "expected show hostnames|job|node"),
+        (["scontrol", "requeue", "12x"], "invalid job id '12x'"),
+        (["scancel", "--signal=USR1", "3"], "option --signal=USR1 is not supported here"),
+        (["scancel", "-u"], "-u needs a value"),
+        (["srun", "true"], "no tool 'srun'"),
+    ],
+)
+def test_what_is_not_known_is_refused_in_one_line(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_show_job_writes_key_value_lines() -> None:
+    job = {
+        "job_id": 7, "name": "train", "user": "alice", "uid": 1000, "account": "vision",
+        "partition": "main", "qos": "normal", "nice": 0, "state": "RUNNING", "reason": None,
+        "restart_count": 1, "exit_code": None, "signal": None, "elapsed_s": 3725.2,
+        "time_limit_s": 90000, "submit_epoch": None, "start_epoch": None, "end_epoch": None,
+        "node": "node0", "node_count": 1, "cpus": 4, "ntasks": 2, "mem_mb": 8192, "gpus": 2,
+        "work_dir": "/home/alice", "stdout": "/home/alice/7.out", "stderr": None,
+        "array_job_id": 5, "array_task_id": 2, "comment": None, "wckey": "submitit",
+    }  # fmt: skip
+    lines = format_job(job).splitlines()
+    assert lines[0] == "JobId=7 JobName=train"
+    assert "   ArrayJobId=5 ArrayTaskId=2" in lines
+    assert "   JobState=RUNNING Reason=None" in lines
+    assert "   ExitCode=0:0 RunTime=01:02:05" in lines
+    assert "   TimeLimit=1-01:00:00" in lines
+    assert "   TRES=cpu=4,mem=8192M,node=1,gres/gpu=2" in lines
+    assert lines[-1] == "   WCKey=submitit"
+    assert slurm_duration(None) == "UNLIMITED" and slurm_duration(59) == "00:00:59"
