@@ -120,7 +120,7 @@ def job_variables(
             env["SLURM_GPUS_PER_TASK"] = f"{kind}{spec.gpus_per_task}"
         else:
             env["SLURM_GPUS"] = f"{kind}{spec.gpus}"
-    if spec.mem_request is not None:
+    if spec.mem_request is not None and spec.mem_request != ("mem", 0):  # as Slurm 22.05
         option, amount = spec.mem_request
         name = {"mem": "SLURM_MEM_PER_NODE", "mem-per-cpu": "SLURM_MEM_PER_CPU"}.get(
             option, "SLURM_MEM_PER_GPU"

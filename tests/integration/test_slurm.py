@@ -194,3 +194,21 @@ def test_application_error_is_not_requeued_but_a_requeue_exit_code_is(
     done = slurm.wait_job(coded, {"COMPLETED"}, 90)
     assert done["restart_count"] == 1
     assert "restart=1" in slurm.podium("logs", str(coded)).stdout
+
+
+def test_harmless_directives_reach_slurm(slurm: SlurmCluster, tmp_path: Path) -> None:
+    # Issue 12: submitit's --wckey, --mem=0 and the binding hints were refused by
+    # Podium's parser before Slurm saw them; now they reach sbatch and the job runs.
+    script = tmp_path / "submitit.sh"
+    script.write_text(
+        "#!/bin/bash\n#SBATCH --wckey=submitit --mem=0 --hint=nomultithread\n"
+        '#SBATCH --ntasks-per-core=1 --gres-flags=enforce-binding\necho "mem=$SLURM_MEM_PER_NODE"\n'
+    )
+    job_id = _submit(slurm, "-o", str(tmp_path / "%j.out"), str(script), cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    while (job := slurm.json("show", str(job_id)))["state"] not in TERMINAL:
+        assert time.monotonic() < deadline, job
+        time.sleep(0.2)
+    assert job["state"] == "COMPLETED", job
+    # Slurm 22.05 sets no SLURM_MEM_PER_NODE for --mem=0 (the embedded cluster neither).
+    assert (tmp_path / f"{job_id}.out").read_text() == "mem=\n"
