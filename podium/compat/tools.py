@@ -18,8 +18,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from podium.api.backend import Selection
+from podium.api.backend import JobFilter, Selection
 from podium.api.hostlist import hostlist
+from podium.compat.squeue import squeue
 from podium.errors import PodiumError
 
 USAGE = "scontrol: error: expected show hostnames|job|node, requeue, hold or release"
@@ -28,17 +29,20 @@ USAGE = "scontrol: error: expected show hostnames|job|node, requeue, hold or rel
 def main(argv: Sequence[str]) -> int:
     """Run `argv[0]` (scontrol, sbatch or scancel) with the rest of `argv`."""
     if not argv:
-        print("podium.compat: name a tool: scontrol, sbatch or scancel", file=sys.stderr)
+        print("podium.compat: name a tool: scontrol, sbatch, scancel or squeue", file=sys.stderr)
         return 1
     tool, args = argv[0], list(argv[1:])
     tools: dict[str, Callable[[list[str]], int]] = {
         "scontrol": scontrol,
         "sbatch": sbatch,
         "scancel": scancel,
+        "squeue": lambda a: squeue(a, lambda every: _backend().jobs(JobFilter(finished=every))),
     }
     run = tools.get(tool)
     if run is None:
-        print(f"podium.compat: no tool {tool!r}: scontrol, sbatch or scancel", file=sys.stderr)
+        print(
+            f"podium.compat: no tool {tool!r}: scontrol, sbatch, scancel or squeue", file=sys.stderr
+        )
         return 1
     try:
         return run(args)

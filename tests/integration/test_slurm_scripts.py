@@ -112,6 +112,7 @@ set -euo pipefail
 head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
 echo "head=$head nodes=$(scontrol show hostnames node[1-3] | tr '\\n' ' ')"
 scontrol show job "$SLURM_JOB_ID" | grep -o 'JobState=[A-Z]*'
+squeue -h -j "$SLURM_JOB_ID" -o "%i %t %j"
 command -v scontrol
 """,
         "torchrun.sh",
@@ -119,8 +120,12 @@ command -v scontrol
     job = cluster.submit("-o", "%j.out", str(script))
     assert cluster.wait(job)["state"] == "COMPLETED"
     out = (cluster.work / f"{job}.out").read_text().splitlines()
-    assert out[:2] == ["head=node0 nodes=node1 node2 node3 ", "JobState=RUNNING"]
-    assert out[2].endswith("/podium/compat/bin/scontrol")  # Podium's, first on the PATH
+    assert out[:3] == [
+        "head=node0 nodes=node1 node2 node3 ",
+        "JobState=RUNNING",
+        f"{job} R torchrun.sh",
+    ]
+    assert out[3].endswith("/podium/compat/bin/scontrol")  # Podium's, first on the PATH
 
 
 def test_a_megatron_style_usr1_trap_requeues_the_job(cluster: Cluster) -> None:

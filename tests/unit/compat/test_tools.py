@@ -59,3 +59,55 @@ def test_show_job_writes_key_value_lines() -> None:
     assert "   TRES=cpu=4,mem=8192M,node=1,gres/gpu=2" in lines
     assert lines[-1] == "   WCKey=submitit"
     assert slurm_duration(None) == "UNLIMITED" and slurm_duration(59) == "00:00:59"
+
+
+def record(**kw: object) -> dict[str, object]:
+    base: dict[str, object] = {
+        "job_id": 12, "display_id": "12", "array_job_id": None, "array_task_id": None,
+        "name": "train", "user": "alice", "uid": 1000, "account": "vision",
+        "partition": "main", "qos": "normal", "nice": 0, "state": "RUNNING", "reason": None,
+        "gpus": 2, "cpus": 4, "ntasks": 2, "node": "node0", "node_count": 1,
+        "elapsed_s": 65.0, "time_limit_s": 3600, "submit_epoch": 1.8e9,
+        "start_epoch": 1.8e9 + 5, "end_epoch": None, "submit_time": "2027-01-15T08:00:00+00:00",
+        "start_time": None, "end_time": None, "restart_count": 0, "work_dir": "/w",
+        "stdout": "/w/12.out", "stderr": None, "comment": None, "wckey": None,
+        "dependency": None, "mem_mb": 8192, "exit_code": None, "signal": None,
+    }  # fmt: skip
+    return {**base, **kw}
+
+
+def test_squeue_prints_slurms_columns(capsys: pytest.CaptureFixture[str]) -> None:
+    from podium.compat.squeue import squeue
+
+    jobs = [record(), record(job_id=13, display_id="13", state="PENDING", reason="Resources")]
+    assert squeue([], lambda every: jobs) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == [
+        "JOBID",
+        "PARTITION",
+        "NAME",
+        "USER",
+        "ST",
+        "TIME",
+        "NODES",
+        "NODELIST(REASON)",
+    ]
+    assert lines[1].split() == ["12", "main", "train", "alice", "R", "1:05", "1", "node0"]
+    assert lines[2].split()[-1] == "(Resources)" and lines[2].split()[4] == "PD"
+    assert squeue(["-h", "-t", "PD", "-o", "%i|%.5T|%l"], lambda every: jobs) == 0
+    assert capsys.readouterr().out == "13|PENDI|1:00:00\n"
+    assert squeue(["-j", "12", "--json"], lambda every: jobs) == 0
+    import json
+
+    from podium.slurm.parse import job_record
+
+    (doc,) = json.loads(capsys.readouterr().out)["jobs"]
+    back = job_record(doc, 1.8e9 + 70)  # Slurm's own parser reads it back
+    assert (back["job_id"], back["state"], back["gpus"], back["node"]) == (
+        12,
+        "RUNNING",
+        2,
+        "node0",
+    )
+    assert main(["squeue", "-o", "%Q"]) == 1
+    assert "format field %Q is not supported here" in capsys.readouterr().err

@@ -1,0 +1,239 @@
+"""`squeue` inside jobs: Slurm's default columns, its common `-o/--format` fields, and
+`--json` with the field names of Slurm 22.05's squeue for the fields Podium has.
+
+Options: `-u/--user`, `-j/--jobs`, `-t/--states`, `-n/--name`, `--me`, `-h/--noheader`,
+`-o/--format`, `--json`, `-a/--all` (accepted: every partition is shown anyway).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
+COMPACT = {
+    "PENDING": "PD",
+    "RUNNING": "R",
+    "COMPLETED": "CD",
+    "COMPLETING": "CG",
+    "CANCELLED": "CA",
+    "FAILED": "F",
+    "TIMEOUT": "TO",
+    "PREEMPTED": "PR",
+    "NODE_FAIL": "NF",
+    "OUT_OF_MEMORY": "OOM",
+    "SUSPENDED": "S",
+    "REQUEUED": "RQ",
+    "BOOT_FAIL": "BF",
+    "DEADLINE": "DL",
+}
+_FIELD_RE = re.compile(r"%(\.)?(\d*)([a-zA-Z%])")
+
+
+def elapsed(seconds: float | None) -> str:
+    """squeue's %M and %l: M:SS, H:MM:SS or D-HH:MM:SS ("UNLIMITED" for none)."""
+    if seconds is None:
+        return "UNLIMITED"
+    whole = int(seconds)
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
+    if hours:
+        return f"{hours}:{minutes:02d}:{secs:02d}"
+    return f"{minutes}:{secs:02d}"
+
+
+def _reason_or_nodes(job: Mapping[str, Any]) -> str:
+    if job["state"] == "PENDING":
+        return f"({job.get('reason') or 'None'})"
+    return str(job.get("node") or "")
+
+
+FIELDS: dict[str, tuple[str, Callable[[Mapping[str, Any]], Any]]] = {
+    "i": ("JOBID", lambda j: j["display_id"]),
+    "A": ("ARRAY_JOB_ID", lambda j: j.get("array_job_id") or j["job_id"]),
+    "K": (
+        "ARRAY_TASK_ID",
+        lambda j: "N/A" if j.get("array_task_id") is None else j["array_task_id"],
+    ),
+    "j": ("NAME", lambda j: j["name"]),
+    "u": ("USER", lambda j: j["user"]),
+    "a": ("ACCOUNT", lambda j: j["account"]),
+    "P": ("PARTITION", lambda j: j["partition"]),
+    "q": ("QOS", lambda j: j["qos"]),
+    "t": ("ST", lambda j: COMPACT.get(j["state"], j["state"])),
+    "T": ("STATE", lambda j: j["state"]),
+    "M": ("TIME", lambda j: elapsed(j["elapsed_s"])),
+    "l": ("TIME_LIMIT", lambda j: elapsed(j.get("time_limit_s"))),
+    "D": ("NODES", lambda j: j["node_count"]),
+    "C": ("CPUS", lambda j: j["cpus"]),
+    "b": ("TRES_PER_NODE", lambda j: f"gres:gpu:{j['gpus']}" if j["gpus"] else "N/A"),
+    "N": ("NODELIST", lambda j: j.get("node") or ""),
+    "R": ("NODELIST(REASON)", _reason_or_nodes),
+    "r": ("REASON", lambda j: j.get("reason") or "None"),
+    "Z": ("WORK_DIR", lambda j: j["work_dir"]),
+    "y": ("NICE", lambda j: j["nice"]),
+    "V": ("SUBMIT_TIME", lambda j: (j.get("submit_time") or "N/A")[:19]),
+    "S": ("START_TIME", lambda j: (j.get("start_time") or "N/A")[:19]),
+    "e": ("END_TIME", lambda j: (j.get("end_time") or "N/A")[:19]),
+}
+
+
+def render(jobs: Sequence[Mapping[str, Any]], fmt: str, header: bool) -> str:
+    """The jobs as squeue prints them with `fmt` (its %[.][width]letter fields; a '.'
+    right-justifies, a width pads or cuts, as in squeue)."""
+    parts: list[tuple[str, bool, int | None, str | None]] = []  # (text, right, width, key)
+    at = 0
+    for match in _FIELD_RE.finditer(fmt):
+        if match.start() > at:
+            parts.append((fmt[at : match.start()], False, None, None))
+        right, width, key = bool(match.group(1)), match.group(2), match.group(3)
+        if key == "%":
+            parts.append(("%", False, None, None))
+        elif key not in FIELDS:
+            raise ValueError(f"format field %{key} is not supported here: use one of {_known()}")
+        else:
+            parts.append(("", right, int(width) if width else None, key))
+        at = match.end()
+    parts.append((fmt[at:], False, None, None))
+
+    def line(value_of: Callable[[str], str]) -> str:
+        out = []
+        for text, right, width, key in parts:
+            if key is None:
+                out.append(text)
+                continue
+            value = value_of(key)
+            if width is not None:
+                value = value[:width]
+                value = value.rjust(width) if right else value.ljust(width)
+            out.append(value)
+        return "".join(out).rstrip()
+
+    lines = [line(lambda k: FIELDS[k][0])] if header else []
+    lines += [line(lambda k, j=job: str(FIELDS[k][1](j))) for job in jobs]  # type: ignore[misc]
+    return "\n".join(lines)
+
+
+def _known() -> str:
+    return " ".join(f"%{k}" for k in FIELDS)
+
+
+def slurm_json(job: Mapping[str, Any]) -> dict[str, Any]:
+    """A job record under Slurm 22.05 squeue --json's names (the fields Podium has)."""
+
+    def epoch(key: str) -> int:
+        value = job.get(key)
+        return int(value) if value else 0
+
+    limit = job.get("time_limit_s")
+    return {
+        "job_id": job["job_id"],
+        "array_job_id": job.get("array_job_id") or 0,
+        "array_task_id": job.get("array_task_id"),
+        "name": job["name"],
+        "user_name": job["user"],
+        "user_id": job.get("uid"),
+        "account": job["account"],
+        "partition": job["partition"],
+        "qos": job["qos"],
+        "nice": job["nice"],
+        "job_state": job["state"],
+        "state_reason": job.get("reason") or "None",
+        "nodes": job.get("node") or "",
+        "node_count": job["node_count"],
+        "cpus": job["cpus"],
+        "tasks": job.get("ntasks") or 1,
+        "tres_per_job": f"gres:gpu:{job['gpus']}" if job["gpus"] else "",
+        "time_limit": limit // 60 if limit is not None else None,
+        "submit_time": epoch("submit_epoch"),
+        "start_time": epoch("start_epoch"),
+        "end_time": epoch("end_epoch"),
+        "restart_cnt": job["restart_count"],
+        "current_working_directory": job["work_dir"],
+        "standard_output": job.get("stdout") or "",
+        "standard_error": job.get("stderr") or "",
+        "comment": job.get("comment") or "",
+        "wckey": job.get("wckey") or "",
+        "dependency": job.get("dependency") or "",
+    }
+
+
+def squeue(args: list[str], jobs_of: Callable[[bool], list[dict[str, Any]]]) -> int:
+    """Parse squeue's options, then print the jobs filtered and formatted. `jobs_of(all)`
+    gives pending and running jobs, or every job with `all` (for -t naming others)."""
+    fmt, header, as_json = DEFAULT_FORMAT, True, False
+    users: set[str] = set()
+    ids: set[int] = set()
+    states: set[str] = set()
+    names: set[str] = set()
+    i = 0
+    while i < len(args):
+        word = args[i]
+        key, eq, value = word.partition("=")
+        if key in ("-h", "--noheader"):
+            header = False
+        elif key == "--json":
+            as_json = True
+        elif key in ("-a", "--all"):
+            pass
+        elif key == "--me":
+            users.add(os.environ.get("USER") or os.environ.get("SLURM_JOB_USER") or "")
+        elif key in (
+            "-u",
+            "--user",
+            "-j",
+            "--jobs",
+            "-t",
+            "--states",
+            "-n",
+            "--name",
+            "-o",
+            "--format",
+        ):
+            if not eq:
+                i += 1
+                if i == len(args):
+                    raise ValueError(f"{key} needs a value")
+                value = args[i]
+            items = [v for v in value.split(",") if v]
+            if key in ("-u", "--user"):
+                users.update(items)
+            elif key in ("-j", "--jobs"):
+                ids.update(int(v.split("_")[0]) for v in items if v.split("_")[0].isdigit())
+                if len(ids) < len(items):
+                    raise ValueError(f"invalid job id in {value!r}: expected numbers like 12,13")
+            elif key in ("-t", "--states"):
+                states.update(v.upper() for v in items)
+                states.update(s for s, c in COMPACT.items() if c in states)
+            elif key in ("-n", "--name"):
+                names.update(items)
+            else:
+                fmt = value
+        elif word.startswith("-"):
+            raise ValueError(f"option {word} is not supported here (see docs/slurm-compat.md)")
+        else:
+            raise ValueError(f"unexpected argument {word!r}")
+        i += 1
+    render([], fmt, header=False)  # a bad format is refused before the cluster is asked
+    everything = bool(states - {"PENDING", "RUNNING"})
+    jobs = [
+        j
+        for j in jobs_of(everything)
+        if (not users or j["user"] in users)
+        and (not ids or j["job_id"] in ids or j.get("array_job_id") in ids)
+        and (not states or "ALL" in states or j["state"] in states)
+        and (not names or j["name"] in names)
+    ]
+    if as_json:
+        print(json.dumps({"jobs": [slurm_json(j) for j in jobs]}, indent=2))
+    else:
+        text = render(jobs, fmt, header)
+        if text:
+            print(text)
+    return 0
