@@ -13,6 +13,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from podium.spec.timefmt import format_duration
+
 DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
 COMPACT = {
     "PENDING": "PD",
@@ -31,21 +33,6 @@ COMPACT = {
     "DEADLINE": "DL",
 }
 _FIELD_RE = re.compile(r"%(\.)?(\d*)([a-zA-Z%])")
-
-
-def elapsed(seconds: float | None) -> str:
-    """squeue's %M and %l: M:SS, H:MM:SS or D-HH:MM:SS ("UNLIMITED" for none)."""
-    if seconds is None:
-        return "UNLIMITED"
-    whole = int(seconds)
-    days, rest = divmod(whole, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
-    if hours:
-        return f"{hours}:{minutes:02d}:{secs:02d}"
-    return f"{minutes}:{secs:02d}"
 
 
 def _reason_or_nodes(job: Mapping[str, Any]) -> str:
@@ -68,8 +55,8 @@ FIELDS: dict[str, tuple[str, Callable[[Mapping[str, Any]], Any]]] = {
     "q": ("QOS", lambda j: j["qos"]),
     "t": ("ST", lambda j: COMPACT.get(j["state"], j["state"])),
     "T": ("STATE", lambda j: j["state"]),
-    "M": ("TIME", lambda j: elapsed(j["elapsed_s"])),
-    "l": ("TIME_LIMIT", lambda j: elapsed(j.get("time_limit_s"))),
+    "M": ("TIME", lambda j: format_duration(j["elapsed_s"])),
+    "l": ("TIME_LIMIT", lambda j: format_duration(j.get("time_limit_s"))),
     "D": ("NODES", lambda j: j["node_count"]),
     "C": ("CPUS", lambda j: j["cpus"]),
     "b": ("TRES_PER_NODE", lambda j: f"gres:gpu:{j['gpus']}" if j["gpus"] else "N/A"),
