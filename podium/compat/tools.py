@@ -45,10 +45,15 @@ def main(argv: Sequence[str]) -> int:
         )
         return 1
     try:
-        return run(args)
+        code = run(args)
+        sys.stdout.flush()
+        return code
     except (PodiumError, ValueError) as exc:
         print(f"{tool}: error: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # `scontrol show job | head -n 1`: the reader had enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def scontrol(args: list[str]) -> int:

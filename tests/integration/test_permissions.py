@@ -189,3 +189,31 @@ def test_unprivileged_daemon_still_leaves_no_process(user_daemon: Cluster, other
     assert _run(c, other_user, "cancel", str(job_id)).returncode == 0
     assert c.wait(job_id, timeout=30)["state"] == "CANCELLED"
     assert {n: p for n, p in pids.items() if not _gone(p)} == {}
+
+
+def test_slurms_commands_in_a_users_job_act_only_on_that_users_jobs(
+    cluster: Cluster, other_user: str
+) -> None:
+    # Inside a second user's job, scontrol and squeue work as that user: its own job
+    # can be read and requeued, root's cannot be requeued.
+    c = cluster
+    roots = c.submit("-o", "roots-%j.out", "--wrap", "sleep 30")
+    c.wait(roots, {"RUNNING"})
+    script = c.work / "theirs.sh"
+    script.write_text(
+        "#!/bin/bash\n"
+        'squeue -h -j "$SLURM_JOB_ID" -o "%i %u %t"\n'
+        f"scontrol requeue {roots} || echo refused\n"
+        'scontrol show job "$SLURM_JOB_ID" | head -n 1\n'
+    )
+    script.chmod(0o755)
+    result = _as(c, other_user, "submit", "--parsable", "-o", "theirs-%j.out", str(script))
+    assert result.returncode == 0, result.stderr
+    job = int(result.stdout)
+    assert c.wait(job)["state"] == "COMPLETED"
+    out = (c.work / f"theirs-{job}.out").read_text().splitlines()
+    assert out[0] == f"{job} {other_user} R", out
+    assert out[1].startswith("scontrol: error: ") and "belongs to root" in out[1], out
+    assert out[2:] == ["refused", f"JobId={job} JobName=theirs.sh"], out
+    assert c.job(roots)["state"] == "RUNNING" and c.job(roots)["restart_count"] == 0
+    c.cli("cancel", str(roots), check=True)
