@@ -256,7 +256,7 @@ class Supervisor:
                 return
             if info is not None and info.si_signo == PREEMPT_SIGNAL:
                 asked = (self.job_dir / REQUEUE_FILE).exists()  # a requeue: plain SIGTERM
-                self._terminate("PREEMPTED", signal.SIGTERM if asked else plan.signal_num or TERM)
+                self._terminate("PREEMPTED", TERM if asked else plan.signal_num or TERM)
                 return
             if info is not None and info.si_signo == FAULT_SIGNAL:
                 self.fault = "node"
