@@ -31,6 +31,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "inject": ("podium.cli.inject", "inject", "Inject a fault (Xid, hang, kill, full disk)."),
     "health": ("podium.cli.health_cmd", "health", "Run the node's health checks now."),
     "slurm": ("podium.cli.slurm_cmds", "slurm", "Render a Slurm cluster's config from YAML."),
+    "slurm-commands": (
+        "podium.compat.install",
+        "slurm_commands",
+        "Install Slurm's scontrol, sbatch, scancel, squeue (served by Podium) into a dir.",
+    ),
     "sim": ("podium.cli.sim_cmd", "sim", "Replay a job trace through the scheduler."),
     "demo": ("podium.cli.demo", "demo", "Run the three-researcher scenario on 4 GPUs."),
 }
