@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from podium.compat.args import job_ids, read_options
 from podium.spec.timefmt import format_duration
 
 DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
@@ -32,6 +33,11 @@ COMPACT = {
     "BOOT_FAIL": "BF",
     "DEADLINE": "DL",
 }
+VALUED = {"-u": "user", "--user": "user", "-j": "jobs", "--jobs": "jobs", "-t": "states"}
+VALUED |= {"--states": "states", "-n": "name", "--name": "name", "-o": "format"}
+VALUED |= {"--format": "format"}
+FLAGS = {"-h": "noheader", "--noheader": "noheader", "--json": "json", "--me": "me"}
+FLAGS |= {"-a": "all", "--all": "all"}  # accepted: every partition is shown anyway
 _FIELD_RE = re.compile(r"%(\.)?(\d*)([a-zA-Z%])")
 
 
@@ -159,54 +165,28 @@ def squeue(args: list[str], jobs_of: Callable[[bool], list[dict[str, Any]]]) -> 
     ids: set[int] = set()
     states: set[str] = set()
     names: set[str] = set()
-    i = 0
-    while i < len(args):
-        word = args[i]
-        key, eq, value = word.partition("=")
-        if key in ("-h", "--noheader"):
+    given, words = read_options(args, VALUED, FLAGS, "see docs/slurm-compat.md")
+    if words:
+        raise ValueError(f"unexpected argument {words[0]!r}")
+    for name, value in given:
+        items = [v for v in value.split(",") if v]
+        if name == "noheader":
             header = False
-        elif key == "--json":
+        elif name == "json":
             as_json = True
-        elif key in ("-a", "--all"):
-            pass
-        elif key == "--me":
+        elif name == "me":
             users.add(os.environ.get("USER") or os.environ.get("SLURM_JOB_USER") or "")
-        elif key in (
-            "-u",
-            "--user",
-            "-j",
-            "--jobs",
-            "-t",
-            "--states",
-            "-n",
-            "--name",
-            "-o",
-            "--format",
-        ):
-            if not eq:
-                i += 1
-                if i == len(args):
-                    raise ValueError(f"{key} needs a value")
-                value = args[i]
-            items = [v for v in value.split(",") if v]
-            if key in ("-u", "--user"):
-                users.update(items)
-            elif key in ("-j", "--jobs"):
-                ids.update(int(v.split("_")[0]) for v in items if v.split("_")[0].isdigit())
-                if len(ids) < len(items):
-                    raise ValueError(f"invalid job id in {value!r}: expected numbers like 12,13")
-            elif key in ("-t", "--states"):
-                states.update(v.upper() for v in items)
-                states.update(s for s, c in COMPACT.items() if c in states)
-            elif key in ("-n", "--name"):
-                names.update(items)
-            else:
-                fmt = value
-        elif word.startswith("-"):
-            raise ValueError(f"option {word} is not supported here (see docs/slurm-compat.md)")
-        else:
-            raise ValueError(f"unexpected argument {word!r}")
-        i += 1
+        elif name == "user":
+            users.update(items)
+        elif name == "jobs":
+            ids.update(job_ids(value))
+        elif name == "states":
+            states.update(v.upper() for v in items)
+            states.update(s for s, c in COMPACT.items() if c in states)
+        elif name == "name":
+            names.update(items)
+        elif name == "format":
+            fmt = value
     render([], fmt, header=False)  # a bad format is refused before the cluster is asked
     everything = bool(states - {"PENDING", "RUNNING"})
     jobs = [

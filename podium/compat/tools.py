@@ -20,9 +20,12 @@ from typing import Any
 
 from podium.api.backend import JobFilter, Selection
 from podium.api.hostlist import hostlist
+from podium.compat.args import job_ids, read_options
 from podium.compat.squeue import squeue
 from podium.errors import PodiumError
 
+SCANCEL_OPTIONS = {"-u": "user", "--user": "user", "-n": "name", "--name": "name"}
+SCANCEL_OPTIONS |= {"-t": "state", "--state": "state"}
 USAGE = "scontrol: error: expected show hostnames|job|node, requeue, hold or release"
 
 
@@ -74,7 +77,7 @@ def scontrol(args: list[str]) -> int:
         if what == "node":
             return _show_nodes(names[0] if names else None)
     if verb in ("requeue", "hold", "release") and rest:
-        ids = _job_ids(",".join(rest))
+        ids = job_ids(",".join(rest))
         _backend().control(verb, Selection(ids))  # type: ignore[arg-type]
         return 0
     raise ValueError(USAGE.removeprefix("scontrol: error: "))
@@ -89,26 +92,9 @@ def sbatch(args: list[str]) -> int:
 
 def scancel(args: list[str]) -> int:
     """Cancel jobs by id and/or -u/-n/-t, printing nothing on success."""
-    ids: list[int] = []
-    filters: dict[str, str] = {}
-    flags = {"-u": "user", "--user": "user", "-n": "name", "--name": "name"}
-    flags |= {"-t": "state", "--state": "state"}
-    i = 0
-    while i < len(args):
-        word = args[i]
-        key, _, value = word.partition("=")
-        if key in flags:
-            if not value:
-                i += 1
-                if i == len(args):
-                    raise ValueError(f"{key} needs a value")
-                value = args[i]
-            filters[flags[key]] = value
-        elif word.startswith("-"):
-            raise ValueError(f"option {word} is not supported here (use -u, -n, -t or ids)")
-        else:
-            ids += _job_ids(word)
-        i += 1
+    given, words = read_options(args, SCANCEL_OPTIONS, {}, "use -u, -n, -t or ids")
+    filters = dict(given)
+    ids = [i for word in words for i in job_ids(word)]
     states = filters.get("state")
     selection = Selection(
         tuple(ids),
@@ -126,21 +112,10 @@ def _backend() -> Any:
     return open_backend()
 
 
-def _job_ids(text: str) -> list[int]:
-    """Job ids separated by commas; an array task's `12_3` names job 12's task."""
-    ids = []
-    for part in text.split(","):
-        base = part.strip().split("_", 1)[0]
-        if not base.isascii() or not base.isdigit():
-            raise ValueError(f"invalid job id {part!r}: expected numbers like 12 or 12,13")
-        ids.append(int(base))
-    return ids
-
-
 def _show_job(text: str) -> int:
     if not text:
         raise ValueError("show job needs a job id (or $SLURM_JOB_ID)")
-    (job_id,) = _job_ids(text)[:1]
+    (job_id,) = job_ids(text)[:1]
     print(format_job(_backend().job(job_id)))
     return 0
 

@@ -109,5 +109,9 @@ def test_squeue_prints_slurms_columns(capsys: pytest.CaptureFixture[str]) -> Non
         2,
         "node0",
     )
+    assert squeue(["-h", "-j", "12,12_0", "-o", "%i"], lambda every: jobs) == 0  # 12_0: job 12
+    assert capsys.readouterr().out == "12\n"
+    assert main(["squeue", "-j", "12x"]) == 1
+    assert "invalid job id '12x'" in capsys.readouterr().err
     assert main(["squeue", "-o", "%Q"]) == 1
     assert "format field %Q is not supported here" in capsys.readouterr().err

@@ -1,0 +1,46 @@
+"""Command-line words of Slurm's tools, read the way they read them: `-x VALUE`,
+`--long VALUE` or `--long=VALUE`, bare flags, and job ids."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+
+def job_ids(text: str) -> list[int]:
+    """Job ids separated by commas; an array task's `12_3` names job 12's task."""
+    ids = []
+    for part in text.split(","):
+        base = part.strip().split("_", 1)[0]
+        if not base.isascii() or not base.isdigit():
+            raise ValueError(f"invalid job id {part!r}: expected numbers like 12 or 12,13")
+        ids.append(int(base))
+    return ids
+
+
+def read_options(
+    args: list[str], valued: Mapping[str, str], flags: Mapping[str, str], unsupported: str
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """`args` as (name, value) pairs in order, by the names `valued` (options that take
+    a value) and `flags` (bare options, value "") map them to, and the other words.
+    An option in neither raises ValueError ending with `unsupported`."""
+    given: list[tuple[str, str]] = []
+    words: list[str] = []
+    i = 0
+    while i < len(args):
+        word = args[i]
+        key, eq, value = word.partition("=")
+        if key in valued:
+            if not eq:
+                i += 1
+                if i == len(args):
+                    raise ValueError(f"{key} needs a value")
+                value = args[i]
+            given.append((valued[key], value))
+        elif word in flags:
+            given.append((flags[word], ""))
+        elif word.startswith("-"):
+            raise ValueError(f"option {word} is not supported here ({unsupported})")
+        else:
+            words.append(word)
+        i += 1
+    return given, words
