@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -41,6 +42,15 @@ from podium.run.files import (
     write_atomic,
 )
 from podium.run.plan import JobResult, LaunchPlan
+from podium.run.supervisor import WATCHED
+
+
+@contextlib.contextmanager
+def _restoring_mask(mask: set[signal.Signals]) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 class LaunchError(Exception):
@@ -96,7 +106,11 @@ class LocalExecutor:
             log_fd = os.open(
                 job_dir / SUPERVISOR_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600
             )
-            with os.fdopen(log_fd, "ab") as log:
+            # The supervisor is born with its signals blocked: a cancel or preemption
+            # sent while its interpreter still starts waits for it, rather than
+            # killing it before it has started anything (read as never launched).
+            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
+            with os.fdopen(log_fd, "ab") as log, _restoring_mask(blocked):
                 proc = subprocess.Popen(
                     [self.python, "-m", "podium.run.supervisor", str(job_dir), str(lock_fd)],
                     pass_fds=(lock_fd,),
@@ -185,7 +199,7 @@ class LocalExecutor:
         if started is not None:
             pid = int(started["pid"])
         elif child is not None:
-            pid = child.pid  # still starting up: it will see the signal as a cancel or die
+            pid = child.pid  # still starting up: the signal waits, blocked, until it looks
         else:
             return False
         try:

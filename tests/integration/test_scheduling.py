@@ -127,7 +127,7 @@ def test_preempt_mode_cancel_ends_the_victim() -> None:
         urgent = c.submit("--qos=high", "--gpus=1", "--wrap", "true")
         job = c.wait(victim, timeout=30)
         assert job["state"] == "PREEMPTED" and job["restart_count"] == 0
-        assert job["signal"] == 15  # SIGTERM, the default preemption signal
+        assert job["signal"] == 15, job  # SIGTERM, the default preemption signal
         assert c.wait(urgent, timeout=30)["state"] == "COMPLETED"
     finally:
         teardown_cluster(c)
