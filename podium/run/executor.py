@@ -46,7 +46,7 @@ from podium.run.supervisor import WATCHED
 
 
 @contextlib.contextmanager
-def _restoring_mask(mask: set[signal.Signals]) -> Iterator[None]:
+def _restoring_mask(mask: set[int | signal.Signals]) -> Iterator[None]:
     try:
         yield
     finally:
