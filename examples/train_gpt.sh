@@ -7,4 +7,4 @@
 #SBATCH --qos=high
 #SBATCH --time=00:15:00
 #SBATCH --output=%x-%j.out
-exec python3 "${PODIUM_EXAMPLES:-$PODIUM_SUBMIT_DIR}/train.py" --model gpt --steps 100 --checkpoint-every 10 --step-time 0.05
+srun python3 "${PODIUM_EXAMPLES:-$SLURM_SUBMIT_DIR}/train.py" --model gpt --steps 100 --checkpoint-every 10 --step-time 0.05

@@ -63,6 +63,28 @@ class JobRecord(TypedDict):
 JOB_KEYS: tuple[str, ...] = tuple(JobRecord.__annotations__)
 
 
+class StepRecord(TypedDict):
+    """One step of a job's latest run, as `podium acct` shows it (sacct's ID.batch,
+    ID.0, ...): the batch script, then each srun."""
+
+    job_id: int
+    step_id: str  # "batch", "0", "1", ...
+    display_id: str  # "12.batch", "12_3.0"
+    name: str
+    state: str  # a Slurm job state
+    exit_code: int | None
+    signal: int | None
+    start_time: str | None  # ISO 8601 with the local offset
+    end_time: str | None
+    elapsed_s: float
+    ntasks: int
+    node: str
+    gpu_ids: list[int]
+
+
+STEP_KEYS: tuple[str, ...] = tuple(StepRecord.__annotations__)
+
+
 class HealthRecord(TypedDict):
     """A node's or GPU's health as `podium nodes --json` shows it."""
 

@@ -52,7 +52,7 @@ JOB = """\
 #SBATCH --output=%x-%j.out
 #PODIUM --auto-resume=2
 #PODIUM --heartbeat-timeout=120
-exec python3 {examples}/train.py --model gpt --steps {steps} --checkpoint-every 25 \\
+srun python3 {examples}/train.py --model gpt --steps {steps} --checkpoint-every 25 \\
   --step-time 0.03 --progress {progress}
 """
 

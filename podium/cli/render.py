@@ -92,22 +92,40 @@ def exit_text(job: dict[str, Any]) -> str:
 
 
 def show_acct(jobs: list[dict[str, Any]], title: str | None = None) -> None:
-    rows = [
-        [
-            j["display_id"],
-            j["name"],
-            j["user"],
-            j["account"],
-            j["state"],
-            _short_time(j["start_time"]),
-            _short_time(j["end_time"]),
-            format_duration(j["elapsed_s"]),
-            j["gpus"],
-            f"{j['gpu_seconds']:.1f}",
-            exit_text(j),
-        ]
-        for j in jobs
-    ]
+    """One line per job, then one per step (ID.batch, ID.0, ...), as sacct shows them."""
+    rows: list[list[Any]] = []
+    for j in jobs:
+        rows.append(
+            [
+                j["display_id"],
+                j["name"],
+                j["user"],
+                j["account"],
+                j["state"],
+                _short_time(j["start_time"]),
+                _short_time(j["end_time"]),
+                format_duration(j["elapsed_s"]),
+                j["gpus"],
+                f"{j['gpu_seconds']:.1f}",
+                exit_text(j),
+            ]
+        )
+        for s in j.get("steps", []):
+            rows.append(
+                [
+                    s["display_id"],
+                    s["name"],
+                    "",
+                    j["account"],
+                    s["state"],
+                    _short_time(s["start_time"]),
+                    _short_time(s["end_time"]),
+                    format_duration(s["elapsed_s"]),
+                    len(s["gpu_ids"]),
+                    "",
+                    exit_text(s),
+                ]
+            )
     table(
         title,
         [

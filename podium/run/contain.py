@@ -78,14 +78,35 @@ class JobContainment:
         return {p for p in pids if _alive(p)}
 
     def signal_all(self, sig: int) -> int:
-        """Send `sig` to every process of the job; return how many were signalled."""
-        count = 0
-        for pid in self.members():
+        """Send `sig` once to every process of the job; return how many were signalled.
+
+        Whole process groups are signalled with one killpg each, so a shell and the
+        command it waits for get the signal together: signalled one by one, the
+        shell could see its child die of it and exit normally (128+15) before its
+        own signal came. Members in the supervisor's own group get it one by one.
+        """
+        members = self.members()
+        own = os.getpgrp()
+        groups: dict[int, int] = {}
+        alone: list[int] = []
+        for pid in members:
             try:
+                pgid = os.getpgid(pid)
+            except ProcessLookupError:
+                continue
+            if pgid == own:
+                alone.append(pid)
+            else:
+                groups[pgid] = groups.get(pgid, 0) + 1
+        count = 0
+        for pgid, size in groups.items():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, sig)
+                count += size
+        for pid in alone:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
                 count += 1
-            except ProcessLookupError:
-                pass
         return count
 
     def kill_all(self, reap: Callable[[], None] | None = None, timeout: float = 10.0) -> int:

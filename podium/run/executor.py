@@ -42,6 +42,7 @@ from podium.run.files import (
     write_atomic,
 )
 from podium.run.plan import JobResult, LaunchPlan
+from podium.run.steps import STEPS_DIR, read_steps
 from podium.run.supervisor import WATCHED
 
 
@@ -51,6 +52,13 @@ def _restoring_mask(mask: set[int | signal.Signals]) -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+def _session(pid: int) -> int | None:
+    try:
+        return os.getsid(pid)
+    except OSError:
+        return None
 
 
 class LaunchError(Exception):
@@ -93,6 +101,7 @@ class LocalExecutor:
                 raise LaunchError(f"job {plan.job_id} is still supervised") from None
             for stale in (STARTED_FILE, RESULT_FILE, FAULT_FILE, REQUEUE_FILE, TASKS_FILE):
                 (job_dir / stale).unlink(missing_ok=True)
+            self._fresh_step_dir(job_dir / STEPS_DIR, plan.uid, plan.gid)
             script_path = job_dir / SCRIPT_FILE
             script_path.unlink(missing_ok=True)
             fd = os.open(script_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o500)
@@ -124,6 +133,18 @@ class LocalExecutor:
             os.close(lock_fd)
         self._children[plan.job_id] = proc
         return proc.pid
+
+    @staticmethod
+    def _fresh_step_dir(path: Path, uid: int, gid: int) -> None:
+        """An empty step directory the job's user owns (podium.run.steps); a previous
+        run's is removed (rmtree does not follow the user's links)."""
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+        elif path.exists():
+            shutil.rmtree(path)
+        path.mkdir(mode=0o700)
+        if os.geteuid() == 0:
+            os.chown(path, uid, gid)
 
     def poll(self, job_id: int) -> Poll:
         """The job's status as seen from its files and lock (see the module docstring).
@@ -187,9 +208,20 @@ class LocalExecutor:
         return str(data["reason"]), data.get("gpu")
 
     def task_pids(self, job_id: int) -> dict[int, int]:
-        """Each running task's pid by rank (empty until all tasks have started)."""
-        data = read_json(self.job_dir(job_id) / TASKS_FILE)
-        return {int(k): int(v) for k, v in (data or {}).items()}
+        """Each running task's pid by rank: the newest running srun step's tasks, else
+        the batch step's (empty until they have started). The step records are the
+        job's own writing, so only pids in the job's session are given."""
+        job_dir = self.job_dir(job_id)
+        started = read_json(job_dir / STARTED_FILE)
+        if started is None:
+            return {}
+        running = [s for s in read_steps(job_dir / STEPS_DIR) if s["state"] == "RUNNING"]
+        if running and running[-1]["pids"]:
+            pids = dict(enumerate(running[-1]["pids"]))
+        else:
+            data = read_json(job_dir / TASKS_FILE) or {}
+            pids = {int(k): int(v) for k, v in data.items()}
+        return {rank: pid for rank, pid in pids.items() if _session(pid) == started["pid"]}
 
     def _signal(self, job_id: int, sig: int) -> bool:
         if not self._lock_held(self.job_dir(job_id)):

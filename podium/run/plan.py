@@ -85,6 +85,7 @@ class JobResult:
     tasks: list[TaskResult] = field(default_factory=list)
     leftover_killed: int = 0
     fault: str | None = None  # "hang" or "node": Podium stopped the job for a fault
+    steps: list[dict[str, Any]] = field(default_factory=list)  # podium.run.steps records
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JobResult:

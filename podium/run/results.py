@@ -36,9 +36,11 @@ def result_record(
     tasks: list[dict[str, Any]] | None = None,
     leftover: int = 0,
     fault: str | None = None,
+    steps: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The JSON of a JobResult (see podium.run.plan.JobResult)."""
     return {
+        "steps": steps or [],
         "fault": fault,
         "state": state,
         "exit_code": exit_code,

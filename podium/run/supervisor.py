@@ -44,7 +44,16 @@ from podium.run.files import (
 from podium.run.patterns import expand
 from podium.run.results import keep_result_room, load_plan, record_result, result_record
 from podium.run.spawn import SpawnError, spawn_task
-from podium.run.task_env import FileOpener, free_port, task_environment
+from podium.run.steps import (
+    STEP_DIR_ENV,
+    STEPS_DIR,
+    finish_running,
+    read_steps,
+    signal_steps,
+    step_record,
+    stopped_state,
+)
+from podium.run.task_env import FileOpener, free_port, job_identity, task_environment
 
 if TYPE_CHECKING:  # the supervisor reads the plan as plain JSON, to start fast
     from podium.run.plan import LaunchPlan, TaskPlan
@@ -90,6 +99,7 @@ class Supervisor:
         self.status: dict[int, tuple[int | None, int | None]] = {}
         self.start = time.time()
         self.final_state: str | None = None
+        self.stopped_at: float | None = None  # when Podium began stopping the job
         self.reason = "None"
         self.fault: str | None = None
         self.heartbeat: Path | None = None
@@ -158,9 +168,11 @@ class Supervisor:
         for task in plan.tasks:
             in_fd, out_fd, err_fd = self._output_fds(task, opener)
             try:
+                env = task_environment(plan, task, port, heartbeat, self.start)
+                env[STEP_DIR_ENV] = str(self.job_dir / STEPS_DIR)
                 pid = spawn_task(
                     plan.argv,
-                    task_environment(plan, task, port, heartbeat, self.start),
+                    env,
                     plan.work_dir,
                     stdin_fd=in_fd,
                     stdout_fd=out_fd,
@@ -202,17 +214,38 @@ class Supervisor:
         return len(self.status) < len(self.tasks)
 
     def _signal_tasks(self, sig: int, batch_only: bool) -> None:
+        """--signal: to the batch shell alone with `B:`, else to every running step
+        (not the batch shell), as Slurm sends it."""
         if batch_only:
             first = next(iter(self.tasks), None)
             if first is not None and first not in self.status:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(first, sig)
             return
-        self.contain.signal_all(sig)
+        signal_steps(self._steps(), sig, self.contain.members())
+
+    def _steps(self) -> list[dict[str, Any]]:
+        """The job's steps as its srun calls recorded them (read as the job's user)."""
+        with job_identity(self.plan).entered():
+            return read_steps(self.job_dir / STEPS_DIR)
+
+    def step_records(self, state: str, exit_code: int | None, sig: int | None) -> list[Any]:
+        """Every step of this run for accounting: the batch step (the script itself),
+        then the srun steps, those still running marked with the job's end state."""
+        end = time.time()
+        batch_state = state if self.stopped_at is None else stopped_state(state)
+        batch = step_record(
+            0, name="batch", ntasks=1, node=self.plan.node, gpus=list(self.plan.gpu_ids),
+            pgid=None, start=self.start, state=batch_state, exit_code=exit_code,
+            signal_num=sig, end=end,
+        )  # fmt: skip
+        batch["step_id"] = "batch"
+        return [batch, *finish_running(self._steps(), state, end, self.stopped_at)]
 
     def _terminate(self, state: str, sig: int = signal.SIGTERM) -> None:
         """SIGCONT + `sig` to every process, wait the grace time, then SIGKILL."""
         self.final_state = state
+        self.stopped_at = time.time()
         self.contain.signal_all(signal.SIGCONT)
         self.contain.signal_all(sig)
         deadline = time.monotonic() + self.plan.kill_wait_s
@@ -261,6 +294,7 @@ class Supervisor:
             if info is not None and info.si_signo == FAULT_SIGNAL:
                 self.fault = "node"
                 self.final_state = "NODE_FAIL"
+                self.stopped_at = time.time()
                 self.contain.signal_all(signal.SIGKILL)
                 return
 
@@ -296,6 +330,7 @@ class Supervisor:
             tasks=tasks,
             leftover=leftover,
             fault=self.fault,
+            steps=self.step_records(state, exit_code, sig),
         )
 
 

@@ -39,7 +39,7 @@ def task_environment(
         PODIUM_JOB_PARTITION=plan.partition,
         PODIUM_JOB_QOS=plan.qos,
         PODIUM_JOB_ACCOUNT=plan.account,
-        PODIUM_NTASKS=str(ntasks),
+        PODIUM_NTASKS=plan.environment.get("SLURM_NTASKS", str(ntasks)),  # the job's
         PODIUM_PROCID=str(task.procid),
         PODIUM_LOCALID=str(task.localid),
         PODIUM_NODEID="0",
@@ -71,6 +71,9 @@ def task_environment(
         env["SLURM_JOB_START_TIME"] = str(int(started))
         if plan.time_limit_s is not None:
             env["SLURM_JOB_END_TIME"] = str(int(started) + plan.time_limit_s)
+    if getattr(plan, "hide_gpus", False):
+        env["PODIUM_GPUS_HIDDEN"] = "1"  # srun keeps CUDA_VISIBLE_DEVICES empty too
+    env["PODIUM_KILL_WAIT_S"] = str(plan.kill_wait_s)
     if plan.time_limit_s is not None:
         env["PODIUM_TIME_LIMIT_S"] = str(plan.time_limit_s)
     if plan.checkpoint_dir:

@@ -182,10 +182,8 @@ def create_app(
         until: float | None = None,
     ) -> Response:
         caller(request)
-        jobs = controller.list_jobs(states=_states(state), user=user, since=since, until=until)
-        return fast_json(
-            {"jobs": [j for j in jobs if j["start_time"] is not None or j["end_time"]]}
-        )
+        jobs = controller.acct(states=_states(state), user=user, since=since, until=until)
+        return fast_json({"jobs": jobs})
 
     @app.get("/v1/priority")
     def priority(request: Request) -> Response:

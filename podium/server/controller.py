@@ -145,6 +145,10 @@ class Controller:
         with self.lock:
             return self.views.jobs(**filters)
 
+    def acct(self, **filters: Any) -> list[dict[str, Any]]:
+        with self.lock:
+            return self.views.acct(**filters)
+
     def jobs_json(self, **filters: Any) -> str:
         with self.lock:
             return self.views.jobs_json(**filters)

@@ -18,6 +18,7 @@ from podium.server.records import spec_gpu_ids
 from podium.spec.cluster import ClusterConfig
 from podium.spec.job import JobSpec, JobState
 from podium.store.db import Row, Store, spec_of
+from podium.store.steps import StepTable
 
 log = logging.getLogger("podium.ends")
 
@@ -41,6 +42,7 @@ class RunEnds:
         self.clock = clock
         self.half_life_s = half_life_s(config)
         self.job_failed_hooks: list[Callable[[list[int]], None]] = []  # GPUs of a failed run
+        self.steps = StepTable(store)
         self._specs: dict[int, JobSpec] = {}  # running jobs' specs, parsed once
         self._cancel_requested: set[int] = set()
         self._killing: set[int] = set()  # ended jobs whose leftovers are being killed
@@ -98,6 +100,7 @@ class RunEnds:
             self._killing.discard(job_id)
         if poll.status == "ended" and poll.result is not None:
             res = poll.result
+            self.steps.put(job_id, row["restart_count"], res.steps)
             self._charge(row, res.end_time)
             mode = row["preempt_mode"] or "requeue"
             if (

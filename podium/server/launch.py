@@ -110,13 +110,9 @@ class Planner:
             Path(checkpoint).mkdir(parents=True, exist_ok=True)
             if os.geteuid() == 0:
                 os.chown(checkpoint, uid, gid)
-        tasks = []
-        for i in range(spec.ntasks):
-            if spec.gpus_per_task:
-                mine = gpu_ids[i * spec.gpus_per_task : (i + 1) * spec.gpus_per_task]
-            else:
-                mine = gpu_ids
-            tasks.append(TaskPlan(procid=i, localid=i, gpu_ids=mine))
+        # The batch script runs once, as the batch step, with all of the job's GPUs;
+        # its srun calls start the job's tasks (podium.compat.srun).
+        tasks = [TaskPlan(procid=0, localid=0, gpu_ids=list(gpu_ids))]
         sig = spec.signal
         return LaunchPlan(
             job_id=row["job_id"],

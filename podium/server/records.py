@@ -18,6 +18,31 @@ def display_id(row: Row | Mapping[str, Any]) -> str:
     return str(row["job_id"])
 
 
+def step_records(job: Mapping[str, Any], rows: Iterable[Row]) -> list[dict[str, Any]]:
+    """The StepRecords of one job (its record `job`) from its step rows."""
+    out = []
+    for r in rows:
+        start, end = r["start_time"], r["end_time"]
+        out.append(
+            {
+                "job_id": job["job_id"],
+                "step_id": r["step_id"],
+                "display_id": f"{job['display_id']}.{r['step_id']}",
+                "name": r["name"],
+                "state": r["state"],
+                "exit_code": r["exit_code"],
+                "signal": r["signal"],
+                "start_time": iso(start),
+                "end_time": iso(end),
+                "elapsed_s": max(0.0, end - start) if start is not None and end else 0.0,
+                "ntasks": r["ntasks"],
+                "node": r["node"],
+                "gpu_ids": json.loads(r["gpu_ids"] or "[]"),
+            }
+        )
+    return out
+
+
 def job_records(rows: Sequence[Row], now: float) -> list[dict[str, Any]]:
     """The records of many rows: each row read once into a dict (a sqlite3.Row looks
     a column up by name in a linear scan; a listing reads 45 of them per job)."""

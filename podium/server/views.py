@@ -18,10 +18,11 @@ from podium.recover.agent import HealthAgent
 from podium.recover.ladder import Health
 from podium.sched.fairshare import fairshare_table
 from podium.server.reactor import RUNNING, Reactor
-from podium.server.records import gpu_owners, job_record, job_records
+from podium.server.records import gpu_owners, job_record, job_records, step_records
 from podium.server.snapshot import allocation, share_inputs
 from podium.spec.job import JobState
 from podium.store.db import Row, spec_of
+from podium.store.steps import StepTable
 
 PENDING = JobState.PENDING.value
 
@@ -82,6 +83,15 @@ class Views:
         now = self.reactor.clock()
         rows = self.store.jobs(states=states, user=user, name=name, since=since, until=until)
         return job_records(rows, now)
+
+    def acct(self, **filters: Any) -> list[dict[str, Any]]:
+        """The jobs that ran (or run), each with its `steps` (StepRecords), as sacct
+        lists a job and then its steps."""
+        jobs = [j for j in self.jobs(**filters) if j["start_time"] is not None or j["end_time"]]
+        steps = StepTable(self.store).of_jobs(j["job_id"] for j in jobs)
+        for job in jobs:
+            job["steps"] = step_records(job, steps.get(job["job_id"], []))
+        return jobs
 
     def jobs_json(
         self,

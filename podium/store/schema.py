@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -120,5 +120,23 @@ ALTER TABLE jobs ADD COLUMN preempt_mode TEXT;
     # spec for rows written by older versions (see Store._migrate).
     5: """
 ALTER TABLE jobs ADD COLUMN brief TEXT;
+""",
+    # Version 6: job steps (ID.batch, ID.0, ...) of each run, as sacct shows them.
+    6: """
+CREATE TABLE IF NOT EXISTS steps (
+    job_id     INTEGER NOT NULL,
+    run        INTEGER NOT NULL,
+    step_id    TEXT NOT NULL,
+    name       TEXT NOT NULL,
+    state      TEXT NOT NULL,
+    exit_code  INTEGER,
+    signal     INTEGER,
+    start_time REAL,
+    end_time   REAL,
+    ntasks     INTEGER NOT NULL,
+    node       TEXT NOT NULL,
+    gpu_ids    TEXT NOT NULL,
+    PRIMARY KEY (job_id, run, step_id)
+);
 """,
 }

@@ -215,10 +215,11 @@ def test_restarts_without_a_newer_checkpoint_stop(make: Callable[..., Cluster]) 
 
 def test_a_hung_rank_is_detected_by_its_missing_heartbeat(make: Callable[..., Cluster]) -> None:
     c = make()
-    script = c.script(
+    script = c.script(  # two ranks: one srun step of the job's two tasks
+        "srun bash -c '"
         f'echo "run $PODIUM_RESTART_COUNT" >> {c.work}/runs-$PODIUM_JOB_ID\n'
         f"while [ ! -e {c.work}/gate-$PODIUM_JOB_ID ]; do\n"
-        '  touch "$PODIUM_HEARTBEAT_FILE"; sleep 0.2\ndone\n'
+        '  touch "$PODIUM_HEARTBEAT_FILE"; sleep 0.2\ndone\n\'\n'
     )
     job = c.submit("--auto-resume=1", "--heartbeat-timeout=2", "--ntasks=2", str(script))
     c.wait(job, {"RUNNING"})

@@ -22,10 +22,11 @@ def test_directives_and_task_environment(shared_cluster: Cluster) -> None:
 #SBATCH --cpus-per-task=2
 #SBATCH --mem=1G
 #SBATCH --time=5
-#SBATCH --output=env-%x-%j-%t.out
-echo "JOB=$PODIUM_JOB_ID NAME=$PODIUM_JOB_NAME NTASKS=$PODIUM_NTASKS PROCID=$PODIUM_PROCID \
-LOCALID=$PODIUM_LOCALID SUBMIT=$PODIUM_SUBMIT_DIR MASTER=$MASTER_ADDR:$MASTER_PORT \
-WORLD=$WORLD_SIZE RANK=$RANK LOCAL_RANK=$LOCAL_RANK CUDA=$CUDA_VISIBLE_DEVICES"
+#SBATCH --output=env-%x-%j.out
+srun --output=env-%x-%j-%t.out sh -c 'echo "JOB=$PODIUM_JOB_ID NAME=$PODIUM_JOB_NAME \
+NTASKS=$PODIUM_NTASKS PROCID=$PODIUM_PROCID LOCALID=$PODIUM_LOCALID SUBMIT=$PODIUM_SUBMIT_DIR \
+MASTER=$MASTER_ADDR:$MASTER_PORT WORLD=$WORLD_SIZE RANK=$RANK LOCAL_RANK=$LOCAL_RANK \
+CUDA=$CUDA_VISIBLE_DEVICES"'
 """,
         "env.sh",
     )
@@ -62,7 +63,8 @@ def test_command_line_overrides_script(shared_cluster: Cluster) -> None:
 def test_gpus_per_task_binds_each_task_to_its_own_gpu(shared_cluster: Cluster) -> None:
     c = shared_cluster
     script = c.script(
-        "#SBATCH -n 2 --gpus-per-task=1 -o pertask-%j-%t.out\necho $CUDA_VISIBLE_DEVICES\n",
+        "#SBATCH -n 2 --gpus-per-task=1\n"
+        "srun -o pertask-%j-%t.out sh -c 'echo $CUDA_VISIBLE_DEVICES'\n",
         "pertask.sh",
     )
     job_id = c.submit(str(script))

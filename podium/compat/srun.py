@@ -1,0 +1,392 @@
+"""Slurm's `srun` inside a Podium job: one job step within the job's allocation.
+
+The step's tasks are children of this srun, so they are the job's own processes:
+inside its cgroups, seen and cleaned up by its supervisor, run as its user. srun
+- takes the next step id in the job's step directory and records the step there
+  (podium.run.steps), which the supervisor reports at the job's end;
+- starts `-n` tasks (default: the job's $SLURM_NTASKS) in one process group, each with
+  its rank variables (SLURM_PROCID, SLURM_LOCALID, SLURM_STEP_ID, ... and RANK,
+  WORLD_SIZE, MASTER_ADDR/PORT for torch) and its GPUs (--gpus-per-task, --gpus);
+- refuses a step larger than the allocation, as Slurm does;
+- sends output where --output/--error say (%t, %s, %j, ... expanded), with --label
+  prefixing each line with its task id;
+- forwards the signals it gets to its tasks; --kill-on-bad-exit and --wait stop the
+  others when one task fails or ends;
+- returns Slurm's exit code: the highest task exit code, or 128+signal when a task was
+  killed by a signal; a failed task is reported as srun does ("srun: error: NODE:
+  task N: Exited with exit code C").
+
+Standard library only: a step costs one small interpreter start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any, TextIO
+
+from podium.compat.step_options import StepOptions, parse
+from podium.run.patterns import expand
+from podium.run.steps import STEP_DIR_ENV, create_step, step_record, update_step
+
+FORWARDED = (
+    signal.SIGINT,
+    signal.SIGTERM,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+    signal.SIGCONT,
+    signal.SIGALRM,
+)
+
+
+class StepError(Exception):
+    """The step cannot be created in this allocation (the reason is the message)."""
+
+
+def _int(env: dict[str, str], name: str, default: int) -> int:
+    value = env.get(name, "")
+    head = value.split("(")[0].split(",")[0]  # SLURM_TASKS_PER_NODE "2(x3)" forms
+    return int(head) if head.isdigit() else default
+
+
+class Allocation:
+    """The job this srun runs in, as its environment describes it."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.job_id = int(env["SLURM_JOB_ID"])
+        self.name = env.get("SLURM_JOB_NAME", "")
+        self.user = env.get("SLURM_JOB_USER", "")
+        self.node = env.get("SLURMD_NODENAME") or env.get("SLURM_JOB_NODELIST", "")
+        self.nodes = _int(env, "SLURM_JOB_NUM_NODES", 1)
+        self.ntasks = _int(env, "SLURM_NTASKS", 1)
+        self.cpus = _int(env, "SLURM_CPUS_ON_NODE", self.ntasks)
+        self.cpus_per_task = _int(env, "SLURM_CPUS_PER_TASK", 1)
+        self.gpus_per_task = _int(env, "SLURM_GPUS_PER_TASK", 0)
+        job_gpus = env.get("SLURM_JOB_GPUS", "")
+        self.gpus = [int(g) for g in job_gpus.split(",") if g.isdigit()]
+        self.hide_gpus = env.get("PODIUM_GPUS_HIDDEN") == "1"
+        self.kill_wait = float(env.get("PODIUM_KILL_WAIT_S") or 30)
+        array_job = env.get("SLURM_ARRAY_JOB_ID")
+        array_task = env.get("SLURM_ARRAY_TASK_ID")
+        self.array_job_id = int(array_job) if array_job and array_job.isdigit() else None
+        self.array_task_id = int(array_task) if array_task and array_task.isdigit() else None
+
+
+class Step:
+    """One step's shape, checked against the allocation."""
+
+    def __init__(self, opts: StepOptions, alloc: Allocation) -> None:
+        if opts.nodes is not None and opts.nodes > alloc.nodes:
+            raise StepError(
+                f"Requested node configuration is not available: {opts.nodes} node(s) "
+                f"asked, the job has {alloc.nodes}"
+            )
+        if opts.ntasks is not None:
+            ntasks = opts.ntasks
+        elif opts.ntasks_per_node is not None:
+            ntasks = opts.ntasks_per_node * (opts.nodes or alloc.nodes)
+        elif opts.nodes is not None and opts.nodes < alloc.nodes:
+            ntasks = opts.nodes  # one task per node asked
+        else:
+            ntasks = alloc.ntasks
+        cpt = opts.cpus_per_task or (alloc.cpus_per_task if opts.ntasks is None else 1)
+        if ntasks * cpt > alloc.cpus and not opts.overcommit:
+            raise StepError(
+                f"More processors requested than permitted: {ntasks} task(s) x {cpt} CPU(s),"
+                f" the job has {alloc.cpus} CPU(s) (fewer tasks, or --overcommit)"
+            )
+        gpt = opts.gpus_per_task if opts.gpus_per_task is not None else alloc.gpus_per_task
+        if opts.gpus is not None:
+            if opts.gpus > len(alloc.gpus):
+                raise StepError(f"{opts.gpus} GPU(s) asked, the job has {len(alloc.gpus)}")
+            step_gpus = alloc.gpus[: opts.gpus]
+            gpt = 0 if opts.gpus_per_task is None else gpt
+        else:
+            step_gpus = alloc.gpus[: ntasks * gpt] if gpt else list(alloc.gpus)
+        if gpt and ntasks * gpt > len(step_gpus):
+            raise StepError(
+                f"{ntasks} task(s) x {gpt} GPU(s) per task asked, "
+                f"the step has {len(step_gpus)} GPU(s)"
+            )
+        self.ntasks, self.cpus_per_task, self.gpus_per_task = ntasks, cpt, gpt
+        self.gpus = step_gpus
+
+    def task_gpus(self, rank: int) -> list[int]:
+        if self.gpus_per_task:
+            return self.gpus[rank * self.gpus_per_task : (rank + 1) * self.gpus_per_task]
+        return self.gpus
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def task_env(
+    base: dict[str, str], alloc: Allocation, step: Step, step_id: int, rank: int, port: int
+) -> dict[str, str]:
+    """One task's environment: the job's, plus the step's and the task's variables as
+    srun(1) names them, and torch's."""
+    env = dict(base)
+    n = str(step.ntasks)
+    gpus = ",".join(str(g) for g in step.gpus)
+    env.update(
+        SLURM_STEP_ID=str(step_id),
+        SLURM_STEPID=str(step_id),
+        SLURM_PROCID=str(rank),
+        SLURM_LOCALID=str(rank),
+        SLURM_NODEID="0",
+        SLURM_NTASKS=n,
+        SLURM_NPROCS=n,
+        SLURM_TASKS_PER_NODE=n,
+        SLURM_STEP_NUM_TASKS=n,
+        SLURM_STEP_NUM_NODES="1",
+        SLURM_STEP_NODELIST=alloc.node,
+        SLURM_STEP_TASKS_PER_NODE=n,
+        SLURM_GTIDS=",".join(str(i) for i in range(step.ntasks)),
+        SLURM_CPUS_PER_TASK=str(step.cpus_per_task),
+        SLURM_DISTRIBUTION="block",
+        SLURM_SRUN_COMM_HOST="127.0.0.1",
+        SLURM_LAUNCH_NODE_IPADDR="127.0.0.1",
+        PODIUM_STEP_ID=str(step_id),
+        PODIUM_PROCID=str(rank),
+        PODIUM_LOCALID=str(rank),
+        PODIUM_NTASKS=n,
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=n,
+        LOCAL_WORLD_SIZE=n,
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+    )
+    if gpus:
+        env["SLURM_STEP_GPUS"] = gpus
+    if not alloc.hide_gpus:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in step.task_gpus(rank))
+    return env
+
+
+class Output:
+    """Where each task's stdout and stderr go, and the relays --label needs."""
+
+    def __init__(self, opts: StepOptions, alloc: Allocation, step_id: int) -> None:
+        self.opts, self.alloc, self.step_id = opts, alloc, step_id
+        self.files: dict[str, int] = {}
+        self.relays: list[threading.Thread] = []
+        self.lock = threading.Lock()
+        self.width = 1
+
+    def _file(self, pattern: str, rank: int) -> int:
+        path = expand(
+            pattern.replace("%s", str(self.step_id)).replace("%J", f"%j.{self.step_id}"),
+            job_id=self.alloc.job_id,
+            name=self.alloc.name,
+            user=self.alloc.user,
+            node=self.alloc.node,
+            array_job_id=self.alloc.array_job_id,
+            array_task_id=self.alloc.array_task_id,
+            task_id=rank,
+        )
+        if path not in self.files:
+            mode = os.O_APPEND if self.opts.open_mode == "append" else os.O_TRUNC
+            self.files[path] = os.open(path, os.O_WRONLY | os.O_CREAT | mode | os.O_CLOEXEC, 0o666)
+        return self.files[path]
+
+    def streams(self, rank: int) -> tuple[Any, Any]:
+        """(stdout, stderr) for Popen: a file, a pipe to relay (--label), or ours."""
+        out = self._file(self.opts.output, rank) if self.opts.output else None
+        err = self._file(self.opts.error, rank) if self.opts.error else out
+        if self.opts.label:
+            return (out or subprocess.PIPE), (err or subprocess.PIPE)
+        return out, err
+
+    def relay(self, proc: subprocess.Popen[bytes], rank: int) -> None:
+        """Copy the task's piped streams to ours, each line prefixed "RANK: "."""
+        prefix = f"{rank:>{self.width}}: ".encode()
+        for pipe, sink in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr)):
+            if pipe is not None:
+                thread = threading.Thread(target=self._copy, args=(pipe, sink, prefix))
+                thread.start()
+                self.relays.append(thread)
+
+    def _copy(self, pipe: IO[bytes], sink: TextIO, prefix: bytes) -> None:
+        out = sink.buffer
+        for line in iter(pipe.readline, b""):
+            with self.lock:
+                out.write(prefix + line)
+                out.flush()
+        pipe.close()
+
+    def close(self) -> None:
+        for thread in self.relays:
+            thread.join()
+        for fd in self.files.values():
+            os.close(fd)
+
+
+def run_step(opts: StepOptions, env: dict[str, str]) -> int:
+    """Run the step; return srun's exit code."""
+    alloc = Allocation(env)
+    step = Step(opts, alloc)
+    step_dir = Path(env[STEP_DIR_ENV])
+    name = opts.name or os.path.basename(opts.argv[0])
+    start = time.time()
+    record = step_record(
+        0, name=name, ntasks=step.ntasks, node=alloc.node, gpus=step.gpus, pgid=None, start=start
+    )
+    step_id = create_step(step_dir, record)
+    record["step_id"] = step_id
+    output = Output(opts, alloc, step_id)
+    output.width = len(str(step.ntasks - 1))
+    port = free_port()
+    procs: list[subprocess.Popen[bytes]] = []
+    forwarded: list[int] = []
+    pgid = 0
+
+    def forward(signum: int, _frame: Any) -> None:
+        forwarded.append(signum)
+        if pgid:
+            _killpg(pgid, signum)
+
+    for sig in FORWARDED:
+        signal.signal(sig, forward)
+    base = dict(env)
+    if opts.name:
+        base["SLURM_JOB_NAME"] = opts.name
+    try:
+        for rank in range(step.ntasks):
+            out, err = output.streams(rank)
+            proc = subprocess.Popen(
+                opts.argv,
+                env=task_env(base, alloc, step, step_id, rank, port),
+                cwd=opts.chdir,
+                stdin=_stdin(opts.input, rank),
+                stdout=out,
+                stderr=err,
+                process_group=pgid,
+            )
+            if not pgid:
+                pgid = proc.pid
+            procs.append(proc)
+            output.relay(proc, rank)
+    except OSError as exc:
+        if pgid:
+            os.killpg(pgid, signal.SIGKILL)
+        for proc in procs:
+            proc.wait()
+        output.close()
+        update_step(step_dir, dict(record, state="FAILED", exit_code=2, end_time=time.time()))
+        raise StepError(f"cannot run {opts.argv[0]!r}: {exc.strerror}") from None
+    record.update(pgid=pgid, pids=[p.pid for p in procs])
+    update_step(step_dir, record)
+    statuses = _wait(procs, opts, alloc.kill_wait, pgid)
+    output.close()
+    code, killed_by = _outcome(statuses, alloc.node)
+    if forwarded and forwarded[-1] in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        state = "CANCELLED"
+    elif code == 0 and killed_by is None:
+        state = "COMPLETED"
+    else:
+        state = "FAILED"
+    record.update(state=state, exit_code=code, signal=killed_by, end_time=time.time())
+    update_step(step_dir, record)
+    return 128 + killed_by if killed_by is not None and not code else code
+
+
+def _wait(
+    procs: list[subprocess.Popen[bytes]], opts: StepOptions, kill_wait: float, pgid: int
+) -> list[int]:
+    """Wait for every task; with --kill-on-bad-exit a failed task, and with --wait the
+    first task to end, stops the rest (SIGTERM, then SIGKILL after the grace time)."""
+    statuses: dict[int, int] = {}
+    stop_at: float | None = None
+    kill_at: float | None = None
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wake_w)  # any signal (SIGCHLD above all) ends the select
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    while True:
+        for i, proc in enumerate(procs):
+            if i not in statuses and proc.poll() is not None:
+                statuses[i] = proc.returncode
+                if stop_at is None and opts.kill_on_bad_exit and proc.returncode != 0:
+                    stop_at = time.monotonic()
+                elif stop_at is None and opts.wait:
+                    stop_at = time.monotonic() + opts.wait
+        if len(statuses) == len(procs):
+            break
+        now = time.monotonic()
+        if stop_at is not None and now >= stop_at and kill_at is None:
+            _killpg(pgid, signal.SIGTERM)
+            kill_at = now + kill_wait
+        if kill_at is not None and now >= kill_at:
+            _killpg(pgid, signal.SIGKILL)
+        moments = [m for m in (stop_at if kill_at is None else kill_at,) if m is not None]
+        timeout = min([1.0, *(max(0.0, m - now) for m in moments)])
+        select.select([wake_r], [], [], timeout)
+        with contextlib.suppress(BlockingIOError):
+            os.read(wake_r, 4096)
+    signal.set_wakeup_fd(-1)
+    os.close(wake_r)
+    os.close(wake_w)
+    return [statuses[i] for i in range(len(procs))]
+
+
+def _stdin(mode: str | None, rank: int) -> Any:
+    """--input: srun's stdin for every task (the default, or "all"), for one task id
+    (the others read /dev/null), none, or a file."""
+    if mode is None or mode == "all":
+        return None
+    if mode == "none" or (mode.isdigit() and int(mode) != rank):
+        return subprocess.DEVNULL
+    if mode.isdigit():
+        return None
+    return open(mode, "rb")
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, sig)
+
+
+def _outcome(statuses: list[int], node: str) -> tuple[int, int | None]:
+    """(highest exit code, first killing signal), with srun's error line per task."""
+    code, sig = 0, None
+    for rank, status in enumerate(statuses):
+        if status > 0:
+            print(
+                f"srun: error: {node}: task {rank}: Exited with exit code {status}", file=sys.stderr
+            )
+            code = max(code, status)
+        elif status < 0:
+            what = signal.strsignal(-status) or f"signal {-status}"
+            print(f"srun: error: {node}: task {rank}: {what}", file=sys.stderr)
+            sig = sig if sig is not None else -status
+    return code, sig
+
+
+def main(args: list[str]) -> int:
+    """srun ARGS: a step inside the job (PODIUM_STEP_DIR set), else refused."""
+    try:
+        opts = parse(args)
+        if STEP_DIR_ENV not in os.environ or "SLURM_JOB_ID" not in os.environ:
+            raise StepError("srun outside a job is not available here; submit with sbatch")
+        return run_step(opts, dict(os.environ))
+    except (ValueError, StepError) as exc:
+        job = os.environ.get("SLURM_JOB_ID", "")
+        where = f"Unable to create step for job {job}: " if isinstance(exc, StepError) else ""
+        print(f"srun: error: {where}{exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"srun: error: {exc.strerror}: {exc.filename}", file=sys.stderr)
+        return 1

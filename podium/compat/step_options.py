@@ -1,0 +1,195 @@
+"""srun's command line, read as srun reads it: options up to the first word that is
+not one (the command), `-n4`, `-n 4`, `--ntasks=4` and `--ntasks 4` alike.
+
+Options are sorted into those a step honours, those accepted but not applied on one
+node (`ACCEPTED`, each with its reason in docs/slurm-compat.md), and those refused
+with the reason. Standard library only (srun's fast path).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# long name -> field, for options that take a value
+VALUED = {
+    "--ntasks": "ntasks",
+    "--nodes": "nodes",
+    "--ntasks-per-node": "ntasks_per_node",
+    "--cpus-per-task": "cpus_per_task",
+    "--gpus-per-task": "gpus_per_task",
+    "--gpus": "gpus",
+    "--output": "output",
+    "--error": "error",
+    "--input": "input",
+    "--job-name": "name",
+    "--chdir": "chdir",
+    "--wait": "wait",
+    "--kill-on-bad-exit": "kill_on_bad_exit",
+    "--export": "export",
+    "--open-mode": "open_mode",
+}
+SHORT_VALUED = {
+    "-n": "--ntasks",
+    "-N": "--nodes",
+    "-c": "--cpus-per-task",
+    "-G": "--gpus",
+    "-o": "--output",
+    "-e": "--error",
+    "-i": "--input",
+    "-J": "--job-name",
+    "-D": "--chdir",
+    "-W": "--wait",
+    "-t": "--time",
+    "-p": "--partition",
+    "-A": "--account",
+    "-q": "--qos",
+    "-w": "--nodelist",
+    "-x": "--exclude",
+    "-m": "--distribution",
+    "-C": "--constraint",
+}
+FLAGS = {
+    "--label": "label",
+    "--unbuffered": "unbuffered",
+    "--exclusive": "exclusive",
+    "--overlap": "overlap",
+    "--overcommit": "overcommit",
+    "--quiet": "quiet",
+    "--verbose": "verbose",
+    "--no-kill": "no_kill",
+}
+SHORT_FLAGS = {
+    "-l": "--label",
+    "-u": "--unbuffered",
+    "-O": "--overcommit",
+    "-Q": "--quiet",
+    "-v": "--verbose",
+    "-k": "--no-kill",
+    "-K": "--kill-on-bad-exit",
+}
+# Accepted with a value and not applied within one node's allocation (docs say why).
+ACCEPTED = {
+    "--mpi", "--cpu-bind", "--cpu_bind", "--distribution", "--hint", "--mem", "--mem-per-cpu",
+    "--mem-per-gpu", "--gres", "--gres-flags", "--partition", "--account", "--qos", "--time",
+    "--nodelist", "--exclude", "--constraint", "--propagate", "--ntasks-per-core",
+    "--threads-per-core", "--gpu-bind", "--mem-bind", "--accel-bind", "--network",
+    "--switches", "--gpus-per-node", "--cpus-per-gpu", "--signal", "--comment", "--jobid",
+    "--time-min", "--ntasks-per-gpu",
+}  # fmt: skip
+ACCEPTED_FLAGS = {"--exact", "--whole", "--oversubscribe", "--no-allocate", "--spread-job"}
+REFUSED = {
+    "--multi-prog": "a different program per task is not supported; use $SLURM_PROCID",
+    "--het-group": "heterogeneous jobs are not supported",
+    "--pty": "a pseudo-terminal needs an interactive allocation (srun --pty outside a job)",
+}
+
+
+@dataclass
+class StepOptions:
+    """What one srun asked for; None means "as the job has it"."""
+
+    argv: list[str] = field(default_factory=list)
+    ntasks: int | None = None
+    nodes: int | None = None
+    ntasks_per_node: int | None = None
+    cpus_per_task: int | None = None
+    gpus_per_task: int | None = None
+    gpus: int | None = None
+    output: str | None = None
+    error: str | None = None
+    input: str | None = None
+    name: str | None = None
+    chdir: str | None = None
+    wait: int | None = None
+    kill_on_bad_exit: bool = False
+    export: str | None = None
+    open_mode: str = "truncate"
+    label: bool = False
+    unbuffered: bool = False
+    exclusive: bool = False
+    overlap: bool = False
+    overcommit: bool = False
+    quiet: bool = False
+    verbose: bool = False
+    no_kill: bool = False
+    accepted: list[str] = field(default_factory=list)  # accepted, not applied
+
+
+def _count(option: str, value: str, least: int = 1) -> int:
+    text = value.split(":")[-1] if option in ("--gpus", "--gpus-per-task") else value
+    if not text.isascii() or not text.isdigit() or int(text) < least or int(text) > 1 << 20:
+        raise ValueError(f"invalid {option} value {value!r}: expected a whole number >= {least}")
+    return int(text)
+
+
+def _set(opts: StepOptions, option: str, value: str) -> None:
+    name = VALUED[option]
+    if name in ("ntasks", "nodes", "ntasks_per_node", "cpus_per_task", "gpus_per_task"):
+        setattr(opts, name, _count(option, value))
+    elif name == "gpus":
+        opts.gpus = _count(option, value, least=0)
+    elif name == "wait":
+        opts.wait = _count(option, value, least=0)
+    elif name == "kill_on_bad_exit":
+        opts.kill_on_bad_exit = value != "0"
+    elif name == "open_mode":
+        if value not in ("append", "truncate"):
+            raise ValueError(f"invalid --open-mode {value!r}: expected append or truncate")
+        opts.open_mode = value
+    else:
+        setattr(opts, name, value)
+
+
+def parse(args: list[str]) -> StepOptions:
+    """The options before the command, and the command. Raises ValueError naming the
+    option that is wrong or refused and why."""
+    opts = StepOptions()
+    i = 0
+    while i < len(args):
+        word = args[i]
+        if word == "--":
+            i += 1
+            break
+        if not word.startswith("-") or word == "-":
+            break
+        if word.startswith("--"):
+            key, eq, value = word.partition("=")
+        elif word[:2] in SHORT_VALUED:
+            key, value = SHORT_VALUED[word[:2]], word[2:]
+            eq = "=" if value else ""
+        elif word[:2] in SHORT_FLAGS:
+            key, value = SHORT_FLAGS[word[:2]], word[2:]
+            eq = "=" if value else ""
+            if key != "--kill-on-bad-exit" and value:  # bundled flags: -lu
+                args = [*args[: i + 1], f"-{value}", *args[i + 1 :]]
+                eq, value = "", ""
+        else:
+            raise ValueError(f"unrecognized option {word!r} (docs/slurm-compat.md lists srun's)")
+        if key in REFUSED:
+            raise ValueError(f"{key} is not supported here: {REFUSED[key]}")
+        if key in FLAGS or key in ACCEPTED_FLAGS:
+            if eq:
+                raise ValueError(f"option {key} takes no value")
+            if key in FLAGS:
+                setattr(opts, FLAGS[key], True)
+            else:
+                opts.accepted.append(key)
+        elif key == "--kill-on-bad-exit" and not eq:
+            opts.kill_on_bad_exit = True
+        elif key in VALUED or key in ACCEPTED:
+            if not eq:
+                i += 1
+                if i == len(args):
+                    raise ValueError(f"option {key} needs a value")
+                value = args[i]
+            if key in VALUED:
+                _set(opts, key, value)
+            else:
+                opts.accepted.append(key)
+        else:
+            raise ValueError(f"unrecognized option {key!r} (docs/slurm-compat.md lists srun's)")
+        i += 1
+    opts.argv = args[i:]
+    if not opts.argv:
+        raise ValueError("no command to run: srun [OPTIONS] COMMAND [ARGS...]")
+    return opts
