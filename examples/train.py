@@ -1,7 +1,9 @@
 """A small real PyTorch training job for Podium (CPU or GPU, one or many ranks).
 
-It reads its place from the environment Podium gives every task (RANK, WORLD_SIZE,
-LOCAL_RANK, MASTER_ADDR/PORT, CUDA_VISIBLE_DEVICES, PODIUM_CHECKPOINT_DIR), trains
+Run it with `srun python3 train.py ...` in a batch script. It reads its place from
+the environment srun gives every task (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT
+from Podium's srun; SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID and
+SLURM_LAUNCH_NODE_IPADDR from Slurm's), CUDA_VISIBLE_DEVICES and PODIUM_CHECKPOINT_DIR; it trains
 a tiny BERT-, GPT- or ResNet-like model on synthetic data with DistributedDataParallel
 when there are several ranks, saves a checkpoint every few steps (rank 0, atomically),
 and resumes from the last checkpoint when restarted. On SIGTERM (preemption, time
@@ -142,9 +144,11 @@ def main() -> int:
     parser.add_argument("--progress", default=None, help="append rank 0's progress here (JSON)")
     args = parser.parse_args()
 
-    rank = int(os.environ.get("RANK", "0"))
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    env = os.environ  # torch's names (Podium's srun sets them), else srun's own
+    rank = int(env.get("RANK") or env.get("SLURM_PROCID") or 0)
+    world = int(env.get("WORLD_SIZE") or env.get("SLURM_NTASKS") or 1)
+    local_rank = int(env.get("LOCAL_RANK") or env.get("SLURM_LOCALID") or 0)
+    env.setdefault("MASTER_ADDR", env.get("SLURM_LAUNCH_NODE_IPADDR") or "127.0.0.1")
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
     torch.set_num_threads(1)
     torch.manual_seed(0)

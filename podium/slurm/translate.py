@@ -11,9 +11,12 @@ backend pipes into `sbatch`. Its shape:
    directory, auto-resume policy), each value single-quoted for bash.
 3. The user's script, carried verbatim in a quoted here-document whose delimiter
    embeds the script's hash, so no line of the script can close it.
-4. `srun` launching one task per rank; each task writes the script to a private
-   temporary file and runs it with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and
-   MASTER_PORT set, as the embedded cluster does. Pyxis flags go on this line.
+4. The user's script run once, as the job's batch step (Slurm's job/step model: its
+   own `srun` calls start the tasks). It is written to a private temporary file and
+   run as a child of the batch shell, which forwards the signals a `--signal=B:...`
+   sends it. MASTER_PORT is exported for torch (srun gives each task
+   SLURM_LAUNCH_NODE_IPADDR, the batch node's address, for MASTER_ADDR).
+   Pyxis' container options become #SBATCH lines (Pyxis applies them to the steps).
 5. The job wrapper (`python -m podium.slurm.jobwrap`) before and after: the restart
    limit, the progress check and requeue-by-exit-code, as on the embedded cluster.
 
@@ -33,13 +36,29 @@ from podium.spec.job import Dependency, JobSpec
 # An environment variable (the script travels in one) may hold at most 128 KiB.
 MAX_SCRIPT_BYTES = 120 * 1024
 
-# Run by srun as each task: `bash -c "$PODIUM_TASK" podium-task ARGS...`. Fixed text.
-TASK_LAUNCHER = (
-    "export RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS LOCAL_RANK=$SLURM_LOCALID "
-    "NODE_RANK=$SLURM_NODEID MASTER_ADDR=${SLURM_LAUNCH_NODE_IPADDR:-127.0.0.1}; "
-    'f=$(mktemp "${TMPDIR:-/tmp}/podium-task.XXXXXX") || exit 1; '
-    'printf "%s\\n" "$PODIUM_SCRIPT" > "$f" && chmod 700 "$f" || exit 1; '
-    '"$f" "$@"; rc=$?; rm -f "$f"; exit $rc'
+# Signals the batch shell passes on to the user's script (a `--signal=B:SIG@T`).
+FORWARDED_SIGNALS = ("USR1", "USR2", "HUP", "ALRM", "URG")
+
+# Runs the user's script once, as a child of the batch shell, passing on the signals
+# above; `$@` holds the script's arguments. Fixed text.
+BATCH_LAUNCHER = (
+    """\
+f=$(mktemp "${TMPDIR:-/tmp}/podium-batch.XXXXXX") || exit 1
+printf '%s\\n' "$PODIUM_SCRIPT" > "$f" && chmod 700 "$f" || exit 1
+unset PODIUM_SCRIPT
+podium_child=
+"""
+    + "".join(
+        f"trap '[ -n \"$podium_child\" ] && kill -{sig} $podium_child 2>/dev/null' {sig}\n"
+        for sig in FORWARDED_SIGNALS
+    )
+    + """\
+"$f" "$@" <&0 &
+podium_child=$!
+while kill -0 $podium_child 2>/dev/null; do wait $podium_child; done
+wait $podium_child; podium_rc=$?
+rm -f "$f"
+"""
 )
 
 
@@ -80,35 +99,34 @@ def sbatch_script(spec: JobSpec, python: str, state_dir: str) -> str:
     lines.append(
         "export MASTER_PORT=$((20000 + (SLURM_JOB_ID * 7 + PODIUM_RESTART_COUNT) % 20000))"
     )
+    lines.append('export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)')
     delimiter = "PODIUM_SCRIPT_" + hashlib.sha256(spec.script.encode()).hexdigest()[:16]
     script = spec.script if spec.script.endswith("\n") else spec.script + "\n"
+    args = " ".join(shlex.quote(a) for a in spec.script_args)
     lines += [
         "",
-        "# The job's own script, verbatim; each task runs it.",
+        "# The job's own script, verbatim; it runs once, as the batch step.",
         f"IFS= read -r -d '' PODIUM_SCRIPT <<'{delimiter}' || true",
         script + delimiter,
-        "export PODIUM_SCRIPT",
-        f"PODIUM_TASK={shlex.quote(TASK_LAUNCHER)}",
         "",
         '"$PODIUM_PYTHON" -m podium.slurm.jobwrap start || exit $?',
-        " ".join(srun_argv(spec)),
-        'exec "$PODIUM_PYTHON" -m podium.slurm.jobwrap end $?',
+        f"set -- {args}" if args else "set --",
+        BATCH_LAUNCHER.rstrip("\n"),
+        'exec "$PODIUM_PYTHON" -m podium.slurm.jobwrap end $podium_rc',
         "",
     ]
     return "\n".join(lines)
 
 
-def srun_argv(spec: JobSpec) -> list[str]:
-    """The shell words of the srun line that launches the tasks, quoted for bash."""
-    flags = ["--kill-on-bad-exit=1"]
-    if spec.container_image:
-        flags.append(f"--container-image={spec.container_image}")
-        if spec.container_mounts:
-            flags.append(f"--container-mounts={','.join(spec.container_mounts)}")
-        flags.append(f"--container-workdir={spec.work_dir}")
-    quoted = [shlex.quote(word) for word in flags]
-    args = [shlex.quote(a) for a in spec.script_args]
-    return ["srun", *quoted, "/bin/bash", "-c", '"$PODIUM_TASK"', "podium-task", *args]
+def container_options(spec: JobSpec) -> list[tuple[str, str | None]]:
+    """Pyxis' options for the job's steps, as #SBATCH directives."""
+    if not spec.container_image:
+        return []
+    opts: list[tuple[str, str | None]] = [("container-image", spec.container_image)]
+    if spec.container_mounts:
+        opts.append(("container-mounts", ",".join(spec.container_mounts)))
+    opts.append(("container-workdir", spec.work_dir))
+    return opts
 
 
 def sbatch_options(spec: JobSpec) -> list[str]:
@@ -188,6 +206,7 @@ def sbatch_options(spec: JobSpec) -> list[str]:
         opts.append(("nodelist", ",".join(spec.nodelist)))
     if spec.exclude:
         opts.append(("exclude", ",".join(spec.exclude)))
+    opts.extend(container_options(spec))
     return [
         f"--{key}" if value is None else f"--{key}={_directive_quote(value)}" for key, value in opts
     ]

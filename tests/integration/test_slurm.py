@@ -45,7 +45,8 @@ def test_multi_node_job_runs_with_ranks_and_logs(slurm: SlurmCluster, tmp_path: 
         "--ntasks-per-node=2",
         "--gpus-per-node=1",
         "--wrap",
-        'echo "rank=$RANK/$WORLD_SIZE node=$SLURMD_NODENAME gpu=$CUDA_VISIBLE_DEVICES"',
+        "srun bash -c 'echo \"rank=$SLURM_PROCID/$SLURM_NTASKS node=$SLURMD_NODENAME"
+        " gpu=$CUDA_VISIBLE_DEVICES\"'",
         cwd=tmp_path,
     )
     job_id = int(done.stdout.split()[-1])
@@ -140,7 +141,7 @@ def test_health_fault_requeues_two_node_job_excluding_the_node(
     script.write_text(
         "#!/bin/bash\n#SBATCH --nodes=2 --ntasks-per-node=1 --gpus-per-node=1\n"
         "#PODIUM --auto-resume=2\n"
-        f"exec {sys.executable} {ROOT}/examples/train.py --model gpt --steps 400 "
+        f"exec srun {sys.executable} {ROOT}/examples/train.py --model gpt --steps 400 "
         f"--checkpoint-every 10 --step-time 0.05 --progress {progress}\n"
     )
     job_id = _submit(slurm, str(script), cwd=tmp_path)
