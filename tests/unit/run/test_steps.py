@@ -32,8 +32,8 @@ def test_ids_are_taken_in_order_and_never_shared(tmp_path: Path) -> None:
 
 
 def test_hostile_records_are_skipped_or_cleaned(tmp_path: Path) -> None:
-    (tmp_path / "0.json").write_text(json.dumps(record(state="HACKED", ntasks="lots",
-                                                       gpus=["x", 1], name=7, pids=[1, "2"])))  # fmt: skip
+    hostile = record(state="HACKED", ntasks="lots", gpus=["x", 1], name=7, pids=[1, "2"])
+    (tmp_path / "0.json").write_text(json.dumps(hostile))
     (tmp_path / "1.json").symlink_to("/etc/passwd")
     os.mkfifo(tmp_path / "2.json")  # would block a naive reader forever
     (tmp_path / "3.json").write_text(" " * (MAX_RECORD_BYTES + 1))
