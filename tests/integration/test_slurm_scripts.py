@@ -4,12 +4,15 @@ what it prints, not only how it ends."""
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
 
 from tests.integration.conftest import Cluster
 
 pytestmark = pytest.mark.integration
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def test_a_strict_script_finds_sbatchs_variables(cluster: Cluster) -> None:
@@ -172,3 +175,47 @@ echo "$first $then"
     assert cluster.wait(then)["state"] == "COMPLETED"
     assert (cluster.work / f"first-{first}.out").read_text() == "first\n"
     assert (cluster.work / f"then-{then}.out").read_text() == "then\n"
+
+
+NCCL_TEST = """\
+#!/bin/bash
+#SBATCH --job-name=nccl-test
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=2
+#SBATCH --gpus-per-node=2
+#SBATCH --output=%x_%j.out
+#SBATCH --error=%x_%j.err
+#SBATCH --exclusive
+#SBATCH --wait-all-nodes=1
+
+srun --mpi=pmix {python} {examples}/all_reduce_perf.py -b 8 -e 64K -f 8 -g 1
+"""
+
+
+def check_nccl_test_output(out: str) -> None:
+    """The table nccl-tests prints: one row per size, results all right."""
+    rows = [line.split() for line in out.splitlines() if line and not line.startswith("#")]
+    assert [int(r[0]) for r in rows] == [8, 64, 512, 4096, 32768], out
+    assert all(r[2:5] == ["float", "sum", "-1"] for r in rows), out
+    assert all(r[8] == "0" and r[12] == "0" for r in rows), out  # no wrong element
+    assert "# Out of bounds values : 0 OK" in out
+    assert "# Avg bus bandwidth" in out
+
+
+def test_the_seeds_nccl_test_reduced_to_one_node(cluster: Cluster) -> None:
+    script = cluster.work / "nccl-test.sbatch"
+    script.write_text(NCCL_TEST.format(python=sys.executable, examples=EXAMPLES))
+    job = cluster.submit(str(script))
+    done = cluster.wait(job, timeout=120)
+    err = (cluster.work / f"nccl-test_{job}.err").read_text()
+    assert done["state"] == "COMPLETED", err
+    check_nccl_test_output((cluster.work / f"nccl-test_{job}.out").read_text())
+    steps = {s["step_id"]: s for s in _acct_steps(cluster, job)}
+    assert steps["0"]["ntasks"] == 2 and steps["0"]["state"] == "COMPLETED"
+    assert steps["batch"]["ntasks"] == 1
+
+
+def _acct_steps(cluster: Cluster, job: int) -> list[dict[str, object]]:
+    acct = json.loads(cluster.cli("acct", "--json", check=True).stdout)
+    steps: list[dict[str, object]] = next(j["steps"] for j in acct if j["job_id"] == job)
+    return steps
