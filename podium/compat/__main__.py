@@ -10,6 +10,10 @@ if __name__ == "__main__":
         from podium.compat.srun import main as srun
 
         sys.exit(srun(sys.argv[2:]))
+    if sys.argv[1:2] == ["attach"]:
+        from podium.compat.attach import main as attach
+
+        sys.exit(attach(sys.argv[2:]))
     from podium.compat.tools import main
 
     sys.exit(main(sys.argv[1:]))

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import IO, Any, TextIO
 
 from podium.compat.step_options import StepOptions, parse
+from podium.errors import PodiumError
 from podium.run.patterns import expand
 from podium.run.steps import STEP_DIR_ENV, create_step, step_record, update_step
 
@@ -290,7 +291,14 @@ def run_step(opts: StepOptions, env: dict[str, str]) -> int:
         raise StepError(f"cannot run {opts.argv[0]!r}: {exc.strerror}") from None
     record.update(pgid=pgid, pids=[p.pid for p in procs])
     update_step(step_dir, record)
-    statuses = _wait(procs, opts, alloc.kill_wait, pgid)
+    if opts.pty:  # the step's group takes the terminal (back to ours after)
+        signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+        os.tcsetpgrp(0, pgid)
+    try:
+        statuses = _wait(procs, opts, alloc.kill_wait, pgid)
+    finally:
+        if opts.pty:
+            os.tcsetpgrp(0, os.getpgrp())
     output.close()
     code, killed_by = _outcome(statuses, alloc.node)
     if forwarded and forwarded[-1] in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -376,11 +384,16 @@ def _outcome(statuses: list[int], node: str) -> tuple[int, int | None]:
 
 
 def main(args: list[str]) -> int:
-    """srun ARGS: a step inside the job (PODIUM_STEP_DIR set), else refused."""
+    """srun ARGS: a step inside the job (PODIUM_STEP_DIR set), else an allocation with
+    one step, on this terminal (podium.compat.attach)."""
     try:
         opts = parse(args)
         if STEP_DIR_ENV not in os.environ or "SLURM_JOB_ID" not in os.environ:
-            raise StepError("srun outside a job is not available here; submit with sbatch")
+            from podium.compat.attach import allocate_and_run
+
+            return allocate_and_run("srun", args)
+        if opts.pty and not os.isatty(0):
+            raise ValueError("--pty needs a terminal on srun's input (there is none here)")
         return run_step(opts, dict(os.environ))
     except (ValueError, StepError) as exc:
         job = os.environ.get("SLURM_JOB_ID", "")
@@ -389,4 +402,7 @@ def main(args: list[str]) -> int:
         return 1
     except OSError as exc:
         print(f"srun: error: {exc.strerror}: {exc.filename}", file=sys.stderr)
+        return 1
+    except PodiumError as exc:  # from the daemon, for an allocation
+        print(f"srun: error: {exc}", file=sys.stderr)
         return 1

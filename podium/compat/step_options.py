@@ -57,6 +57,7 @@ FLAGS = {
     "--quiet": "quiet",
     "--verbose": "verbose",
     "--no-kill": "no_kill",
+    "--pty": "pty",
 }
 SHORT_FLAGS = {
     "-l": "--label",
@@ -80,7 +81,6 @@ ACCEPTED_FLAGS = {"--exact", "--whole", "--oversubscribe", "--no-allocate", "--s
 REFUSED = {
     "--multi-prog": "a different program per task is not supported; use $SLURM_PROCID",
     "--het-group": "heterogeneous jobs are not supported",
-    "--pty": "a pseudo-terminal needs an interactive allocation (srun --pty outside a job)",
 }
 
 
@@ -112,7 +112,9 @@ class StepOptions:
     quiet: bool = False
     verbose: bool = False
     no_kill: bool = False
-    accepted: list[str] = field(default_factory=list)  # accepted, not applied
+    pty: bool = False
+    accepted: list[str] = field(default_factory=list)  # accepted, not applied in a step
+    given: list[tuple[str, str]] = field(default_factory=list)  # long name, value ("" flag)
 
 
 def _count(option: str, value: str, least: int = 1) -> int:
@@ -174,8 +176,10 @@ def parse(args: list[str]) -> StepOptions:
                 setattr(opts, FLAGS[key], True)
             else:
                 opts.accepted.append(key)
+            opts.given.append((key, ""))
         elif key == "--kill-on-bad-exit" and not eq:
             opts.kill_on_bad_exit = True
+            opts.given.append((key, ""))
         elif key in VALUED or key in ACCEPTED:
             if not eq:
                 i += 1
@@ -186,6 +190,7 @@ def parse(args: list[str]) -> StepOptions:
                 _set(opts, key, value)
             else:
                 opts.accepted.append(key)
+            opts.given.append((key, value))
         else:
             raise ValueError(f"unrecognized option {key!r} (docs/slurm-compat.md lists srun's)")
         i += 1

@@ -26,13 +26,17 @@ from podium.errors import PodiumError
 
 SCANCEL_OPTIONS = {"-u": "user", "--user": "user", "-n": "name", "--name": "name"}
 SCANCEL_OPTIONS |= {"-t": "state", "--state": "state"}
+TOOL_NAMES = "scontrol, sbatch, scancel, squeue, srun or salloc"
 USAGE = "scontrol: error: expected show hostnames|job|node, requeue, hold or release"
 
 
 def main(argv: Sequence[str]) -> int:
     """Run `argv[0]` (scontrol, sbatch or scancel) with the rest of `argv`."""
     if not argv:
-        print("podium.compat: name a tool: scontrol, sbatch, scancel or squeue", file=sys.stderr)
+        print(
+            "podium.compat: name a tool: scontrol, sbatch, scancel, squeue, srun or salloc",
+            file=sys.stderr,
+        )
         return 1
     tool, args = argv[0], list(argv[1:])
     tools: dict[str, Callable[[list[str]], int]] = {
@@ -40,11 +44,13 @@ def main(argv: Sequence[str]) -> int:
         "sbatch": sbatch,
         "scancel": scancel,
         "squeue": lambda a: squeue(a, lambda every: _backend().jobs(JobFilter(finished=every))),
+        "salloc": salloc,
     }
     run = tools.get(tool)
     if run is None:
         print(
-            f"podium.compat: no tool {tool!r}: scontrol, sbatch, scancel or squeue", file=sys.stderr
+            f"podium.compat: no tool {tool!r}: scontrol, sbatch, scancel, squeue, srun or salloc",
+            file=sys.stderr,
         )
         return 1
     try:
@@ -57,6 +63,14 @@ def main(argv: Sequence[str]) -> int:
     except BrokenPipeError:  # `scontrol show job | head -n 1`: the reader had enough
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def salloc(args: list[str]) -> int:
+    """An allocation, and the command (default: the user's shell) run in it on this
+    terminal, as salloc(1); `srun` inside it starts steps there."""
+    from podium.compat.attach import allocate_and_run
+
+    return allocate_and_run("salloc", args)
 
 
 def scontrol(args: list[str]) -> int:
