@@ -63,7 +63,9 @@ def test_cancel_by_filters(cluster: Cluster) -> None:
 def test_signal_before_time_limit(cluster: Cluster) -> None:
     c = cluster
     script = c.script(
-        "#SBATCH --time=0:03 --signal=USR1@2 -o sig-%j.out\n"
+        # B: the batch shell's own trap (without B:, Slurm signals only the steps;
+        # see test_steps.py)
+        "#SBATCH --time=0:03 --signal=B:USR1@2 -o sig-%j.out\n"
         "trap 'echo got-usr1; exit 0' USR1\n"
         "while true; do sleep 0.1; done\n",
         "sig.sh",
