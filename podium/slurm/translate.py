@@ -99,7 +99,6 @@ def sbatch_script(spec: JobSpec, python: str, state_dir: str) -> str:
     lines.append(
         "export MASTER_PORT=$((20000 + (SLURM_JOB_ID * 7 + PODIUM_RESTART_COUNT) % 20000))"
     )
-    lines.append('export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)')
     delimiter = "PODIUM_SCRIPT_" + hashlib.sha256(spec.script.encode()).hexdigest()[:16]
     script = spec.script if spec.script.endswith("\n") else spec.script + "\n"
     args = " ".join(shlex.quote(a) for a in spec.script_args)
