@@ -16,7 +16,7 @@ import click
 
 from podium.errors import SpecError
 
-TOOLS = ("scontrol", "sbatch", "scancel", "squeue", "srun", "salloc")
+TOOLS = ("scontrol", "sbatch", "scancel", "squeue", "srun", "salloc", "sacct", "sinfo")
 
 
 def write_commands(directory: Path, python: str, force: bool) -> list[Path]:

@@ -21,12 +21,13 @@ from typing import Any
 from podium.api.backend import JobFilter, Selection
 from podium.api.hostlist import hostlist
 from podium.compat.args import job_ids, read_options
+from podium.compat.sacct import sacct, sinfo
 from podium.compat.squeue import squeue
 from podium.errors import PodiumError
 
 SCANCEL_OPTIONS = {"-u": "user", "--user": "user", "-n": "name", "--name": "name"}
 SCANCEL_OPTIONS |= {"-t": "state", "--state": "state"}
-TOOL_NAMES = "scontrol, sbatch, scancel, squeue, srun or salloc"
+TOOL_NAMES = "scontrol, sbatch, scancel, squeue, srun, salloc, sacct or sinfo"
 USAGE = "scontrol: error: expected show hostnames|job|node, requeue, hold or release"
 
 
@@ -45,6 +46,8 @@ def main(argv: Sequence[str]) -> int:
         "scancel": scancel,
         "squeue": lambda a: squeue(a, lambda every: _backend().jobs(JobFilter(finished=every))),
         "salloc": salloc,
+        "sacct": lambda a: _print(sacct(a, lambda: _backend().acct(JobFilter(finished=True)))),
+        "sinfo": lambda a: _print(sinfo(a, _backend().nodes())),
     }
     run = tools.get(tool)
     if run is None:
@@ -63,6 +66,12 @@ def main(argv: Sequence[str]) -> int:
     except BrokenPipeError:  # `scontrol show job | head -n 1`: the reader had enough
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def _print(text: str) -> int:
+    if text:
+        print(text)
+    return 0
 
 
 def salloc(args: list[str]) -> int:
