@@ -21,22 +21,23 @@ Standard library only: a step costs one small interpreter start.
 
 from __future__ import annotations
 
-import contextlib
+import _socket
 import os
 import select
 import signal
-import socket
-import subprocess
 import sys
-import threading
 import time
-from pathlib import Path
-from typing import IO, Any, TextIO
 
-from podium.compat.step_options import StepOptions, parse
+from podium.compat.step_io import Output, spawn
+from podium.compat.step_options import parse
 from podium.errors import PodiumError
-from podium.run.patterns import expand
 from podium.run.steps import STEP_DIR_ENV, create_step, step_record, update_step
+
+TYPE_CHECKING = False  # not `typing`'s: importing it costs srun's start-up ~5 ms
+if TYPE_CHECKING:
+    from typing import Any
+
+    from podium.compat.step_options import StepOptions
 
 FORWARDED = (
     signal.SIGINT,
@@ -81,6 +82,17 @@ class Allocation:
         array_task = env.get("SLURM_ARRAY_TASK_ID")
         self.array_job_id = int(array_job) if array_job and array_job.isdigit() else None
         self.array_task_id = int(array_task) if array_task and array_task.isdigit() else None
+
+    def names(self) -> dict[str, object]:
+        """What output patterns expand to (%j, %x, %u, %N, %A, %a)."""
+        return {
+            "job_id": self.job_id,
+            "name": self.name,
+            "user": self.user,
+            "node": self.node,
+            "array_job_id": self.array_job_id,
+            "array_task_id": self.array_task_id,
+        }
 
 
 class Step:
@@ -129,9 +141,13 @@ class Step:
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    """A free TCP port on the loopback (the C socket module: `socket` costs ~7 ms)."""
+    sock = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+    try:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+    finally:
+        sock.close()
 
 
 def task_env(
@@ -178,69 +194,11 @@ def task_env(
     return env
 
 
-class Output:
-    """Where each task's stdout and stderr go, and the relays --label needs."""
-
-    def __init__(self, opts: StepOptions, alloc: Allocation, step_id: int) -> None:
-        self.opts, self.alloc, self.step_id = opts, alloc, step_id
-        self.files: dict[str, int] = {}
-        self.relays: list[threading.Thread] = []
-        self.lock = threading.Lock()
-        self.width = 1
-
-    def _file(self, pattern: str, rank: int) -> int:
-        path = expand(
-            pattern.replace("%s", str(self.step_id)).replace("%J", f"%j.{self.step_id}"),
-            job_id=self.alloc.job_id,
-            name=self.alloc.name,
-            user=self.alloc.user,
-            node=self.alloc.node,
-            array_job_id=self.alloc.array_job_id,
-            array_task_id=self.alloc.array_task_id,
-            task_id=rank,
-        )
-        if path not in self.files:
-            mode = os.O_APPEND if self.opts.open_mode == "append" else os.O_TRUNC
-            self.files[path] = os.open(path, os.O_WRONLY | os.O_CREAT | mode | os.O_CLOEXEC, 0o666)
-        return self.files[path]
-
-    def streams(self, rank: int) -> tuple[Any, Any]:
-        """(stdout, stderr) for Popen: a file, a pipe to relay (--label), or ours."""
-        out = self._file(self.opts.output, rank) if self.opts.output else None
-        err = self._file(self.opts.error, rank) if self.opts.error else out
-        if self.opts.label:
-            return (out or subprocess.PIPE), (err or subprocess.PIPE)
-        return out, err
-
-    def relay(self, proc: subprocess.Popen[bytes], rank: int) -> None:
-        """Copy the task's piped streams to ours, each line prefixed "RANK: "."""
-        prefix = f"{rank:>{self.width}}: ".encode()
-        for pipe, sink in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr)):
-            if pipe is not None:
-                thread = threading.Thread(target=self._copy, args=(pipe, sink, prefix))
-                thread.start()
-                self.relays.append(thread)
-
-    def _copy(self, pipe: IO[bytes], sink: TextIO, prefix: bytes) -> None:
-        out = sink.buffer
-        for line in iter(pipe.readline, b""):
-            with self.lock:
-                out.write(prefix + line)
-                out.flush()
-        pipe.close()
-
-    def close(self) -> None:
-        for thread in self.relays:
-            thread.join()
-        for fd in self.files.values():
-            os.close(fd)
-
-
 def run_step(opts: StepOptions, env: dict[str, str]) -> int:
     """Run the step; return srun's exit code."""
     alloc = Allocation(env)
     step = Step(opts, alloc)
-    step_dir = Path(env[STEP_DIR_ENV])
+    step_dir = env[STEP_DIR_ENV]
     name = opts.name or os.path.basename(opts.argv[0])
     start = time.time()
     record = step_record(
@@ -248,10 +206,10 @@ def run_step(opts: StepOptions, env: dict[str, str]) -> int:
     )
     step_id = create_step(step_dir, record)
     record["step_id"] = step_id
-    output = Output(opts, alloc, step_id)
+    output = Output(opts, alloc.names(), step_id)
     output.width = len(str(step.ntasks - 1))
     port = free_port()
-    procs: list[subprocess.Popen[bytes]] = []
+    pids: list[int] = []
     forwarded: list[int] = []
     pgid = 0
 
@@ -267,35 +225,33 @@ def run_step(opts: StepOptions, env: dict[str, str]) -> int:
         base["SLURM_JOB_NAME"] = opts.name
     try:
         for rank in range(step.ntasks):
-            out, err = output.streams(rank)
-            proc = subprocess.Popen(
-                opts.argv,
-                env=task_env(base, alloc, step, step_id, rank, port),
-                cwd=opts.chdir,
-                stdin=_stdin(opts.input, rank),
-                stdout=out,
-                stderr=err,
-                process_group=pgid,
-            )
+            stdin = _stdin(opts.input, rank)
+            try:
+                stdio = output.stdio(rank, stdin)
+                task_environ = task_env(base, alloc, step, step_id, rank, port)
+                pid = spawn(opts.argv, task_environ, opts.chdir, stdio, pgid)
+            finally:
+                if stdin > 2:
+                    os.close(stdin)
+                output.started()
             if not pgid:
-                pgid = proc.pid
-            procs.append(proc)
-            output.relay(proc, rank)
+                pgid = pid
+            pids.append(pid)
     except OSError as exc:
         if pgid:
-            os.killpg(pgid, signal.SIGKILL)
-        for proc in procs:
-            proc.wait()
+            _killpg(pgid, signal.SIGKILL)
+        for pid in pids:
+            os.waitpid(pid, 0)
         output.close()
         update_step(step_dir, dict(record, state="FAILED", exit_code=2, end_time=time.time()))
         raise StepError(f"cannot run {opts.argv[0]!r}: {exc.strerror}") from None
-    record.update(pgid=pgid, pids=[p.pid for p in procs])
+    record.update(pgid=pgid, pids=pids)
     update_step(step_dir, record)
     if opts.pty:  # the step's group takes the terminal (back to ours after)
         signal.signal(signal.SIGTTOU, signal.SIG_IGN)
         os.tcsetpgrp(0, pgid)
     try:
-        statuses = _wait(procs, opts, alloc.kill_wait, pgid)
+        statuses = _wait(pids, opts, alloc.kill_wait, pgid)
     finally:
         if opts.pty:
             os.tcsetpgrp(0, os.getpgrp())
@@ -312,11 +268,10 @@ def run_step(opts: StepOptions, env: dict[str, str]) -> int:
     return 128 + killed_by if killed_by is not None and not code else code
 
 
-def _wait(
-    procs: list[subprocess.Popen[bytes]], opts: StepOptions, kill_wait: float, pgid: int
-) -> list[int]:
-    """Wait for every task; with --kill-on-bad-exit a failed task, and with --wait the
-    first task to end, stops the rest (SIGTERM, then SIGKILL after the grace time)."""
+def _wait(pids: list[int], opts: StepOptions, kill_wait: float, pgid: int) -> list[int]:
+    """Wait for every task (exit codes, or -signal); with --kill-on-bad-exit a failed
+    task, and with --wait the first task to end, stops the rest (SIGTERM, then
+    SIGKILL after the grace time)."""
     statuses: dict[int, int] = {}
     stop_at: float | None = None
     kill_at: float | None = None
@@ -324,14 +279,17 @@ def _wait(
     signal.set_wakeup_fd(wake_w)  # any signal (SIGCHLD above all) ends the select
     signal.signal(signal.SIGCHLD, lambda *_: None)
     while True:
-        for i, proc in enumerate(procs):
-            if i not in statuses and proc.poll() is not None:
-                statuses[i] = proc.returncode
-                if stop_at is None and opts.kill_on_bad_exit and proc.returncode != 0:
+        for i, pid in enumerate(pids):
+            if i in statuses:
+                continue
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                statuses[i] = os.waitstatus_to_exitcode(status)
+                if stop_at is None and opts.kill_on_bad_exit and statuses[i] != 0:
                     stop_at = time.monotonic()
                 elif stop_at is None and opts.wait:
                     stop_at = time.monotonic() + opts.wait
-        if len(statuses) == len(procs):
+        if len(statuses) == len(pids):
             break
         now = time.monotonic()
         if stop_at is not None and now >= stop_at and kill_at is None:
@@ -339,32 +297,35 @@ def _wait(
             kill_at = now + kill_wait
         if kill_at is not None and now >= kill_at:
             _killpg(pgid, signal.SIGKILL)
-        moments = [m for m in (stop_at if kill_at is None else kill_at,) if m is not None]
-        timeout = min([1.0, *(max(0.0, m - now) for m in moments)])
+        moment = stop_at if kill_at is None else kill_at
+        timeout = 1.0 if moment is None else min(1.0, max(0.0, moment - now))
         select.select([wake_r], [], [], timeout)
-        with contextlib.suppress(BlockingIOError):
+        try:  # noqa: SIM105 (contextlib costs srun's start-up ~7 ms)
             os.read(wake_r, 4096)
+        except BlockingIOError:
+            pass
     signal.set_wakeup_fd(-1)
     os.close(wake_r)
     os.close(wake_w)
-    return [statuses[i] for i in range(len(procs))]
+    return [statuses[i] for i in range(len(pids))]
 
 
-def _stdin(mode: str | None, rank: int) -> Any:
+def _stdin(mode: str | None, rank: int) -> int:
     """--input: srun's stdin for every task (the default, or "all"), for one task id
-    (the others read /dev/null), none, or a file."""
-    if mode is None or mode == "all":
-        return None
-    if mode == "none" or (mode.isdigit() and int(mode) != rank):
-        return subprocess.DEVNULL
-    if mode.isdigit():
-        return None
-    return open(mode, "rb")
+    (the others read /dev/null), none, or a file (a new descriptor, closed by the
+    caller)."""
+    if mode is None or mode == "all" or (mode.isdigit() and int(mode) == rank):
+        return 0
+    if mode == "none" or mode.isdigit():
+        return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    return os.open(mode, os.O_RDONLY | os.O_CLOEXEC)
 
 
 def _killpg(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
+    try:  # noqa: SIM105 (contextlib costs srun's start-up ~7 ms)
         os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
 
 
 def _outcome(statuses: list[int], node: str) -> tuple[int, int | None]:

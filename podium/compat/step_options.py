@@ -8,8 +8,6 @@ with the reason. Standard library only (srun's fast path).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 # long name -> field, for options that take a value
 VALUED = {
     "--ntasks": "ntasks",
@@ -84,37 +82,38 @@ REFUSED = {
 }
 
 
-@dataclass
 class StepOptions:
-    """What one srun asked for; None means "as the job has it"."""
+    """What one srun asked for; None means "as the job has it". (A plain class: the
+    dataclasses module costs srun's start-up ~10 ms.)"""
 
-    argv: list[str] = field(default_factory=list)
-    ntasks: int | None = None
-    nodes: int | None = None
-    ntasks_per_node: int | None = None
-    cpus_per_task: int | None = None
-    gpus_per_task: int | None = None
-    gpus: int | None = None
-    output: str | None = None
-    error: str | None = None
-    input: str | None = None
-    name: str | None = None
-    chdir: str | None = None
-    wait: int | None = None
-    kill_on_bad_exit: bool = False
-    export: str | None = None
-    open_mode: str = "truncate"
-    label: bool = False
-    unbuffered: bool = False
-    exclusive: bool = False
-    overlap: bool = False
-    overcommit: bool = False
-    quiet: bool = False
-    verbose: bool = False
-    no_kill: bool = False
-    pty: bool = False
-    accepted: list[str] = field(default_factory=list)  # accepted, not applied in a step
-    given: list[tuple[str, str]] = field(default_factory=list)  # long name, value ("" flag)
+    def __init__(self) -> None:
+        self.argv: list[str] = []
+        self.ntasks: int | None = None
+        self.nodes: int | None = None
+        self.ntasks_per_node: int | None = None
+        self.cpus_per_task: int | None = None
+        self.gpus_per_task: int | None = None
+        self.gpus: int | None = None
+        self.output: str | None = None
+        self.error: str | None = None
+        self.input: str | None = None
+        self.name: str | None = None
+        self.chdir: str | None = None
+        self.wait: int | None = None
+        self.kill_on_bad_exit: bool = False
+        self.export: str | None = None
+        self.open_mode: str = "truncate"
+        self.label: bool = False
+        self.unbuffered: bool = False
+        self.exclusive: bool = False
+        self.overlap: bool = False
+        self.overcommit: bool = False
+        self.quiet: bool = False
+        self.verbose: bool = False
+        self.no_kill: bool = False
+        self.pty: bool = False
+        self.accepted: list[str] = []  # accepted, not applied in a step
+        self.given: list[tuple[str, str]] = []  # long name, value ("" flag)
 
 
 def _count(option: str, value: str, least: int = 1) -> int:
