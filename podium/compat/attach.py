@@ -30,17 +30,12 @@ import fcntl
 import json
 import os
 import select
-import shlex
 import signal
 import socket
 import struct
 import sys
-import tempfile
 import termios
-import threading
 import time
-import tty
-from pathlib import Path
 from typing import Any
 
 from podium.compat.srun import Allocation, Step, StepError, free_port, run_step, task_env
@@ -84,6 +79,9 @@ def allocate_and_run(tool: str, args: list[str]) -> int:
         opts = parse(args)
     job_args = [f"{k}={v}" if v else k for k, v in opts.given if k in JOB_OPTIONS]
     name = opts.name or os.path.basename(opts.argv[0])  # as Slurm names it
+    import shlex
+    import tempfile
+
     from podium.backends import open_backend  # the allocation goes through the daemon
 
     backend = open_backend()
@@ -124,12 +122,10 @@ def _released(backend: Any, job_id: int, timeout: float = 10.0) -> None:
     """Return once the job has ended, so its GPUs are free for the next command (srun
     and salloc return after the allocation is released, as Slurm's do)."""
     deadline = time.monotonic() + timeout
-    delay = 0.005
     while time.monotonic() < deadline:
         if backend.job(job_id)["state"] in TERMINAL_STATES:
             return
-        time.sleep(delay)
-        delay = min(delay * 2, 0.2)
+        time.sleep(0.01)  # the end is due within milliseconds: the command has exited
 
 
 def _has_command(args: list[str]) -> bool:
@@ -200,6 +196,8 @@ def _attached(conn: socket.socket, opts: StepOptions, args: list[str], as_step: 
     socket.send_fds(conn, [json.dumps(header).encode() + b"\n"], stdio)
     saved = None
     if opts.pty and os.isatty(0):
+        import tty
+
         saved = termios.tcgetattr(0)
         tty.setraw(0, termios.TCSANOW)  # keep what was typed ahead
 
@@ -291,6 +289,8 @@ def _run_step(conn: socket.socket, args: list[str], fds: list[int]) -> int:
                     with contextlib.suppress(OSError, ValueError):
                         os.kill(os.getpid(), int(message["signal"]))
 
+    import threading
+
     threading.Thread(target=listen, daemon=True).start()
     return run_step(opts, dict(os.environ))
 
@@ -303,7 +303,7 @@ def _run_on_pty(conn: socket.socket, header: dict[str, Any], fds: list[int]) -> 
     env = dict(os.environ)
     alloc = Allocation(env)
     step = Step(parse(["-n", "1", *argv]), alloc)
-    step_dir = Path(env[STEP_DIR_ENV]) if header.get("step") and STEP_DIR_ENV in env else None
+    step_dir = env[STEP_DIR_ENV] if header.get("step") and STEP_DIR_ENV in env else None
     record = step_record(
         0, name=os.path.basename(argv[0]), ntasks=1, node=alloc.node, gpus=step.gpus,
         pgid=None, start=time.time(),
