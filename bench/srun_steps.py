@@ -3,9 +3,9 @@ side on one machine (issue 12, item 9).
 
     python bench/srun_steps.py [--steps 30] [--calls 20]
 
-1. A trivial 4-task step inside a running job: the job's script times `srun -n 4
-   true` STEPS times, back to back, from the srun call to its return (so the start,
-   the 4 tasks and the exit all count; the start alone is less).
+1. A trivial 4-task step inside a running job: the job's script runs `srun -n 4 date
+   +%s%N` STEPS times, back to back, and reports the time from the srun call until
+   the last of its 4 tasks started (the time it printed), and until srun returned.
 2. `srun -G 1 hostname` from outside a job, with a free GPU: an allocation, one step,
    the release; CALLS times, back to back, timed around the command.
 
@@ -53,15 +53,18 @@ Scheduling:
         - {Name: g, Cpus: 16, MemoryMiB: 16000, Gpus: {Count: 8, Type: h100},
            MinCount: 1, MaxCount: 1}
 """
-# Run inside the job: time STEPS x `srun -n 4 true`, print the seconds as JSON.
+# Run inside the job: STEPS x `srun -n 4 date +%s%N`; for each, the seconds until the
+# last of the 4 tasks started (the time it printed) and until srun returned, as JSON.
 STEP_TIMER = """\
 import json, subprocess, sys, time
-out = []
+starts, calls = [], []
 for _ in range({steps}):
-    t = time.perf_counter()
-    subprocess.run(["srun", "-n", "4", "true"], check=True)
-    out.append(time.perf_counter() - t)
-print(json.dumps(out))
+    t = time.time_ns()
+    out = subprocess.run(["srun", "-n", "4", "date", "+%s%N"], check=True,
+                         capture_output=True, text=True).stdout.split()
+    calls.append((time.time_ns() - t) / 1e9)
+    starts.append((max(map(int, out)) - t) / 1e9)
+print(json.dumps({{"start": starts, "call": calls}}))
 """
 
 
@@ -74,7 +77,7 @@ def summary(values: list[float]) -> dict[str, float]:
     return {"p50_s": pct(values, 0.5), "p90_s": pct(values, 0.9), "mean_s": statistics.mean(values)}
 
 
-def step_times(submit: Callable[[Path], None], work: Path, steps: int) -> list[float]:
+def step_times(submit: Callable[[Path], None], work: Path, steps: int) -> dict[str, list[float]]:
     """Submit the timing job (one node, 4 tasks) and read what it printed."""
     timer = work / "step_timer.py"
     timer.write_text(STEP_TIMER.format(steps=steps))
@@ -85,10 +88,10 @@ def step_times(submit: Callable[[Path], None], work: Path, steps: int) -> list[f
     submit(script)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
-        if out.exists() and out.read_text().strip().startswith("["):
+        if out.exists() and out.read_text().strip().startswith("{"):
             text = out.read_text().strip().splitlines()[-1]
-            with_values: list[float] = json.loads(text)
-            return with_values
+            values: dict[str, list[float]] = json.loads(text)
+            return values
         time.sleep(0.2)
     raise SystemExit(f"the step timer never finished: {out.read_text() if out.exists() else ''}")
 
@@ -114,7 +117,11 @@ def run_podium(steps: int, calls: int) -> dict[str, Any]:
 
         inside = step_times(submit, cluster.work, steps)
         outside = call_times(["srun", "-G", "1", "hostname"], env, cluster.work, calls)
-    return {"step_4_tasks": summary(inside), "srun_hostname": summary(outside)}
+    return {
+        "step_4_tasks_started": summary(inside["start"]),
+        "step_4_tasks_returned": summary(inside["call"]),
+        "srun_hostname": summary(outside),
+    }
 
 
 def run_slurm(steps: int, calls: int) -> dict[str, Any]:
@@ -129,7 +136,11 @@ def run_slurm(steps: int, calls: int) -> dict[str, Any]:
 
         inside = step_times(submit, work, steps)
         outside = call_times(["srun", "-G", "1", "hostname"], env, work, calls)
-    return {"step_4_tasks": summary(inside), "srun_hostname": summary(outside)}
+    return {
+        "step_4_tasks_started": summary(inside["start"]),
+        "step_4_tasks_returned": summary(inside["call"]),
+        "srun_hostname": summary(outside),
+    }
 
 
 def main() -> None:
@@ -141,11 +152,11 @@ def main() -> None:
         raise SystemExit("needs root and Slurm (scripts/slurm-testbed/install.sh)")
     results = {"podium": run_podium(args.steps, args.calls)}
     results["slurm"] = run_slurm(args.steps, args.calls)
-    print(f"{'':34}{'podium':>10}{'slurm':>10}{'ratio':>8}")
-    for part in ("step_4_tasks", "srun_hostname"):
+    print(f"{'':40}{'podium':>10}{'slurm':>10}{'ratio':>8}")
+    for part in ("step_4_tasks_started", "step_4_tasks_returned", "srun_hostname"):
         for key in ("p50_s", "p90_s"):
             p, s = results["podium"][part][key], results["slurm"][part][key]
-            print(f"{part + ' ' + key:34}{p:10.3f}{s:10.3f}{p / s:8.2f}")
+            print(f"{part + ' ' + key:40}{p:10.3f}{s:10.3f}{p / s:8.2f}")
     out = ROOT / "bench" / "results" / "srun_steps.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n")

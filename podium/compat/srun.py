@@ -24,7 +24,6 @@ from __future__ import annotations
 import _socket
 import os
 import select
-import signal
 import sys
 import time
 
@@ -35,9 +34,12 @@ from podium.run.steps import STEP_DIR_ENV, create_step, step_record, update_step
 
 TYPE_CHECKING = False  # not `typing`'s: importing it costs srun's start-up ~5 ms
 if TYPE_CHECKING:
+    import signal
     from typing import Any
 
     from podium.compat.step_options import StepOptions
+else:  # the C module: `signal` imports enum, ~7 ms of srun's start-up here
+    import _signal as signal
 
 FORWARDED = (
     signal.SIGINT,

@@ -5,16 +5,16 @@ module: srun's start-up is on every step's path), where its output goes (--outpu
 from __future__ import annotations
 
 import os
-import signal
 import sys
-
-from podium.run.patterns import expand
 
 TYPE_CHECKING = False  # not `typing`'s: importing it costs srun's start-up ~5 ms
 if TYPE_CHECKING:
+    import signal
     import threading
 
     from podium.compat.step_options import StepOptions
+else:  # the C module: `signal` imports enum, ~7 ms of srun's start-up here
+    import _signal as signal
 
 # Signals a task must start with at their defaults (Python ignores SIGPIPE itself).
 RESET = (signal.SIGPIPE, signal.SIGTTOU, signal.SIGTTIN, signal.SIGXFSZ)
@@ -68,6 +68,8 @@ class Output:
         self.lock: threading.Lock | None = None
 
     def _file(self, pattern: str, rank: int) -> int:
+        from podium.run.patterns import expand  # re: only when a pattern is given
+
         n = self.names
         path = expand(
             pattern.replace("%s", str(self.step_id)).replace("%J", f"%j.{self.step_id}"),

@@ -4,12 +4,13 @@ what it prints, not only how it ends."""
 from __future__ import annotations
 
 import json
+import socket
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import Cluster
+from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
 
 pytestmark = pytest.mark.integration
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -88,6 +89,8 @@ def test_submitits_directives_and_other_harmless_ones_are_accepted(cluster: Clus
 #SBATCH --cpu-bind=cores --hint=nomultithread --mail-type=END,FAIL
 export SUBMITIT_EXECUTOR=slurm
 echo "mem=$SLURM_MEM_PER_NODE tasks=$SLURM_NTASKS_PER_NODE"
+srun --unbuffered --output %j_%t_log.out --error %j_%t_log.err \
+  sh -c 'echo "task $SLURM_PROCID of $SLURM_NTASKS in step $SLURM_STEP_ID"'
 """,
         "submitit.sh",
     )
@@ -99,7 +102,10 @@ echo "mem=$SLURM_MEM_PER_NODE tasks=$SLURM_NTASKS_PER_NODE"
     job = int(result.stdout.strip())
     assert cluster.wait(job)["state"] == "COMPLETED"
     # --mem=0 sets no SLURM_MEM_PER_NODE, as on Slurm 22.05 (seen on the test cluster).
-    assert (cluster.work / f"{job}_0_log.out").read_text() == "mem= tasks=1\n"
+    # The batch script and then its srun step (task 0) append to the same file.
+    assert (cluster.work / f"{job}_0_log.out").read_text() == (
+        "mem= tasks=1\ntask 0 of 1 in step 0\n"
+    )
     assert cluster.job(job)["mem_mb"] == 16000  # all of the node's
     acct = json.loads(cluster.cli("acct", "--json", check=True).stdout)
     assert [j["wckey"] for j in acct if j["job_id"] == job] == ["submitit"]
@@ -219,3 +225,44 @@ def _acct_steps(cluster: Cluster, job: int) -> list[dict[str, object]]:
     acct = json.loads(cluster.cli("acct", "--json", check=True).stdout)
     steps: list[dict[str, object]] = next(j["steps"] for j in acct if j["job_id"] == job)
     return steps
+
+
+TORCHRUN = """\
+#!/bin/bash
+#SBATCH -N 1 --ntasks-per-node=1 -c 2 -o %j.out
+set -euo pipefail
+head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+srun {torchrun} --nnodes="$SLURM_NNODES" --nproc-per-node=2 --rdzv-id="$SLURM_JOB_ID" \\
+  --rdzv-backend=c10d --rdzv-endpoint="$head:$MASTER_PORT" {worker}
+"""
+WORKER = """\
+import os
+import torch
+import torch.distributed as dist
+dist.init_process_group("gloo")
+total = torch.tensor([dist.get_rank() + 1.0])
+dist.all_reduce(total)
+print(f"rank {dist.get_rank()}/{dist.get_world_size()} local {os.environ['LOCAL_RANK']} "
+      f"sum {int(total.item())}", flush=True)
+dist.destroy_process_group()
+"""
+
+
+def test_torchrun_runs_its_workers_from_the_head_node_scontrol_names() -> None:
+    c = make_cluster()
+    config = c.home / "cluster.yaml"  # the node named as the host is, so its name resolves
+    config.write_text(config.read_text().replace("name: node0", f"name: {socket.gethostname()}"))
+    c.start()
+    try:
+        (c.work / "worker.py").write_text(WORKER)
+        script = c.work / "torchrun.sh"
+        torchrun = Path(sys.executable).with_name("torchrun")
+        script.write_text(TORCHRUN.format(torchrun=torchrun, worker=c.work / "worker.py"))
+        job = c.submit(str(script))
+        done = c.wait(job, timeout=120)
+        out = (c.work / f"{job}.out").read_text()
+        assert done["state"] == "COMPLETED", out
+        ranks = sorted(line for line in out.splitlines() if line.startswith("rank "))
+        assert ranks == ["rank 0/2 local 0 sum 3", "rank 1/2 local 1 sum 3"], out
+    finally:
+        teardown_cluster(c)
