@@ -6,9 +6,13 @@ import json
 import os
 from pathlib import Path
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from podium.run.steps import (
     MAX_RECORD_BYTES,
     create_step,
+    dumps,
     finish_running,
     read_steps,
     step_record,
@@ -56,3 +60,15 @@ def test_steps_ended_by_the_jobs_stop_take_its_state() -> None:
     assert [s["state"] for s in out] == ["COMPLETED", "FAILED", "CANCELLED", "CANCELLED"]
     assert out[3]["end_time"] == 12.0
     assert finish_running(steps, "NODE_FAIL", 12.0, None)[3]["state"] == "NODE_FAIL"
+
+
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+        max_leaves=12,
+    )
+)
+def test_the_small_encoder_writes_what_json_reads(value: object) -> None:
+    assert json.loads(dumps(value)) == value
+    assert dumps(float("inf")) == dumps(float("nan")) == "null"  # as no JSON number can be
