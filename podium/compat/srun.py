@@ -198,6 +198,8 @@ def task_env(
 
 def run_step(opts: StepOptions, env: dict[str, str]) -> int:
     """Run the step; return srun's exit code."""
+    if not opts.open_mode_given:  # the job's, as a Slurm step has it
+        opts.open_mode = env.get("SLURM_OPEN_MODE") or env.get("PODIUM_OPEN_MODE") or "truncate"
     alloc = Allocation(env)
     step = Step(opts, alloc)
     step_dir = env[STEP_DIR_ENV]

@@ -103,6 +103,7 @@ class StepOptions:
         self.kill_on_bad_exit: bool = False
         self.export: str | None = None
         self.open_mode: str = "truncate"
+        self.open_mode_given = False  # else the job's (PODIUM_OPEN_MODE)
         self.label: bool = False
         self.unbuffered: bool = False
         self.exclusive: bool = False
@@ -137,6 +138,7 @@ def _set(opts: StepOptions, option: str, value: str) -> None:
         if value not in ("append", "truncate"):
             raise ValueError(f"invalid --open-mode {value!r}: expected append or truncate")
         opts.open_mode = value
+        opts.open_mode_given = True
     else:
         setattr(opts, name, value)
 

@@ -74,6 +74,7 @@ def task_environment(
     if getattr(plan, "hide_gpus", False):
         env["PODIUM_GPUS_HIDDEN"] = "1"  # srun keeps CUDA_VISIBLE_DEVICES empty too
     env["PODIUM_KILL_WAIT_S"] = str(plan.kill_wait_s)
+    env["PODIUM_OPEN_MODE"] = plan.open_mode  # srun's steps open files as the job does
     if plan.time_limit_s is not None:
         env["PODIUM_TIME_LIMIT_S"] = str(plan.time_limit_s)
     if plan.checkpoint_dir:

@@ -3,7 +3,9 @@
 # Exit 0 when they are (or already were) installed; non-zero with the reason otherwise.
 # Maintainer scripts are kept from starting daemons with their default configs.
 set -euo pipefail
-want=(munge slurmctld slurmd slurm-client)
+# libpmix-dev: Debian's mpi/pmix plugin dlopens the unversioned libpmix.so, so
+# `srun --mpi=pmix` (the seed's nccl-test script) fails without it.
+want=(munge slurmctld slurmd slurm-client libpmix-dev)
 missing=()
 for p in "${want[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -64,7 +64,11 @@ def test_steps_ended_by_the_jobs_stop_take_its_state() -> None:
 
 @given(
     st.recursive(
-        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | st.text(),
         lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
         max_leaves=12,
     )
