@@ -132,3 +132,28 @@ def test_health_checks_read_the_real_gpu(gpu_cluster: Cluster) -> None:
     critical = [r for r in records if r["status"] == "critical"]
     assert all(r["check"] == "leftover_memory" for r in critical), result.stdout
     assert result.returncode == 2 if critical else result.returncode in (0, 1), result.stderr
+
+
+@needs_gpu
+def test_an_srun_step_sees_the_jobs_gpu_and_is_recorded(gpu_cluster: Cluster) -> None:
+    script = gpu_cluster.script(
+        '#SBATCH --gpus-per-task=1 -n 1\nsrun --label bash -c "$PROBE"\n', "step.sh"
+    )
+    env = dict(gpu_cluster.env, PROBE=PROBE)  # exported with the job, as sbatch does
+    out_path = str(gpu_cluster.work / "%j.out")
+    done = gpu_cluster.cli("submit", "--parsable", "-o", out_path, str(script), env=env)
+    job_id = int(done.stdout.strip())
+    job = gpu_cluster.wait(job_id, timeout=120)
+    out = (gpu_cluster.work / f"{job_id}.out").read_text()
+    print(out)
+    assert job["state"] == "COMPLETED", out
+    listed = [line for line in out.splitlines() if line.startswith("0: GPU ")]
+    assert len(listed) == 1, out
+    if "torch_count" in out:
+        assert "0: torch_count 1" in out, out
+    acct = json.loads(gpu_cluster.cli("acct", "--json", check=True).stdout)
+    steps = next(j["steps"] for j in acct if j["job_id"] == job_id)
+    assert [(s["step_id"], s["state"], s["gpu_ids"]) for s in steps] == [
+        ("batch", "COMPLETED", job["gpu_ids"]),
+        ("0", "COMPLETED", job["gpu_ids"]),
+    ]
