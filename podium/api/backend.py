@@ -123,6 +123,12 @@ class Backend:
         """Jobs that started or ended (accounting, like sacct)."""
         return self._acct(which or JobFilter())
 
+    def set_time_limit(self, job_id: int, seconds: int | None) -> dict[str, Any]:
+        """Change a pending or running job's time limit (None: unlimited), as `scontrol
+        update JobId=N TimeLimit=...`: its owner may lower it, an administrator may also
+        raise it. The job's record after the change."""
+        return self._set_time_limit(job_id, seconds)
+
     def nodes(self) -> list[dict[str, Any]]:
         return self._nodes()
 
@@ -181,6 +187,9 @@ class Backend:
         raise NotImplementedError
 
     def _acct(self, which: JobFilter) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def _set_time_limit(self, job_id: int, seconds: int | None) -> dict[str, Any]:
         raise NotImplementedError
 
     def _nodes(self) -> list[dict[str, Any]]:

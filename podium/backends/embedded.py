@@ -291,6 +291,12 @@ class EmbeddedBackend(Backend):
         done: list[int] = self.client.post(f"/v1/jobs/{action}", body)[key]
         return done
 
+    def _set_time_limit(self, job_id: int, seconds: int | None) -> dict[str, Any]:
+        job: dict[str, Any] = self.client.post(
+            f"/v1/jobs/{job_id}/time-limit", {"time_limit_s": seconds}
+        )
+        return job
+
     def _nodes(self) -> list[dict[str, Any]]:
         nodes: list[dict[str, Any]] = self.client.get("/v1/nodes")["nodes"]
         return nodes

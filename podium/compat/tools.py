@@ -24,11 +24,12 @@ from podium.compat.args import job_ids, read_options
 from podium.compat.sacct import sacct, sinfo
 from podium.compat.squeue import squeue
 from podium.errors import PodiumError
+from podium.spec.timefmt import parse_duration
 
 SCANCEL_OPTIONS = {"-u": "user", "--user": "user", "-n": "name", "--name": "name"}
 SCANCEL_OPTIONS |= {"-t": "state", "--state": "state"}
 TOOL_NAMES = "scontrol, sbatch, scancel, squeue, srun, salloc, sacct or sinfo"
-USAGE = "scontrol: error: expected show hostnames|job|node, requeue, hold or release"
+USAGE = "scontrol: error: expected show hostnames|job|node, update, requeue, hold or release"
 
 
 def main(argv: Sequence[str]) -> int:
@@ -46,6 +47,7 @@ def main(argv: Sequence[str]) -> int:
         "scancel": scancel,
         "squeue": lambda a: squeue(a, lambda every: _backend().jobs(JobFilter(finished=every))),
         "salloc": salloc,
+        "srun": _srun,
         "sacct": lambda a: _print(sacct(a, lambda: _backend().acct(JobFilter(finished=True)))),
         "sinfo": lambda a: _print(sinfo(a, _backend().nodes())),
     }
@@ -74,6 +76,12 @@ def _print(text: str) -> int:
     return 0
 
 
+def _srun(args: list[str]) -> int:
+    from podium.compat.srun import main as srun
+
+    return srun(args)
+
+
 def salloc(args: list[str]) -> int:
     """An allocation, and the command (default: the user's shell) run in it on this
     terminal, as salloc(1); `srun` inside it starts steps there."""
@@ -99,6 +107,8 @@ def scontrol(args: list[str]) -> int:
             return _show_job(names[0] if names else os.environ.get("SLURM_JOB_ID", ""))
         if what == "node":
             return _show_nodes(names[0] if names else None)
+    if verb == "update" and rest:
+        return _update(rest)
     if verb in ("requeue", "hold", "release") and rest:
         ids = job_ids(",".join(rest))
         _backend().control(verb, Selection(ids))  # type: ignore[arg-type]
@@ -126,6 +136,40 @@ def scancel(args: list[str]) -> int:
         tuple(s.strip().upper() for s in states.split(",")) if states else None,
     )
     _backend().control("cancel", selection)
+    return 0
+
+
+def _update(words: list[str]) -> int:
+    """`scontrol update JobId=N TimeLimit=T`: T in Slurm's forms (minutes, [D-]H:M:S,
+    UNLIMITED), or +T/-T to add to or take from the current limit."""
+    fields: dict[str, str] = {}
+    for word in words:
+        key, eq, value = word.partition("=")
+        if not eq:
+            raise ValueError(f"update expects Key=Value words, not {word!r}")
+        fields[key.lower()] = value
+    job_text = fields.pop("jobid", None) or fields.pop("job", None)
+    if not job_text:
+        raise ValueError("update needs JobId=ID (and TimeLimit=...)")
+    if "timelimit" not in fields or len(fields) > 1:
+        other = next((k for k in fields if k != "timelimit"), "nothing")
+        raise ValueError(f"update of {other} is not supported here: TimeLimit is")
+    (job_id,) = job_ids(job_text)[:1]
+    text = fields["timelimit"].strip()
+    backend = _backend()
+    if text.upper() in ("UNLIMITED", "INFINITE"):
+        seconds: int | None = None
+    elif text[:1] in ("+", "-"):
+        current = backend.job(job_id).get("time_limit_s")
+        if current is None:
+            raise ValueError(f"job {job_id} has no time limit to add to or take from")
+        delta = parse_duration(text[1:]) or 0
+        seconds = current + delta if text[0] == "+" else current - delta
+        if seconds < 1:
+            raise ValueError(f"{text} would leave job {job_id} no time")
+    else:
+        seconds = parse_duration(text)
+    backend.set_time_limit(job_id, seconds)
     return 0
 
 

@@ -30,6 +30,7 @@ from podium.run.contain import process_alive, session_members
 from podium.run.files import (
     CONTAINMENT_FILE,
     FAULT_FILE,
+    LIMIT_FILE,
     LOCK_FILE,
     PLAN_FILE,
     REQUEUE_FILE,
@@ -99,7 +100,14 @@ class LocalExecutor:
                 fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 raise LaunchError(f"job {plan.job_id} is still supervised") from None
-            for stale in (STARTED_FILE, RESULT_FILE, FAULT_FILE, REQUEUE_FILE, TASKS_FILE):
+            for stale in (
+                STARTED_FILE,
+                RESULT_FILE,
+                FAULT_FILE,
+                REQUEUE_FILE,
+                TASKS_FILE,
+                LIMIT_FILE,
+            ):
                 (job_dir / stale).unlink(missing_ok=True)
             self._fresh_step_dir(job_dir / STEPS_DIR, plan.uid, plan.gid)
             script_path = job_dir / SCRIPT_FILE
@@ -192,6 +200,11 @@ class LocalExecutor:
         asked for the requeue must not run again)."""
         write_atomic(self.job_dir(job_id) / REQUEUE_FILE, {"signal": int(signal.SIGTERM)})
         return self._signal(job_id, signal.SIGUSR1)
+
+    def set_time_limit(self, job_id: int, seconds: int | None) -> None:
+        """Give a running job's supervisor a new time limit (seconds from its start;
+        None: none). It reads LIMIT_FILE within a second."""
+        write_atomic(self.job_dir(job_id) / LIMIT_FILE, {"time_limit_s": seconds})
 
     def fail(self, job_id: int, reason: str, gpu: int | None) -> bool:
         """Tell the job's supervisor its hardware failed (SIGUSR2): its processes are

@@ -18,6 +18,7 @@ STARTED_FILE = "started.json"
 RESULT_FILE = "result.json"
 TASKS_FILE = "tasks.json"  # pid of each task, by rank, once all have started
 FAULT_FILE = "fault.json"  # why the daemon stopped the job for a hardware fault
+LIMIT_FILE = "limit.json"  # a new time limit (scontrol update), read while the job runs
 REQUEUE_FILE = "requeue.json"  # the stop is a requeue asked for (SIGTERM, not --signal)
 HEARTBEAT_FILE = "heartbeat"  # the job touches it (PODIUM_HEARTBEAT_FILE)
 CONTAINMENT_FILE = "containment.json"  # the job's cgroups and session, for cleanup

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from podium.run.cgroups import Limits
 from podium.run.contain import ContainmentError, JobContainment, reap_children
+from podium.run.deadline import Deadline
 from podium.run.files import (
     CONTAINMENT_FILE,
     HEARTBEAT_FILE,
@@ -257,19 +258,19 @@ class Supervisor:
 
     def supervise(self) -> None:
         plan = self.plan
-        deadline = self.start + plan.time_limit_s if plan.time_limit_s else None
-        signal_at = None
-        if plan.signal_num is not None and deadline is not None:
-            signal_at = deadline - plan.signal_before_s
+        limits = Deadline(
+            self.job_dir, self.start, plan.time_limit_s, plan.signal_num, plan.signal_before_s
+        )
         while True:
             self._reap()
             if not self._running():
                 return
+            limits.refresh()
             now = time.time()
-            if signal_at is not None and now >= signal_at:
+            if limits.signal_at is not None and now >= limits.signal_at:
                 self._signal_tasks(plan.signal_num or signal.SIGTERM, plan.signal_batch_only)
-                signal_at = None
-            if deadline is not None and now >= deadline:
+                limits.signal_sent()
+            if limits.end is not None and now >= limits.end:
                 self._terminate("TIMEOUT")
                 return
             if self.heartbeat is not None:
@@ -279,11 +280,7 @@ class Supervisor:
                     self.fault = "hang"
                     self._terminate("FAILED")
                     return
-            wait = 1.0
-            for moment in (signal_at, deadline):
-                if moment is not None:
-                    wait = min(wait, max(0.0, moment - now))
-            info = signal.sigtimedwait(WATCHED, wait)
+            info = signal.sigtimedwait(WATCHED, limits.wait_s(now))
             if info is not None and info.si_signo in STOP_SIGNALS:
                 self._terminate("CANCELLED")
                 return

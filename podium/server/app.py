@@ -27,6 +27,7 @@ from podium.spec.job import JobState
 from podium.spec.validation import RequestModel
 from podium.spec.values import MAX_JOB_ID
 
+MAX_TIME_LIMIT_S = 100 * 365 * 86400
 JobId = Annotated[int, Field(ge=1, le=MAX_JOB_ID)]
 JobIdPath = Annotated[int, Path(ge=1, le=MAX_JOB_ID)]
 
@@ -38,6 +39,12 @@ class Selection(RequestModel):
     user: str | None = None
     name: str | None = None
     states: list[str] | None = None
+
+
+class TimeLimit(RequestModel):
+    """A job's new time limit in seconds (scontrol update TimeLimit=); null: none."""
+
+    time_limit_s: int | None = Field(ge=1, le=MAX_TIME_LIMIT_S)
 
 
 class DrainRequest(RequestModel):
@@ -162,6 +169,11 @@ def create_app(
     @app.post("/v1/jobs/hold")
     def hold(request: Request, body: Selection) -> dict[str, Any]:
         return {"held": controller.hold(caller(request), body.job_ids, True)}
+
+    @app.post("/v1/jobs/{job_id}/time-limit")
+    def time_limit(request: Request, job_id: JobIdPath, body: TimeLimit) -> dict[str, Any]:
+        controller.set_time_limit(caller(request), job_id, body.time_limit_s)
+        return controller.show(job_id, caller(request))
 
     @app.post("/v1/jobs/requeue")
     def requeue(request: Request, body: Selection) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from podium.recover.ladder import Health, Label
 from podium.run.executor import LocalExecutor
 from podium.server.reactor import Reactor
 from podium.spec.job import JobState
+from podium.spec.timefmt import format_duration
 from podium.store.db import Row
 
 PENDING, RUNNING = JobState.PENDING.value, JobState.RUNNING.value
@@ -125,6 +126,44 @@ class Control:
             done.append(r["job_id"])
         return sorted(done)
 
+    def set_time_limit(self, who: Caller, job_id: int, seconds: int | None) -> list[int]:
+        """`scontrol update JobId=N TimeLimit=...` (every task, for an array's id): a
+        pending or running job's owner may lower its limit, an administrator may also
+        raise it (Slurm's rule); never past its partition's maximum. A running job's
+        supervisor takes the new limit at once (its --signal then comes ahead of the
+        new end). The ids changed."""
+        rows = [r for r in self.select(who, [job_id], None, None, None, ACTIVE)]
+        live = [r for r in rows if r["state"] in (PENDING, RUNNING)]
+        if not live:
+            raise SpecError(
+                f"job {job_id} is {rows[0]['state']}: only a pending or running job's limit changes"
+            )
+        caps = {p.name: p.max_time_s for p in self.reactor.config.partitions}
+        for r in live:
+            old = r["time_limit_s"]
+            raising = (seconds is None) if old is not None else False
+            raising = raising or (old is not None and seconds is not None and seconds > old)
+            if raising and not who.is_admin:
+                raise PermissionDenied(
+                    f"only an administrator may raise job {r['job_id']}'s time limit "
+                    f"(from {_limit(old)} to {_limit(seconds)}); you may lower it"
+                )
+            cap = caps.get(r["partition"])
+            if cap is not None and (seconds is None or seconds > cap):
+                raise SpecError(
+                    f"{_limit(seconds)} is over partition {r['partition']}'s max time "
+                    f"{_limit(cap)}: ask for at most that"
+                )
+        done = []
+        now = self.reactor.clock()
+        for r in live:
+            if self.store.set_time_limit(r["job_id"], seconds, who.name, now):
+                done.append(r["job_id"])
+                if r["state"] == RUNNING:
+                    self.executor.set_time_limit(r["job_id"], seconds)
+        self.reactor.wake()
+        return done
+
     def hold(self, who: Caller, job_ids: list[int], held: bool) -> list[int]:
         rows = self.select(who, job_ids, None, None, None, ACTIVE)
         return self.store.set_held(
@@ -199,3 +238,7 @@ class Control:
             raise SpecError(str(exc)) from None
         except OSError as exc:
             raise SpecError(f"cannot write the Xid: {exc.strerror}: {exc.filename}") from None
+
+
+def _limit(seconds: int | None) -> str:
+    return "UNLIMITED" if seconds is None else format_duration(seconds)

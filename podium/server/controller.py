@@ -183,6 +183,10 @@ class Controller:
         with self.lock:
             return self.control.cancel(who, job_ids, user, name, states)
 
+    def set_time_limit(self, who: Caller, job_id: int, seconds: int | None) -> list[int]:
+        with self.lock:
+            return self.control.set_time_limit(who, job_id, seconds)
+
     def requeue(self, who: Caller, job_ids: list[int]) -> list[int]:
         with self.lock:
             return self.control.requeue(who, job_ids)

@@ -158,6 +158,11 @@ class SlurmBackend(Backend):
             self.tools.run(["scontrol", action, ",".join(map(str, ids))])
         return ids
 
+    def _set_time_limit(self, job_id: int, seconds: int | None) -> dict[str, Any]:
+        limit = "UNLIMITED" if seconds is None else str(max(1, -(-seconds // 60)))  # minutes
+        self.tools.run(["scontrol", "update", f"JobId={job_id}", f"TimeLimit={limit}"])
+        return self._job(job_id)
+
     def _accounting(self) -> list[dict[str, Any]]:
         """Ended jobs: sacct --json where slurmdbd runs, else the jobcomp text log."""
         try:

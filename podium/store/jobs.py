@@ -10,8 +10,8 @@ from typing import Any
 
 from podium.errors import NotFound
 from podium.spec.job import JobSpec, JobState
-from podium.store.base import Database
 from podium.store.brief import LIST_COLUMNS, Row, brief_of
+from podium.store.changes import JobChanges
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class RunningStart:
     cpu_ids: tuple[int, ...] = ()
 
 
-class JobStore(Database):
+class JobStore(JobChanges):
     """The jobs table's operations."""
 
     def insert_jobs(
@@ -336,29 +336,6 @@ class JobStore(Database):
         self._changed.update(done)
         return done
 
-    def set_held(self, job_ids: Iterable[int], held: bool, now: float) -> list[int]:
-        """Hold or release PENDING jobs; returns those changed."""
-        done: list[int] = []
-        with self.transaction(durable=True) as conn:
-            for job_id in job_ids:
-                cur = conn.execute(
-                    "UPDATE jobs SET held=?, reason=? WHERE job_id=? AND state='PENDING'",
-                    (int(held), "Held" if held else "None", job_id),
-                )
-                if cur.rowcount == 1:
-                    done.append(job_id)
-                    self._event(conn, now, "hold" if held else "release", job_id=job_id)
-        self._changed.update(done)
-        return done
-
-    def set_preempt_mode(self, job_id: int, mode: str) -> None:
-        """Record that a running job is being preempted and how it ends (requeue or
-        cancel), so that a restarted daemon finishes the preemption the same way."""
-        with self.transaction() as conn:
-            conn.execute(
-                "UPDATE jobs SET preempt_mode=? WHERE job_id=? AND state='RUNNING'", (mode, job_id)
-            )
-
     def hold_broken(self, job_id: int, reason: str, now: float) -> bool:
         """Put a job that cannot be planned or launched back to PENDING, held, with
         `reason` (whatever it was: pending, or recorded RUNNING but never launched).
@@ -373,13 +350,3 @@ class JobStore(Database):
                 self._event(conn, now, "hold", job_id=job_id, detail=reason)
         self._changed.add(job_id)
         return cur.rowcount == 1
-
-    def set_reasons(self, reasons: dict[int, str]) -> None:
-        """Record why pending jobs wait (only rows whose reason changed are written)."""
-        if not reasons:
-            return
-        with self.transaction() as conn:
-            conn.executemany(
-                "UPDATE jobs SET reason=? WHERE job_id=? AND state='PENDING' AND reason<>?",
-                [(r, j, r) for j, r in reasons.items()],
-            )

@@ -217,3 +217,45 @@ def test_slurms_commands_in_a_users_job_act_only_on_that_users_jobs(
     assert out[2:] == ["refused", f"JobId={job} JobName=theirs.sh"], out
     assert c.job(roots)["state"] == "RUNNING" and c.job(roots)["restart_count"] == 0
     c.cli("cancel", str(roots), check=True)
+
+
+def test_a_user_may_lower_a_time_limit_and_only_an_admin_raise_it(
+    cluster: Cluster, other_user: str
+) -> None:
+    # scontrol update JobId=N TimeLimit=..., as Slurm rules it: the owner lowers, the
+    # administrator also raises; a running job's supervisor takes the new limit.
+    c = cluster
+    script = c.work / "limits.sh"
+    script.write_text(
+        "#!/bin/bash\n#SBATCH -t 10\n"
+        'scontrol update JobId="$SLURM_JOB_ID" TimeLimit=20 || echo refused-raise\n'
+        'scontrol update JobId="$SLURM_JOB_ID" TimeLimit=-9 && echo lowered\n'
+        'scontrol update JobId="$SLURM_JOB_ID" Partition=short || echo refused-field\n'
+        'scontrol show job "$SLURM_JOB_ID" | grep -o "TimeLimit=[0-9:]*"\n'
+        'scontrol update JobId="$SLURM_JOB_ID" TimeLimit=0:0:3 && echo three-seconds\n'
+        "sleep 60\n"
+    )
+    script.chmod(0o755)
+    result = _as(c, other_user, "submit", "--parsable", "-o", "limits-%j.out", str(script))
+    assert result.returncode == 0, result.stderr
+    job = int(result.stdout)
+    done = c.wait(job, timeout=60)
+    out = (c.work / f"limits-{job}.out").read_text()
+    assert done["state"] == "TIMEOUT" and done["elapsed_s"] < 30, (done, out)
+    lines = out.splitlines()
+    assert lines[0].startswith("scontrol: error: only an administrator may raise"), out
+    assert lines[1:3] == ["refused-raise", "lowered"], out
+    assert "update of partition is not supported here: TimeLimit is" in lines[3], out
+    assert lines[4:6] == ["refused-field", "TimeLimit=00:01:00"], out
+    assert lines[6] == "three-seconds", out
+    # root (the admin) raises a pending job's limit; the user's own change is recorded
+    held = c.submit("--hold", "-t", "5", "--wrap", "true")
+    with c.api() as api:
+        reply = api.post(f"/v1/jobs/{held}/time-limit", json={"time_limit_s": 3600})
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["time_limit_s"] == 3600
+        bad = api.post(f"/v1/jobs/{held}/time-limit", json={"time_limit_s": -5})
+        assert bad.status_code == 422 and "time_limit_s" in bad.text
+    events = [e["detail"] for e in c.job(job)["events"] if e["kind"] == "update"]
+    assert events == [f"TimeLimit=60s by {other_user}", f"TimeLimit=3s by {other_user}"]
+    c.cli("cancel", str(held), check=True)

@@ -29,7 +29,11 @@ def test_scontrol_show_hostnames(capsys: pytest.CaptureFixture[str]) -> None:
         (["scontrol", "requeue", "12x"], "invalid job id '12x'"),
         (["scancel", "--signal=USR1", "3"], "option --signal=USR1 is not supported here"),
         (["scancel", "-u"], "-u needs a value"),
-        (["srun", "true"], "no tool 'srun'"),
+        (["sattach", "12.0"], "no tool 'sattach'"),
+        (["scontrol", "update", "JobId=12"], "update of nothing is not supported here"),
+        (["scontrol", "update", "TimeLimit=5"], "update needs JobId=ID"),
+        (["scontrol", "update", "JobId=1", "Nice=5"], "update of nice is not supported"),
+        (["scontrol", "update", "JobId"], "Key=Value words"),
     ],
 )
 def test_what_is_not_known_is_refused_in_one_line(

@@ -1,0 +1,62 @@
+"""Changes to one field of jobs rows: held, time limit, preemption mode, pending
+reasons. Each public method is one transaction (see Database.transaction)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from podium.store.base import Database
+
+
+class JobChanges(Database):
+    """Single-field updates of the jobs table."""
+
+    def set_held(self, job_ids: Iterable[int], held: bool, now: float) -> list[int]:
+        """Hold or release PENDING jobs; returns those changed."""
+        done: list[int] = []
+        with self.transaction(durable=True) as conn:
+            for job_id in job_ids:
+                cur = conn.execute(
+                    "UPDATE jobs SET held=?, reason=? WHERE job_id=? AND state='PENDING'",
+                    (int(held), "Held" if held else "None", job_id),
+                )
+                if cur.rowcount == 1:
+                    done.append(job_id)
+                    self._event(conn, now, "hold" if held else "release", job_id=job_id)
+        self._changed.update(done)
+        return done
+
+    def set_time_limit(self, job_id: int, seconds: int | None, who: str, now: float) -> bool:
+        """A pending or running job's time limit (its column and its stored spec), with
+        an event; False if the job has ended meanwhile."""
+        with self.transaction(durable=True) as conn:
+            cur = conn.execute(
+                """UPDATE jobs SET time_limit_s=?, spec=json_set(spec, '$.time_limit_s', ?)
+                   WHERE job_id=? AND state IN ('PENDING', 'RUNNING')""",
+                (seconds, seconds, job_id),
+            )
+            if cur.rowcount == 1:
+                limit = "unlimited" if seconds is None else f"{seconds}s"
+                self._event(
+                    conn, now, "update", job_id=job_id, detail=f"TimeLimit={limit} by {who}"
+                )
+        self._changed.add(job_id)
+        return cur.rowcount == 1
+
+    def set_preempt_mode(self, job_id: int, mode: str) -> None:
+        """Record that a running job is being preempted and how it ends (requeue or
+        cancel), so that a restarted daemon finishes the preemption the same way."""
+        with self.transaction() as conn:
+            conn.execute(
+                "UPDATE jobs SET preempt_mode=? WHERE job_id=? AND state='RUNNING'", (mode, job_id)
+            )
+
+    def set_reasons(self, reasons: dict[int, str]) -> None:
+        """Record why pending jobs wait (only rows whose reason changed are written)."""
+        if not reasons:
+            return
+        with self.transaction() as conn:
+            conn.executemany(
+                "UPDATE jobs SET reason=? WHERE job_id=? AND state='PENDING' AND reason<>?",
+                [(r, j, r) for j, r in reasons.items()],
+            )
