@@ -216,8 +216,18 @@ def run_step(opts: StepOptions, env: dict[str, str]) -> int:
     pids: list[int] = []
     forwarded: list[int] = []
     pgid = 0
+    interrupted = [0.0]  # when the last lone Ctrl-C came
 
     def forward(signum: int, _frame: Any) -> None:
+        if signum == signal.SIGINT and not opts.pty:  # Slurm's: status first, abort on a second
+            now = time.monotonic()
+            if now - interrupted[0] > 1.0:
+                interrupted[0] = now
+                print("srun: interrupt (one more within 1 sec to abort)", file=sys.stderr)
+                print(f"srun: StepId={alloc.job_id}.{step_id} tasks 0-{step.ntasks - 1}: "
+                      "running", file=sys.stderr)  # fmt: skip
+                return
+            print(f"srun: sending Ctrl-C to StepId={alloc.job_id}.{step_id}", file=sys.stderr)
         forwarded.append(signum)
         if pgid:
             _killpg(pgid, signum)

@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from podium.run.cgroups import read_pids
 from podium.run.contain import process_alive, session_members
@@ -43,7 +44,7 @@ from podium.run.files import (
     write_atomic,
 )
 from podium.run.plan import JobResult, LaunchPlan
-from podium.run.steps import STEPS_DIR, read_steps
+from podium.run.steps import STEPS_DIR, read_steps, step_record
 from podium.run.supervisor import WATCHED
 
 
@@ -200,6 +201,21 @@ class LocalExecutor:
         asked for the requeue must not run again)."""
         write_atomic(self.job_dir(job_id) / REQUEUE_FILE, {"signal": int(signal.SIGTERM)})
         return self._signal(job_id, signal.SIGUSR1)
+
+    def live_steps(self, job_id: int) -> list[dict[str, Any]]:
+        """A running job's steps so far: the batch step (running since the supervisor
+        started) and the srun steps recorded in its step directory (read distrustfully,
+        see podium.run.steps)."""
+        job_dir = self.job_dir(job_id)
+        started = read_json(job_dir / STARTED_FILE)
+        if started is None:
+            return []
+        batch = step_record(
+            0, name="batch", ntasks=1, node="", gpus=[], pgid=None,
+            start=float(started.get("start_time") or 0),
+        )  # fmt: skip
+        batch["step_id"] = "batch"
+        return [batch, *read_steps(job_dir / STEPS_DIR)]
 
     def set_time_limit(self, job_id: int, seconds: int | None) -> None:
         """Give a running job's supervisor a new time limit (seconds from its start;

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import subprocess
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from podium.api.text import printable
 from podium.run.executor import LocalExecutor, Poll
@@ -55,6 +55,9 @@ class Effects(Protocol):
 
     def kill_leftovers(self, job_id: int, scan_session: bool) -> int:
         """Kill what is left of an ended run; the number of processes still alive."""
+
+    def live_steps(self, job_id: int) -> list[dict[str, Any]]:
+        """A running job's steps so far (podium.run.steps records), as srun wrote them."""
 
     def fault_note(self, job_id: int) -> tuple[str, int | None] | None:
         """The hardware fault an earlier daemon stopped this run for, if any."""
@@ -109,6 +112,9 @@ class LocalEffects:
 
     def poll(self, job_id: int) -> Poll:
         return self.executor.poll(job_id)
+
+    def live_steps(self, job_id: int) -> list[dict[str, Any]]:
+        return self.executor.live_steps(job_id)
 
     def kill_leftovers(self, job_id: int, scan_session: bool) -> int:
         return self.executor.kill_leftovers(job_id, scan_session=scan_session)

@@ -4,6 +4,7 @@ and what is read from a row."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -34,7 +35,7 @@ def step_records(job: Mapping[str, Any], rows: Iterable[Row]) -> list[dict[str, 
                 "signal": r["signal"],
                 "start_time": iso(start),
                 "end_time": iso(end),
-                "elapsed_s": max(0.0, end - start) if start is not None and end else 0.0,
+                "elapsed_s": max(0.0, (end or time.time()) - start) if start else 0.0,
                 "ntasks": r["ntasks"],
                 "node": r["node"],
                 "gpu_ids": json.loads(r["gpu_ids"] or "[]"),

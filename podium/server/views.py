@@ -90,7 +90,16 @@ class Views:
         jobs = [j for j in self.jobs(**filters) if j["start_time"] is not None or j["end_time"]]
         steps = StepTable(self.store).of_jobs(j["job_id"] for j in jobs)
         for job in jobs:
-            job["steps"] = step_records(job, steps.get(job["job_id"], []))
+            if job["state"] == "RUNNING":  # the steps so far, from the job's own files
+                live = self.reactor.effects.live_steps(job["job_id"])
+                for s in live:
+                    s.update(node=job["node"] or "", gpus=s["gpus"] or job["gpu_ids"])
+                rows: list[Any] = [
+                    dict(s, step_id=str(s["step_id"]), gpu_ids=json.dumps(s["gpus"])) for s in live
+                ]
+            else:
+                rows = steps.get(job["job_id"], [])
+            job["steps"] = step_records(job, rows)
         return jobs
 
     def jobs_json(

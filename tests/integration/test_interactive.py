@@ -65,6 +65,30 @@ def test_srun_waits_in_the_queue_and_ctrl_c_revokes_it(cluster: Cluster) -> None
     assert c.wait(job_id)["state"] == "CANCELLED"
 
 
+def test_ctrl_c_once_reports_and_twice_within_a_second_interrupts(cluster: Cluster) -> None:
+    c = cluster
+    task = 'trap "echo got-int; exit 7" INT; echo ready; while :; do sleep 0.1; done'
+    proc = subprocess.Popen(["srun", "sh", "-c", task], env=slurm_env(c), cwd=c.work,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline() == "ready\n"
+    proc.send_signal(2)
+    assert proc.stderr.readline() == "srun: interrupt (one more within 1 sec to abort)\n"
+    assert "tasks 0-0: running" in proc.stderr.readline()
+    time.sleep(1.5)  # a lone Ctrl-C again: status again, the task runs on
+    proc.send_signal(2)
+    assert "interrupt" in proc.stderr.readline()
+    proc.stderr.readline()
+    proc.send_signal(2)  # the second within a second: the task gets SIGINT
+    assert proc.wait(timeout=30) == 7
+    assert proc.stdout.read() == "got-int\n"
+    rest = proc.stderr.read()
+    proc.stdout.close()
+    proc.stderr.close()
+    assert "srun: sending Ctrl-C to StepId=" in rest
+    assert "srun: error: node0: task 0: Exited with exit code 7" in rest
+
+
 class Terminal:
     """A command on a pseudo-terminal, read and written as a user would."""
 

@@ -148,3 +148,28 @@ def _alive(pid: int) -> bool:
             return fh.read().split(") ")[1][0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_a_running_jobs_steps_show_while_it_runs(cluster: Cluster) -> None:
+    c = cluster
+    script = c.script(
+        f"""
+#SBATCH -n 2 -o live-%j.out
+srun -n 1 true
+srun -n 2 sh -c 'touch {c.work}/live-$SLURM_PROCID; sleep 30'
+""",
+        "live.sh",
+    )
+    job_id = c.submit(str(script))
+    deadline = time.monotonic() + 20
+    while not (c.work / "live-1").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    steps = steps_of(c, job_id)
+    assert [(k, s["state"], s["ntasks"]) for k, s in steps.items()] == [
+        ("batch", "RUNNING", 1),
+        ("0", "COMPLETED", 1),
+        ("1", "RUNNING", 2),
+    ]
+    assert steps["1"]["end_time"] is None and steps["1"]["elapsed_s"] > 0
+    c.cli("cancel", str(job_id), check=True)
+    assert c.wait(job_id)["state"] == "CANCELLED"
