@@ -11,7 +11,7 @@ if __name__ == "__main__":
 
         sys.exit(srun(sys.argv[2:]))
     if sys.argv[1:2] == ["attach"]:
-        from podium.compat.attach import main as attach
+        from podium.compat.relay import main as attach
 
         sys.exit(attach(sys.argv[2:]))
     from podium.compat.tools import main

@@ -20,16 +20,15 @@ limits, user and cleanup), and the user's terminal is wired to it.
 4. The relay sends the exit code; the job ends with it, which ends the allocation.
    Signals the client gets (INT, TERM, HUP; without a pty) are passed on to the step.
 
-Standard library only on the relay's side.
+This module is the client; the relay is podium.compat.relay, and what they say to
+each other is podium.compat.wire.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
-import select
 import signal
 import socket
 import struct
@@ -38,9 +37,8 @@ import termios
 import time
 from typing import Any
 
-from podium.compat.srun import Allocation, Step, StepError, free_port, run_step, task_env
 from podium.compat.step_options import StepOptions, parse
-from podium.run.steps import STEP_DIR_ENV, create_step, step_record, update_step
+from podium.compat.wire import RELAY_MAIN, decode, header, send
 
 # srun options that shape the allocation; they go to the job as sbatch options.
 JOB_OPTIONS = frozenset(
@@ -65,10 +63,6 @@ def _winsize(fd: int) -> list[int]:
         return [24, 80, 0, 0]
 
 
-def _send(sock: socket.socket, message: dict[str, Any]) -> None:
-    sock.sendall(json.dumps(message).encode() + b"\n")
-
-
 def allocate_and_run(tool: str, args: list[str]) -> int:
     """`srun ARGS` or `salloc ARGS` outside a job: an allocation, then the command on
     this terminal. Returns the command's exit code (1 if it never ran)."""
@@ -90,7 +84,9 @@ def allocate_and_run(tool: str, args: list[str]) -> int:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(path)
         listener.listen(1)
-        relay = f'exec "${{PODIUM_PYTHON:-python3}}" -m podium.compat attach {shlex.quote(path)}'
+        relay = (
+            f'exec "${{PODIUM_PYTHON:-python3}}" -c {shlex.quote(RELAY_MAIN)} {shlex.quote(path)}'
+        )
         mask = os.umask(0o022)
         os.umask(mask)
         jobs = backend.submit(
@@ -190,10 +186,8 @@ def _wait_for_relay(
 def _attached(conn: socket.socket, opts: StepOptions, args: list[str], as_step: bool) -> int:
     """Hand the relay this terminal (or these pipes) and wait for the exit code. The
     command runs as step 0 (srun), or with the allocation's own environment (salloc)."""
-    stdio = [0, 1, 2]
-    header = {"args": args, "pty": opts.pty, "argv": opts.argv, "winsize": _winsize(0)}
-    header["step"] = as_step
-    socket.send_fds(conn, [json.dumps(header).encode() + b"\n"], stdio)
+    hello = header(args if not opts.pty else opts.argv, opts.pty, as_step, _winsize(0))
+    socket.send_fds(conn, [hello], [0, 1, 2])
     saved = None
     if opts.pty and os.isatty(0):
         import tty
@@ -204,9 +198,9 @@ def _attached(conn: socket.socket, opts: StepOptions, args: list[str], as_step: 
     def forward(signum: int, _frame: Any) -> None:
         with contextlib.suppress(OSError):
             if signum == signal.SIGWINCH:
-                _send(conn, {"winsize": _winsize(0)})
+                send(conn, {"winsize": _winsize(0)})
             else:
-                _send(conn, {"signal": signum})
+                send(conn, {"signal": signum})
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGWINCH):
         signal.signal(sig, forward)
@@ -220,177 +214,8 @@ def _attached(conn: socket.socket, opts: StepOptions, args: list[str], as_step: 
     finally:
         if saved is not None:
             termios.tcsetattr(0, termios.TCSADRAIN, saved)
-    try:
-        return int(json.loads(reply)["exit"])
-    except (ValueError, KeyError, TypeError):
+    answer = decode(reply.strip())
+    if answer is None or "exit" not in answer:
         print("srun: error: the allocation ended before its command did", file=sys.stderr)
         return 1
-
-
-# -- the relay (the job's batch step) ---------------------------------------------------
-
-
-def relay(path: str) -> int:
-    """Connect to the client at `path`, take its descriptors and run its command: a
-    step (podium.compat.srun) or, with a pty, the command on a new terminal."""
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    conn.connect(path)
-    data, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
-    while not data.endswith(b"\n"):
-        more = conn.recv(1 << 20)
-        if not more:
-            return 1
-        data += more
-    header = json.loads(data)
-    if len(fds) != 3:
-        return 1
-    try:
-        if header["pty"]:
-            code = _run_on_pty(conn, header, fds)
-        else:
-            code = _run_step(conn, header["args"], fds)
-    except (ValueError, StepError, OSError) as exc:
-        os.write(fds[2], f"srun: error: {exc}\n".encode())
-        code = 1
-    with contextlib.suppress(OSError):
-        _send(conn, {"exit": code})
-    return code
-
-
-def _controls(conn: socket.socket) -> list[dict[str, Any]]:
-    """The client's messages waiting on `conn` (signals, window sizes)."""
-    data = b""
-    with contextlib.suppress(BlockingIOError):
-        data = conn.recv(65536, socket.MSG_DONTWAIT)
-    out = []
-    for line in data.splitlines():
-        with contextlib.suppress(ValueError):
-            out.append(json.loads(line))
-    return out
-
-
-def _run_step(conn: socket.socket, args: list[str], fds: list[int]) -> int:
-    """The command as step 0 on the client's own descriptors; the client's signals
-    are raised here, where srun passes them on to its tasks."""
-    for target, fd in enumerate(fds):
-        os.dup2(fd, target)
-        os.close(fd)
-    opts = parse(args)
-    opts.pty = False
-
-    def listen() -> None:
-        while True:
-            select.select([conn], [], [])
-            chunk = conn.recv(65536, socket.MSG_PEEK)
-            if not chunk:
-                return
-            for message in _controls(conn):
-                if "signal" in message:
-                    with contextlib.suppress(OSError, ValueError):
-                        os.kill(os.getpid(), int(message["signal"]))
-
-    import threading
-
-    threading.Thread(target=listen, daemon=True).start()
-    return run_step(opts, dict(os.environ))
-
-
-def _run_on_pty(conn: socket.socket, header: dict[str, Any], fds: list[int]) -> int:
-    """The command alone on a new pseudo-terminal, bytes copied between it and the
-    client's terminal until it exits. As srun's, it is step 0 (recorded, with the
-    step's variables); as salloc's, it has the allocation's environment."""
-    argv = list(header["argv"])
-    env = dict(os.environ)
-    alloc = Allocation(env)
-    step = Step(parse(["-n", "1", *argv]), alloc)
-    step_dir = env[STEP_DIR_ENV] if header.get("step") and STEP_DIR_ENV in env else None
-    record = step_record(
-        0, name=os.path.basename(argv[0]), ntasks=1, node=alloc.node, gpus=step.gpus,
-        pgid=None, start=time.time(),
-    )  # fmt: skip
-    if step_dir is not None:
-        record["step_id"] = create_step(step_dir, record)
-        env = task_env(env, alloc, step, record["step_id"], 0, free_port())
-    master, slave = os.openpty()
-    _set_winsize(slave, header.get("winsize"))
-    pid = os.fork()
-    if pid == 0:  # the command: its own session, the pty its controlling terminal
-        try:
-            os.setsid()
-            fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
-            for target in (0, 1, 2):
-                os.dup2(slave, target)
-            os.closerange(3, 65536)
-            os.execvpe(argv[0], argv, env)
-        except OSError as exc:
-            os.write(2, f"srun: error: cannot run {argv[0]}: {exc.strerror}\r\n".encode())
-        os._exit(127)
-    os.close(slave)
-    record.update(pgid=pid, pids=[pid])
-    if step_dir is not None:
-        update_step(step_dir, record)
-    status = _copy_until_exit(conn, master, fds, pid)
-    code = os.waitstatus_to_exitcode(status)
-    if step_dir is not None:
-        exit_code, sig = (code, None) if code >= 0 else (0, -code)
-        state = "COMPLETED" if code == 0 else "FAILED"
-        record.update(state=state, exit_code=exit_code, signal=sig, end_time=time.time())
-        update_step(step_dir, record)
-    return code if code >= 0 else 128 - code
-
-
-def _set_winsize(fd: int, size: Any) -> None:
-    if isinstance(size, list) and len(size) == 4 and all(isinstance(v, int) for v in size):
-        with contextlib.suppress(OSError, struct.error):
-            fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", *size))
-
-
-def _copy_until_exit(conn: socket.socket, master: int, fds: list[int], pid: int) -> int:
-    """Copy the client's input to the pty and the pty's output to the client until
-    the command has exited and its output is drained; its wait status."""
-    user_in, user_out = fds[0], fds[1]
-    status: int | None = None
-    sources = [master, user_in, conn.fileno()]
-    while True:
-        if status is None:
-            done, st = os.waitpid(pid, os.WNOHANG)
-            if done:
-                status = st
-        ready, _, _ = select.select(sources, [], [], 0.05)
-        if master in ready:
-            try:
-                data = os.read(master, 65536)
-            except OSError:  # EIO: every holder of the terminal has closed it
-                data = b""
-            if not data:
-                sources.remove(master)
-            else:
-                os.write(user_out, data)
-        elif status is not None and master in sources and not ready:
-            sources.remove(master)  # exited and drained
-        if user_in in ready:
-            data = os.read(user_in, 65536)
-            if data:
-                os.write(master, data)
-            else:
-                sources.remove(user_in)
-        if conn.fileno() in ready:
-            messages = _controls(conn)
-            if not messages:
-                sources.remove(conn.fileno())
-            for message in messages:
-                if "winsize" in message:
-                    _set_winsize(master, message["winsize"])
-                    with contextlib.suppress(OSError):
-                        os.killpg(pid, signal.SIGWINCH)
-        if status is not None and master not in sources:
-            os.close(master)
-            return status
-
-
-def main(argv: list[str]) -> int:
-    """`python -m podium.compat attach SOCKET`: the relay, as a job's batch step."""
-    if len(argv) != 1:
-        print("podium.compat attach: expected the client's socket path", file=sys.stderr)
-        return 2
-    return relay(argv[0])
+    return int(answer["exit"])
