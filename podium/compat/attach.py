@@ -136,6 +136,10 @@ def _shell() -> str:
     return os.environ.get("SHELL") or "/bin/sh"
 
 
+def _give_up(signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt(signum)
+
+
 def _wait_for_relay(
     tool: str, listener: socket.socket, backend: Any, job_id: int
 ) -> socket.socket | None:
@@ -144,6 +148,8 @@ def _wait_for_relay(
     from podium.api.backend import Selection
 
     listener.settimeout(0.05)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # even if inherited ignored
+        signal.signal(sig, _give_up)
     started = time.monotonic()
     said_waiting = False
     checked = 0.0

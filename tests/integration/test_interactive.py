@@ -51,15 +51,14 @@ def test_srun_waits_in_the_queue_and_ctrl_c_revokes_it(cluster: Cluster) -> None
     c = cluster
     blocker = c.submit("--gpus=4", "--wrap", "sleep 60")
     c.wait(blocker, {"RUNNING"})
-    proc = subprocess.Popen(["srun", "-G", "1", "true"], env=slurm_env(c), cwd=c.work,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
-    assert proc.stderr is not None
-    line = proc.stderr.readline()
-    assert line.startswith("srun: job ") and "queued and waiting for resources" in line
-    proc.send_signal(2)
-    assert proc.wait(timeout=30) == 1
-    rest = proc.stderr.read()
-    proc.stderr.close()
+    with subprocess.Popen(["srun", "-G", "1", "true"], env=slurm_env(c), cwd=c.work,
+                          stderr=subprocess.PIPE, text=True) as proc:  # fmt: skip
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert line.startswith("srun: job ") and "queued and waiting for resources" in line
+        proc.send_signal(2)
+        assert proc.wait(timeout=30) == 1
+        rest = proc.stderr.read()
     job_id = int(line.split()[2])
     assert f"srun: Job allocation {job_id} has been revoked." in rest
     assert c.wait(job_id)["state"] == "CANCELLED"
@@ -68,23 +67,22 @@ def test_srun_waits_in_the_queue_and_ctrl_c_revokes_it(cluster: Cluster) -> None
 def test_ctrl_c_once_reports_and_twice_within_a_second_interrupts(cluster: Cluster) -> None:
     c = cluster
     task = 'trap "echo got-int; exit 7" INT; echo ready; while :; do sleep 0.1; done'
-    proc = subprocess.Popen(["srun", "sh", "-c", task], env=slurm_env(c), cwd=c.work,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-    assert proc.stdout is not None and proc.stderr is not None
-    assert proc.stdout.readline() == "ready\n"
-    proc.send_signal(2)
-    assert proc.stderr.readline() == "srun: interrupt (one more within 1 sec to abort)\n"
-    assert "tasks 0-0: running" in proc.stderr.readline()
-    time.sleep(1.5)  # a lone Ctrl-C again: status again, the task runs on
-    proc.send_signal(2)
-    assert "interrupt" in proc.stderr.readline()
-    proc.stderr.readline()
-    proc.send_signal(2)  # the second within a second: the task gets SIGINT
-    assert proc.wait(timeout=30) == 7
-    assert proc.stdout.read() == "got-int\n"
-    rest = proc.stderr.read()
-    proc.stdout.close()
-    proc.stderr.close()
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    with subprocess.Popen(["srun", "sh", "-c", task], env=slurm_env(c), cwd=c.work,
+                          **pipes) as proc:  # type: ignore[call-overload]  # fmt: skip
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.readline() == "ready\n"
+        proc.send_signal(2)
+        assert proc.stderr.readline() == "srun: interrupt (one more within 1 sec to abort)\n"
+        assert "tasks 0-0: running" in proc.stderr.readline()
+        time.sleep(1.5)  # a lone Ctrl-C again: status again, the task runs on
+        proc.send_signal(2)
+        assert "interrupt" in proc.stderr.readline()
+        proc.stderr.readline()
+        proc.send_signal(2)  # the second within a second: the task gets SIGINT
+        assert proc.wait(timeout=30) == 7
+        assert proc.stdout.read() == "got-int\n"
+        rest = proc.stderr.read()
     assert "srun: sending Ctrl-C to StepId=" in rest
     assert "srun: error: node0: task 0: Exited with exit code 7" in rest
 
