@@ -82,3 +82,30 @@ def slurm_testbed(yaml_text: str, port_base: int, extra_conf: str = "") -> Itera
     finally:
         subprocess.run(["bash", str(scripts / "down.sh"), str(directory)], capture_output=True)
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def embedded_config(cpus: int, gpus: int, interval_s: float = 0.2) -> str:
+    """A one-node embedded cluster of `cpus` CPUs (1000 MiB each) and `gpus` declared
+    H100s, passing every `interval_s` seconds."""
+    return (
+        f"node: {{name: node0, cpus: {cpus}, memory_mb: {cpus * 1000},\n"
+        f"       gpus: {{source: declared, count: {gpus}, type: h100, memory_mb: 81920}}}}\n"
+        f"scheduler_interval_s: {interval_s}\nkill_wait_s: 1\n"
+    )
+
+
+def slurm_definition(name: str, nodes: int, cpus: int, gpus: int) -> str:
+    """A Slurm test cluster of `nodes` nodes of `cpus` CPUs (1000 MiB each) and `gpus`
+    H100s, for `podium slurm render --testbed`; health checks out of the way."""
+    return f"""\
+ClusterName: {name}
+Scheduling:
+  SlurmSettings:
+    HealthChecks: {{Interval: 300, Prolog: false, Epilog: false}}
+  SlurmQueues:
+    - Name: main
+      Default: true
+      ComputeResources:
+        - {{Name: g, Cpus: {cpus}, MemoryMiB: {cpus * 1000}, Gpus: {{Count: {gpus}, Type: h100}},
+           MinCount: {nodes}, MaxCount: {nodes}}}
+"""

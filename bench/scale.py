@@ -34,27 +34,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.embedded import BIN, EmbeddedCluster, slurm_testbed
+from bench.embedded import BIN, EmbeddedCluster, embedded_config, slurm_definition, slurm_testbed
 
 ROOT = Path(__file__).resolve().parents[1]
-EMBEDDED = """\
-node: {name: node0, cpus: 64, memory_mb: 64000,
-       gpus: {source: declared, count: 8, type: h100, memory_mb: 81920}}
-scheduler_interval_s: 1
-kill_wait_s: 1
-"""
-SLURM = """\
-ClusterName: scale
-Scheduling:
-  SlurmSettings:
-    HealthChecks: {Interval: 300, Prolog: false, Epilog: false}
-  SlurmQueues:
-    - Name: main
-      Default: true
-      ComputeResources:
-        - {Name: g, Cpus: 64, MemoryMiB: 64000, Gpus: {Count: 8, Type: h100},
-           MinCount: 1, MaxCount: 1}
-"""
+EMBEDDED = embedded_config(cpus=64, gpus=8, interval_s=1)
+SLURM = slurm_definition("scale", nodes=1, cpus=64, gpus=8)
 TICKS = os.sysconf("SC_CLK_TCK")
 
 

@@ -32,31 +32,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.embedded import BIN, EmbeddedCluster, slurm_testbed
+from bench.embedded import BIN, EmbeddedCluster, embedded_config, slurm_definition, slurm_testbed
 from podium.api.states import TERMINAL_STATES
 from podium.sim.traces import read_tiresias
 from podium.slurm import parse
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = ROOT.parent / "shared" / "traces" / "tiresias_60_job.csv"
-EMBEDDED = """\
-node: {name: node0, cpus: 64, memory_mb: 64000,
-       gpus: {source: declared, count: 16, type: h100, memory_mb: 81920}}
-scheduler_interval_s: 0.2
-kill_wait_s: 1
-"""
-SLURM = """\
-ClusterName: bench
-Scheduling:
-  SlurmSettings:
-    HealthChecks: {Interval: 300, Prolog: false, Epilog: false}
-  SlurmQueues:
-    - Name: main
-      Default: true
-      ComputeResources:
-        - {Name: g, Cpus: 32, MemoryMiB: 32000, Gpus: {Count: 8, Type: h100},
-           MinCount: 2, MaxCount: 2}
-"""
+EMBEDDED = embedded_config(cpus=64, gpus=16)
+SLURM = slurm_definition("bench", nodes=2, cpus=32, gpus=8)
 TERMINAL = TERMINAL_STATES
 
 

@@ -31,28 +31,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.embedded import BIN, EmbeddedCluster, slurm_testbed
+from bench.embedded import BIN, EmbeddedCluster, embedded_config, slurm_definition, slurm_testbed
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPAT_BIN = ROOT / "podium" / "compat" / "bin"
-EMBEDDED = """\
-node: {name: node0, cpus: 16, memory_mb: 16000,
-       gpus: {source: declared, count: 8, type: h100, memory_mb: 81920}}
-scheduler_interval_s: 0.2
-kill_wait_s: 1
-"""
-SLURM = """\
-ClusterName: bench
-Scheduling:
-  SlurmSettings:
-    HealthChecks: {Interval: 300, Prolog: false, Epilog: false}
-  SlurmQueues:
-    - Name: main
-      Default: true
-      ComputeResources:
-        - {Name: g, Cpus: 16, MemoryMiB: 16000, Gpus: {Count: 8, Type: h100},
-           MinCount: 1, MaxCount: 1}
-"""
+EMBEDDED = embedded_config(cpus=16, gpus=8)
+SLURM = slurm_definition("bench", nodes=1, cpus=16, gpus=8)
 # Run inside the job: STEPS x `srun -n 4 date +%s%N`; for each, the seconds until the
 # last of the 4 tasks started (the time it printed) and until srun returned, as JSON.
 STEP_TIMER = """\
