@@ -33,6 +33,8 @@ STEPS_DIR = "steps"
 STEP_DIR_ENV = "PODIUM_STEP_DIR"
 MAX_STEPS = 10_000  # records kept per run (the oldest are kept: ids are sequential)
 MAX_RECORD_BYTES = 16 << 10
+MAX_ENTRIES = 4 * MAX_STEPS  # directory entries looked at (other files are the job's)
+MAX_READ_BYTES = 8 << 20  # read per call, over all records
 STEP_STATES = frozenset(
     {"RUNNING", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL"}
     | {"OUT_OF_MEMORY"}
@@ -171,20 +173,32 @@ def clean_record(step_id: int, raw: Any) -> dict[str, Any] | None:
 
 
 def read_steps(step_dir: StepDir) -> list[dict[str, Any]]:
-    """Every step recorded in `step_dir`, by id (at most MAX_STEPS); unreadable or
-    malformed records are skipped. Call it as the job's user."""
+    """The steps recorded in `step_dir`, by id; unreadable or malformed records are
+    skipped. A job's files are its own to fill, so the cost is bounded whatever they
+    hold: at most MAX_ENTRIES directory entries looked at, MAX_STEPS records and
+    MAX_READ_BYTES read (the daemon reads a running job's steps for `podium acct`)."""
+    ids = []
     try:
-        names = os.listdir(step_dir)
+        with os.scandir(step_dir) as entries:
+            for seen, entry in enumerate(entries):
+                if seen >= MAX_ENTRIES:
+                    break
+                name = entry.name
+                if name.endswith(".json") and name[:-5].isdigit() and len(name) < 16:
+                    ids.append(int(name[:-5]))
     except OSError:
         return []
-    ids = sorted(int(n[:-5]) for n in names if n.endswith(".json") and n[:-5].isdigit())
     import json  # the supervisor's and daemon's side: not on srun's path
 
     steps = []
-    for step_id in ids[:MAX_STEPS]:
+    budget = MAX_READ_BYTES
+    for step_id in sorted(ids)[:MAX_STEPS]:
         data = _read_bounded(os.path.join(step_dir, f"{step_id}.json"))
         if data is None:
             continue
+        budget -= len(data)
+        if budget < 0:
+            break
         try:
             record = clean_record(step_id, json.loads(data))
         except ValueError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -76,3 +77,15 @@ def test_steps_ended_by_the_jobs_stop_take_its_state() -> None:
 def test_the_small_encoder_writes_what_json_reads(value: object) -> None:
     assert json.loads(dumps(value)) == value
     assert dumps(float("inf")) == dumps(float("nan")) == "null"  # as no JSON number can be
+
+
+def test_a_flood_of_files_costs_a_bounded_read(tmp_path: Path, monkeypatch: Any) -> None:
+    import podium.run.steps as steps_module
+
+    monkeypatch.setattr(steps_module, "MAX_STEPS", 5)
+    monkeypatch.setattr(steps_module, "MAX_ENTRIES", 20)
+    monkeypatch.setattr(steps_module, "MAX_READ_BYTES", 3 * len(dumps(record())))
+    for i in range(50):
+        (tmp_path / f"{i}.json").write_text(dumps(record(step_id=i)))
+    found = read_steps(tmp_path)
+    assert 1 <= len(found) <= 3  # within the byte budget, from at most 20 entries
