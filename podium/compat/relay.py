@@ -14,9 +14,10 @@ import sys
 import termios
 import time
 
-from podium.compat.srun import Allocation, Step, StepError, free_port, run_step, task_env
+from podium.compat.srun import Allocation, Step, StepError, run_step, task_env
 from podium.compat.step_options import parse
 from podium.compat.wire import decode, read_header, send
+from podium.run.ports import free_port
 from podium.run.steps import STEP_DIR_ENV, create_step, step_record, update_step
 
 TYPE_CHECKING = False  # not `typing`'s: ~5 ms of the relay's start-up

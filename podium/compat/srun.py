@@ -21,7 +21,6 @@ Standard library only: a step costs one small interpreter start.
 
 from __future__ import annotations
 
-import _socket
 import os
 import select
 import sys
@@ -30,6 +29,7 @@ import time
 from podium.compat.step_io import Output, spawn
 from podium.compat.step_options import parse
 from podium.errors import PodiumError
+from podium.run.ports import free_port
 from podium.run.steps import STEP_DIR_ENV, create_step, step_record, update_step
 
 TYPE_CHECKING = False  # not `typing`'s: importing it costs srun's start-up ~5 ms
@@ -140,16 +140,6 @@ class Step:
         if self.gpus_per_task:
             return self.gpus[rank * self.gpus_per_task : (rank + 1) * self.gpus_per_task]
         return self.gpus
-
-
-def free_port() -> int:
-    """A free TCP port on the loopback (the C socket module: `socket` costs ~7 ms)."""
-    sock = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
-    try:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-    finally:
-        sock.close()
 
 
 def task_env(

@@ -43,6 +43,7 @@ from podium.run.files import (
     write_atomic,
 )
 from podium.run.patterns import expand
+from podium.run.ports import free_port
 from podium.run.results import keep_result_room, load_plan, record_result, result_record
 from podium.run.spawn import SpawnError, spawn_task
 from podium.run.steps import (
@@ -54,7 +55,7 @@ from podium.run.steps import (
     step_record,
     stopped_state,
 )
-from podium.run.task_env import FileOpener, free_port, job_identity, task_environment
+from podium.run.task_env import FileOpener, job_identity, task_environment
 
 if TYPE_CHECKING:  # the supervisor reads the plan as plain JSON, to start fast
     from podium.run.plan import LaunchPlan, TaskPlan

@@ -5,19 +5,12 @@ Stdlib only: the supervisor imports it at every job start."""
 from __future__ import annotations
 
 import os
-import socket
 from typing import TYPE_CHECKING
 
 from podium.run.identity import Identity
 
 if TYPE_CHECKING:  # the supervisor reads the plan as plain JSON, to start fast
     from podium.run.plan import LaunchPlan, TaskPlan
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def task_environment(
