@@ -37,6 +37,7 @@ import termios
 import time
 from typing import Any
 
+from podium.api.states import TERMINAL_STATES
 from podium.compat.step_options import StepOptions, parse
 from podium.compat.wire import RELAY_MAIN, decode, header, send
 
@@ -48,8 +49,6 @@ JOB_OPTIONS = frozenset(
     | {"--constraint", "--time-min", "--comment", "--gpus-per-node", "--cpus-per-gpu"}
     | {"--exclusive", "--signal"}
 )
-TERMINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL"}
-TERMINAL_STATES |= {"OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
 
 
 # -- the client (outside a job) -------------------------------------------------------
@@ -67,7 +66,7 @@ def allocate_and_run(tool: str, args: list[str]) -> int:
     """`srun ARGS` or `salloc ARGS` outside a job: an allocation, then the command on
     this terminal. Returns the command's exit code (1 if it never ran)."""
     if tool == "salloc":
-        opts = parse([*args, "--", *([] if _has_command(args) else [_shell()])])
+        opts = parse(args if _has_command(args) else [*args, _shell()])
         opts.pty = True
     else:
         opts = parse(args)
