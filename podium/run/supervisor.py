@@ -1,4 +1,4 @@
-"""The per-job supervisor (like slurmstepd): `python -m podium.run.supervisor JOB_DIR LOCK_FD`.
+"""The per-job supervisor (like slurmstepd): `main([_, JOB_DIR, LOCK_FD])`, run by the daemon.
 
 Contract:
 - It holds the flock on JOB_DIR/lock (inherited from the daemon) for its whole life;
