@@ -13,4 +13,12 @@ def decay(usage: float, elapsed_s: float, half_life_s: float) -> float:
     return usage * math.pow(2.0, -max(0.0, elapsed_s) / half_life_s)
 
 
-__all__ = ["decay"]
+def charged(
+    value: float | None, updated: float, amount: float, now: float, half_life_s: float
+) -> float:
+    """An (account, user)'s usage after charging `amount` at `now`, when it stood at
+    `value` (None: never charged) as of `updated`."""
+    return amount if value is None else amount + decay(value, now - updated, half_life_s)
+
+
+__all__ = ["charged", "decay"]

@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable
 
 from podium.recover.resume import Ended, decide, newest_checkpoint
+from podium.sched.accounting import requeued_after_preemption, run_usage
 from podium.server.effects import Effects
 from podium.server.launch import Planner
 from podium.server.policy import half_life_s
@@ -102,11 +103,8 @@ class RunEnds:
             res = poll.result
             self.steps.put(job_id, row["restart_count"], res.steps)
             self._charge(row, res.end_time)
-            mode = row["preempt_mode"] or "requeue"
-            if (
-                res.state == JobState.PREEMPTED.value
-                and mode == "requeue"
-                and self.spec(row).requeue
+            if res.state == JobState.PREEMPTED.value and requeued_after_preemption(
+                row["preempt_mode"], self.spec(row).requeue
             ):
                 self.store.requeue(job_id, now, "preempted")
                 self.effects.notify(row, self.spec(row), "REQUEUE", "was preempted and requeued")
@@ -215,7 +213,10 @@ class RunEnds:
         """Add a finished run's GPU-seconds (and weighted CPU-seconds) to fair share."""
         if row["start_time"] is None:
             return
-        elapsed = max(0.0, end_time - row["start_time"])
-        weight = self.config.fairshare.cpu_weight
-        amount = elapsed * (len(spec_gpu_ids(row)) + weight * row["cpus"])
+        amount = run_usage(
+            end_time - row["start_time"],
+            len(spec_gpu_ids(row)),
+            row["cpus"],
+            self.config.fairshare.cpu_weight,
+        )
         self.store.charge(row["account"], row["user"], amount, end_time, self.half_life_s)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from podium.api.states import PreemptMode
+from podium.sched import accounting
 from podium.sched.fairshare import Association
 from podium.sched.model import Policy, QosLimits
 from podium.sched.priority import PriorityWeights
@@ -44,22 +45,10 @@ def policy_from_config(config: ClusterConfig) -> Policy:
 def share_tree(config: ClusterConfig, seen: Iterable[tuple[str, str]]) -> Association:
     """root -> accounts -> users: the configured ones with their shares, plus every
     (account, user) seen in jobs or usage with one share each."""
-    shares = {a.name: a.shares for a in config.accounts}
-    users: dict[str, dict[str, int]] = {
-        a.name: {u.name: u.shares for u in a.users} for a in config.accounts
-    }
-    for account, user in seen:
-        users.setdefault(account, {}).setdefault(user, 1)
-    return Association(
-        "root",
-        children=tuple(
-            Association(
-                name,
-                shares.get(name, 1),
-                children=tuple(Association(u, s, is_user=True) for u, s in members.items()),
-            )
-            for name, members in users.items()
-        ),
+    return accounting.share_tree(
+        {a.name: a.shares for a in config.accounts},
+        {a.name: {u.name: u.shares for u in a.users} for a in config.accounts},
+        seen,
     )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from podium.api.states import Exclusive
 from podium.recover.ladder import Label
 from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot
+from podium.sched.accounting import live_usage
 from podium.sched.fairshare import Association
 from podium.server.local_node import LocalNode
 from podium.server.policy import share_tree
@@ -204,10 +205,6 @@ def share_inputs(
 ) -> tuple[Association, dict[tuple[str, str], float]]:
     """The fair-share tree and usage now: decayed stored `usage` (Store.usage) plus
     what running jobs have used so far. `usage` is not changed."""
-    usage = dict(usage)
-    weight = config.fairshare.cpu_weight
-    for a in running:
-        used = max(0.0, now - a.start_time) * (len(a.gpu_indices) + weight * a.cpus)
-        usage[(a.account, a.user)] = usage.get((a.account, a.user), 0.0) + used
+    usage = live_usage(usage, running, now, config.fairshare.cpu_weight)
     seen = set(usage) | {(p.account, p.user) for p in pending}
     return share_tree(config, seen), usage

@@ -14,9 +14,14 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-from podium.api.states import PreemptMode
-from podium.api.usage import decay
 from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot, schedule
+from podium.sched.accounting import (
+    UsageLedger,
+    allocation_usage,
+    live_usage,
+    requeued_after_preemption,
+    share_tree,
+)
 from podium.sched.fairshare import Association, user_factors
 from podium.sched.model import Policy
 from podium.sched.order import PendingGroups
@@ -118,8 +123,7 @@ def simulate(
     groups = PendingGroups()  # the same jobs, grouped for a lazy walk of the queue
     running: dict[int, _Run] = {}
     state = _State({j.job_id: j.duration for j in runnable}, {j.job_id: 0 for j in runnable})
-    usage: dict[tuple[str, str], float] = {}
-    usage_time = 0.0
+    ledger = UsageLedger(options.fairshare_half_life_s)  # charged as the daemon charges
     events: list[tuple[float, int, int, int]] = []  # (time, kind 0=finish 1=arrive, id, token)
     for j in runnable:
         heapq.heappush(events, (j.submit_time, 1, j.job_id, 0))
@@ -129,6 +133,7 @@ def simulate(
 
     node_gpus = max((n.gpus for n in nodes), default=0)
     tree_of: tuple[set[tuple[str, str]], Association] = (set(), Association("root"))
+    cpu_weight = 0.0  # fair share charges GPU-seconds only, the daemon's default
 
     def pending_of(j: TraceJob) -> PendingJob:
         limit = j.time_limit if j.time_limit is not None else j.duration * options.time_limit_factor
@@ -149,13 +154,14 @@ def simulate(
             time_limit_s=max(1.0, limit),
         )
 
-    def charge(key: tuple[str, str], amount: float, now: float) -> None:
-        nonlocal usage_time
-        if now > usage_time:
-            for k in usage:
-                usage[k] = decay(usage[k], now - usage_time, options.fairshare_half_life_s)
-            usage_time = now
-        usage[key] = usage.get(key, 0.0) + amount
+    def end_run(job_id: int, now: float) -> _Run:
+        """A run stops: its usage is charged (as RunEnds charges it) and it leaves."""
+        run = running.pop(job_id)
+        j = by_id[job_id]
+        used = sum(allocation_usage(a, now, cpu_weight) for a in run.allocs)
+        ledger.charge((j.account, j.user), used, now)
+        outcomes[job_id].gpu_seconds += (now - run.started) * j.gpus
+        return run
 
     while events:
         now = events[0][0]
@@ -168,12 +174,8 @@ def simulate(
                 groups.add(p)
                 outcomes[job_id].contenders_at_arrival = len(pending_jobs) + len(running)
             elif job_id in running and running[job_id].token == token:
-                run = running.pop(job_id)
-                out = outcomes[job_id]
-                out.end = now
-                out.gpu_seconds += (now - run.started) * by_id[job_id].gpus
-                j = by_id[job_id]
-                charge((j.account, j.user), (now - run.started) * j.gpus, now)
+                end_run(job_id, now)
+                outcomes[job_id].end = now
         if not pending_jobs:
             continue
         if now < next_pass:
@@ -185,18 +187,15 @@ def simulate(
         while True:
             fairshare: dict[tuple[str, str], float] = {}
             if policy.use_priority and policy.weights.fairshare > 0:
-                seen = set(usage) | {
+                seen = ledger.keys() | {
                     (g.jobs[0].account, g.jobs[0].user) for g in groups.groups.values()
                 }
                 if seen != tree_of[0]:  # the tree changes only when a new user shows up
-                    tree_of = (seen, _share_tree(seen))
-                tree = tree_of[1]
-                live = dict(usage)
-                for job_id, run in running.items():
-                    j = by_id[job_id]
-                    key = (j.account, j.user)
-                    live[key] = live.get(key, 0.0) + (now - run.started) * j.gpus
-                fairshare = user_factors(tree, live)
+                    tree_of = (seen, share_tree({}, {}, sorted(seen)))
+                live = live_usage(
+                    ledger.at(now), (a for r in running.values() for a in r.allocs), now, cpu_weight
+                )
+                fairshare = user_factors(tree_of[1], live)
             snap = Snapshot(
                 nodes=views,
                 running=tuple(a for r in running.values() for a in r.allocs),
@@ -207,20 +206,17 @@ def simulate(
             decisions = schedule(snap, now, policy, explain=False)
             passes += 1
             for pre in decisions.preempts:
-                run = running.pop(pre.job_id)
-                j = by_id[pre.job_id]
+                run = end_run(pre.job_id, now)
                 out = outcomes[pre.job_id]
                 done = now - run.started
                 interval = options.checkpoint_interval_s
                 kept = done if interval <= 0 else (done // interval) * interval
                 state.remaining[pre.job_id] -= kept
                 out.lost_seconds += done - kept
-                out.gpu_seconds += done * j.gpus
                 out.preemptions += 1
                 preemptions += 1
-                charge((j.account, j.user), done * j.gpus, now)
-                if pre.mode == PreemptMode.REQUEUE:
-                    pending_jobs[pre.job_id] = p = pending_of(j)
+                if requeued_after_preemption(pre.mode, may_requeue=True):
+                    pending_jobs[pre.job_id] = p = pending_of(by_id[pre.job_id])
                     groups.add(p)
                 else:
                     out.end = now
@@ -244,20 +240,6 @@ def simulate(
         sum(n.gpus for n in nodes),
         preemptions,
         passes,
-    )
-
-
-def _share_tree(users: set[tuple[str, str]]) -> Association:
-    """The fair-share tree of these (account, user) pairs: equal shares at each level."""
-    accounts: dict[str, set[str]] = {}
-    for account, user in users:
-        accounts.setdefault(account, set()).add(user)
-    return Association(
-        "root",
-        children=tuple(
-            Association(a, 1, tuple(Association(u, 1, is_user=True) for u in sorted(us)))
-            for a, us in sorted(accounts.items())
-        ),
     )
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from podium.api.usage import decay
+from podium.api.usage import charged, decay
 from podium.errors import NotFound, StoreError
 from podium.store.brief import Row, brief_from_json
 from podium.store.schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
@@ -169,9 +169,8 @@ class Database:
             row = conn.execute(
                 "SELECT value, updated FROM usage WHERE account=? AND user=?", (account, user)
             ).fetchone()
-            value = amount
-            if row is not None:
-                value += decay(row["value"], now - row["updated"], half_life_s)
+            old, updated = (None, now) if row is None else (row["value"], row["updated"])
+            value = charged(old, updated, amount, now, half_life_s)
             conn.execute(
                 "INSERT OR REPLACE INTO usage (account, user, value, updated) VALUES (?,?,?,?)",
                 (account, user, value, now),
