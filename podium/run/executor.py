@@ -3,7 +3,10 @@
 Launch protocol (so that no job runs twice and none is lost across a daemon crash):
 1. the daemon takes an exclusive flock on JOB_DIR/lock and starts the supervisor with
    that descriptor inherited, then closes its own copy: from then on the lock is held
-   exactly as long as the supervisor lives;
+   exactly as long as the supervisor lives. The supervisor is forked by a warm
+   launcher (podium.run.forkserver), which receives the descriptor with the request;
+   when the launcher is gone, a new interpreter is started instead, unless the lock
+   shows that the launcher forked the supervisor before it went;
 2. the supervisor writes started.json, runs the job, writes result.json and exits.
 
 `poll()` tells the state from outside with no shared memory: lock held -> running;
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import shutil
 import signal
@@ -43,6 +47,7 @@ from podium.run.files import (
     read_json,
     write_atomic,
 )
+from podium.run.launcher import Launcher, LauncherLost
 from podium.run.plan import JobResult, LaunchPlan
 from podium.run.steps import STEPS_DIR, read_steps, step_record
 from podium.run.supervisor import WATCHED
@@ -63,7 +68,9 @@ def _session(pid: int) -> int | None:
         return None
 
 
-# `-c`, not `-m podium.run.supervisor`: runpy costs every job start ~9 ms here. The
+log = logging.getLogger("podium.executor")
+
+# A cold start runs `-c`, not `-m podium.run.supervisor`: runpy costs ~9 ms here. The
 # command line still names the module (what `ps` shows and tests look for).
 SUPERVISOR_MAIN = "import sys; from podium.run.supervisor import main; sys.exit(main(sys.argv))"
 
@@ -83,11 +90,20 @@ class Poll:
 class LocalExecutor:
     """Starts supervisors for jobs under `jobs_dir` and reads their outcomes."""
 
-    def __init__(self, jobs_dir: Path, python: str = sys.executable) -> None:
+    def __init__(self, jobs_dir: Path, python: str = sys.executable, warm: bool = True) -> None:
+        """`warm`: fork supervisors from a warm launcher (podium.run.launcher), falling
+        back to a new interpreter per job when it fails; False: always the latter."""
         self.jobs_dir = jobs_dir
         self.python = python
-        self._children: dict[int, subprocess.Popen[bytes]] = {}  # by job id
+        self._children: dict[int, subprocess.Popen[bytes]] = {}  # cold starts, by job id
+        self._pids: dict[int, int] = {}  # supervisors started, by job id
         jobs_dir.mkdir(parents=True, exist_ok=True)
+        self.launcher = Launcher(jobs_dir, python) if warm else None
+
+    def close(self) -> None:
+        """Stop the launcher (supervisors keep running)."""
+        if self.launcher is not None:
+            self.launcher.close()
 
     def job_dir(self, job_id: int) -> Path:
         return self.jobs_dir / str(job_id)
@@ -129,24 +145,60 @@ class LocalExecutor:
             log_fd = os.open(
                 job_dir / SUPERVISOR_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600
             )
-            # The supervisor is born with its signals blocked: a cancel or preemption
-            # sent while its interpreter still starts waits for it, rather than
-            # killing it before it has started anything (read as never launched).
-            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
-            with os.fdopen(log_fd, "ab") as log, _restoring_mask(blocked):
-                proc = subprocess.Popen(
-                    [self.python, "-c", SUPERVISOR_MAIN, str(job_dir), str(lock_fd)],
-                    pass_fds=(lock_fd,),
-                    start_new_session=True,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=log,
-                    cwd="/",
-                )
+            try:
+                pid = self._start_supervisor(job_dir, lock_fd, log_fd)
+            finally:
+                os.close(log_fd)
         finally:
             os.close(lock_fd)
-        self._children[plan.job_id] = proc
+        self._pids[plan.job_id] = pid
+        return pid
+
+    def _start_supervisor(self, job_dir: Path, lock_fd: int, log_fd: int) -> int:
+        """Start the supervisor, holding `lock_fd`, warm when the launcher answers, else
+        as a new interpreter; its pid (0 when a launcher that died mid-way is known
+        only to have started it: the lock is held)."""
+        if self.launcher is not None:
+            try:
+                return self.launcher.start(job_dir, lock_fd, log_fd)
+            except LauncherLost as exc:
+                log.warning("supervisor launcher: %s; starting job %s cold", exc, job_dir.name)
+                if self._lock_held_elsewhere(job_dir, lock_fd):
+                    return 0  # forked before the launcher died: the child holds the lock
+        # The supervisor is born with its signals blocked: a cancel or preemption sent
+        # while its interpreter still starts waits for it, rather than killing it
+        # before it has started anything (read as never launched).
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
+        with _restoring_mask(blocked):
+            proc = subprocess.Popen(
+                [self.python, "-c", SUPERVISOR_MAIN, str(job_dir), str(lock_fd)],
+                pass_fds=(lock_fd,),
+                start_new_session=True,
+                stdin=subprocess.DEVNULL,
+                stdout=log_fd,
+                stderr=log_fd,
+                cwd="/",
+            )
+        self._children[int(job_dir.name)] = proc
         return proc.pid
+
+    @staticmethod
+    def _lock_held_elsewhere(job_dir: Path, lock_fd: int) -> bool:
+        """Whether a process other than us (a forked child) holds the job's lock.
+
+        A lock belongs to an open file, and ours is shared with any child: so our
+        descriptor `lock_fd` is replaced by a new open file of the lock (dup2 drops
+        the old one in the same step), and the lock tried on that. True: someone else
+        holds it. False: nobody did, and `lock_fd` now holds it for us again.
+        """
+        fresh = os.open(job_dir / LOCK_FILE, os.O_RDWR | os.O_CLOEXEC)
+        os.dup2(fresh, lock_fd, inheritable=False)
+        os.close(fresh)
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        return False
 
     @staticmethod
     def _fresh_step_dir(path: Path, uid: int, gid: int) -> None:
@@ -170,6 +222,7 @@ class LocalExecutor:
         job_dir = self.job_dir(job_id)
         if self._lock_held(job_dir):
             return Poll("running")
+        self._pids.pop(job_id, None)
         data = read_json(job_dir / RESULT_FILE)  # written before the lock was let go
         if data is not None:
             return Poll("ended", JobResult.from_dict(data))
@@ -261,11 +314,10 @@ class LocalExecutor:
         if not self._lock_held(self.job_dir(job_id)):
             return False
         started = read_json(self.job_dir(job_id) / STARTED_FILE)
-        child = self._children.get(job_id)
         if started is not None:
             pid = int(started["pid"])
-        elif child is not None:
-            pid = child.pid  # still starting up: the signal waits, blocked, until it looks
+        elif self._pids.get(job_id):
+            pid = self._pids[job_id]  # still starting: the signal waits, blocked, for it
         else:
             return False
         try:

@@ -194,6 +194,8 @@ def serve(home: Path, config: ClusterConfig) -> None:
     gpus = resolve_inventory(config.node.gpus)
     config.node.gpus.count = len(gpus)
     executor = LocalExecutor(home / "jobs")
+    if executor.launcher is not None:
+        executor.launcher.warm_up()  # the first job need not wait for its imports
     controller = Controller(home, config, store, executor, local_node(config, gpus))
     agent = HealthAgent(
         home,
@@ -264,6 +266,7 @@ def serve(home: Path, config: ClusterConfig) -> None:
         sock.unlink(missing_ok=True)
         paths.pid_path(home).unlink(missing_ok=True)
         agent.close()
+        executor.close()
         store.close()
         os.close(lock_fd)
 

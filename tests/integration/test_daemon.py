@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import time
@@ -34,13 +35,18 @@ def test_foreground_daemon_serves_and_stops_on_sigterm() -> None:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
         assert not (c.home / "podium.sock").exists()
-        sup = next(
+        started = json.loads((c.home / "jobs" / str(job_id) / "started.json").read_text())
+        sup = psutil.Process(started["pid"])  # the job's supervisor, forked warm or cold
+        assert "podium.run.supervisor" in " ".join(sup.cmdline())
+        assert sup.is_running()  # the job outlived its daemon
+        launchers = [  # a warm supervisor shows its launcher's command line
             p
             for p in psutil.process_iter(["cmdline"])
-            if "podium.run.supervisor" in " ".join(p.info["cmdline"] or [])
+            if "forkserver" in " ".join(p.info["cmdline"] or [])
             and str(c.home) in " ".join(p.info["cmdline"] or [])
-        )
-        assert sup.is_running()  # the job outlived its daemon
+            and p.pid != sup.pid
+        ]
+        assert not launchers  # the daemon's supervisor launcher went with the daemon
         c.start()
         assert c.wait(job_id, timeout=20)["state"] == "COMPLETED"
     finally:

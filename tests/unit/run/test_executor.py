@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import fcntl
 import os
+import signal
 import time
 from pathlib import Path
+
+import psutil
+import pytest
 
 from podium.run.executor import LocalExecutor, Poll
 from podium.run.plan import LaunchPlan, TaskPlan
@@ -31,15 +37,80 @@ def ended(executor: LocalExecutor, job_id: int) -> Poll:
     raise AssertionError(f"job {job_id} still running")
 
 
-def test_a_preemption_sent_while_the_supervisor_starts_waits_for_it(tmp_path: Path) -> None:
-    """Signals sent before the supervisor's interpreter is up must not kill it (it would
-    read as never launched and run again); it starts the job, then stops it."""
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
+def test_a_preemption_sent_while_the_supervisor_starts_waits_for_it(
+    tmp_path: Path, warm: bool
+) -> None:
+    """Signals sent before the supervisor is up must not kill it (it would read as
+    never launched and run again); it starts the job, then stops it."""
+    executor = LocalExecutor(tmp_path / "jobs", warm=warm)
+    try:
+        for job_id, stop in ((1, executor.preempt), (2, executor.cancel)):
+            executor.launch(plan_of(job_id, tmp_path), "#!/bin/sh\n")
+            assert stop(job_id)  # at once: the supervisor is still starting
+            poll = ended(executor, job_id)
+            assert poll.status == "ended" and poll.result is not None, poll
+            assert poll.result.state == ("PREEMPTED" if job_id == 1 else "CANCELLED")
+            assert poll.result.signal == 15, poll.result
+        executor.reap()
+    finally:
+        executor.close()
+
+
+def test_a_warm_supervisor_is_forked_by_the_launcher_and_outlives_it(tmp_path: Path) -> None:
     executor = LocalExecutor(tmp_path / "jobs")
-    for job_id, stop in ((1, executor.preempt), (2, executor.cancel)):
-        executor.launch(plan_of(job_id, tmp_path), "#!/bin/sh\n")
-        assert stop(job_id)  # at once: the interpreter is still importing
-        poll = ended(executor, job_id)
-        assert poll.status == "ended" and poll.result is not None, poll
-        assert poll.result.state == ("PREEMPTED" if job_id == 1 else "CANCELLED")
-        assert poll.result.signal == 15, poll.result
-    executor.reap()
+    try:
+        plan = dataclasses.replace(plan_of(1, tmp_path), argv=["/bin/sh", "-c", "exit 7"])
+        pid = executor.launch(plan, "#!/bin/sh\n")
+        assert executor.launcher is not None and executor.launcher.pid is not None
+        poll = ended(executor, 1)
+        assert poll.result is not None and poll.result.exit_code == 7, poll
+        sup = executor.launch(plan_of(2, tmp_path), "#!/bin/sh\n")
+        assert sup != pid and psutil.Process(sup).ppid() == executor.launcher.pid
+        assert os.getsid(sup) == sup  # a session of its own, as a cold start has
+        executor.close()  # the daemon goes: the launcher exits, the job runs on
+        assert executor.poll(2).status == "running"
+        assert executor.cancel(2)
+        assert ended(executor, 2).result.state == "CANCELLED"  # type: ignore[union-attr]
+    finally:
+        executor.close()
+
+
+def test_a_killed_launcher_is_replaced_and_no_job_is_lost(tmp_path: Path) -> None:
+    executor = LocalExecutor(tmp_path / "jobs")
+    try:
+        executor.launch(plan_of(1, tmp_path), "#!/bin/sh\n")
+        assert executor.launcher is not None and executor.launcher.pid is not None
+        first = executor.launcher.pid
+        os.kill(first, signal.SIGKILL)
+        assert executor.poll(1).status == "running"  # its supervisor did not depend on it
+        executor.launch(plan_of(2, tmp_path), "#!/bin/sh\n")
+        assert executor.poll(2).status == "running"
+        for job_id in (1, 2):
+            assert executor.cancel(job_id)
+            assert ended(executor, job_id).status == "ended"
+    finally:
+        executor.close()
+
+
+def test_after_a_lost_launcher_the_lock_tells_whether_the_supervisor_was_forked(
+    tmp_path: Path,
+) -> None:
+    lock = tmp_path / "lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    child = os.fork()
+    if child == 0:  # a supervisor forked with the lock's open file
+        time.sleep(30)
+        os._exit(0)
+    try:
+        assert LocalExecutor._lock_held_elsewhere(tmp_path, fd)
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+    assert not LocalExecutor._lock_held_elsewhere(tmp_path, fd)  # nobody: ours again
+    probe = os.open(lock, os.O_RDWR)
+    with pytest.raises(BlockingIOError):
+        fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.close(probe)
+    os.close(fd)
