@@ -12,18 +12,21 @@ submit body (`SubmitRequest`'s fields) and a `Selection` of jobs.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
-from enum import StrEnum
-from typing import Any, ClassVar, Literal, NamedTuple
-
 from podium.errors import ApiError
 
-Action = Literal["cancel", "hold", "release", "requeue"]
+TYPE_CHECKING = False  # typing itself is not loaded on the client's lean path
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any, ClassVar, Literal
+
+    from podium.api.selection import JobFilter, Selection
+
+    Action = Literal["cancel", "hold", "release", "requeue"]
 
 
-class Feature(StrEnum):
-    """What a backend may be unable to do."""
+class Feature:
+    """What a backend may be unable to do (the names of `CANNOT` tables' keys; plain
+    text, so that a submit need not load enum)."""
 
     PRIORITIES = "priorities"
     FAIR_SHARE = "fair share"
@@ -33,33 +36,21 @@ class Feature(StrEnum):
     SHUTDOWN = "stopping the cluster's daemon"
 
 
-class Selection(NamedTuple):
-    """Jobs to act on: ids, and/or filters (as scancel)."""
-
-    job_ids: tuple[int, ...] = ()
-    user: str | None = None
-    name: str | None = None
-    states: tuple[str, ...] | None = None
-
-
-class JobFilter(NamedTuple):
-    """Which jobs a listing shows: pending and running ones unless `states` names
-    others or `finished` asks for every job; `since`/`until` bound accounting."""
-
-    states: tuple[str, ...] | None = None
-    user: str | None = None
-    name: str | None = None
-    finished: bool = False
-    since: float | None = None
-    until: float | None = None
-
-
 def records_json(records: list[dict[str, Any]]) -> str:
     """A list of records as JSON text, one record per line (what `--json` prints for
     listings; json's indenting encoder is pure Python and takes a second for 10,000)."""
     if not records:
         return "[]\n"
+    import json
+
     return "[\n  " + ",\n  ".join(json.dumps(r) for r in records) + "\n]\n"
+
+
+def _all_current() -> JobFilter:
+    """The default filter: pending and running jobs."""
+    from podium.api.selection import JobFilter
+
+    return JobFilter()
 
 
 class Unsupported(ApiError):
@@ -75,15 +66,14 @@ class Backend:
     """A cluster the CLI can use. Subclasses set `name`, `CANNOT`, and the hooks."""
 
     name: ClassVar[str] = ""
-    CANNOT: ClassVar[Mapping[Feature, str]] = {}
+    CANNOT: ClassVar[Mapping[str, str]] = {}  # Feature -> why not
 
-    def refuse(self, feature: Feature) -> None:
-        """Raise Unsupported when this backend declared it cannot do `feature`."""
+    def refuse(self, feature: str) -> None:
+        """Raise Unsupported when this backend declared it cannot do `feature` (a
+        Feature)."""
         reason = self.CANNOT.get(feature)
         if reason is not None:
-            raise Unsupported(
-                f"{feature.value} is not available on the {self.name} backend: {reason}"
-            )
+            raise Unsupported(f"{feature} is not available on the {self.name} backend: {reason}")
 
     # --- the public methods ------------------------------------------------------------
 
@@ -105,11 +95,11 @@ class Backend:
 
     def jobs(self, which: JobFilter | None = None) -> list[dict[str, Any]]:
         """Jobs as `which` selects them (default: pending and running)."""
-        return self._jobs(which or JobFilter())
+        return self._jobs(which or _all_current())
 
     def jobs_json(self, which: JobFilter | None = None) -> str:
         """The same jobs as JSON text for `--json`: a list, one record per line."""
-        return self._jobs_json(which or JobFilter())
+        return self._jobs_json(which or _all_current())
 
     def job(self, job_id: int) -> dict[str, Any]:
         """One job in full (its script, spec and events where the backend has them)."""
@@ -121,7 +111,7 @@ class Backend:
 
     def acct(self, which: JobFilter | None = None) -> list[dict[str, Any]]:
         """Jobs that started or ended (accounting, like sacct)."""
-        return self._acct(which or JobFilter())
+        return self._acct(which or _all_current())
 
     def set_time_limit(self, job_id: int, seconds: int | None) -> dict[str, Any]:
         """Change a pending or running job's time limit (None: unlimited), as `scontrol

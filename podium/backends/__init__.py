@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import importlib
 import os
-from pathlib import Path
-from typing import Any
 
 from podium import paths
-from podium.api.backend import Backend
 from podium.errors import ConfigError
+
+TYPE_CHECKING = False  # typing itself is not loaded on the client's lean path
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+
+    from podium.api.backend import Backend
 
 # name -> (module, class): the implementations of podium.api.backend.Backend
 BACKENDS = {
@@ -26,18 +30,18 @@ BACKENDS = {
 }
 
 
-def config_file(home: Path | None = None) -> Path:
+def config_file(home: Path | str | None = None) -> str:
     """The cluster config the CLI reads: $PODIUM_CONFIG, else HOME/cluster.yaml."""
-    explicit = os.environ.get("PODIUM_CONFIG")
-    return Path(explicit) if explicit else paths.config_path(home)
+    return os.environ.get("PODIUM_CONFIG") or paths.config_file(home)
 
 
-def backend_name(path: Path) -> str:
+def backend_name(path: str | os.PathLike[str]) -> str:
     """The `backend:` of the config at `path` ("embedded" when there is no file or
     the file names none). Raises ConfigError for an unknown name or a file that is
     not YAML."""
     try:
-        text = path.read_text()
+        with open(path) as fh:
+            text = fh.read()
     except OSError:
         return "embedded"
     if "backend" not in text:  # no YAML parse on the fast path
@@ -67,7 +71,9 @@ def open_backend(home: Path | None = None, timeout: float = 60.0) -> Backend:
     if name == "embedded":
         backend: Backend = backend_class(home, timeout)
     else:
+        from pathlib import Path
+
         from podium.spec.cluster import load_config
 
-        backend = backend_class(load_config(path), home)
+        backend = backend_class(load_config(Path(path)), home)
     return backend

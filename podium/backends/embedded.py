@@ -3,22 +3,44 @@
 The client speaks the little HTTP/1.1 it needs over the socket itself: a `podium`
 command is a new process each time, and importing http.client (~45 ms: it loads the
 email package) or httpx (~190 ms) would dominate a shell loop of `podium submit`
-calls. The tests and benchmarks drive the same API with httpx.
+calls. For the same reason it reads and writes JSON with `podium.api.lightjson` (the
+json package loads `re`). The tests and benchmarks drive the same API with httpx.
 """
 
 from __future__ import annotations
 
-import json
-import socket
+import _socket
 import time
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any, ClassVar
-from urllib.parse import urlencode
 
 from podium import paths
-from podium.api.backend import Action, Backend, Feature, JobFilter, Selection
+from podium.api import lightjson
+from podium.api.backend import Backend
 from podium.errors import ApiError, DaemonUnavailable
+
+TYPE_CHECKING = False  # typing itself is not loaded on the client's lean path
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+    from typing import Any, ClassVar
+
+    from podium.api.backend import Action
+    from podium.api.selection import JobFilter, Selection
+
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+
+
+def query_string(params: Mapping[str, Any]) -> str:
+    """`params` as an URL query (RFC 3986 percent-encoding of UTF-8; what
+    urllib.parse.urlencode gives for text, without loading urllib)."""
+
+    def quote(text: str) -> str:
+        if all(c in _UNRESERVED for c in text):
+            return text
+        return "".join(
+            chr(b) if chr(b) in _UNRESERVED else f"%{b:02X}" for b in text.encode("utf-8")
+        )
+
+    return "&".join(f"{quote(str(k))}={quote(str(v))}" for k, v in params.items())
 
 
 class ClosedEarly(ConnectionError):
@@ -37,35 +59,67 @@ class _Response:
         return self.headers.get(name.lower(), default)
 
 
+class _Reader:
+    """Buffered reads of lines and byte counts from a socket (what `makefile("rb")`
+    gives, without the socket module)."""
+
+    def __init__(self, sock: _socket.socket) -> None:
+        self.sock = sock
+        self.buffer = b""
+
+    def _fill(self) -> bool:
+        chunk = self.sock.recv(65536)
+        self.buffer += chunk
+        return bool(chunk)
+
+    def readline(self, limit: int) -> bytes:
+        """One line with its newline, at most `limit` bytes (less at end of stream)."""
+        while b"\n" not in self.buffer[:limit] and len(self.buffer) < limit and self._fill():
+            pass
+        end = self.buffer.find(b"\n", 0, limit)
+        cut = end + 1 if end >= 0 else min(limit, len(self.buffer))
+        line, self.buffer = self.buffer[:cut], self.buffer[cut:]
+        return line
+
+    def read(self, size: int) -> bytes:
+        """`size` bytes (less at end of stream)."""
+        while len(self.buffer) < size and self._fill():
+            pass
+        data, self.buffer = self.buffer[:size], self.buffer[size:]
+        return data
+
+
 class _UnixConnection:
-    """One keep-alive HTTP/1.1 connection to the daemon's unix socket."""
+    """One keep-alive HTTP/1.1 connection to the daemon's unix socket (the C `_socket`
+    module: `socket` would load enum and selectors on the lean path)."""
 
     def __init__(self, path: str, timeout: float) -> None:
         self.path = path
         self.timeout = timeout
-        self.sock: socket.socket | None = None
-        self.reader: Any = None
+        self.sock: _socket.socket | None = None
+        self.reader: _Reader | None = None
 
     def request(
         self, method: str, target: str, body: bytes | None, headers: dict[str, str]
     ) -> _Response:
         if self.sock is None:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
             sock.settimeout(self.timeout)
             try:
                 sock.connect(self.path)
             except OSError:
                 sock.close()
                 raise
-            self.sock, self.reader = sock, sock.makefile("rb")
+            self.sock, self.reader = sock, _Reader(sock)
         lines = [f"{method} {target} HTTP/1.1", "Host: podium"]
         lines += [f"{k}: {v}" for k, v in headers.items()]
         lines.append(f"Content-Length: {len(body or b'')}")
         self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + (body or b""))
-        return self._response()
+        assert self.reader is not None
+        return self._response(self.reader)
 
-    def _response(self) -> _Response:
-        status_line = self.reader.readline(65537)
+    def _response(self, reader: _Reader) -> _Response:
+        status_line = reader.readline(65537)
         if not status_line:
             raise ClosedEarly("no answer")
         parts = status_line.split(None, 2)
@@ -73,7 +127,7 @@ class _UnixConnection:
             raise ClosedEarly(f"not an HTTP answer: {status_line[:80]!r}")
         headers: dict[str, str] = {}
         while True:
-            line = self.reader.readline(65537)
+            line = reader.readline(65537)
             if not line:
                 raise ClosedEarly("headers cut off")
             if line in (b"\r\n", b"\n"):
@@ -81,32 +135,31 @@ class _UnixConnection:
             name, _, value = line.decode("latin-1").partition(":")
             headers[name.strip().lower()] = value.strip()
         if headers.get("transfer-encoding", "").lower() == "chunked":
-            body = self._chunked()
+            body = self._chunked(reader)
         else:
             length = int(headers.get("content-length", "0"))
-            body = self.reader.read(length)
+            body = reader.read(length)
             if len(body) < length:
                 raise ClosedEarly("body cut off")
         if headers.get("connection", "").lower() == "close":
             self.close()
         return _Response(int(parts[1]), headers, body)
 
-    def _chunked(self) -> bytes:
+    @staticmethod
+    def _chunked(reader: _Reader) -> bytes:
         chunks: list[bytes] = []
         while True:
-            size = int(self.reader.readline(65537).split(b";")[0].strip() or b"0", 16)
+            size = int(reader.readline(65537).split(b";")[0].strip() or b"0", 16)
             if size == 0:
-                while self.reader.readline(65537) not in (b"\r\n", b"\n", b""):
+                while reader.readline(65537) not in (b"\r\n", b"\n", b""):
                     pass
                 return b"".join(chunks)
-            chunk = self.reader.read(size + 2)
+            chunk = reader.read(size + 2)
             if len(chunk) < size + 2:
                 raise ClosedEarly("chunk cut off")
             chunks.append(chunk[:size])
 
     def close(self) -> None:
-        if self.reader is not None:
-            self.reader.close()
         if self.sock is not None:
             self.sock.close()
         self.sock = self.reader = None
@@ -128,9 +181,8 @@ def _retry_safe(method: str, path: str, body: Any) -> bool:
 class Client:
     """Calls the daemon at HOME/podium.sock (HOME: $PODIUM_HOME or the default)."""
 
-    def __init__(self, home: Path | None = None, timeout: float = 60.0) -> None:
-        self.home = home or paths.home()
-        self.socket = str(paths.socket_path(self.home))
+    def __init__(self, home: Path | str | None = None, timeout: float = 60.0) -> None:
+        self.socket = paths.socket_file(home)
         self.timeout = timeout
         self._conn: _UnixConnection | None = None
 
@@ -140,7 +192,7 @@ class Client:
         """Send one request; return the decoded JSON, or raise ApiError / DaemonUnavailable
         (see `request_text`)."""
         _, data = self.request_text(method, path, body, query)
-        return json.loads(data) if data else None
+        return lightjson.loads(data) if data else None
 
     def request_text(
         self, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None
@@ -156,8 +208,8 @@ class Client:
         if query:
             clean = {k: v for k, v in query.items() if v is not None}
             if clean:
-                path = f"{path}?{urlencode(clean)}"
-        payload = json.dumps(body).encode() if body is not None else None
+                path = f"{path}?{query_string(clean)}"
+        payload = lightjson.dumps(body).encode() if body is not None else None
         headers = {"Content-Type": "application/json"} if payload is not None else {}
         safe = _retry_safe(method, path, body)
         delays = RETRY_DELAYS if safe else ()
@@ -195,7 +247,7 @@ class Client:
         text = data.decode()
         if response.status >= 400:
             try:
-                decoded = json.loads(text)
+                decoded = lightjson.loads(text)
             except ValueError:
                 raise ApiError(
                     f"the daemon answered {response.status} with non-JSON", 502
@@ -220,11 +272,10 @@ class EmbeddedBackend(Backend):
     """The embedded cluster: typed calls to its daemon's API on HOME/podium.sock."""
 
     name = "embedded"
-    CANNOT: ClassVar[Mapping[Feature, str]] = {}
+    CANNOT: ClassVar[Mapping[str, str]] = {}
 
-    def __init__(self, home: Path | None = None, timeout: float = 60.0) -> None:
+    def __init__(self, home: Path | str | None = None, timeout: float = 60.0) -> None:
         self.client = Client(home, timeout)
-        self.home = self.client.home
 
     def close(self) -> None:
         self.client.close()
@@ -240,6 +291,8 @@ class EmbeddedBackend(Backend):
 
     def _dry_run(self, request: Mapping[str, Any]) -> str:
         answer = self.client.post("/v1/jobs/dry-run", dict(request))
+        import json
+
         return json.dumps(answer, indent=2) + "\n"
 
     def _jobs(self, which: JobFilter) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from podium import paths
-from podium.api.backend import JobFilter
+from podium.api.selection import JobFilter
 from podium.backends.embedded import EmbeddedBackend
 from podium.errors import DaemonUnavailable, PodiumError
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import click
 
-from podium.api.backend import JobFilter
+from podium.api.selection import JobFilter
 from podium.api.states import TERMINAL_STATES
 from podium.backends.embedded import EmbeddedBackend
 from podium.cli import render

@@ -1,4 +1,5 @@
-"""Job commands: queue, show, logs, cancel, hold, release, acct."""
+"""Job commands: show, logs, hold, release, requeue, acct (queue and cancel are on the
+lean path: podium.cli.lean)."""
 
 from __future__ import annotations
 
@@ -10,69 +11,15 @@ from typing import Literal
 
 import click
 
-from podium.api.backend import Backend, JobFilter, Selection
+from podium.api.selection import JobFilter, Selection
 from podium.api.states import TERMINAL_STATES
 from podium.api.text import printable
 from podium.backends import open_backend
 from podium.cli import render
+from podium.cli.lean import resolve_ids, state_list
 from podium.errors import SpecError
 
 TERMINAL = TERMINAL_STATES
-
-
-def _job_id(text: str) -> int:
-    base = text.split("_", 1)[0]
-    if not base.isdigit():
-        raise SpecError(f"{text!r} is not a job id (expected a number like 42 or 42_3)")
-    return int(base)
-
-
-def _resolve_ids(backend: Backend, texts: tuple[str, ...]) -> list[int]:
-    """Job ids from user text; "42_3" names task 3 of array 42."""
-    ids = []
-    for text in texts:
-        if "_" in text:
-            base, task = text.split("_", 1)
-            jobs = backend.jobs(JobFilter(finished=True))
-            match = [
-                j
-                for j in jobs
-                if str(j["array_job_id"]) == base and str(j["array_task_id"]) == task
-            ]
-            if not match:
-                raise SpecError(f"no array task {text}")
-            ids.append(match[0]["job_id"])
-        else:
-            ids.append(_job_id(text))
-    return ids
-
-
-def _state_list(text: str | None) -> tuple[str, ...] | None:
-    """--state's comma-separated states, upper-cased (None: not given)."""
-    if not text:
-        return None
-    return tuple(s.strip().upper() for s in text.split(",") if s.strip()) or None
-
-
-@click.command()
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.option("--user", "-u", default=None, help="Only this user's jobs.")
-@click.option("--state", "-t", default=None, help="Only these states (comma-separated).")
-@click.option("--name", "-n", default=None, help="Only jobs with this name.")
-@click.option("--all", "-a", "all_", is_flag=True, help="Include finished jobs.")
-@click.option("--me", is_flag=True, help="Only my jobs.")
-def queue(
-    as_json: bool, user: str | None, state: str | None, name: str | None, all_: bool, me: bool
-) -> None:
-    """List jobs (pending and running by default), like squeue."""
-    backend = open_backend()
-    if me:
-        user = backend.ping()["you"]
-    which = JobFilter(_state_list(state), user, name, all_)
-    if as_json:
-        sys.stdout.write(backend.jobs_json(which))
-    else:
-        render.show_queue(backend.jobs(which))
 
 
 @click.command()
@@ -81,7 +28,7 @@ def queue(
 def show(job: str, as_json: bool) -> None:
     """Show one job in full, like scontrol show job."""
     backend = open_backend()
-    (job_id,) = _resolve_ids(backend, (job,))
+    (job_id,) = resolve_ids(backend, (job,))
     record = backend.job(job_id)
     if as_json:
         render.print_json(record)
@@ -100,7 +47,7 @@ def show(job: str, as_json: bool) -> None:
 def logs(job: str, follow: bool, stderr: bool) -> None:
     """Print a job's output file."""
     backend = open_backend()
-    (job_id,) = _resolve_ids(backend, (job,))
+    (job_id,) = resolve_ids(backend, (job,))
     record = backend.job(job_id)
     path = record["stderr" if stderr else "stdout"]
     if path is None:
@@ -135,33 +82,12 @@ def logs(job: str, follow: bool, stderr: bool) -> None:
         record = backend.job(job_id)
 
 
-@click.command()
-@click.argument("jobs", nargs=-1)
-@click.option("--user", "-u", default=None, help="Only jobs of this user.")
-@click.option("--name", "-n", default=None, help="Only jobs with this name.")
-@click.option("--state", "-t", default=None, help="Only jobs in these states (PENDING,RUNNING).")
-@click.option("--json", "as_json", is_flag=True)
-def cancel(
-    jobs: tuple[str, ...], user: str | None, name: str | None, state: str | None, as_json: bool
-) -> None:
-    """Cancel jobs by id and/or filters, like scancel."""
-    backend = open_backend()
-    ids = tuple(_resolve_ids(backend, jobs))
-    done = backend.control("cancel", Selection(ids, user, name, _state_list(state)))
-    if as_json:
-        render.print_json(done)
-    elif not done:
-        click.echo("no job matched")
-    else:
-        click.echo("cancelled " + " ".join(str(j) for j in done))
-
-
 def _hold_release(jobs: tuple[str, ...], action: Literal["hold", "release"]) -> None:
     if not jobs:
         raise SpecError(f"name the jobs to {action}: podium {action} JOB...")
     backend = open_backend()
     key = "held" if action == "hold" else "released"
-    done = backend.control(action, Selection(tuple(_resolve_ids(backend, jobs))))
+    done = backend.control(action, Selection(tuple(resolve_ids(backend, jobs))))
     if not done:
         raise SpecError(f"none of {', '.join(jobs)} is pending: nothing to {action}")
     click.echo(f"{key} " + " ".join(str(j) for j in done))
@@ -189,7 +115,7 @@ def requeue(jobs: tuple[str, ...]) -> None:
     if not jobs:
         raise SpecError("name the jobs to requeue: podium requeue JOB...")
     backend = open_backend()
-    done = backend.control("requeue", Selection(tuple(_resolve_ids(backend, jobs))))
+    done = backend.control("requeue", Selection(tuple(resolve_ids(backend, jobs))))
     click.echo("requeued " + " ".join(str(j) for j in done))
 
 
@@ -229,7 +155,7 @@ def acct(
     as_json: bool, user: str | None, state: str | None, since: str | None, until: str | None
 ) -> None:
     """Accounting: started jobs with start, end, elapsed, GPU-seconds and exit code."""
-    which = JobFilter(_state_list(state), user, since=parse_when(since), until=parse_when(until))
+    which = JobFilter(state_list(state), user, since=parse_when(since), until=parse_when(until))
     jobs = open_backend().acct(which)
     if as_json:
         render.print_json(jobs)
@@ -237,4 +163,4 @@ def acct(
         render.show_acct(jobs)
 
 
-__all__ = ["acct", "cancel", "hold", "logs", "queue", "release", "show"]
+__all__ = ["acct", "hold", "logs", "release", "requeue", "show"]

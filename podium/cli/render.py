@@ -2,21 +2,22 @@
 
 Every value shown here passes through `printable`: user text (job names, comments,
 reasons, paths) can hold escape sequences, and a table must never let them reach the
-terminal.
+terminal. Standard library only: `podium queue` prints its table on the lean path.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any
-
-import click
 
 from podium.api.backend import records_json
 from podium.api.text import printable
 from podium.spec.timefmt import format_duration
+
+TYPE_CHECKING = False  # typing itself is not loaded on the lean path
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
 
 
 def print_json(data: Any) -> None:
@@ -25,7 +26,7 @@ def print_json(data: Any) -> None:
     if isinstance(data, list) and data and all(isinstance(r, dict) for r in data):
         sys.stdout.write(records_json(data))
     else:
-        click.echo(json.dumps(data, indent=2))
+        print(json.dumps(data, indent=2))
 
 
 def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
@@ -187,4 +188,4 @@ def show_record(record: dict[str, Any], skip: Callable[[str], bool] = lambda k: 
     for key, value in record.items():
         if skip(key):
             continue
-        click.echo(f"{key.ljust(width)} = {printable(str(value))}")
+        print(f"{key.ljust(width)} = {printable(str(value))}")

@@ -1,23 +1,21 @@
-"""`podium submit`: sbatch's interface. Lean on purpose (no pydantic, no Rich)."""
+"""`podium submit`: sbatch's interface, on the lean path (standard library only: no
+Click, pydantic or YAML; see podium.cli.main)."""
 
 from __future__ import annotations
 
-import json
 import os
-import secrets
 import sys
 import time
-from typing import Any
 
-import click
-
-from podium.api.backend import Backend
-from podium.api.states import TERMINAL_STATES
 from podium.backends import open_backend
 from podium.errors import SpecError
 from podium.spec.options import OPTIONS, Given, split_command_line
 
-TERMINAL = TERMINAL_STATES
+TYPE_CHECKING = False  # typing itself is not loaded on the lean path
+if TYPE_CHECKING:
+    from typing import Any
+
+    from podium.api.backend import Backend
 
 
 def _token(g: Given) -> str:
@@ -44,7 +42,7 @@ def build_request(
         "environment": dict(os.environ),
         "script_args": script_args,
         "umask": _umask(),
-        "idempotency_key": secrets.token_urlsafe(18),
+        "idempotency_key": os.urandom(18).hex(),
         "test_only": "test-only" in client_opts,
     }
     if "wrap" in client_opts:
@@ -72,25 +70,10 @@ def build_request(
     return request, client_opts
 
 
-@click.command(
-    context_settings={
-        "ignore_unknown_options": True,
-        "allow_interspersed_args": False,
-        "help_option_names": ["--help"],
-    },
-)
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def submit(args: tuple[str, ...]) -> None:
-    """Submit a job: podium submit [sbatch options] SCRIPT [ARGS], --wrap CMD, or -f job.yaml.
-
-    #SBATCH and #PODIUM lines in the script are honoured; options given here override
-    them. Client options: --json (full record), --parsable (id only), --wait (block
-    until the job ends and exit with its code), --test-only (validate, queue nothing),
-    --quiet, --dry-run (queue nothing: print what the backend would run, the launch
-    plan on the embedded cluster, the sbatch script on Slurm).
-    """
+def run(argv: list[str]) -> int:
+    """`podium submit ARGV`: submit, print as sbatch prints, and return the exit status
+    (with --wait, the job's). PodiumError propagates to the caller."""
     stdin_script = None
-    argv = list(args)
     if not sys.stdin.isatty():
         given, script_path, _ = split_command_line(argv)
         if script_path is None and not any(g.long in ("wrap", "file") for g in given):
@@ -100,39 +83,47 @@ def submit(args: tuple[str, ...]) -> None:
         raise SpecError('nothing to run: give a batch script, --wrap "CMD" or -f job.yaml')
     backend = open_backend()
     if "dry-run" in opts:
-        click.echo(backend.dry_run(request), nl=False)
-        return
+        sys.stdout.write(backend.dry_run(request))
+        return 0
     jobs = backend.submit(request)
     for warning in backend.warnings:
-        click.echo(f"podium: warning: {warning}", err=True)
+        print(f"podium: warning: {warning}", file=sys.stderr)
     first = jobs[0]
     if request["test_only"]:
         if "json" in opts:
-            click.echo(json.dumps(first, indent=2))
+            import json
+
+            print(json.dumps(first, indent=2))
         else:
-            click.echo(
+            print(
                 f"Job would be queued: {first['gpus']} GPUs, {first['cpus']} CPUs, "
                 f"{first['mem_mb']} MiB in partition {first['partition']} (QoS {first['qos']})"
             )
-        return
+        return 0
     job_id = first["array_job_id"] or first["job_id"]
     if "json" in opts:
-        click.echo(json.dumps(jobs if len(jobs) > 1 else first, indent=2))
+        import json
+
+        print(json.dumps(jobs if len(jobs) > 1 else first, indent=2))
     elif "parsable" in opts:
-        click.echo(str(job_id))
+        print(job_id)
     elif "quiet" not in opts:
-        click.echo(f"Submitted batch job {job_id}")
+        print(f"Submitted batch job {job_id}")
     if "wait" in opts:
-        sys.exit(_wait(backend, [j["job_id"] for j in jobs]))
+        sys.stdout.flush()
+        return _wait(backend, [j["job_id"] for j in jobs])
+    return 0
 
 
 def _wait(backend: Backend, job_ids: list[int]) -> int:
     """Block until every job has ended; return the highest exit code (1 if none)."""
+    from podium.api.states import TERMINAL_STATES
+
     worst = 0
     for job_id in job_ids:
         while True:
             job = backend.job(job_id)
-            if job["state"] in TERMINAL:
+            if job["state"] in TERMINAL_STATES:
                 break
             time.sleep(0.25)
         code = job["exit_code"]

@@ -144,7 +144,7 @@ def _wait_for_relay(
 ) -> socket.socket | None:
     """The relay's connection once the job runs; None (after saying why) if the job
     ended first or the user gave up with Ctrl-C (the job is then cancelled)."""
-    from podium.api.backend import Selection
+    from podium.api.selection import Selection
 
     listener.settimeout(0.05)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # even if inherited ignored

@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from podium.api.backend import JobFilter, Selection
 from podium.api.hostlist import hostlist
+from podium.api.selection import JobFilter, Selection
 from podium.compat.args import job_ids, read_options
 from podium.compat.sacct import sacct, sinfo
 from podium.compat.squeue import squeue

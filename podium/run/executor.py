@@ -365,11 +365,13 @@ class LocalExecutor:
                     group.rmdir()
         return len(pids)
 
-    def reap(self) -> None:
-        """Collect supervisors this daemon started that have exited (no zombies)."""
+    def reap(self) -> int:
+        """Collect supervisors this daemon started cold that have exited (no zombies);
+        how many are still running. (Warm ones are the launcher's children.)"""
         for job_id, proc in list(self._children.items()):
             if proc.poll() is not None:
                 del self._children[job_id]
+        return len(self._children)
 
     def forget(self, job_id: int) -> None:
         """Remove a finished job's state directory, keeping nothing but the DB row."""

@@ -19,9 +19,10 @@ Contract:
 
 from __future__ import annotations
 
-import _json
 import os
 import stat
+
+from podium.api.lightjson import dumps
 
 TYPE_CHECKING = False  # not `typing`'s: importing it costs srun's start-up ~5 ms
 if TYPE_CHECKING:
@@ -71,30 +72,6 @@ def step_record(
         "exit_code": exit_code,
         "signal": signal_num,
     }
-
-
-def dumps(value: Any) -> str:
-    """JSON for a step record (numbers, strings, None, lists and dicts of them),
-    without the json module: srun writes records on its start-up path, and `json`
-    costs ~15 ms to import here (re, enum)."""
-    if value is None:
-        return "null"
-    if value is True or value is False:
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(int(value))
-    if isinstance(value, float):
-        return (
-            repr(value) if value == value and value not in (float("inf"), -float("inf")) else "null"
-        )
-    if isinstance(value, str):
-        return str(_json.encode_basestring_ascii(value))
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(dumps(v) for v in value) + "]"
-    if isinstance(value, dict):
-        items = (f"{_json.encode_basestring_ascii(str(k))}:{dumps(v)}" for k, v in value.items())
-        return "{" + ",".join(items) + "}"
-    raise TypeError(f"cannot write {type(value).__name__} in a step record")
 
 
 def create_step(step_dir: StepDir, record: dict[str, Any]) -> int:

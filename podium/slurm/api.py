@@ -14,12 +14,13 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from podium import __version__, paths
-from podium.api.backend import Action, Backend, Feature, JobFilter, Selection
+from podium.api.backend import Backend, Feature
 from podium.api.caller import Caller, this_process
 from podium.api.records import would_queue
+from podium.api.selection import JobFilter, Selection
 from podium.errors import ApiError
 from podium.slurm import parse
 from podium.slurm.admission import SlurmAdmission
@@ -28,6 +29,9 @@ from podium.slurm.translate import sbatch_script
 from podium.spec.build import SubmitRequest, build_job
 from podium.spec.cluster import ClusterConfig
 from podium.spec.job import JobSpec
+
+if TYPE_CHECKING:
+    from podium.api.backend import Action
 
 ACTIVE = ("PENDING", "RUNNING")
 
@@ -56,7 +60,7 @@ class SlurmBackend(Backend):
     """Podium's API over one Slurm cluster (CLI tools, or slurmrestd for reads)."""
 
     name = "slurm"
-    CANNOT: ClassVar[Mapping[Feature, str]] = {
+    CANNOT: ClassVar[Mapping[str, str]] = {
         Feature.PRIORITIES: "priorities come from Slurm: use sprio",
         Feature.FAIR_SHARE: "fair share comes from Slurm: use sshare",
         Feature.HEALTH: "health checks run on the nodes as Slurm's HealthCheckProgram "

@@ -10,19 +10,38 @@ else is unknown and gets a did-you-mean suggestion. Nothing is silently ignored.
 
 from __future__ import annotations
 
-import shlex
-from dataclasses import dataclass
-from typing import Literal
-
 from podium.errors import SpecError
 from podium.spec.suggest import did_you_mean
 
-ArgKind = Literal["none", "required", "optional"]
-Scope = Literal["any", "cli", "podium"]
+TYPE_CHECKING = False  # typing itself (which loads re) is not loaded on the lean path
+if TYPE_CHECKING:
+    from typing import Literal
+
+    ArgKind = Literal["none", "required", "optional"]
+    Scope = Literal["any", "cli", "podium"]
 
 
-@dataclass(frozen=True)
-class Option:
+class _Fields:
+    """Equality, hashing and a repr from `__slots__`: what NamedTuple would give,
+    without importing typing on the client's lean path. Treat instances as values."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def _values(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__)
+        return f"{type(self).__name__}({fields})"
+
+
+class Option(_Fields):
     """One sbatch-style option: its long name, short letter and argument kind.
 
     `scope` is "cli" for options that only make sense on the command line (they
@@ -30,19 +49,26 @@ class Option:
     for Podium's own options, which sbatch does not know (not valid in #SBATCH lines).
     """
 
-    long: str
-    short: str | None = None
-    arg: ArgKind = "required"
-    scope: Scope = "any"
+    __slots__ = ("arg", "long", "scope", "short")
+
+    def __init__(
+        self, long: str, short: str | None = None, arg: ArgKind = "required", scope: Scope = "any"
+    ) -> None:
+        self.long = long
+        self.short = short
+        self.arg = arg
+        self.scope = scope
 
 
-@dataclass(frozen=True)
-class Given:
+class Given(_Fields):
     """An option as the user gave it, with where it came from (for error messages)."""
 
-    long: str
-    value: str | None
-    where: str
+    __slots__ = ("long", "value", "where")
+
+    def __init__(self, long: str, value: str | None, where: str) -> None:
+        self.long = long
+        self.value = value
+        self.where = where
 
 
 def _table(*options: Option) -> dict[str, Option]:
@@ -276,6 +302,8 @@ def script_directives(script: str) -> list[Given]:
             continue  # e.g. "#SBATCHX": a comment, as in sbatch
         where = f"line {number} ({stripped[:60]})"
         try:
+            import shlex  # only scripts need it: not the command line's fast path
+
             tokens = shlex.split(body, comments=True)
         except ValueError as exc:
             raise SpecError(f"{where}: cannot parse directive: {exc}") from None

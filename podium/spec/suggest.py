@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable
+TYPE_CHECKING = False  # typing itself is not loaded on the lean path
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 
 def nearest(word: str, candidates: Iterable[str]) -> str | None:
     """Return the candidate closest to `word`, or None when nothing is close."""
+    import difflib  # only on an error: not on the fast path
+
     matches = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
     return matches[0] if matches else None
 

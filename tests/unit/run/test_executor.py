@@ -37,6 +37,14 @@ def ended(executor: LocalExecutor, job_id: int) -> Poll:
     raise AssertionError(f"job {job_id} still running")
 
 
+def settle(executor: LocalExecutor) -> None:
+    """Wait until every supervisor started cold (our children) has exited."""
+    deadline = time.monotonic() + 10
+    while executor.reap() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert executor.reap() == 0
+
+
 @pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
 def test_a_preemption_sent_while_the_supervisor_starts_waits_for_it(
     tmp_path: Path, warm: bool
@@ -52,7 +60,7 @@ def test_a_preemption_sent_while_the_supervisor_starts_waits_for_it(
             assert poll.status == "ended" and poll.result is not None, poll
             assert poll.result.state == ("PREEMPTED" if job_id == 1 else "CANCELLED")
             assert poll.result.signal == 15, poll.result
-        executor.reap()
+        settle(executor)
     finally:
         executor.close()
 
@@ -67,6 +75,10 @@ def test_a_warm_supervisor_is_forked_by_the_launcher_and_outlives_it(tmp_path: P
         assert poll.result is not None and poll.result.exit_code == 7, poll
         sup = executor.launch(plan_of(2, tmp_path), "#!/bin/sh\n")
         assert sup != pid and psutil.Process(sup).ppid() == executor.launcher.pid
+        started = executor.job_dir(2) / "started.json"
+        deadline = time.monotonic() + 10
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert os.getsid(sup) == sup  # a session of its own, as a cold start has
         executor.close()  # the daemon goes: the launcher exits, the job runs on
         assert executor.poll(2).status == "running"
@@ -89,6 +101,7 @@ def test_a_killed_launcher_is_replaced_and_no_job_is_lost(tmp_path: Path) -> Non
         for job_id in (1, 2):
             assert executor.cancel(job_id)
             assert ended(executor, job_id).status == "ended"
+        settle(executor)  # job 2 may have been started cold while the launcher died
     finally:
         executor.close()
 
