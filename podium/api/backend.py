@@ -97,6 +97,13 @@ class Backend:
         """Jobs as `which` selects them (default: pending and running)."""
         return self._jobs(which or _all_current())
 
+    def jobs_table(
+        self, fields: tuple[str, ...], which: JobFilter | None = None
+    ) -> list[dict[str, Any]]:
+        """The same jobs with only these record keys (what a table shows: a backend
+        may fetch less)."""
+        return self._jobs_table(fields, which or _all_current())
+
     def jobs_json(self, which: JobFilter | None = None) -> str:
         """The same jobs as JSON text for `--json`: a list, one record per line."""
         return self._jobs_json(which or _all_current())
@@ -166,6 +173,9 @@ class Backend:
 
     def _jobs(self, which: JobFilter) -> list[dict[str, Any]]:
         raise NotImplementedError
+
+    def _jobs_table(self, fields: tuple[str, ...], which: JobFilter) -> list[dict[str, Any]]:
+        return [{f: job[f] for f in fields} for job in self._jobs(which)]
 
     def _jobs_json(self, which: JobFilter) -> str:
         return records_json(self._jobs(which))

@@ -7,10 +7,12 @@ what an operator sees. `printable` escapes them; JSON output keeps the raw text.
 
 from __future__ import annotations
 
-import re
-
 # C0 controls, DEL, C1 controls, bidirectional overrides and isolates, lone surrogates.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+UNSAFE = "[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+
+TYPE_CHECKING = False  # typing itself is not loaded on the client's lean path
+if TYPE_CHECKING:
+    import re
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -24,7 +26,9 @@ def printable(text: str) -> str:
     Text without such characters is returned unchanged."""
     if text.isascii() and text.isprintable():  # the common case, in C
         return text
-    return _UNSAFE.sub(_escape, text)
+    import re  # only for text that needs it: not on the lean path's usual run
+
+    return re.sub(UNSAFE, _escape, text)
 
 
 __all__ = ["printable"]

@@ -19,3 +19,18 @@ def iso(ts: float | None) -> str | None:
         f"{time.strftime('%Y-%m-%dT%H:%M:%S', local)}"
         f"{sign}{offset // 3600:02d}:{offset % 3600 // 60:02d}"
     )
+
+
+def format_duration(seconds: float | None) -> str:
+    """Format seconds the way squeue does: [days-]hours:minutes:seconds."""
+    if seconds is None:
+        return "UNLIMITED"
+    total = max(0, int(seconds))
+    days, rem = divmod(total, 86400)
+    hours, rem = divmod(rem, 3600)
+    minutes, secs = divmod(rem, 60)
+    if days:
+        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
+    if hours:
+        return f"{hours}:{minutes:02d}:{secs:02d}"
+    return f"{minutes}:{secs:02d}"

@@ -298,6 +298,12 @@ class EmbeddedBackend(Backend):
     def _jobs(self, which: JobFilter) -> list[dict[str, Any]]:
         return self._listing("/v1/jobs", which)
 
+    def _jobs_table(self, fields: tuple[str, ...], which: JobFilter) -> list[dict[str, Any]]:
+        query = dict(self._query(which), fields=",".join(fields))
+        answer = self.client.request("GET", "/v1/jobs", query=query)
+        names = answer["fields"]
+        return [dict(zip(names, row, strict=True)) for row in answer["rows"]]
+
     def _jobs_json(self, which: JobFilter) -> str:
         # The daemon already writes one record per line: pass its text through.
         _, text = self.client.request_text("GET", "/v1/jobs", query=self._query(which))

@@ -115,9 +115,9 @@ def queue(
     if as_json:
         sys.stdout.write(backend.jobs_json(which))
     else:
-        from podium.cli.render import show_queue
+        from podium.cli.render import QUEUE_FIELDS, show_queue
 
-        show_queue(backend.jobs(which))
+        show_queue(backend.jobs_table(QUEUE_FIELDS, which))
     return 0
 
 

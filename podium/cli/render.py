@@ -7,12 +7,11 @@ terminal. Standard library only: `podium queue` prints its table on the lean pat
 
 from __future__ import annotations
 
-import json
 import sys
 
 from podium.api.backend import records_json
 from podium.api.text import printable
-from podium.spec.timefmt import format_duration
+from podium.api.times import format_duration
 
 TYPE_CHECKING = False  # typing itself is not loaded on the lean path
 if TYPE_CHECKING:
@@ -26,6 +25,8 @@ def print_json(data: Any) -> None:
     if isinstance(data, list) and data and all(isinstance(r, dict) for r in data):
         sys.stdout.write(records_json(data))
     else:
+        import json  # not on the lean path's tables
+
         print(json.dumps(data, indent=2))
 
 
@@ -79,6 +80,10 @@ def queue_rows(jobs: list[dict[str, Any]]) -> list[list[Any]]:
 
 
 QUEUE_COLUMNS = ["JOBID", "NAME", "USER", "ACCOUNT", "QOS", "STATE", "TIME", "GPUS", "NODE(REASON)"]
+# the record keys queue_rows reads (Backend.jobs_table fetches only these)
+QUEUE_FIELDS = (
+    "display_id", "name", "user", "account", "qos", "state", "elapsed_s", "gpus", "reason", "node",
+)  # fmt: skip
 
 
 def show_queue(jobs: list[dict[str, Any]], title: str | None = None) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from podium.compat.entry import ENTRY
 from podium.errors import SpecError
 
 SRUN_MAIN = "import sys; from podium.compat.srun import main; sys.exit(main(sys.argv[1:]))"
@@ -21,8 +22,9 @@ TOOLS = ("scontrol", "sbatch", "scancel", "squeue", "srun", "salloc", "sacct", "
 
 
 def write_commands(directory: Path, python: str, force: bool) -> list[Path]:
-    """Write one shim per tool into `directory` (made if missing) running `python -m
-    podium.compat TOOL`; refuse to replace a file unless `force`. Returns the paths."""
+    """Write one shim per tool into `directory` (made if missing) running `python -c
+    ENTRY TOOL` (srun: SRUN_MAIN); refuse to replace a file unless `force`. Returns
+    the paths."""
     directory.mkdir(parents=True, exist_ok=True)
     paths = [directory / tool for tool in TOOLS]
     taken = [p for p in paths if p.exists() or p.is_symlink()]
@@ -32,11 +34,8 @@ def write_commands(directory: Path, python: str, force: bool) -> list[Path]:
             f"{', '.join(p.name for p in taken)}"
         )
     for path, tool in zip(paths, TOOLS, strict=True):
-        run = f"-m podium.compat {tool}"
-        if tool == "srun":  # -c, not -m: runpy costs every step ~9 ms
-            run = "-c " + _quote(
-                "import sys; from podium.compat.srun import main; sys.exit(main(sys.argv[1:]))"
-            )
+        # -c, not -m: runpy costs every call ~9 ms
+        run = "-c " + (_quote(SRUN_MAIN) if tool == "srun" else f"{_quote(ENTRY)} {tool}")
         text = (
             f"#!/bin/sh\n# Slurm's {tool}, served by Podium (podium slurm-commands install).\n"
             f'exec {_quote(python)} {run} "$@"\n'

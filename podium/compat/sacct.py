@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from podium.api.times import format_duration
 from podium.compat.args import job_ids, read_options
-from podium.spec.timefmt import format_duration
 
 SACCT_VALUED = {"-j": "jobs", "--jobs": "jobs", "-u": "user", "--user": "user"}
 SACCT_VALUED |= {"-s": "state", "--state": "state", "-o": "format", "--format": "format"}

@@ -7,14 +7,16 @@ Options: `-u/--user`, `-j/--jobs`, `-t/--states`, `-n/--name`, `--me`, `-h/--noh
 
 from __future__ import annotations
 
-import json
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
+from podium.api.times import format_duration
 from podium.compat.args import job_ids, read_options
-from podium.spec.timefmt import format_duration
+
+TYPE_CHECKING = False  # typing itself is not loaded here: squeue is called in loops
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+    from typing import Any
 
 DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
 COMPACT = {
@@ -47,34 +49,41 @@ def _reason_or_nodes(job: Mapping[str, Any]) -> str:
     return str(job.get("node") or "")
 
 
-FIELDS: dict[str, tuple[str, Callable[[Mapping[str, Any]], Any]]] = {
-    "i": ("JOBID", lambda j: j["display_id"]),
-    "A": ("ARRAY_JOB_ID", lambda j: j.get("array_job_id") or j["job_id"]),
+# letter -> (title, the record keys it reads, its value); keys let squeue fetch only those
+FIELDS: dict[str, tuple[str, tuple[str, ...], Callable[[Mapping[str, Any]], Any]]] = {
+    "i": ("JOBID", ("display_id",), lambda j: j["display_id"]),
+    "A": (
+        "ARRAY_JOB_ID",
+        ("array_job_id", "job_id"),
+        lambda j: j.get("array_job_id") or j["job_id"],
+    ),
     "K": (
         "ARRAY_TASK_ID",
+        ("array_task_id",),
         lambda j: "N/A" if j.get("array_task_id") is None else j["array_task_id"],
     ),
-    "j": ("NAME", lambda j: j["name"]),
-    "u": ("USER", lambda j: j["user"]),
-    "a": ("ACCOUNT", lambda j: j["account"]),
-    "P": ("PARTITION", lambda j: j["partition"]),
-    "q": ("QOS", lambda j: j["qos"]),
-    "t": ("ST", lambda j: COMPACT.get(j["state"], j["state"])),
-    "T": ("STATE", lambda j: j["state"]),
-    "M": ("TIME", lambda j: format_duration(j["elapsed_s"])),
-    "l": ("TIME_LIMIT", lambda j: format_duration(j.get("time_limit_s"))),
-    "D": ("NODES", lambda j: j["node_count"]),
-    "C": ("CPUS", lambda j: j["cpus"]),
-    "b": ("TRES_PER_NODE", lambda j: f"gres:gpu:{j['gpus']}" if j["gpus"] else "N/A"),
-    "N": ("NODELIST", lambda j: j.get("node") or ""),
-    "R": ("NODELIST(REASON)", _reason_or_nodes),
-    "r": ("REASON", lambda j: j.get("reason") or "None"),
-    "Z": ("WORK_DIR", lambda j: j["work_dir"]),
-    "y": ("NICE", lambda j: j["nice"]),
-    "V": ("SUBMIT_TIME", lambda j: (j.get("submit_time") or "N/A")[:19]),
-    "S": ("START_TIME", lambda j: (j.get("start_time") or "N/A")[:19]),
-    "e": ("END_TIME", lambda j: (j.get("end_time") or "N/A")[:19]),
+    "j": ("NAME", ("name",), lambda j: j["name"]),
+    "u": ("USER", ("user",), lambda j: j["user"]),
+    "a": ("ACCOUNT", ("account",), lambda j: j["account"]),
+    "P": ("PARTITION", ("partition",), lambda j: j["partition"]),
+    "q": ("QOS", ("qos",), lambda j: j["qos"]),
+    "t": ("ST", ("state",), lambda j: COMPACT.get(j["state"], j["state"])),
+    "T": ("STATE", ("state",), lambda j: j["state"]),
+    "M": ("TIME", ("elapsed_s",), lambda j: format_duration(j["elapsed_s"])),
+    "l": ("TIME_LIMIT", ("time_limit_s",), lambda j: format_duration(j.get("time_limit_s"))),
+    "D": ("NODES", ("node_count",), lambda j: j["node_count"]),
+    "C": ("CPUS", ("cpus",), lambda j: j["cpus"]),
+    "b": ("TRES_PER_NODE", ("gpus",), lambda j: f"gres:gpu:{j['gpus']}" if j["gpus"] else "N/A"),
+    "N": ("NODELIST", ("node",), lambda j: j.get("node") or ""),
+    "R": ("NODELIST(REASON)", ("state", "reason", "node"), _reason_or_nodes),
+    "r": ("REASON", ("reason",), lambda j: j.get("reason") or "None"),
+    "Z": ("WORK_DIR", ("work_dir",), lambda j: j["work_dir"]),
+    "y": ("NICE", ("nice",), lambda j: j["nice"]),
+    "V": ("SUBMIT_TIME", ("submit_time",), lambda j: (j.get("submit_time") or "N/A")[:19]),
+    "S": ("START_TIME", ("start_time",), lambda j: (j.get("start_time") or "N/A")[:19]),
+    "e": ("END_TIME", ("end_time",), lambda j: (j.get("end_time") or "N/A")[:19]),
 }
+FILTER_KEYS = ("job_id", "array_job_id", "user", "state", "name")  # what -u -j -t -n read
 
 
 def render(jobs: Sequence[Mapping[str, Any]], fmt: str, header: bool) -> str:
@@ -109,7 +118,7 @@ def render(jobs: Sequence[Mapping[str, Any]], fmt: str, header: bool) -> str:
         return "".join(out).rstrip()
 
     lines = [line(lambda k: FIELDS[k][0])] if header else []
-    lines += [line(lambda k, j=job: str(FIELDS[k][1](j))) for job in jobs]  # type: ignore[misc]
+    lines += [line(lambda k, j=job: str(FIELDS[k][2](j))) for job in jobs]  # type: ignore[misc]
     return "\n".join(lines)
 
 
@@ -157,9 +166,20 @@ def slurm_json(job: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def squeue(args: list[str], jobs_of: Callable[[bool], list[dict[str, Any]]]) -> int:
-    """Parse squeue's options, then print the jobs filtered and formatted. `jobs_of(all)`
-    gives pending and running jobs, or every job with `all` (for -t naming others)."""
+def format_keys(fmt: str) -> tuple[str, ...]:
+    """The record keys a format reads, and those the filters read."""
+    keys = dict.fromkeys(FILTER_KEYS)
+    for match in _FIELD_RE.finditer(fmt):
+        keys.update(dict.fromkeys(FIELDS.get(match.group(3), ("", (), None))[1]))
+    return tuple(keys)
+
+
+def squeue(
+    args: list[str], jobs_of: Callable[[bool, tuple[str, ...] | None], list[dict[str, Any]]]
+) -> int:
+    """Parse squeue's options, then print the jobs filtered and formatted.
+    `jobs_of(all, keys)` gives pending and running jobs, or every job with `all` (for
+    -t naming others), with at least those record keys (None: whole records)."""
     fmt, header, as_json = DEFAULT_FORMAT, True, False
     users: set[str] = set()
     ids: set[int] = set()
@@ -191,13 +211,15 @@ def squeue(args: list[str], jobs_of: Callable[[bool], list[dict[str, Any]]]) -> 
     everything = bool(states - {"PENDING", "RUNNING"})
     jobs = [
         j
-        for j in jobs_of(everything)
+        for j in jobs_of(everything, None if as_json else format_keys(fmt))
         if (not users or j["user"] in users)
         and (not ids or j["job_id"] in ids or j.get("array_job_id") in ids)
         and (not states or "ALL" in states or j["state"] in states)
         and (not names or j["name"] in names)
     ]
     if as_json:
+        import json
+
         print(json.dumps({"jobs": [slurm_json(j) for j in jobs]}, indent=2))
     else:
         text = render(jobs, fmt, header)

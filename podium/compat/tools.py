@@ -15,16 +15,17 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
-from podium.api.hostlist import hostlist
 from podium.api.selection import JobFilter, Selection
 from podium.compat.args import job_ids, read_options
-from podium.compat.sacct import sacct, sinfo
-from podium.compat.squeue import squeue
 from podium.errors import PodiumError
-from podium.spec.timefmt import parse_duration
+
+TYPE_CHECKING = False  # typing itself is not loaded: squeue and scancel run in loops
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+    from typing import Any
+
+    from podium.api.backend import Backend
 
 SCANCEL_OPTIONS = {"-u": "user", "--user": "user", "-n": "name", "--name": "name"}
 SCANCEL_OPTIONS |= {"-t": "state", "--state": "state"}
@@ -45,11 +46,11 @@ def main(argv: Sequence[str]) -> int:
         "scontrol": scontrol,
         "sbatch": sbatch,
         "scancel": scancel,
-        "squeue": lambda a: squeue(a, lambda every: _backend().jobs(JobFilter(finished=every))),
+        "squeue": squeue,
         "salloc": salloc,
         "srun": _srun,
-        "sacct": lambda a: _print(sacct(a, lambda: _backend().acct(JobFilter(finished=True)))),
-        "sinfo": lambda a: _print(sinfo(a, _backend().nodes())),
+        "sacct": sacct,
+        "sinfo": sinfo,
     }
     run = tools.get(tool)
     if run is None:
@@ -74,6 +75,30 @@ def _print(text: str) -> int:
     if text:
         print(text)
     return 0
+
+
+def squeue(args: list[str]) -> int:
+    """squeue over this cluster, fetching only the record keys its format reads."""
+    from podium.compat.squeue import squeue as run
+
+    def jobs_of(every: bool, keys: tuple[str, ...] | None) -> list[dict[str, Any]]:
+        which = JobFilter(finished=every)
+        backend = _backend()
+        return backend.jobs(which) if keys is None else backend.jobs_table(keys, which)
+
+    return run(args, jobs_of)
+
+
+def sacct(args: list[str]) -> int:
+    from podium.compat.sacct import sacct as run
+
+    return _print(run(args, lambda: _backend().acct(JobFilter(finished=True))))
+
+
+def sinfo(args: list[str]) -> int:
+    from podium.compat.sacct import sinfo as run
+
+    return _print(run(args, _backend().nodes()))
 
 
 def _srun(args: list[str]) -> int:
@@ -101,6 +126,8 @@ def scontrol(args: list[str]) -> int:
             expr = names[0] if names else os.environ.get("SLURM_JOB_NODELIST", "")
             if not expr:
                 raise ValueError("show hostnames needs a host list or $SLURM_JOB_NODELIST")
+            from podium.api.hostlist import hostlist
+
             print("\n".join(hostlist(expr)))
             return 0
         if what == "job":
@@ -154,6 +181,8 @@ def _update(words: list[str]) -> int:
     if "timelimit" not in fields or len(fields) > 1:
         other = next((k for k in fields if k != "timelimit"), "nothing")
         raise ValueError(f"update of {other} is not supported here: TimeLimit is")
+    from podium.spec.timefmt import parse_duration
+
     (job_id,) = job_ids(job_text)[:1]
     text = fields["timelimit"].strip()
     backend = _backend()
@@ -173,7 +202,7 @@ def _update(words: list[str]) -> int:
     return 0
 
 
-def _backend() -> Any:
+def _backend() -> Backend:
     from podium.backends import open_backend
 
     return open_backend()

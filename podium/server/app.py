@@ -147,12 +147,14 @@ def create_app(
         user: str | None = None,
         name: str | None = None,
         all: bool = False,
+        fields: str | None = None,
     ) -> Response:
         caller(request)
         states = _states(state)
         if states is None and not all:
             states = [JobState.PENDING.value, JobState.RUNNING.value]
-        text = controller.jobs_json(states=states, user=user, name=name)
+        wanted = [f.strip() for f in fields.split(",")] if fields is not None else None
+        text = controller.jobs_json(states=states, user=user, name=name, fields=wanted)
         return Response(text, media_type="application/json")
 
     @app.get("/v1/jobs/{job_id}")

@@ -13,13 +13,13 @@ from collections.abc import Callable
 
 from podium.api.caller import Caller, user_name
 from podium.api.states import PreemptMode
+from podium.api.times import format_duration
 from podium.errors import NotFound, PermissionDenied, SpecError
 from podium.recover.agent import HealthAgent
 from podium.recover.ladder import Health, Label
 from podium.run.executor import LocalExecutor
 from podium.server.reactor import Reactor
 from podium.spec.job import JobState
-from podium.spec.timefmt import format_duration
 from podium.store.db import Row
 
 PENDING, RUNNING = JobState.PENDING.value, JobState.RUNNING.value

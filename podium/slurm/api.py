@@ -187,7 +187,7 @@ class SlurmBackend(Backend):
         for job in self._records():
             if job["state"] != "PENDING":
                 ended.setdefault(job["job_id"], job)
-        jobs = _select(list(ended.values()), which._replace(finished=True))
+        jobs = _select(list(ended.values()), which.replace(finished=True))
         if which.since is not None:
             since = which.since
             jobs = [j for j in jobs if (j.get("end_epoch") or time.time()) >= since]

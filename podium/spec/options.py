@@ -10,6 +10,7 @@ else is unknown and gets a did-you-mean suggestion. Nothing is silently ignored.
 
 from __future__ import annotations
 
+from podium.api.fields import Fields
 from podium.errors import SpecError
 from podium.spec.suggest import did_you_mean
 
@@ -21,27 +22,7 @@ if TYPE_CHECKING:
     Scope = Literal["any", "cli", "podium"]
 
 
-class _Fields:
-    """Equality, hashing and a repr from `__slots__`: what NamedTuple would give,
-    without importing typing on the client's lean path. Treat instances as values."""
-
-    __slots__: tuple[str, ...] = ()
-
-    def _values(self) -> tuple[object, ...]:
-        return tuple(getattr(self, name) for name in self.__slots__)
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self._values() == other._values()
-
-    def __hash__(self) -> int:
-        return hash(self._values())
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__)
-        return f"{type(self).__name__}({fields})"
-
-
-class Option(_Fields):
+class Option(Fields):
     """One sbatch-style option: its long name, short letter and argument kind.
 
     `scope` is "cli" for options that only make sense on the command line (they
@@ -60,7 +41,7 @@ class Option(_Fields):
         self.scope = scope
 
 
-class Given(_Fields):
+class Given(Fields):
     """An option as the user gave it, with where it came from (for error messages)."""
 
     __slots__ = ("long", "value", "where")

@@ -63,21 +63,6 @@ def parse_duration(text: str) -> int | None:
     return total
 
 
-def format_duration(seconds: float | None) -> str:
-    """Format seconds the way squeue does: [days-]hours:minutes:seconds."""
-    if seconds is None:
-        return "UNLIMITED"
-    total = max(0, int(seconds))
-    days, rem = divmod(total, 86400)
-    hours, rem = divmod(rem, 3600)
-    minutes, secs = divmod(rem, 60)
-    if days:
-        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
-    if hours:
-        return f"{hours}:{minutes:02d}:{secs:02d}"
-    return f"{minutes}:{secs:02d}"
-
-
 _MEM_RE = re.compile(r"^(\d+)([KMGT]?)B?$", re.IGNORECASE)
 _MEM_FACTOR = {"K": 1 / 1024, "M": 1, "": 1, "G": 1024, "T": 1024 * 1024}
 

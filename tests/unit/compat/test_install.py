@@ -29,9 +29,14 @@ def test_commands_are_written_only_where_asked_and_never_over_a_file(tmp_path: P
         write_commands(target, sys.executable, force=False)
     (target / "squeue").write_text("#!/bin/sh\necho mine\n")
     write_commands(target, sys.executable, force=True)
-    assert "podium.compat squeue" in (target / "squeue").read_text()
+    assert (
+        "podium.compat.entry import main; sys.exit(main(sys.argv[1:]))' squeue"
+        in (target / "squeue").read_text()
+    )
 
 
 def test_a_python_path_with_quotes_is_quoted(tmp_path: Path) -> None:
     (path, *_) = write_commands(tmp_path, "/opt/it's here/python3", force=False)
-    assert "exec '/opt/it'\\''s here/python3' -m podium.compat" in path.read_text()
+    assert (
+        "exec '/opt/it'\\''s here/python3' -c 'import sys; from podium.compat" in path.read_text()
+    )

@@ -84,7 +84,7 @@ def test_squeue_prints_slurms_columns(capsys: pytest.CaptureFixture[str]) -> Non
     from podium.compat.squeue import squeue
 
     jobs = [record(), record(job_id=13, display_id="13", state="PENDING", reason="Resources")]
-    assert squeue([], lambda every: jobs) == 0
+    assert squeue([], lambda every, keys: jobs) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == [
         "JOBID",
@@ -98,9 +98,9 @@ def test_squeue_prints_slurms_columns(capsys: pytest.CaptureFixture[str]) -> Non
     ]
     assert lines[1].split() == ["12", "main", "train", "alice", "R", "1:05", "1", "node0"]
     assert lines[2].split()[-1] == "(Resources)" and lines[2].split()[4] == "PD"
-    assert squeue(["-h", "-t", "PD", "-o", "%i|%.5T|%l"], lambda every: jobs) == 0
+    assert squeue(["-h", "-t", "PD", "-o", "%i|%.5T|%l"], lambda every, keys: jobs) == 0
     assert capsys.readouterr().out == "13|PENDI|1:00:00\n"
-    assert squeue(["-j", "12", "--json"], lambda every: jobs) == 0
+    assert squeue(["-j", "12", "--json"], lambda every, keys: jobs) == 0
     import json
 
     from podium.slurm.parse import job_record
@@ -113,9 +113,19 @@ def test_squeue_prints_slurms_columns(capsys: pytest.CaptureFixture[str]) -> Non
         2,
         "node0",
     )
-    assert squeue(["-h", "-j", "12,12_0", "-o", "%i"], lambda every: jobs) == 0  # 12_0: job 12
+    # 12_0 names job 12
+    assert squeue(["-h", "-j", "12,12_0", "-o", "%i"], lambda every, keys: jobs) == 0
     assert capsys.readouterr().out == "12\n"
     assert main(["squeue", "-j", "12x"]) == 1
     assert "invalid job id '12x'" in capsys.readouterr().err
     assert main(["squeue", "-o", "%Q"]) == 1
     assert "format field %Q is not supported here" in capsys.readouterr().err
+
+
+def test_squeue_fetches_the_keys_its_format_and_filters_read() -> None:
+    from podium.compat.squeue import DEFAULT_FORMAT, FILTER_KEYS, format_keys
+
+    keys = format_keys(DEFAULT_FORMAT)
+    assert set(FILTER_KEYS) <= set(keys)
+    assert {"display_id", "partition", "elapsed_s", "node_count", "reason", "node"} <= set(keys)
+    assert "work_dir" not in keys and "work_dir" in format_keys("%Z")

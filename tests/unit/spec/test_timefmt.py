@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from podium.spec.timefmt import format_duration, parse_begin, parse_duration, parse_memory_mb
+from podium.api.times import format_duration
+from podium.spec.timefmt import parse_begin, parse_duration, parse_memory_mb
 
 
 @pytest.mark.parametrize(
