@@ -16,7 +16,7 @@ from podium.errors import ApiError
 
 TYPE_CHECKING = False  # typing itself is not loaded on the client's lean path
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
     from typing import Any, ClassVar, Literal
 
     from podium.api.selection import JobFilter, Selection
@@ -34,6 +34,7 @@ class Feature:
     FAULT_INJECTION = "fault injection"
     GPU_RESUME = "resuming one GPU"
     SHUTDOWN = "stopping the cluster's daemon"
+    BATCH = "submitting several jobs at once, all or none"
 
 
 def records_json(records: list[dict[str, Any]]) -> str:
@@ -87,6 +88,15 @@ class Backend:
         job (an option recorded but not applied) is left in `warnings`."""
         self.warnings: list[str] = []
         return self._submit(request)
+
+    def submit_batch(
+        self, requests: Sequence[Mapping[str, Any]], idempotency_key: str | None = None
+    ) -> list[list[int]]:
+        """Submit several jobs (submit requests) at once, all accepted or none; each
+        one's job ids (an array's tasks). A retry with the same key returns the first
+        attempt's ids."""
+        self.refuse(Feature.BATCH)
+        return self._submit_batch(requests, idempotency_key)
 
     def dry_run(self, request: Mapping[str, Any]) -> str:
         """What this backend would run for `request`, as text for people: the launch
@@ -166,6 +176,11 @@ class Backend:
         raise NotImplementedError
 
     def _submit(self, request: Mapping[str, Any]) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def _submit_batch(
+        self, requests: Sequence[Mapping[str, Any]], idempotency_key: str | None
+    ) -> list[list[int]]:
         raise NotImplementedError
 
     def _dry_run(self, request: Mapping[str, Any]) -> str:

@@ -19,7 +19,7 @@ from podium.errors import ApiError, DaemonUnavailable
 
 TYPE_CHECKING = False  # typing itself is not loaded on the client's lean path
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
     from pathlib import Path
     from typing import Any, ClassVar
 
@@ -173,7 +173,7 @@ def _retry_safe(method: str, path: str, body: Any) -> bool:
     """Whether sending this request twice has the effect of sending it once."""
     if method == "GET":
         return True
-    if path.split("?")[0] == "/v1/jobs":  # a submission: safe only with its key
+    if path.split("?")[0] in ("/v1/jobs", "/v1/jobs/batch"):  # safe only with a key
         return isinstance(body, dict) and bool(body.get("idempotency_key"))
     return not path.startswith(_NOT_IDEMPOTENT)
 
@@ -288,6 +288,15 @@ class EmbeddedBackend(Backend):
         self.warnings.extend(str(w) for w in answer.get("warnings") or ())
         jobs: list[dict[str, Any]] = answer["jobs"]
         return jobs
+
+    def _submit_batch(
+        self, requests: Sequence[Mapping[str, Any]], idempotency_key: str | None
+    ) -> list[list[int]]:
+        body: dict[str, Any] = {"jobs": [dict(r) for r in requests]}
+        if idempotency_key is not None:
+            body["idempotency_key"] = idempotency_key
+        job_ids: list[list[int]] = self.client.post("/v1/jobs/batch", body)["job_ids"]
+        return job_ids
 
     def _dry_run(self, request: Mapping[str, Any]) -> str:
         answer = self.client.post("/v1/jobs/dry-run", dict(request))

@@ -70,9 +70,47 @@ def build_request(
     return request, client_opts
 
 
+def batch_requests(argv: list[str], path: str) -> list[dict[str, Any]]:
+    """The requests of `--batch FILE`: one job per line of FILE, its `podium submit`
+    arguments (shell-quoted; blank lines and # comments skipped) after the options
+    given on the command line, which apply to every job."""
+    import shlex
+
+    given, script_path, _ = split_command_line(argv)
+    if script_path is not None:
+        raise SpecError(f"give either a script ({script_path}) or --batch FILE, not both")
+    common = [_token(g) for g in given if g.long != "batch"]
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    except OSError as exc:
+        raise SpecError(f"cannot read the batch file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise SpecError(f"{path} is not a text file of job lines") from None
+    requests = []
+    for number, line in enumerate(lines, 1):
+        try:
+            words = shlex.split(line, comments=True)
+        except ValueError as exc:
+            raise SpecError(f"{path}, line {number}: {exc}") from None
+        if not words:
+            continue
+        request, _ = build_request([*common, *words])
+        if "script" not in request and "wrap" not in request and "yaml_text" not in request:
+            raise SpecError(f'{path}, line {number}: nothing to run: a script or --wrap "CMD"')
+        requests.append(request)
+    if not requests:
+        raise SpecError(f"{path} names no job: one `podium submit` argument list per line")
+    return requests
+
+
 def run(argv: list[str]) -> int:
     """`podium submit ARGV`: submit, print as sbatch prints, and return the exit status
     (with --wait, the job's). PodiumError propagates to the caller."""
+    given, _, _ = split_command_line(argv)
+    batch = next((g.value for g in given if g.long == "batch"), None)
+    if batch is not None:
+        return _run_batch(argv, str(batch), {g.long for g in given})
     stdin_script = None
     if not sys.stdin.isatty():
         given, script_path, _ = split_command_line(argv)
@@ -112,6 +150,26 @@ def run(argv: list[str]) -> int:
     if "wait" in opts:
         sys.stdout.flush()
         return _wait(backend, [j["job_id"] for j in jobs])
+    return 0
+
+
+def _run_batch(argv: list[str], path: str, flags: set[str]) -> int:
+    """Submit every job of a batch file at once (all or none); print as sbatch would
+    for each, and wait for them all with --wait."""
+    requests = batch_requests(argv, path)
+    backend = open_backend()
+    groups = backend.submit_batch(requests, os.urandom(18).hex())
+    if "json" in flags:
+        import json
+
+        print(json.dumps({"job_ids": groups}))
+    elif "parsable" in flags:
+        print("\n".join(str(ids[0]) for ids in groups))
+    elif "quiet" not in flags:
+        print("\n".join(f"Submitted batch job {ids[0]}" for ids in groups))
+    if "wait" in flags:
+        sys.stdout.flush()
+        return _wait(backend, [i for ids in groups for i in ids])
     return 0
 
 

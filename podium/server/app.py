@@ -24,6 +24,7 @@ from podium.server.controller import Caller, Controller
 from podium.server.peer import SCOPE_KEY, PeerCred
 from podium.spec.build import SubmitRequest
 from podium.spec.job import JobState
+from podium.spec.request import BatchRequest
 from podium.spec.validation import RequestModel
 from podium.spec.values import MAX_JOB_ID
 
@@ -135,6 +136,12 @@ def create_app(
         if not body.test_only:
             wake()
         return {"jobs": jobs, "warnings": warnings}
+
+    @app.post("/v1/jobs/batch")
+    def submit_batch(request: Request, body: BatchRequest) -> dict[str, Any]:
+        job_ids = controller.submit_batch(body, caller(request))
+        wake()
+        return {"job_ids": job_ids}
 
     @app.post("/v1/jobs/dry-run")
     def dry_run(request: Request, body: SubmitRequest) -> dict[str, Any]:

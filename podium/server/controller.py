@@ -30,6 +30,7 @@ from podium.server.reactor import Reactor
 from podium.server.views import Views
 from podium.spec.build import SubmitRequest
 from podium.spec.cluster import ClusterConfig
+from podium.spec.request import BatchRequest
 from podium.store.db import Store
 from podium.store.health import HealthTable
 
@@ -102,6 +103,13 @@ class Controller:
     def submit(self, req: SubmitRequest, who: Caller) -> Submitted:
         with self.lock:
             return self.intake.submit(req, who, self.clock())
+
+    def submit_batch(self, batch: BatchRequest, who: Caller) -> list[list[int]]:
+        """Submit every job of `batch` in one commit, or none (see Intake.submit_batch)."""
+        with self.lock:
+            return self.intake.submit_batch(
+                list(batch.jobs), who, self.clock(), batch.idempotency_key
+            )
 
     def dry_run(self, req: SubmitRequest, who: Caller) -> dict[str, Any]:
         """What submitting `req` would do, nothing stored: the job and the launch plan

@@ -9,6 +9,8 @@ with `test_only`.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -22,7 +24,7 @@ from podium.server.records import job_record
 from podium.spec.build import Built, SubmitRequest, build_job
 from podium.spec.cluster import ClusterConfig
 from podium.spec.job import JobSpec, JobState
-from podium.store.db import Store
+from podium.store.db import Row, Store
 
 ACTIVE = (JobState.PENDING.value, JobState.RUNNING.value)
 
@@ -39,6 +41,12 @@ class Intake:
     def check(self, req: SubmitRequest, who: Caller, now: float) -> Built:
         """The job `req` asks for, checked for this cluster and this caller; raises
         PodiumError with the reason. Stores nothing."""
+        return self.check_all([req], who, now)[0]
+
+    def check_all(self, reqs: list[SubmitRequest], who: Caller, now: float) -> list[Built]:
+        """`check` for each request, as one submission (their directories checked as
+        the user at once, the QoS submit limits counting them all); the first bad one
+        raises, its position named when there are several."""
         if self.store.reserve_released:
             raise StoreError(
                 f"the state disk is full: submissions are refused until there is room on the "
@@ -52,28 +60,48 @@ class Intake:
             )
         if self.config.names_groups and not who.groups:
             who = who.with_groups()
-        built = build_job(req, self.config, who, now, EmbeddedAdmission())
-        spec = built.spec
-        if built.enter_dirs or built.write_dirs:
-            try:
-                check_dirs_as_user(
-                    self.planner.identity(who.uid, who.gid, who.name, spec.umask),
-                    enter=built.enter_dirs,
-                    write=built.write_dirs,
+        built: list[Built] = []
+        for number, req in enumerate(reqs, 1):
+            with _naming(number, len(reqs)):
+                built.append(build_job(req, self.config, who, now, EmbeddedAdmission()))
+        self._check_dirs(built, who)
+        adding: dict[str, int] = {}
+        for number, one in enumerate(built, 1):
+            with _naming(number, len(reqs)):
+                qos = one.spec.qos
+                adding[qos] = adding.get(qos, 0) + (
+                    len(one.spec.array.indices) if one.spec.array else 1
                 )
-            except DirCheckError as exc:
-                raise SpecError(f"the job's directories: {exc}") from None
-        self._check_submit_limit(spec, who)
-        dep_ids = {j for d in spec.dependencies for j in d.job_ids}
-        if dep_ids:
-            known = set(self.store.states_of(dep_ids)) | set(self.store.array_members(dep_ids))
-            missing = sorted(dep_ids - known)
-            if missing:
-                raise SpecError(
-                    f"{built.dependency_where}: --dependency: no job {missing[0]} "
-                    "(dependencies must name submitted jobs)"
-                )
+                self._check_submit_limit(qos, adding[qos], who)
+                self._check_dependencies(one)
         return built
+
+    def _check_dirs(self, built: list[Built], who: Caller) -> None:
+        """The jobs' directories, usable by the user: one check as the user for all."""
+        enter = list(dict.fromkeys(d for b in built for d in b.enter_dirs))
+        write = list(dict.fromkeys(d for b in built for d in b.write_dirs))
+        if not enter and not write:
+            return
+        try:
+            check_dirs_as_user(
+                self.planner.identity(who.uid, who.gid, who.name, built[0].spec.umask),
+                enter=enter,
+                write=write,
+            )
+        except DirCheckError as exc:
+            raise SpecError(f"the job's directories: {exc}") from None
+
+    def _check_dependencies(self, one: Built) -> None:
+        dep_ids = {j for d in one.spec.dependencies for j in d.job_ids}
+        if not dep_ids:
+            return
+        known = set(self.store.states_of(dep_ids)) | set(self.store.array_members(dep_ids))
+        missing = sorted(dep_ids - known)
+        if missing:
+            raise SpecError(
+                f"{one.dependency_where}: --dependency: no job {missing[0]} "
+                "(dependencies must name submitted jobs)"
+            )
 
     def submit(self, req: SubmitRequest, who: Caller, now: float) -> Submitted:
         """Validate and commit a job (all tasks of an array); return their records and
@@ -100,19 +128,63 @@ class Intake:
         )
         return Submitted([job_record(r, now) for r in self.store.jobs_by_ids(ids)], warnings)
 
-    def _check_submit_limit(self, spec: JobSpec, who: Caller) -> None:
-        """Refuse a submission over its QoS's max_submit_jobs_per_user."""
-        level = self.config.qos_level(spec.qos)
+    def _check_submit_limit(self, qos: str, adding: int, who: Caller) -> None:
+        """Refuse `adding` more jobs in `qos` over its max_submit_jobs_per_user."""
+        level = self.config.qos_level(qos)
         cap = level.max_submit_jobs_per_user if level else None
         if cap is None:
             return
-        active = self.store.count_jobs(states=ACTIVE, user=who.name, qos=spec.qos)
-        adding = len(spec.array.indices) if spec.array else 1
+        active = self.store.count_jobs(states=ACTIVE, user=who.name, qos=qos)
         if active + adding > cap:
             raise SpecError(
-                f"QOSMaxSubmitJobPerUserLimit: QoS {spec.qos} allows {cap} queued or running "
+                f"QOSMaxSubmitJobPerUserLimit: QoS {qos} allows {cap} queued or running "
                 f"jobs per user; you have {active} and this adds {adding}"
             )
+
+    def submit_batch(
+        self, reqs: list[SubmitRequest], who: Caller, now: float, idempotency_key: str | None
+    ) -> list[list[int]]:
+        """Validate every request, then commit them all in one transaction (none when
+        one is refused); each request's job ids. A retried batch (same key) returns
+        the first one's ids."""
+        if idempotency_key is not None:
+            earlier = self.store.submitted(who.uid, idempotency_key)
+            if earlier is not None:
+                rows = self.store.jobs_by_ids(earlier)
+                return _regroup(earlier, rows)
+        built = self.check_all(reqs, who, now)
+        return self.store.insert_batch(
+            [b.spec for b in built],
+            uid=who.uid,
+            gid=who.gid,
+            user=who.name,
+            now=now,
+            idempotency_key=idempotency_key,
+        )
+
+
+def _regroup(ids: list[int], rows: list[Row]) -> list[list[int]]:
+    """A batch's flat ids grouped back by job (an array's tasks together)."""
+    array_of = {r["job_id"]: r["array_job_id"] for r in rows}
+    groups: list[list[int]] = []
+    for job_id in ids:
+        array = array_of.get(job_id)
+        if groups and array is not None and array_of.get(groups[-1][0]) == array:
+            groups[-1].append(job_id)
+        else:
+            groups.append([job_id])
+    return groups
+
+
+@contextmanager
+def _naming(number: int, count: int) -> Iterator[None]:
+    """Prefix a SpecError raised inside with "job N of M: " when there are several."""
+    try:
+        yield
+    except SpecError as exc:
+        if count > 1:
+            raise type(exc)(f"job {number} of {count}: {exc}") from None
+        raise
 
 
 class Submitted(NamedTuple):

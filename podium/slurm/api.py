@@ -68,6 +68,8 @@ class SlurmBackend(Backend):
         Feature.FAULT_INJECTION: "fault injection acts on the embedded cluster's daemon",
         Feature.GPU_RESUME: "Slurm drains whole nodes: resume the node, not one GPU",
         Feature.SHUTDOWN: "slurmctld is stopped by its administrator, not by podium down",
+        Feature.BATCH: "sbatch takes one job at a time and cannot take several all or none: "
+        "use --array for many alike",
     }
 
     def __init__(self, config: ClusterConfig, home: Path | None = None) -> None:

@@ -122,6 +122,7 @@ OPTIONS: dict[str, Option] = _table(
     Option("test-only", arg="none", scope="cli"),
     Option("dry-run", arg="none", scope="cli"),
     Option("quiet", "Q", arg="none", scope="cli"),
+    Option("batch", scope="cli"),
 )
 
 _ONE_NODE = "the embedded cluster is a single node"

@@ -55,6 +55,18 @@ class SubmitRequest(RequestModel):
         return cwd
 
 
+MAX_BATCH = 10_000  # jobs in one POST /v1/jobs/batch
+
+
+class BatchRequest(RequestModel):
+    """Several submissions at once, accepted all together or not at all. Each job's
+    `idempotency_key` and `test_only` are not used: the batch's key makes a retried
+    batch return the first one's jobs."""
+
+    jobs: list[SubmitRequest] = Field(min_length=1, max_length=MAX_BATCH)
+    idempotency_key: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{8,64}$")
+
+
 @dataclass
 class Options:
     """The options of one submission as given, the last of each winning, each keeping

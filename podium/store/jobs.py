@@ -4,6 +4,7 @@ Each public method is one transaction (see Database.transaction)."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -46,57 +47,82 @@ class JobStore(JobChanges):
         With `idempotency_key`, the submission is remembered (a day) in the same commit,
         so `submitted(uid, key)` finds its jobs when the client retries.
         """
-        indices: Sequence[int | None] = spec.array.indices if spec.array else [None]
-        throttle = spec.array.throttle if spec.array else None
-        spec_json = spec.model_dump_json()
-        brief = brief_of(spec)
-        ids: list[int] = []
+        return self.insert_batch(
+            [spec], uid=uid, gid=gid, user=user, now=now, idempotency_key=idempotency_key
+        )[0]
+
+    def insert_batch(
+        self,
+        specs: Sequence[JobSpec],
+        *,
+        uid: int,
+        gid: int,
+        user: str,
+        now: float,
+        idempotency_key: str | None = None,
+    ) -> list[list[int]]:
+        """Insert several jobs in one commit, all or none: each spec's ids (an array's
+        tasks), in order. `idempotency_key` remembers the whole batch (its ids, flat)."""
+        created: list[list[int]] = []
         with self.transaction(durable=True) as conn:
-            for index in indices:
-                cur = conn.execute(
-                    """INSERT INTO jobs (array_task_id, array_throttle, name, user, uid, gid,
-                         account, partition, qos, state, reason, held, nice, spec,
-                         submit_time, gpus, cpus, mem_mb, time_limit_s, work_dir, brief)
-                       VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
-                    (
-                        index,
-                        throttle,
-                        spec.name,
-                        user,
-                        uid,
-                        gid,
-                        spec.account,
-                        spec.partition,
-                        spec.qos,
-                        JobState.PENDING.value,
-                        "Held" if spec.hold else "None",
-                        int(spec.hold),
-                        spec.nice,
-                        spec_json,
-                        now,
-                        spec.gpus,
-                        spec.cpus,
-                        spec.mem_mb,
-                        spec.time_limit_s,
-                        spec.work_dir,
-                        brief,
-                    ),
-                )
-                ids.append(int(cur.lastrowid or 0))
-            if spec.array:
-                conn.execute(
-                    f"UPDATE jobs SET array_job_id=? WHERE job_id IN ({','.join('?' * len(ids))})",
-                    (ids[0], *ids),
-                )
-            for job_id in ids:
-                self._event(conn, now, "submit", job_id=job_id)
+            for spec in specs:
+                created.append(self._insert(conn, spec, uid, gid, user, now))
+            flat = [job_id for ids in created for job_id in ids]
             if idempotency_key is not None:
                 conn.execute("DELETE FROM submissions WHERE time < ?", (now - 86400,))
                 conn.execute(
                     "INSERT INTO submissions (uid, key, job_ids, time) VALUES (?,?,?,?)",
-                    (uid, idempotency_key, json.dumps(ids), now),
+                    (uid, idempotency_key, json.dumps(flat), now),
                 )
-        self._changed.update(ids)
+        self._changed.update(flat)
+        return created
+
+    def _insert(
+        self, conn: sqlite3.Connection, spec: JobSpec, uid: int, gid: int, user: str, now: float
+    ) -> list[int]:
+        """One job's rows (every task of an array) and submit events, in `conn`'s
+        transaction; their ids."""
+        indices: Sequence[int | None] = spec.array.indices if spec.array else [None]
+        throttle = spec.array.throttle if spec.array else None
+        values = (
+            throttle,
+            spec.name,
+            user,
+            uid,
+            gid,
+            spec.account,
+            spec.partition,
+            spec.qos,
+            JobState.PENDING.value,
+            "Held" if spec.hold else "None",
+            int(spec.hold),
+            spec.nice,
+            spec.model_dump_json(),
+            now,
+            spec.gpus,
+            spec.cpus,
+            spec.mem_mb,
+            spec.time_limit_s,
+            spec.work_dir,
+            brief_of(spec),
+        )
+        ids: list[int] = []
+        for index in indices:
+            cur = conn.execute(
+                """INSERT INTO jobs (array_task_id, array_throttle, name, user, uid, gid,
+                     account, partition, qos, state, reason, held, nice, spec,
+                     submit_time, gpus, cpus, mem_mb, time_limit_s, work_dir, brief)
+                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+                (index, *values),
+            )
+            ids.append(int(cur.lastrowid or 0))
+        if spec.array:
+            conn.execute(
+                f"UPDATE jobs SET array_job_id=? WHERE job_id IN ({','.join('?' * len(ids))})",
+                (ids[0], *ids),
+            )
+        for job_id in ids:
+            self._event(conn, now, "submit", job_id=job_id)
         return ids
 
     def submitted(self, uid: int, idempotency_key: str) -> list[int] | None:

@@ -255,3 +255,49 @@ def test_dry_run_prints_the_launch_plan_on_every_backend(
 def test_wait_returns_the_job_exit_code(shared_cluster: Cluster) -> None:
     result = shared_cluster.cli("submit", "--wait", "--quiet", "--wrap", "exit 7")
     assert result.returncode == 7
+
+
+def test_a_batch_file_is_submitted_all_or_none(shared_cluster: Cluster) -> None:
+    """`podium submit --batch FILE`: one job per line, in one commit (POST /v1/jobs/batch);
+    a bad line refuses the whole batch, naming the job; a retried batch is not doubled."""
+    c = shared_cluster
+    marker = c.work / "batch-out"
+    marker.mkdir(exist_ok=True)
+    good = c.work / "jobs.txt"
+    good.write_text(
+        f'--wrap "echo one > {marker}/one"\n'
+        "# a comment, then a blank line\n\n"
+        f"-J second --wrap 'echo two > {marker}/two'\n"
+        f'--array=0-2 --wrap "echo $SLURM_ARRAY_TASK_ID > {marker}/task"\n'
+    )
+    result = c.cli("submit", "--parsable", "--batch", str(good), check=True)
+    firsts = [int(line) for line in result.stdout.split()]
+    assert len(firsts) == 3 and firsts == sorted(firsts)
+    for job_id in (firsts[0], firsts[1], firsts[2], firsts[2] + 2):
+        assert c.wait(job_id)["state"] == "COMPLETED"
+    assert c.job(firsts[1])["name"] == "second"
+    assert (marker / "one").read_text() == "one\n" and (marker / "two").read_text() == "two\n"
+
+    with c.api() as api:
+        before = len(api.get("/v1/jobs", params={"all": "true"}).json()["jobs"])
+        bad = c.work / "bad.txt"
+        bad.write_text('--wrap "true"\n--gpus=999 --wrap "true"\n')
+        refused = c.cli("submit", "--batch", str(bad))
+        assert refused.returncode == 2
+        assert refused.stderr.startswith("podium: job 2 of 2: ") and "999" in refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+        assert len(api.get("/v1/jobs", params={"all": "true"}).json()["jobs"]) == before
+
+        request = {"cwd": str(c.work), "wrap": "true", "options": ["--hold"]}
+        body = {"jobs": [request, request], "idempotency_key": "batch-retry-0001"}
+        first = api.post("/v1/jobs/batch", json=body).json()["job_ids"]
+        again = api.post("/v1/jobs/batch", json=body).json()["job_ids"]
+        assert first == again and len(first) == 2  # the retry returned the first batch
+        too_many = api.post("/v1/jobs/batch", json={"jobs": [request] * 10_001})
+        assert too_many.status_code == 400 and "10000" in too_many.json()["error"]
+        api.post("/v1/jobs/cancel", json={"job_ids": [i for ids in first for i in ids]})
+    missing = c.cli("submit", "--batch", str(c.work / "nothing.txt"))
+    assert missing.returncode == 2
+    assert missing.stderr == (
+        f"podium: cannot read the batch file {c.work}/nothing.txt: No such file or directory\n"
+    )
