@@ -55,11 +55,14 @@ class EmbeddedCluster:
 
 
 @contextlib.contextmanager
-def slurm_testbed(yaml_text: str, port_base: int, extra_conf: str = "") -> Iterator[Path]:
+def slurm_testbed(
+    yaml_text: str, port_base: int, extra_conf: str = "", settings: dict[str, str] | None = None
+) -> Iterator[Path]:
     """A real Slurm cluster for one benchmark run: `yaml_text` rendered by `podium slurm
     render --testbed` into a temporary directory (with `extra_conf` lines appended to
-    slurm.conf), started by scripts/slurm-testbed/up.sh, stopped and removed after.
-    Yields the directory (its etc/slurm.conf, run/*.pid, work/)."""
+    slurm.conf, and each of `settings` replacing that key's line or added), started by
+    scripts/slurm-testbed/up.sh, stopped and removed after. Yields the directory (its
+    etc/slurm.conf, run/*.pid, work/)."""
     directory = Path(tempfile.mkdtemp(prefix="podium-bench-slurm-"))
     (directory / "cluster.yaml").write_text(yaml_text)
     subprocess.run(
@@ -70,9 +73,12 @@ def slurm_testbed(yaml_text: str, port_base: int, extra_conf: str = "") -> Itera
         check=True,
         capture_output=True,
     )
-    if extra_conf:
-        conf = directory / "etc" / "slurm.conf"
-        conf.write_text(conf.read_text() + extra_conf)
+    conf = directory / "etc" / "slurm.conf"
+    text = conf.read_text() + extra_conf
+    for key, value in (settings or {}).items():
+        lines = [ln for ln in text.splitlines() if not ln.startswith(f"{key}=")]
+        text = "\n".join([*lines, f"{key}={value}"]) + "\n"
+    conf.write_text(text)
     scripts = Path(__file__).resolve().parents[1] / "scripts" / "slurm-testbed"
     subprocess.run(
         ["bash", str(scripts / "up.sh"), str(directory)], check=True, capture_output=True

@@ -10,8 +10,9 @@ meanwhile voids the pass's starts and asks for another pass).
 Passes follow changes, not a clock: a submit, an end, a release, a resume (`wake`);
 a --begin time coming due; and one pass every PERIODIC_PASS_S for what time alone
 changes (ages, preemption's exempt time). They are spaced by at least PASS_SPACING
-times their own length, so a long queue takes at most a fifth of a core and the API's
-threads get the interpreter most of the time.
+times the time the last one spent deciding (reading, snapshot, schedule; not its
+launches), so a long queue takes at most a fifth of a core and the API's threads get
+the interpreter most of the time.
 """
 
 from __future__ import annotations
@@ -211,12 +212,15 @@ class Reactor:
             snap = self._build_snapshot(now, seen, inputs)
             decisions = schedule(snap, now, self.policy)
             reasons = self._changed_reasons(decisions, seen)
+            thought = time.monotonic() - began
             with self.lock:
                 started = self._apply(snap, seen, decisions, reasons)
             # Jobs that came meanwhile are not in `seen`, but they asked for another pass.
             nearest = next_begin(seen.values(), self.clock())
             end = time.monotonic()
-            self._last_end, self._spacing = end, PASS_SPACING * (end - began)
+            # Spaced by what deciding cost (a long queue), not by the launches: starting
+            # many jobs must not hold back the pass that starts the next ones.
+            self._last_end, self._spacing = end, PASS_SPACING * thought
             self._next_pass = end + PERIODIC_PASS_S
             if nearest is not None:
                 self._next_pass = min(self._next_pass, end + max(0.0, nearest - self.clock()))
