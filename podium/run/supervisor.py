@@ -1,8 +1,10 @@
 """The per-job supervisor (like slurmstepd): `main([_, JOB_DIR, LOCK_FD])`, run by the daemon.
 
 Contract:
-- It holds the flock on JOB_DIR/lock (inherited from the daemon) for its whole life;
-  "the lock is held" is how the daemon knows a job is still being supervised.
+- It holds the flock on JOB_DIR/lock (inherited from the daemon) until the job is
+  over (its result written, none of its processes left), then tells the daemon
+  (podium.run.endwatch); "the lock is held" is how the daemon knows a job is still
+  being supervised.
 - It writes JOB_DIR/started.json before starting any task, and JOB_DIR/result.json
   (atomically) when the job is over, whatever happened. It starts the tasks once.
 - It starts all tasks together; when the job ends, none of its processes survives.
@@ -32,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from podium.run.cgroups import Limits
 from podium.run.contain import ContainmentError, JobContainment, reap_children
 from podium.run.deadline import Deadline
+from podium.run.endwatch import notify_ended
 from podium.run.files import (
     CONTAINMENT_FILE,
     HEARTBEAT_FILE,
@@ -368,6 +371,8 @@ def main(argv: list[str]) -> int:
     result = sup.result(leftover)
     sup.contain.release()
     record_result(job_dir, result)
+    os.close(lock_fd)  # over: the result is written, every process of the job is gone
+    notify_ended(str(job_dir.parent))
     return 0
 
 

@@ -33,6 +33,7 @@ from podium.node.inventory import (
 )
 from podium.recover.agent import HealthAgent
 from podium.run.cgroups import current_layout, enforcement, prepare_v2_base
+from podium.run.endwatch import watch_ended
 from podium.run.executor import LocalExecutor
 from podium.server.app import create_app
 from podium.server.controller import Controller
@@ -238,6 +239,12 @@ def serve(home: Path, config: ClusterConfig) -> None:
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        running = asyncio.get_running_loop()
+
+        def ended() -> None:  # a supervisor that is over says so: collect at once
+            running.call_soon_threadsafe(wake_event.set)
+
+        watch_ended(str(home / "jobs"), ended)
         task = asyncio.create_task(loop())
         yield
         task.cancel()
