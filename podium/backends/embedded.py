@@ -82,11 +82,18 @@ class _Reader:
         return line
 
     def read(self, size: int) -> bytes:
-        """`size` bytes (less at end of stream)."""
-        while len(self.buffer) < size and self._fill():
-            pass
-        data, self.buffer = self.buffer[:size], self.buffer[size:]
-        return data
+        """`size` bytes (less at end of stream). Chunks are joined once: a listing of
+        10,000 jobs is megabytes, and growing one buffer chunk by chunk is quadratic."""
+        chunks, have = [self.buffer], len(self.buffer)
+        while have < size:
+            chunk = self.sock.recv(max(65536, min(size - have, 1 << 22)))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            have += len(chunk)
+        data = b"".join(chunks) if len(chunks) > 1 else self.buffer
+        self.buffer = data[size:]
+        return data[:size]
 
 
 class _UnixConnection:
