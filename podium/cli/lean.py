@@ -180,8 +180,6 @@ def _cancel(args: list[str]) -> Callable[[], int] | None:
 
 
 def _submit(args: list[str]) -> Callable[[], int] | None:
-    if args and args[0] in HELP:
-        return None
     from podium.cli.submit import run as submit
 
     return lambda: submit(args)

@@ -1,0 +1,161 @@
+"""The little HTTP/1.1 the embedded client speaks to its daemon over a unix socket:
+keep-alive, Content-Length or chunked bodies, and query strings, on the C `_socket`
+module (standard library only, and no `socket`, `typing` or `urllib`: the client's
+lean path loads none of them; see podium.cli.main)."""
+
+from __future__ import annotations
+
+import _socket
+
+TYPE_CHECKING = False  # typing itself is not loaded on the client's lean path
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+
+
+def query_string(params: Mapping[str, Any]) -> str:
+    """`params` as an URL query (RFC 3986 percent-encoding of UTF-8; what
+    urllib.parse.urlencode gives for text, without loading urllib)."""
+
+    def quote(text: str) -> str:
+        if all(c in _UNRESERVED for c in text):
+            return text
+        return "".join(
+            chr(b) if chr(b) in _UNRESERVED else f"%{b:02X}" for b in text.encode("utf-8")
+        )
+
+    return "&".join(f"{quote(str(k))}={quote(str(v))}" for k, v in params.items())
+
+
+class ClosedEarly(ConnectionError):
+    """The daemon closed the connection before a whole answer."""
+
+
+class _Response:
+    """An answer: status, headers (lower-case names) and body."""
+
+    def __init__(self, status: int, headers: dict[str, str], body: bytes) -> None:
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    def getheader(self, name: str, default: str = "") -> str:
+        return self.headers.get(name.lower(), default)
+
+
+class _Reader:
+    """Buffered reads of lines and byte counts from a socket (what `makefile("rb")`
+    gives, without the socket module)."""
+
+    def __init__(self, sock: _socket.socket) -> None:
+        self.sock = sock
+        self.buffer = b""
+
+    def _fill(self) -> bool:
+        chunk = self.sock.recv(65536)
+        self.buffer += chunk
+        return bool(chunk)
+
+    def readline(self, limit: int) -> bytes:
+        """One line with its newline, at most `limit` bytes (less at end of stream)."""
+        while b"\n" not in self.buffer[:limit] and len(self.buffer) < limit and self._fill():
+            pass
+        end = self.buffer.find(b"\n", 0, limit)
+        cut = end + 1 if end >= 0 else min(limit, len(self.buffer))
+        line, self.buffer = self.buffer[:cut], self.buffer[cut:]
+        return line
+
+    def read(self, size: int) -> bytes:
+        """`size` bytes (less at end of stream). Chunks are joined once: a listing of
+        10,000 jobs is megabytes, and growing one buffer chunk by chunk is quadratic."""
+        chunks, have = [self.buffer], len(self.buffer)
+        while have < size:
+            chunk = self.sock.recv(max(65536, min(size - have, 1 << 22)))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            have += len(chunk)
+        data = b"".join(chunks) if len(chunks) > 1 else self.buffer
+        self.buffer = data[size:]
+        return data[:size]
+
+
+class UnixConnection:
+    """One keep-alive HTTP/1.1 connection to the daemon's unix socket (the C `_socket`
+    module: `socket` would load enum and selectors on the lean path)."""
+
+    def __init__(self, path: str, timeout: float) -> None:
+        self.path = path
+        self.timeout = timeout
+        self.sock: _socket.socket | None = None
+        self.reader: _Reader | None = None
+
+    def request(
+        self, method: str, target: str, body: bytes | None, headers: dict[str, str]
+    ) -> _Response:
+        if self.sock is None:
+            sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+            sock.settimeout(self.timeout)
+            try:
+                sock.connect(self.path)
+            except OSError:
+                sock.close()
+                raise
+            self.sock, self.reader = sock, _Reader(sock)
+        lines = [f"{method} {target} HTTP/1.1", "Host: podium"]
+        lines += [f"{k}: {v}" for k, v in headers.items()]
+        lines.append(f"Content-Length: {len(body or b'')}")
+        self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + (body or b""))
+        assert self.reader is not None
+        return self._response(self.reader)
+
+    def _response(self, reader: _Reader) -> _Response:
+        status_line = reader.readline(65537)
+        if not status_line:
+            raise ClosedEarly("no answer")
+        parts = status_line.split(None, 2)
+        if len(parts) < 2 or not parts[1].isdigit():
+            raise ClosedEarly(f"not an HTTP answer: {status_line[:80]!r}")
+        headers: dict[str, str] = {}
+        while True:
+            line = reader.readline(65537)
+            if not line:
+                raise ClosedEarly("headers cut off")
+            if line in (b"\r\n", b"\n"):
+                break
+            name, _, value = line.decode("latin-1").partition(":")
+            headers[name.strip().lower()] = value.strip()
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            body = self._chunked(reader)
+        else:
+            length = int(headers.get("content-length", "0"))
+            body = reader.read(length)
+            if len(body) < length:
+                raise ClosedEarly("body cut off")
+        if headers.get("connection", "").lower() == "close":
+            self.close()
+        return _Response(int(parts[1]), headers, body)
+
+    @staticmethod
+    def _chunked(reader: _Reader) -> bytes:
+        chunks: list[bytes] = []
+        while True:
+            size = int(reader.readline(65537).split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                while reader.readline(65537) not in (b"\r\n", b"\n", b""):
+                    pass
+                return b"".join(chunks)
+            chunk = reader.read(size + 2)
+            if len(chunk) < size + 2:
+                raise ClosedEarly("chunk cut off")
+            chunks.append(chunk[:size])
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+        self.sock = self.reader = None
+
+
+__all__ = ["ClosedEarly", "UnixConnection", "query_string"]
