@@ -109,6 +109,16 @@ class Terminal:
                     break
         return self.seen.decode(errors="replace")
 
+    def _drain(self) -> None:
+        while select.select([self.fd], [], [], 0.2)[0]:
+            try:
+                chunk = os.read(self.fd, 4096)
+            except OSError:  # EIO: the other side is closed and read out
+                return
+            if not chunk:
+                return
+            self.seen += chunk
+
     def send(self, text: str) -> None:
         os.write(self.fd, text.encode())
 
@@ -117,6 +127,7 @@ class Terminal:
         while time.monotonic() < deadline:
             with_status = os.waitpid(self.pid, os.WNOHANG)
             if with_status[0]:
+                self._drain()  # what it wrote just before exiting is still in the pty
                 return os.waitstatus_to_exitcode(with_status[1])
             with contextlib.suppress(OSError):
                 self.seen += os.read(self.fd, 4096)

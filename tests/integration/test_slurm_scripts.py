@@ -237,13 +237,17 @@ srun {torchrun} --nnodes="$SLURM_NNODES" --nproc-per-node=2 --rdzv-id="$SLURM_JO
 """
 WORKER = """\
 import os
+import sys
 import torch
 import torch.distributed as dist
 dist.init_process_group("gloo")
 total = torch.tensor([dist.get_rank() + 1.0])
 dist.all_reduce(total)
-print(f"rank {dist.get_rank()}/{dist.get_world_size()} local {os.environ['LOCAL_RANK']} "
-      f"sum {int(total.item())}", flush=True)
+# one write per line: under PYTHONUNBUFFERED, print() writes the text and its newline
+# apart, and the two ranks' lines could interleave in the shared output file
+sys.stdout.write(f"rank {dist.get_rank()}/{dist.get_world_size()} "
+                 f"local {os.environ['LOCAL_RANK']} sum {int(total.item())}\\n")
+sys.stdout.flush()
 dist.destroy_process_group()
 """
 
