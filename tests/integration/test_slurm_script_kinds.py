@@ -149,7 +149,8 @@ trap 'echo "USR1: requeue"; scontrol requeue "$SLURM_JOB_ID"' USR1
 echo "first run of job $SLURM_JOB_ID"
 sleep 110 &
 wait
-sleep 110
+sleep 110 &  # in the background too: a foreground child killed with the shell could
+wait         # make bash print "Terminated", or not, as the signals race
 """, timeout=300)  # fmt: skip
     # slurmctld sends --signal within ~30 s of when it is due; slurmstepd adds its line.
     lines = (tmp_path / f"{job}.out").read_text().splitlines()
