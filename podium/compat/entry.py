@@ -1,8 +1,8 @@
 """What every Slurm command shim runs: `main([TOOL, *ARGS])`, loading only what TOOL
 needs. The shims run `python3 -c ENTRY TOOL ARGS`, not `-m podium.compat` (runpy
-costs ~9 ms a call). srun (every step) and sbatch (scripts call it in loops) take lean
-paths: sbatch is `podium submit`, down its lean path; the other tools load
-podium.compat.tools.
+costs ~9 ms a call). srun (every step) and the relay load only their own modules; the
+other tools go through podium.compat.tools, which loads each tool's code when it is
+called (sbatch is `podium submit`, down its lean path).
 """
 
 from __future__ import annotations
@@ -23,11 +23,7 @@ def main(argv: list[str]) -> int:
         from podium.compat.relay import main as attach
 
         return attach(argv[1:])
-    if tool == "sbatch":
-        from podium.cli.main import main as podium
-
-        return int(podium(["submit", *argv[1:]]) or 0)
-    from podium.compat.tools import main as tools
+    from podium.compat.tools import main as tools  # light: sbatch is podium's lean submit
 
     return tools(argv)
 

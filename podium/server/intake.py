@@ -66,13 +66,14 @@ class Intake:
                 built.append(build_job(req, self.config, who, now, EmbeddedAdmission()))
         self._check_dirs(built, who)
         adding: dict[str, int] = {}
+        active: dict[str, int] = {}  # each QoS's queued and running jobs, counted once
         for number, one in enumerate(built, 1):
             with _naming(number, len(reqs)):
                 qos = one.spec.qos
                 adding[qos] = adding.get(qos, 0) + (
                     len(one.spec.array.indices) if one.spec.array else 1
                 )
-                self._check_submit_limit(qos, adding[qos], who)
+                self._check_submit_limit(qos, adding[qos], who, active)
                 self._check_dependencies(one)
         return built
 
@@ -128,17 +129,21 @@ class Intake:
         )
         return Submitted([job_record(r, now) for r in self.store.jobs_by_ids(ids)], warnings)
 
-    def _check_submit_limit(self, qos: str, adding: int, who: Caller) -> None:
-        """Refuse `adding` more jobs in `qos` over its max_submit_jobs_per_user."""
+    def _check_submit_limit(
+        self, qos: str, adding: int, who: Caller, active: dict[str, int]
+    ) -> None:
+        """Refuse `adding` more jobs in `qos` over its max_submit_jobs_per_user; the
+        user's queued and running jobs per QoS are counted once into `active`."""
         level = self.config.qos_level(qos)
         cap = level.max_submit_jobs_per_user if level else None
         if cap is None:
             return
-        active = self.store.count_jobs(states=ACTIVE, user=who.name, qos=qos)
-        if active + adding > cap:
+        if qos not in active:
+            active[qos] = self.store.count_jobs(states=ACTIVE, user=who.name, qos=qos)
+        if active[qos] + adding > cap:
             raise SpecError(
                 f"QOSMaxSubmitJobPerUserLimit: QoS {qos} allows {cap} queued or running "
-                f"jobs per user; you have {active} and this adds {adding}"
+                f"jobs per user; you have {active[qos]} and this adds {adding}"
             )
 
     def submit_batch(
