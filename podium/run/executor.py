@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -141,7 +141,7 @@ class LocalExecutor:
                 os.chown(script_path, plan.uid, plan.gid)
             # Not fsynced: after a power loss the supervisor is gone too, and the job
             # reads as never launched.
-            write_atomic(job_dir / PLAN_FILE, asdict(plan), durable=False, mode=0o600)
+            write_atomic(job_dir / PLAN_FILE, plan.to_json(), durable=False, mode=0o600)
             log_fd = os.open(
                 job_dir / SUPERVISOR_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600
             )
@@ -332,10 +332,11 @@ class LocalExecutor:
         Returns how many are still alive afterwards; 0 means none (its groups are then
         removed). Idempotent: call it again until it returns 0."""
         job_dir = self.job_dir(job_id)
-        record = read_json(job_dir / CONTAINMENT_FILE) or {}
         started = read_json(job_dir / STARTED_FILE) or {}
-        groups = [Path(p) for p in record.get("cgroups", [])]
-        sid = int(record.get("sid") or started.get("pid") or 0)
+        if "cgroups" not in started:  # a supervisor of a version before 2026-11
+            started |= read_json(job_dir / CONTAINMENT_FILE) or {}
+        groups = [Path(p) for p in started.get("cgroups", [])]
+        sid = int(started.get("sid") or started.get("pid") or 0)
         if scan_session and sid and process_alive(sid):
             scan_session = False  # the number belongs to a live process: not our session
 

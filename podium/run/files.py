@@ -21,7 +21,7 @@ FAULT_FILE = "fault.json"  # why the daemon stopped the job for a hardware fault
 LIMIT_FILE = "limit.json"  # a new time limit (scontrol update), read while the job runs
 REQUEUE_FILE = "requeue.json"  # the stop is a requeue asked for (SIGTERM, not --signal)
 HEARTBEAT_FILE = "heartbeat"  # the job touches it (PODIUM_HEARTBEAT_FILE)
-CONTAINMENT_FILE = "containment.json"  # the job's cgroups and session, for cleanup
+CONTAINMENT_FILE = "containment.json"  # cgroups, written apart by supervisors before 2026-11
 LOCK_FILE = "lock"
 SCRIPT_FILE = "script"
 SUPERVISOR_LOG = "supervisor.log"
@@ -34,19 +34,28 @@ def write_atomic(path: Path, data: Any, *, durable: bool = True, mode: int = 0o6
     is on disk (fsync) before the file appears, so it also survives a power loss;
     without it, only a process crash.
     """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    text = json.dumps(data).encode()  # dumps, not dump: the C encoder (~10x faster)
+    tmp = f"{path.parent}/.{path.name}.{os.getpid()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
     try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh)
+        try:
+            write_all(fd, text)
             if durable:
-                fh.flush()
-                os.fsync(fh.fileno())
+                os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)  # a half-written file must not hold space on a full disk
         raise
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of `data` to `fd` (os.write may write less than asked)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def read_json(path: Path) -> dict[str, Any] | None:

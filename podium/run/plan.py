@@ -1,6 +1,6 @@
 """LaunchPlan and JobResult: the typed view of the daemon <-> supervisor files.
 
-The daemon writes a LaunchPlan (`asdict`) and reads a JobResult; the supervisor reads
+The daemon writes a LaunchPlan (`to_json`) and reads a JobResult; the supervisor reads
 the same JSON without these classes, to start fast (see `podium.run.files`).
 """
 
@@ -63,6 +63,13 @@ class LaunchPlan:
     hide_gpus: bool = False  # CUDA_VISIBLE_DEVICES names no device (declared GPUs only)
     cgroup_v2_base: str | None = None  # the v2 group jobs go under (None: the supervisor's)
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The plan as JSON-ready data: what `asdict` gives, without its deep copy
+        (the daemon writes one per job launched)."""
+        data = dict(vars(self))
+        data["tasks"] = [dict(vars(task)) for task in self.tasks]
+        return data
 
 
 @dataclass

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import sys
 import time
@@ -13,7 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, cast
 
-from podium.run.files import RESULT_FILE, write_atomic
+from podium.run.files import RESULT_FILE, write_all, write_atomic
 
 if TYPE_CHECKING:  # the supervisor reads the plan as plain JSON, to start fast
     from podium.run.plan import LaunchPlan
@@ -58,7 +59,8 @@ RESULT_RESERVE_BYTES = 64 << 10
 
 
 def keep_result_room(job_dir: Path) -> None:
-    """Hold a little space in the job directory for result.json (best effort)."""
+    """Hold a little space in the job directory for result.json (best effort): the
+    reserve is the file the result is later written into."""
     with contextlib.suppress(OSError):
         fd = os.open(job_dir / RESULT_RESERVE, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
@@ -67,11 +69,37 @@ def keep_result_room(job_dir: Path) -> None:
             os.close(fd)
 
 
+def _write_into_reserve(job_dir: Path, text: bytes) -> bool:
+    """Write the result into the reserve and rename it to result.json (one file made
+    per job, not two; the space is already held). False: no reserve, or it was too
+    small; the caller writes the file anew."""
+    reserve = job_dir / RESULT_RESERVE
+    try:
+        fd = os.open(reserve, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        if len(text) > RESULT_RESERVE_BYTES:
+            return False
+        write_all(fd, text)
+        os.ftruncate(fd, len(text))
+        os.fsync(fd)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    os.replace(reserve, job_dir / RESULT_FILE)
+    return True
+
+
 def record_result(job_dir: Path, result: dict[str, Any]) -> None:
-    """Write result.json, whatever the disk does: on a full disk the reserve taken at
-    start is given back first; after that the write is retried (the lock stays held,
-    so the daemon sees the job running, never vanished) until it succeeds. Errors
-    other than a full disk or quota are raised."""
+    """Write result.json durably, whatever the disk does: into the reserve taken at
+    start when it holds it; else as a new file, and on a full disk the reserve is
+    given back first, after which the write is retried (the lock stays held, so the
+    daemon sees the job running, never vanished) until it succeeds. Errors other
+    than a full disk or quota are raised."""
+    if _write_into_reserve(job_dir, json.dumps(result).encode()):
+        return
     delay = 0.2
     while True:
         try:

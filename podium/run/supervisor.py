@@ -5,8 +5,9 @@ Contract:
   over (its result written, none of its processes left), then tells the daemon
   (podium.run.endwatch); "the lock is held" is how the daemon knows a job is still
   being supervised.
-- It writes JOB_DIR/started.json before starting any task, and JOB_DIR/result.json
-  (atomically) when the job is over, whatever happened. It starts the tasks once.
+- It writes JOB_DIR/started.json (its pid, start time and the job's cgroups) before
+  starting any task, and JOB_DIR/result.json (atomically) when the job is over,
+  whatever happened. It starts the tasks once.
 - It starts all tasks together; when the job ends, none of its processes survives.
 - SIGTERM/SIGINT/SIGHUP to the supervisor means cancel: the job's processes get
   SIGTERM, then SIGKILL after the grace time, and the state is CANCELLED. Reaching
@@ -36,7 +37,6 @@ from podium.run.contain import ContainmentError, JobContainment, reap_children
 from podium.run.deadline import Deadline
 from podium.run.endwatch import notify_ended
 from podium.run.files import (
-    CONTAINMENT_FILE,
     HEARTBEAT_FILE,
     PLAN_FILE,
     REQUEUE_FILE,
@@ -88,18 +88,6 @@ class Supervisor:
             ),
             getattr(plan, "cgroup_v2_base", None),
         )
-        groups = self.contain.groups
-        with contextlib.suppress(OSError):  # for cleanup by the daemon; best effort
-            write_atomic(
-                job_dir / CONTAINMENT_FILE,
-                {
-                    "sid": os.getpid(),
-                    "cgroups": [str(p) for p in groups.paths] if groups else [],
-                    "enforced": groups.enforced if groups else {},
-                    "problems": groups.problems if groups else [],
-                },
-                durable=False,
-            )
         self.tasks: dict[int, TaskPlan] = {}
         self.status: dict[int, tuple[int | None, int | None]] = {}
         self.start = time.time()
@@ -346,7 +334,6 @@ def main(argv: list[str]) -> int:
         return 2
     plan = load_plan(data)
     start = time.time()
-    write_atomic(job_dir / STARTED_FILE, {"pid": os.getpid(), "start_time": start}, durable=False)
     keep_result_room(job_dir)
     try:
         sup = Supervisor(job_dir, plan)
@@ -354,6 +341,15 @@ def main(argv: list[str]) -> int:
         record_result(job_dir, result_record("FAILED", None, None, start, reason=str(exc)))
         return 0
     sup.start = start
+    groups = sup.contain.groups
+    started = {
+        "pid": os.getpid(),  # also the session of every process the job starts
+        "start_time": start,
+        "cgroups": [str(p) for p in groups.paths] if groups else [],  # for cleanup
+        "enforced": groups.enforced if groups else {},
+        "problems": groups.problems if groups else [],
+    }
+    write_atomic(job_dir / STARTED_FILE, started, durable=False)
     try:
         sup.launch()
         sup.supervise()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -144,7 +143,7 @@ class Controller:
             "SCRIPT",
             make_dirs=False,
         )
-        data = asdict(plan)
+        data = plan.to_json()
         data["environment"] = sorted(plan.environment)  # names only: values may be secret
         job = spec.model_dump(mode="json", exclude={"environment"})
         return {"backend": "embedded", "job": job, "launch_plan": data}
