@@ -3,9 +3,11 @@ columns, and the `brief` (the spec's scheduling and display fields, as JSON)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from podium.spec.job import JobSpec
@@ -19,6 +21,12 @@ LIST_COLUMNS = (
     "stderr, work_dir, exclude, checkpoint_mtime, stalled_restarts, cpu_ids, preempt_mode, "
     "brief"
 )
+# An array's tasks after its first store no spec of their own (""): they share the
+# first task's, whose id is the array's. This reads the spec of any row.
+SPEC_VALUE = (
+    "COALESCE(NULLIF(spec, ''), (SELECT p.spec FROM jobs p WHERE p.job_id = jobs.array_job_id))"
+)
+SPEC_COLUMN = f"{SPEC_VALUE} AS spec"
 # The spec's fields kept in the `brief` column.
 BRIEF_FIELDS = (
     "gpu_type",
@@ -54,10 +62,16 @@ def brief_from_json(spec_json: str) -> str:
     return json.dumps({k: data[k] for k in BRIEF_FIELDS if k in data})
 
 
-def brief(row: Row | Mapping[str, Any]) -> dict[str, Any]:
-    """A row's brief as a dict ({} when missing or unreadable)."""
+def brief(row: Row | Mapping[str, Any]) -> Mapping[str, Any]:
+    """A row's brief, read-only ({} when missing or unreadable). Decoded once per
+    distinct text: an array's tasks share theirs, and listings read thousands."""
+    return _decoded(row["brief"] or "{}")
+
+
+@functools.lru_cache(maxsize=1024)
+def _decoded(text: str) -> Mapping[str, Any]:
     try:
-        data = json.loads(row["brief"] or "{}")
+        data = json.loads(text)
     except (ValueError, TypeError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        return MappingProxyType({})
+    return MappingProxyType(data) if isinstance(data, dict) else MappingProxyType({})

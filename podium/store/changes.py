@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from podium.store.base import Database
+from podium.store.brief import SPEC_VALUE
 
 
 class JobChanges(Database):
@@ -30,8 +31,14 @@ class JobChanges(Database):
         """A pending or running job's time limit (its column and its stored spec), with
         an event; False if the job has ended meanwhile."""
         with self.transaction(durable=True) as conn:
+            # The array's other tasks keep the spec they shared with this one.
+            conn.execute(
+                """UPDATE jobs SET spec=(SELECT p.spec FROM jobs p WHERE p.job_id=?)
+                   WHERE array_job_id=? AND spec=''""",
+                (job_id, job_id),
+            )
             cur = conn.execute(
-                """UPDATE jobs SET time_limit_s=?, spec=json_set(spec, '$.time_limit_s', ?)
+                f"""UPDATE jobs SET time_limit_s=?, spec=json_set({SPEC_VALUE}, '$.time_limit_s', ?)
                    WHERE job_id=? AND state IN ('PENDING', 'RUNNING')""",
                 (seconds, seconds, job_id),
             )

@@ -11,7 +11,7 @@ from typing import Any
 
 from podium.errors import NotFound
 from podium.spec.job import JobSpec, JobState
-from podium.store.brief import LIST_COLUMNS, Row, brief_of
+from podium.store.brief import LIST_COLUMNS, SPEC_COLUMN, Row, brief_of
 from podium.store.changes import JobChanges
 
 
@@ -81,7 +81,9 @@ class JobStore(JobChanges):
         self, conn: sqlite3.Connection, spec: JobSpec, uid: int, gid: int, user: str, now: float
     ) -> list[int]:
         """One job's rows (every task of an array) and submit events, in `conn`'s
-        transaction; their ids."""
+        transaction; their ids. An array's tasks are inserted by one executemany (the
+        per-row work is SQLite's), numbered consecutively after its first task, whose
+        id is the array's and which alone stores the spec (see SPEC_COLUMN)."""
         indices: Sequence[int | None] = spec.array.indices if spec.array else [None]
         throttle = spec.array.throttle if spec.array else None
         values = (
@@ -106,23 +108,27 @@ class JobStore(JobChanges):
             spec.work_dir,
             brief_of(spec),
         )
-        ids: list[int] = []
-        for index in indices:
-            cur = conn.execute(
-                """INSERT INTO jobs (array_task_id, array_throttle, name, user, uid, gid,
-                     account, partition, qos, state, reason, held, nice, spec,
-                     submit_time, gpus, cpus, mem_mb, time_limit_s, work_dir, brief)
-                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
-                (index, *values),
+        insert = """INSERT INTO jobs (array_job_id, array_task_id, array_throttle, name,
+                     user, uid, gid, account, partition, qos, state, reason, held, nice,
+                     spec, submit_time, gpus, cpus, mem_mb, time_limit_s, work_dir, brief)
+                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"""
+        first = int(conn.execute(insert, (None, indices[0], *values)).lastrowid or 0)
+        if not spec.array:
+            self._event(conn, now, "submit", job_id=first)
+            return [first]
+        conn.execute("UPDATE jobs SET array_job_id=? WHERE job_id=?", (first, first))
+        shared = (*values[:12], "", *values[13:])  # the spec is the first task's (SPEC_COLUMN)
+        conn.executemany(insert, ((first, index, *shared) for index in indices[1:]))
+        ids = [
+            int(r[0])
+            for r in conn.execute(
+                "SELECT job_id FROM jobs WHERE array_job_id=? ORDER BY job_id", (first,)
             )
-            ids.append(int(cur.lastrowid or 0))
-        if spec.array:
-            conn.execute(
-                f"UPDATE jobs SET array_job_id=? WHERE job_id IN ({','.join('?' * len(ids))})",
-                (ids[0], *ids),
-            )
-        for job_id in ids:
-            self._event(conn, now, "submit", job_id=job_id)
+        ]
+        conn.executemany(
+            "INSERT INTO events (time, job_id, node, kind, detail) VALUES (?,?,NULL,'submit',NULL)",
+            ((now, job_id) for job_id in ids),
+        )
         return ids
 
     def submitted(self, uid: int, idempotency_key: str) -> list[int] | None:
@@ -134,7 +140,9 @@ class JobStore(JobChanges):
 
     def job(self, job_id: int) -> Row:
         """The row of `job_id`; raise NotFound."""
-        row = self.conn.execute("SELECT * FROM jobs WHERE job_id=?", (job_id,)).fetchone()
+        row = self.conn.execute(
+            f"SELECT {LIST_COLUMNS}, {SPEC_COLUMN} FROM jobs WHERE job_id=?", (job_id,)
+        ).fetchone()
         if row is None:
             raise NotFound(f"no job {job_id}")
         return row  # type: ignore[no-any-return]
@@ -146,7 +154,7 @@ class JobStore(JobChanges):
         if not wanted:
             return []
         marks = ",".join("?" * len(wanted))
-        columns = "*" if with_spec else LIST_COLUMNS
+        columns = f"{LIST_COLUMNS}, {SPEC_COLUMN}" if with_spec else LIST_COLUMNS
         return self.conn.execute(
             f"SELECT {columns} FROM jobs WHERE job_id IN ({marks}) OR array_job_id IN ({marks}) "
             "ORDER BY job_id",

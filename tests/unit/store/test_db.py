@@ -3,7 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from podium.spec.job import ArraySpec, JobSpec, JobState
-from podium.store.db import RunningStart, Store
+from podium.store.db import RunningStart, Store, spec_of
 from podium.store.schema import SCHEMA_VERSION
 
 
@@ -32,6 +32,23 @@ def test_wal_and_array_insert(tmp_path: Path) -> None:
     assert [r["array_task_id"] for r in rows] == [0, 3, 5]
     assert {r["array_job_id"] for r in rows} == {ids[0]}
     assert store.array_members([ids[0]]) == {ids[0]: tuple(ids)}
+
+
+def test_an_arrays_tasks_share_one_stored_spec_and_change_it_apart(tmp_path: Path) -> None:
+    store = Store(tmp_path / "db")
+    first, second, third = store.insert_jobs(
+        spec(array=ArraySpec(indices=(0, 1, 2)), time_limit_s=600), uid=1, gid=1, user="u", now=1
+    )
+    stored = dict(store.conn.execute("SELECT job_id, spec FROM jobs").fetchall())
+    assert stored[second] == stored[third] == ""  # written once, on the first task's row
+    assert spec_of(store.job(third)) == spec_of(store.job(first))
+    assert [spec_of(r).name for r in store.jobs_by_ids([first], with_spec=True)] == ["j"] * 3
+
+    assert store.set_time_limit(second, 60, "admin", 2.0)
+    assert store.set_time_limit(first, 120, "admin", 3.0)  # the array's own row
+    limits = [spec_of(store.job(j)).time_limit_s for j in (first, second, third)]
+    assert limits == [120, 60, 600]
+    assert [store.job(j)["time_limit_s"] for j in (first, second, third)] == [120, 60, 600]
 
 
 def test_a_job_starts_at_most_once(tmp_path: Path) -> None:
