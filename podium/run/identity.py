@@ -95,11 +95,18 @@ class Identity(NamedTuple):
         }
 
 
-# Each argument is "d:PATH" (must be an enterable directory) or "w:PATH" (and writable).
+# Each argument is "d:PATH" (must be an enterable directory), "w:PATH" (and writable)
+# or "r:PATH" (a readable file, or a readable and enterable directory).
 # `[ -d "$p" ]` has two arguments after `[`, so `p` is always an operand, never an option.
 _CHECK_SCRIPT = r"""
 for arg; do
   p=${arg#?:}
+  case $arg in r:*)
+    [ -e "$p" ] || { printf 'absent\n%s\n' "$p"; exit 1; }
+    [ -r "$p" ] || { printf 'unreadable\n%s\n' "$p"; exit 1; }
+    [ -f "$p" ] || [ -x "$p" ] || { printf 'denied\n%s\n' "$p"; exit 1; }
+    continue;;
+  esac
   [ -d "$p" ] || { printf 'missing\n%s\n' "$p"; exit 1; }
   [ -x "$p" ] || { printf 'denied\n%s\n' "$p"; exit 1; }
   case $arg in w:*) [ -w "$p" ] || { printf 'readonly\n%s\n' "$p"; exit 1; };; esac
@@ -111,12 +118,15 @@ class DirCheckError(Exception):
     """A directory the job needs is missing or closed to its user; the message says which."""
 
 
-def check_dirs_as_user(who: Identity, enter: Sequence[str] = (), write: Sequence[str] = ()) -> None:
-    """Raise DirCheckError unless `who` may enter every directory in `enter` and enter
-    and write every one in `write`. The kernel answers as that user (a short /bin/sh
-    started with the user's ids), so the answer is what the user could learn alone.
+def check_dirs_as_user(
+    who: Identity, enter: Sequence[str] = (), write: Sequence[str] = (), read: Sequence[str] = ()
+) -> None:
+    """Raise DirCheckError unless `who` may enter every directory in `enter`, enter
+    and write every one in `write`, and read every file (or read and enter every
+    directory) in `read`. The kernel answers as that user (a short /bin/sh started
+    with the user's ids), so the answer is what the user could learn alone.
     """
-    args = [f"d:{p}" for p in enter] + [f"w:{p}" for p in write]
+    args = [f"d:{p}" for p in enter] + [f"w:{p}" for p in write] + [f"r:{p}" for p in read]
     if not args:
         return
     import subprocess  # here, not at the top: the supervisor imports this module
@@ -144,6 +154,10 @@ def check_dirs_as_user(who: Identity, enter: Sequence[str] = (), write: Sequence
         raise DirCheckError(f"{path}: permission denied (you cannot enter it)")
     if kind == "readonly":
         raise DirCheckError(f"{path} is not writable by you")
+    if kind == "absent":
+        raise DirCheckError(f"{path} does not exist (or is hidden from you)")
+    if kind == "unreadable":
+        raise DirCheckError(f"{path}: permission denied (you cannot read it)")
     raise DirCheckError(f"cannot check directories as uid {who.uid}: {done.stderr.strip()}")
 
 

@@ -62,6 +62,7 @@ class LaunchPlan:
     deny_devices: list[list[Any]] = field(default_factory=list)  # ["c", major, minor]
     hide_gpus: bool = False  # CUDA_VISIBLE_DEVICES names no device (declared GPUs only)
     cgroup_v2_base: str | None = None  # the v2 group jobs go under (None: the supervisor's)
+    container: dict[str, Any] | None = None  # podium.run.container.prepare's request
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:

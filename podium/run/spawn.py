@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from typing import Any
 
 
 class SpawnError(Exception):
@@ -24,6 +25,8 @@ def spawn_task(
     cgroup_procs: list[str] | None = None,
     umask: int = 0o022,
     cpu_ids: list[int] | None = None,
+    container: dict[str, Any] | None = None,
+    procid: int = 0,
 ) -> int:
     """Fork and exec `argv`; return the child's pid.
 
@@ -32,7 +35,10 @@ def spawn_task(
     are `cgroup_procs` (best effort: the supervisor also tracks descendants), is bound
     to `cpu_ids` (the cpuset enforces them where it exists), takes
     (uid, gid, groups) from `creds` when given (groups first, so nothing runs with
-    the supervisor's), sets `umask`, and closes every other descriptor.
+    the supervisor's), sets `umask`, and closes every other descriptor. With
+    `container` (from podium.run.container.prepare), it then enters the container as
+    the user, and `argv[0]` is opened before and run from its descriptor, so a batch
+    script on the host runs inside; `cwd` is then the container's workdir.
     Raises SpawnError with the child's reason if it could not exec.
     """
     read_end, write_end = os.pipe2(os.O_CLOEXEC)
@@ -67,6 +73,18 @@ def spawn_task(
                 os.setgid(gid)
                 os.setuid(uid)
             os.umask(umask)
+            if container is not None:
+                from podium.run.container import enter
+
+                program = os.open(argv[0], os.O_RDONLY)
+                os.set_inheritable(program, True)  # a script's interpreter reads it by /dev/fd
+                env, rc = enter(container, procid, env)
+                os.closerange(3, min(write_end, program))
+                os.closerange(max(write_end, program) + 1, 65536)
+                os.closerange(min(write_end, program) + 1, max(write_end, program))
+                if rc:
+                    os.execve("/bin/sh", ["sh", rc, f"/proc/self/fd/{program}", *argv[1:]], env)
+                os.execve(program, argv, env)
             os.chdir(cwd)
             os.closerange(3, write_end)
             os.closerange(write_end + 1, 65536)

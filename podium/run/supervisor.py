@@ -150,6 +150,15 @@ class Supervisor:
         who = opener.who
         creds = (who.uid, who.gid, list(who.groups)) if who.is_switch_needed else None
         port = free_port()
+        container = None
+        request = getattr(plan, "container", None)
+        if request:
+            from podium.run.container import ContainerError, prepare
+
+            try:
+                container = prepare(request, self.job_dir, job_identity(plan))
+            except ContainerError as exc:
+                raise SpawnError(str(exc)) from None
         pgid = 0
         heartbeat = None
         if self.heartbeat is not None:
@@ -175,6 +184,8 @@ class Supervisor:
                     cgroup_procs=self.contain.procs_files,
                     umask=who.umask,
                     cpu_ids=list(getattr(plan, "cpu_ids", ())) or None,
+                    container=container,
+                    procid=task.procid,
                 )
             finally:
                 os.close(in_fd)
@@ -364,6 +375,10 @@ def main(argv: list[str]) -> int:
         sup.final_state, sup.reason = "FAILED", "supervisor error (see supervisor.log)"
     leftover = sup.contain.kill_all(reap=sup._reap)
     sup._reap()
+    if getattr(plan, "container", None):  # the tasks' writable layers (a named one stays)
+        import shutil
+
+        shutil.rmtree(job_dir / "container", ignore_errors=True)
     result = sup.result(leftover)
     sup.contain.release()
     record_result(job_dir, result)

@@ -3,7 +3,8 @@
 `podium.spec.build` reads a submission as sbatch would; this module applies the
 embedded cluster's rules to it: one node, its features, its partitions, QoS levels and
 accounts (with who may use them), the partition's time limits, a whole node for
---exclusive, a mail transport for --mail-type, no containers, and a fit on the node.
+--exclusive, a mail transport for --mail-type, containers from image files, and a
+fit on the node.
 """
 
 from __future__ import annotations
@@ -40,12 +41,7 @@ class EmbeddedAdmission:
             out["mem_mb"] = node.memory_mb
         partition = _names(draft)
         _time_limit(draft, partition)
-        for name in ("container-image", "container-mounts"):
-            if (g := draft.given(name)) is not None:
-                raise Unsatisfiable(
-                    f"{g.where}: --{g.long}: container jobs need backend: slurm with Pyxis; "
-                    "the embedded cluster runs jobs on the host"
-                )
+        _containers(draft)
         if out.get("mail_types") and not draft.config.mail_command:
             g = draft.given("mail-type")
             assert g is not None
@@ -54,6 +50,29 @@ class EmbeddedAdmission:
                 "events are recorded (podium events), not sent"
             )
         check_fits(out, draft.config)
+
+
+def _containers(draft: Draft) -> None:
+    """What the embedded cluster's container runtime (podium.run.container) cannot do
+    yet: pull images by reference, save a container, reuse a named one without its
+    image."""
+    image = draft.given("container-image")
+    if image is not None and not str(image.value).startswith(("/", ".")):
+        raise Unsatisfiable(
+            f"{image.where}: --container-image={image.value}: the embedded cluster does not "
+            "pull images yet; give the path of a squashfs file (made by enroot import or "
+            "mksquashfs) or of an image's root directory"
+        )
+    if (g := draft.given("container-save")) is not None:
+        raise Unsatisfiable(
+            f"{g.where}: --container-save: the embedded cluster cannot save containers yet; "
+            "use --container-name to keep a container's changes between jobs"
+        )
+    if image is None and (g := draft.given("container-name")) is not None:
+        raise Unsatisfiable(
+            f"{g.where}: --container-name: the embedded cluster needs the container's "
+            "--container-image as well"
+        )
 
 
 def _one_node(draft: Draft) -> None:

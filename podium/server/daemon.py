@@ -111,7 +111,7 @@ def make_private(home: Path) -> None:
     state left readable by older versions is closed."""
     os.umask(0o077)
     home.mkdir(parents=True, exist_ok=True)
-    for directory in (home, home / "jobs", home / "checkpoints"):
+    for directory in (home, home / "jobs", home / "checkpoints", home / "containers"):
         directory.mkdir(exist_ok=True)
         os.chmod(directory, 0o711)
     private = [home / name for name in PRIVATE_FILES]

@@ -81,13 +81,15 @@ class Intake:
         """The jobs' directories, usable by the user: one check as the user for all."""
         enter = list(dict.fromkeys(d for b in built for d in b.enter_dirs))
         write = list(dict.fromkeys(d for b in built for d in b.write_dirs))
-        if not enter and not write:
+        read = list(dict.fromkeys(p for b in built for p in b.read_paths))
+        if not enter and not write and not read:
             return
         try:
             check_dirs_as_user(
                 self.planner.identity(who.uid, who.gid, who.name, built[0].spec.umask),
                 enter=enter,
                 write=write,
+                read=read,
             )
         except DirCheckError as exc:
             raise SpecError(f"the job's directories: {exc}") from None

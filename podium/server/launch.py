@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -154,4 +155,29 @@ class Planner:
             deny_devices=[list(d) for d in self.node.denied_devices(gpu_ids)],
             hide_gpus=self.node.hide_gpus,
             cgroup_v2_base=self.node.cgroup_v2_base,
+            container=self.container_request(spec, uid, gpu_ids) if spec.container_image else None,
         )
+
+    def container_request(self, spec: JobSpec, uid: int, gpu_ids: list[int]) -> dict[str, Any]:
+        """What the supervisor needs to make the job's container (podium.run.container):
+        Pyxis' options, the user's image cache, the home to mount, the GPUs' devices."""
+        try:
+            home = pwd.getpwuid(uid).pw_dir
+        except KeyError:
+            home = None
+        mine = set(gpu_ids)
+        return {
+            "image": spec.container_image,
+            "work_dir": spec.work_dir,
+            "cache_dir": str(self.home / "containers"),
+            "name": spec.container_name,
+            "mounts": list(spec.container_mounts),
+            "workdir": spec.container_workdir,
+            "writable": spec.container_writable is not False,
+            "remap_root": bool(spec.container_remap_root),
+            "mount_home": bool(spec.container_mount_home),
+            "home": home,
+            "entrypoint": bool(spec.container_entrypoint),
+            "env_names": list(spec.container_env),
+            "devices": [g.device for g in self.node.gpus if g.index in mine and g.device],
+        }

@@ -124,7 +124,22 @@ def container_options(spec: JobSpec) -> list[tuple[str, str | None]]:
     opts: list[tuple[str, str | None]] = [("container-image", spec.container_image)]
     if spec.container_mounts:
         opts.append(("container-mounts", ",".join(spec.container_mounts)))
-    opts.append(("container-workdir", spec.work_dir))
+    opts.append(("container-workdir", spec.container_workdir or spec.work_dir))
+    for key, value in (
+        ("container-name", spec.container_name),
+        ("container-save", spec.container_save),
+        ("container-env", ",".join(spec.container_env) or None),
+    ):
+        if value is not None:
+            opts.append((key, value))
+    for flag, on, off in (
+        (spec.container_writable, "container-writable", "container-readonly"),
+        (spec.container_mount_home, "container-mount-home", "no-container-mount-home"),
+        (spec.container_remap_root, "container-remap-root", "no-container-remap-root"),
+        (spec.container_entrypoint, "container-entrypoint", "no-container-entrypoint"),
+    ):
+        if flag is not None:  # unset: Pyxis' (the site's) default
+            opts.append((on if flag else off, None))
     return opts
 
 
@@ -245,6 +260,9 @@ def _all_values(spec: JobSpec) -> Iterable[tuple[str, str]]:
         ("the comment", spec.comment),
         ("the checkpoint directory", spec.checkpoint_dir),
         ("the container image", spec.container_image),
+        ("the container workdir", spec.container_workdir),
+        ("the container name", spec.container_name),
+        ("the container save path", spec.container_save),
         ("the mail user", spec.mail_user),
     ):
         if value is not None:

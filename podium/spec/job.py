@@ -98,6 +98,14 @@ class JobSpec(Frozen):
     exclude: tuple[str, ...] = ()
     container_image: str | None = None
     container_mounts: tuple[str, ...] = ()
+    container_workdir: str | None = None
+    container_name: str | None = None
+    container_save: str | None = None
+    container_env: tuple[str, ...] = ()  # these take the job's values over the image's
+    container_writable: bool | None = None  # None: the runtime's default
+    container_mount_home: bool | None = None
+    container_remap_root: bool | None = None
+    container_entrypoint: bool | None = None
     checkpoint_dir: str | None = None
     auto_resume: int = 0  # restarts after a fault (node, GPU, hang, requeue exit code)
     requeue_exit_codes: tuple[int, ...] = ()

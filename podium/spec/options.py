@@ -104,9 +104,21 @@ OPTIONS: dict[str, Option] = _table(
     Option("gres-flags"),
     Option("mail-type"),
     Option("mail-user"),
-    # Pyxis (enroot) container flags: Slurm backend only.
+    # Pyxis' container flags (enroot's semantics; docs/containers.md).
     Option("container-image"),
     Option("container-mounts"),
+    Option("container-workdir"),
+    Option("container-name"),
+    Option("container-save"),
+    Option("container-env"),
+    Option("container-writable", arg="none"),
+    Option("container-readonly", arg="none"),
+    Option("container-mount-home", arg="none"),
+    Option("no-container-mount-home", arg="none"),
+    Option("container-remap-root", arg="none"),
+    Option("no-container-remap-root", arg="none"),
+    Option("container-entrypoint", arg="none"),
+    Option("no-container-entrypoint", arg="none"),
     # Podium's own options (valid in #PODIUM lines, YAML and on the command line).
     Option("checkpoint-dir", scope="podium"),
     Option("auto-resume", scope="podium"),

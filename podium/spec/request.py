@@ -67,6 +67,16 @@ class BatchRequest(RequestModel):
     idempotency_key: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{8,64}$")
 
 
+# Flags that turn another off: --no-requeue is --requeue=no, and so on.
+NEGATIONS = {
+    "no-requeue": "requeue",
+    "container-readonly": "container-writable",
+    "no-container-mount-home": "container-mount-home",
+    "no-container-remap-root": "container-remap-root",
+    "no-container-entrypoint": "container-entrypoint",
+}
+
+
 @dataclass
 class Options:
     """The options of one submission as given, the last of each winning, each keeping
@@ -76,12 +86,16 @@ class Options:
 
     def add(self, given: list[Given]) -> None:
         for g in given:
-            if g.long == "no-requeue":  # one setting: the last of the pair wins
-                g = Given("requeue", "no", g.where)
+            if g.long in NEGATIONS:  # one setting: the last of the pair wins
+                g = Given(NEGATIONS[g.long], "no", g.where)
             self.values[g.long] = g
 
     def get(self, name: str) -> Given | None:
         return self.values.get(name)
+
+    def named(self, *prefixes: str) -> list[Given]:
+        """The options given whose names start with one of `prefixes`."""
+        return [g for long, g in self.values.items() if long.startswith(prefixes)]
 
     def text(self, name: str) -> str | None:
         g = self.values.get(name)

@@ -48,7 +48,7 @@ def test_features_and_the_only_node() -> None:
     assert spec.nodelist == () and spec.exclude == ()
 
 
-def test_mail_needs_a_transport_and_containers_need_pyxis() -> None:
+def test_mail_needs_a_transport_and_containers_come_from_files() -> None:
     req = SubmitRequest(script="#!/bin/sh\n", options=["--mail-type=END"], cwd="/tmp")
     built = build_job(req, config(), ME, NOW, EmbeddedAdmission())
     assert built.spec.mail_types == ("END",)  # accepted, recorded, and the user is told
@@ -56,8 +56,21 @@ def test_mail_needs_a_transport_and_containers_need_pyxis() -> None:
         "command line: --mail-type: this cluster has no mail transport, so its mail events "
         "are recorded (podium events), not sent",
     )
-    with pytest.raises(Unsatisfiable, match="backend: slurm with Pyxis"):
+    with pytest.raises(Unsatisfiable, match="does not pull images yet; give the path"):
         build(options=["--container-image=nvcr.io#nvidia/pytorch:24.01-py3"])
+    spec = build(
+        options=[
+            "--container-image=./env.sqsh",
+            "--container-mounts=/data,/scratch:/s:ro+rprivate",
+            "--container-readonly",
+            "--container-writable",  # the last of the pair wins, as sbatch reads options
+            "--no-container-mount-home",
+            "--container-env=HF_HOME,WANDB_DIR",
+        ]
+    )
+    assert spec.container_mounts == ("/data:/data", "/scratch:/s:ro+rprivate")
+    assert (spec.container_writable, spec.container_mount_home) == (True, False)
+    assert spec.container_remap_root is None and spec.container_env == ("HF_HOME", "WANDB_DIR")
 
 
 def acl_config() -> ClusterConfig:

@@ -69,6 +69,18 @@ CASES = {
         "--container-image=nvcr.io#nvidia/pytorch:24.01-py3",
         "--container-mounts=/fsx:/fsx,/data:/data:ro",
     ],
+    "container-pyxis-flags": [
+        "--job-name=env",
+        "--container-image=/fsx/images/pytorch.sqsh",
+        "--container-workdir=/workspace",
+        "--container-name=lab-env",
+        "--container-save=/fsx/images/lab-env.sqsh",
+        "--container-env=HF_HOME,WANDB_DIR",
+        "--container-readonly",
+        "--container-mount-home",
+        "--no-container-remap-root",
+        "--container-entrypoint",
+    ],
     "array-deps": [
         "--array=0-3,7%2",
         "--dependency=afterok:11:12",
@@ -109,10 +121,10 @@ def test_refused_with_the_reason() -> None:
         _script([], script="#!/bin/bash\n" + "#" * 200_000 + "\n")
 
 
-def test_embedded_cluster_refuses_containers_and_nodes() -> None:
+def test_embedded_cluster_refuses_image_references_it_cannot_pull() -> None:
     embedded = default_config(gpus=0, cpus=8)
     req = SubmitRequest(options=["--container-image=x"], cwd="/", environment={}, wrap="true")
-    with pytest.raises(Unsatisfiable, match="backend: slurm"):
+    with pytest.raises(Unsatisfiable, match="does not pull images yet"):
         build_job(req, embedded, WHO, NOW, EmbeddedAdmission())
 
 

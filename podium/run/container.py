@@ -1,0 +1,333 @@
+"""Running a task in a container the way enroot does for Pyxis: no daemon, no root.
+
+Two halves:
+- `prepare()`, in the supervisor before any task starts (or in srun for a step):
+  resolves the image to a root tree (a directory image is used as it is; a squashfs
+  file is unpacked once, as the user, into the user's image cache, as `enroot create`
+  does) and makes the directories the container is assembled in, owned by the user.
+- `enter()`, in each task's child after it took the user's identity and before exec:
+  a user namespace and a mount namespace of its own (the user keeps its uid, or is
+  root inside with remap_root; it gains nothing outside); the image as an overlay
+  (writable layer per task, or per named container) or a read-only bind; /proc and
+  /sys bound from the host, a small /dev (the usual nodes, the job's GPUs and the
+  NVIDIA control nodes), a tmpfs /tmp, the asked bind mounts; then chroot and chdir.
+
+Everything mounted lives in the task's own mount namespace, so the kernel removes it
+when the task's last process exits, whatever ended it (cancel, timeout, a killed
+supervisor): nothing is left mounted on the host. The task is still the supervisor's
+child, so exit codes, signals, limits and cgroups are those of a bare task.
+
+Standard library only (the supervisor and srun import it when a job asks for a
+container).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from podium.run.identity import Identity
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+PR_SET_DUMPABLE = 4
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT = 1, 2, 4, 32
+MS_BIND, MS_REC, MS_PRIVATE, MS_SLAVE = 4096, 16384, 1 << 18, 1 << 19
+DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
+DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1"}
+DEV_LINKS |= {"stderr": "/proc/self/fd/2", "ptmx": "pts/ptmx"}
+NVIDIA_CONTROL = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
+PROPAGATION = {"private": MS_PRIVATE, "rprivate": MS_PRIVATE | MS_REC}
+PROPAGATION |= {"slave": MS_SLAVE, "rslave": MS_SLAVE | MS_REC}
+
+
+class ContainerError(Exception):
+    """The container cannot be made; the message says what is wrong and what would do."""
+
+
+def is_image_path(image: str) -> bool:
+    """Whether Pyxis reads `image` as a path (a squashfs file or a root directory)
+    rather than an image reference to pull: it starts with '/' or '.'."""
+    return image.startswith(("/", "."))
+
+
+def parse_mounts(specs: list[str] | tuple[str, ...]) -> list[tuple[str, str, list[str]]]:
+    """The normalised SRC:DST[:FLAGS] strings of a spec as (src, dst, flags)."""
+    out = []
+    for spec in specs:
+        src, dst, *rest = spec.split(":")
+        out.append((src, dst, [f for f in (rest[0] if rest else "").split("+") if f]))
+    return out
+
+
+# -- the supervisor's half ------------------------------------------------------
+
+
+def prepare(request: dict[str, Any], job_dir: Path, who: Identity) -> dict[str, Any]:
+    """The container of a job, ready for `enter()`: raises ContainerError.
+
+    `request` is the launch plan's `container` (image, work_dir, cache_dir, name,
+    mounts, workdir, writable, remap_root, mount_home, home, entrypoint, devices,
+    env_names); `who` is the job's user. Only the two directories whose parents are
+    the daemon's (the user's cache, the job's container directory) are made as this
+    process; everything in them, and every look at the image, is done as the user.
+    """
+    image = str(request["image"])
+    if not is_image_path(image):
+        raise ContainerError(
+            f"--container-image={image}: the embedded cluster runs images from files; give "
+            "the path of a squashfs file (enroot import, mksquashfs) or of a root directory"
+        )
+    path = os.path.normpath(os.path.join(str(request["work_dir"]), image))
+    owner = (who.uid, who.gid)
+    user_cache = Path(request["cache_dir"]) / str(who.uid)
+    state = job_dir / "container"
+    _own_dir(user_cache, owner, 0o700)
+    _own_dir(state, owner, 0o700)
+    with who.entered():
+        _own_dir(state / "root", None, 0o755)
+        is_dir = os.path.isdir(path)
+        layers = None
+        if request.get("writable", True):
+            name = request.get("name")
+            if name:
+                _own_dir(user_cache / "named", None, 0o700)
+            layers = str(user_cache / "named" / name) if name else str(state)
+            _own_dir(Path(layers), None, 0o700)
+    rootfs = path if is_dir else _unpacked(path, user_cache / "images", who)
+    return {
+        "rootfs": rootfs,
+        "target": str(state / "root"),
+        "layers": layers,
+        "named": bool(request.get("name")),
+        "mounts": [list(m) for m in parse_mounts(request.get("mounts") or [])],
+        "workdir": request.get("workdir") or "/",
+        "remap_root": bool(request.get("remap_root")),
+        "home": request.get("home") if request.get("mount_home") else None,
+        "devices": list(request.get("devices") or []),
+        "env_names": list(request.get("env_names") or []),
+        "entrypoint": bool(request.get("entrypoint")),
+    }
+
+
+def _own_dir(path: Path, owner: tuple[int, int] | None, mode: int) -> None:
+    """Make directory `path` if missing (never through a symlink), given to `owner`
+    when this process is root; an existing one must be a real directory."""
+    try:
+        os.mkdir(path, mode)
+    except FileExistsError:
+        if path.is_symlink() or not path.is_dir():
+            raise ContainerError(f"{path} is not a directory") from None
+        return
+    except OSError as exc:
+        raise ContainerError(f"cannot make {path}: {exc.strerror}") from None
+    if owner is not None and os.geteuid() == 0:
+        os.chown(path, *owner)
+
+
+def _unpacked(image: str, cache: Path, who: Identity) -> str:
+    """The root tree of squashfs `image`, unpacked as the user (so it holds only what
+    the user could read, every file the user's) into the user's cache, once per
+    version of the file; raises ContainerError when the user cannot read it or it is
+    not a squashfs."""
+    with who.entered():
+        try:
+            st = os.stat(image)
+        except OSError as exc:
+            raise ContainerError(f"--container-image={image}: {exc.strerror}") from None
+        version = f"{os.path.realpath(image)}\0{st.st_dev}\0{st.st_ino}\0{st.st_size}"
+        key = hashlib.sha256(f"{version}\0{st.st_mtime_ns}".encode()).hexdigest()[:32]
+        _own_dir(cache, None, 0o700)
+        _own_dir(cache / key, None, 0o700)
+        done = cache / key / "rootfs"
+        lock = os.open(cache / key / "lock", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one unpacking at a time per image
+        with who.entered():
+            if done.is_dir():
+                os.utime(cache / key, follow_symlinks=False)  # recently used
+                return str(done)
+            partial = cache / key / f"partial-{os.getpid()}"
+        run = subprocess.run(
+            ["unsquashfs", "-no-xattrs", "-no-progress", "-quiet", "-d", str(partial), image],
+            capture_output=True, text=True, errors="replace", cwd="/", check=False,
+            env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, **who.subprocess_kwargs(),
+        )  # fmt: skip
+        with who.entered():
+            if run.returncode == 0 and partial.is_dir() and not partial.is_symlink():
+                os.rename(partial, done)
+                return str(done)
+        subprocess.run(
+            ["rm", "-rf", "--one-file-system", str(partial)], check=False, cwd="/",
+            capture_output=True, **who.subprocess_kwargs(),
+        )  # fmt: skip
+        lines = [x.strip() for x in (run.stderr + run.stdout).splitlines() if x.strip()]
+        why = lines[-1] if lines else f"unsquashfs exited {run.returncode}"
+        raise ContainerError(f"--container-image={image}: not a squashfs you can read: {why}")
+    finally:
+        os.close(lock)
+
+
+# -- the task's half ---------------------------------------------------------------
+
+_libc: Any = None
+
+
+def _mount(src: str | None, target: str, fstype: str | None, flags: int, data: str = "") -> None:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    if _libc.mount(
+        src and src.encode(), target.encode(), fstype and fstype.encode(),
+        ctypes.c_ulong(flags), data.encode() if data else None,
+    ) != 0:  # fmt: skip
+        err = ctypes.get_errno()
+        raise ContainerError(f"mount {src or fstype} on {target}: {os.strerror(err)}")
+
+
+def _libc_call(name: str, *args: int) -> None:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    if getattr(_libc, name)(*args) != 0:
+        err = ctypes.get_errno()
+        raise ContainerError(f"cannot make the container ({name}): {os.strerror(err)}")
+
+
+def _unshare(flags: int) -> None:
+    _libc_call("unshare", flags)
+
+
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _point(target: str, inside: str, is_dir: bool) -> str:
+    """The mount point for `inside` under `target`, made when missing (a writable
+    container can take it; a read-only one must already have it)."""
+    path = target + inside
+    if not os.path.lexists(path):
+        try:
+            if is_dir:
+                os.makedirs(path, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))
+        except OSError as exc:
+            raise ContainerError(
+                f"cannot make {inside} in the image for a mount ({exc.strerror}); "
+                "use a writable container or an image that has it"
+            ) from None
+    if os.path.islink(path):
+        raise ContainerError(f"{inside} is a symlink in the image; mount somewhere else")
+    return path
+
+
+def enter(c: dict[str, Any], procid: int, env: dict[str, str]) -> tuple[dict[str, str], str]:
+    """Move this process (a task's child, already the user) into container `c` (from
+    `prepare`); return the environment to exec with and the command prefix ('' or
+    the image's rc for --container-entrypoint). Raises ContainerError."""
+    uid, gid = os.getuid(), os.getgid()
+    # Having changed its ids from root, the process is not dumpable, which leaves its
+    # /proc/self files root's: the uid map could not be written. It is the user's
+    # alone now, and exec comes next (which sets dumpability from the program).
+    _libc_call("prctl", PR_SET_DUMPABLE, 1, 0, 0, 0)
+    _unshare(CLONE_NEWUSER | CLONE_NEWNS)
+    inside = 0 if c["remap_root"] else uid
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", f"{inside} {uid} 1")
+    _write("/proc/self/gid_map", f"{0 if c['remap_root'] else gid} {gid} 1")
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    target = c["target"]
+    if c["layers"] is not None:
+        layer = os.path.join(c["layers"], "" if c["named"] else f"task-{procid}")
+        upper, work = os.path.join(layer, "upper"), os.path.join(layer, "work")
+        os.makedirs(upper, exist_ok=True)
+        os.makedirs(work, exist_ok=True)
+        if c["named"]:  # one task at a time in a named container's layer
+            lock = os.open(os.path.join(layer, "lock"), os.O_WRONLY | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise ContainerError(
+                    f"the container {os.path.basename(layer)} is in use by another task"
+                ) from None  # the lock stays held by this process, through exec
+        options = f"lowerdir={c['rootfs']},upperdir={upper},workdir={work},userxattr"
+        _mount("overlay", target, "overlay", 0, options)
+    else:
+        _mount(c["rootfs"], target, None, MS_BIND | MS_REC)
+        _mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
+    _mount("/proc", _point(target, "/proc", True), None, MS_BIND | MS_REC)
+    _mount("/sys", _point(target, "/sys", True), None, MS_BIND | MS_REC)
+    dev = _point(target, "/dev", True)
+    _mount("tmpfs", dev, "tmpfs", MS_NOSUID, "mode=755")
+    nodes = [f"/dev/{n}" for n in DEV_NODES + NVIDIA_CONTROL] + list(c["devices"])
+    for node in nodes:
+        if os.path.exists(node):
+            _mount(node, _point(target, node, False), None, MS_BIND)
+    for sub in ("pts", "shm"):
+        os.mkdir(f"{dev}/{sub}", 0o755)
+    _mount("/dev/pts", f"{dev}/pts", None, MS_BIND | MS_REC)
+    for name, points_to in DEV_LINKS.items():
+        os.symlink(points_to, f"{dev}/{name}")
+    _mount("tmpfs", f"{dev}/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    _mount("tmpfs", _point(target, "/tmp", True), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    for etc in ("/etc/hosts", "/etc/resolv.conf"):
+        if (
+            os.path.isfile(etc)
+            and os.path.lexists(target + etc)
+            and not os.path.islink(target + etc)
+        ):
+            _mount(etc, target + etc, None, MS_BIND)
+    binds: list[tuple[str, str, list[str]]] = [(c["home"], c["home"], [])] if c["home"] else []
+    for src, dst, flags in binds + [tuple(m) for m in c["mounts"]]:
+        if not os.path.exists(src):
+            raise ContainerError(f"--container-mounts: {src} does not exist or is not yours to see")
+        point = _point(target, dst, os.path.isdir(src))
+        _mount(src, point, None, MS_BIND | MS_REC)
+        if "ro" in flags:
+            _mount(None, point, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
+        for flag in flags:
+            if flag in PROPAGATION:
+                _mount(None, point, None, PROPAGATION[flag])
+    os.chroot(target)
+    try:
+        os.chdir(c["workdir"])
+    except OSError as exc:
+        raise ContainerError(f"--container-workdir={c['workdir']}: {exc.strerror}") from None
+    return _image_env(env, c["env_names"]), "/etc/rc" if c["entrypoint"] else ""
+
+
+def _image_env(env: dict[str, str], keep: list[str]) -> dict[str, str]:
+    """The job's environment with the image's (its /etc/environment, as enroot writes
+    it) over it, except for the names in `keep` (--container-env), which keep the
+    job's values."""
+    merged = dict(env)
+    try:
+        with open("/etc/environment", errors="replace") as fh:
+            lines = fh.read(1 << 20).splitlines()
+    except OSError:
+        return merged
+    for line in lines:
+        line = line.strip()
+        if line.startswith("export "):
+            line = line[7:]
+        name, sep, value = line.partition("=")
+        if not sep or not name.isidentifier() or name in keep:
+            continue
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        merged[name] = value
+    return merged
+
+
+__all__ = ["ContainerError", "enter", "is_image_path", "parse_mounts", "prepare"]

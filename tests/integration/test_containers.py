@@ -1,0 +1,229 @@
+"""Containers on the embedded cluster (podium.run.container): Pyxis' options, enroot's
+way (an unprivileged user namespace, the image as an overlay, no daemon).
+
+The images are made here, offline: a busybox-static root with a marker file, an
+/etc/environment and an /etc/rc (what enroot writes into the images it imports), as
+a root directory and as a squashfs file. Every job runs as a second Unix user.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import Cluster
+from tests.integration.test_cleanup import _gone
+from tests.integration.test_permissions import _run, other_user
+
+pytestmark = pytest.mark.integration
+__all__ = ["other_user"]  # the fixture, imported for pytest
+
+BUSYBOX = shutil.which("busybox")
+MKSQUASHFS = shutil.which("mksquashfs")
+APPLETS = ("sh", "id", "cat", "ls", "touch", "echo", "sleep", "pwd", "grep", "kill", "env")
+
+
+def _userns_works() -> bool:
+    probe = subprocess.run(
+        ["unshare", "--user", "--mount", "true"], capture_output=True, user=65534, group=65534
+    )
+    return probe.returncode == 0
+
+
+@pytest.fixture(scope="module")
+def images() -> Iterator[dict[str, Path]]:
+    """{"dir": a root directory image, "sqsh": the same as squashfs, "junk": a file that
+    is no squashfs}, readable by everyone."""
+    if BUSYBOX is None or MKSQUASHFS is None:
+        pytest.skip("needs Debian's busybox-static and squashfs-tools (.ci/run installs them)")
+    if os.geteuid() != 0 or not _userns_works():
+        pytest.skip("needs root and unprivileged user namespaces (the container runtime's)")
+    base = Path(tempfile.mkdtemp(prefix="podium-images-"))
+    base.chmod(0o755)
+    root = base / "rootfs"
+    for sub in ("bin", "etc", "proc", "sys", "dev", "tmp", "data"):
+        (root / sub).mkdir(parents=True)
+    shutil.copy(BUSYBOX, root / "bin" / "busybox")
+    for applet in APPLETS:
+        (root / "bin" / applet).symlink_to("busybox")
+    (root / "marker").write_text("inside-the-image\n")
+    (root / "etc" / "environment").write_text('IMAGE_VAR="from-image"\nKEEP_ME=image-value\n')
+    (root / "etc" / "rc").write_text('echo entrypoint-ran\nexec "$@"\n')
+    subprocess.run(["chmod", "-R", "a+rX", str(root)], check=True)
+    sqsh = base / "image.sqsh"
+    subprocess.run(
+        [MKSQUASHFS, str(root), str(sqsh), "-noappend", "-quiet", "-no-progress"],
+        check=True,
+        capture_output=True,
+    )
+    sqsh.chmod(0o644)
+    junk = base / "junk.sqsh"
+    junk.write_text("not a squashfs\n")
+    junk.chmod(0o644)
+    try:
+        yield {"dir": root, "sqsh": sqsh, "junk": junk}
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _submit(c: Cluster, user: str, *args: str) -> int:
+    done = _run(c, other_user, "submit", "--parsable", *args)
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout.strip())
+
+
+def _host_mounts(c: Cluster) -> list[str]:
+    """Host mount points under the cluster's home or work directory."""
+    with open("/proc/self/mountinfo") as fh:
+        points = [line.split()[4] for line in fh]
+    return [p for p in points if p.startswith((str(c.home), str(c.work)))]
+
+
+def test_a_job_runs_in_its_image_as_its_user_with_what_pyxis_options_ask(
+    cluster: Cluster, other_user: str, images: dict[str, Path]
+) -> None:
+    c = cluster
+    data = c.work / "data"
+    data.mkdir()
+    data.chmod(0o777)
+    (data / "input.txt").write_text("host-file\n")
+    body = (
+        "id -u; cat /marker; pwd; cat input.txt; echo IMAGE_VAR=$IMAGE_VAR KEEP_ME=$KEEP_ME;"
+        " touch /data/x 2>/dev/null || echo data-is-read-only; touch /new && echo root-writable;"
+        " ls /dev | grep -c null; grep -c overlay /proc/self/mountinfo"
+    )
+    job_id = _submit(
+        c, other_user, f"--container-image={images['sqsh']}",
+        f"--container-mounts={data}:/data:ro", "--container-workdir=/data",
+        "--container-env=KEEP_ME", "--export=ALL,KEEP_ME=job-value", "-o", "in-%j.out",
+        "--wrap", body,
+    )  # fmt: skip
+    job = c.wait(job_id)
+    out = (c.work / f"in-{job_id}.out").read_text().split("\n")
+    assert job["state"] == "COMPLETED", (job["reason"], out)
+    assert out[0] == str(pwd_uid(other_user))
+    assert out[1:4] == ["inside-the-image", "/data", "host-file"]
+    assert out[4] == "IMAGE_VAR=from-image KEEP_ME=job-value"  # --container-env keeps the job's
+    assert out[5:7] == ["data-is-read-only", "root-writable"]
+    assert out[7] == "1" and int(out[8]) >= 1
+    assert _host_mounts(c) == []  # the mounts lived in the task's own namespace
+    assert not (c.home / "jobs" / str(job_id) / "container").exists()  # the layer is gone
+
+
+def pwd_uid(user: str) -> int:
+    import pwd
+
+    return pwd.getpwnam(user).pw_uid
+
+
+def test_exit_codes_signals_and_the_entrypoint_are_the_tasks_own(
+    cluster: Cluster, other_user: str, images: dict[str, Path]
+) -> None:
+    c = cluster
+    image = f"--container-image={images['dir']}"
+    failed = _submit(c, other_user, image, "--wrap", "exit 7")
+    killed = _submit(c, other_user, image, "--wrap", "kill -9 $$")
+    entry = _submit(
+        c, other_user, image, "--container-entrypoint", "-o", "rc-%j.out", "--wrap", "echo script"
+    )
+    readonly = _submit(
+        c, other_user, image, "--container-readonly", "-o", "ro-%j.out",
+        "--wrap", "touch /new 2>/dev/null || echo root-read-only",
+    )  # fmt: skip
+    assert (c.wait(failed)["state"], c.wait(failed)["exit_code"]) == ("FAILED", 7)
+    assert c.wait(killed)["signal"] == signal.SIGKILL
+    assert c.wait(entry)["state"] == "COMPLETED"
+    assert (c.work / f"rc-{entry}.out").read_text() == "entrypoint-ran\nscript\n"
+    assert c.wait(readonly)["state"] == "COMPLETED"
+    assert (c.work / f"ro-{readonly}.out").read_text() == "root-read-only\n"
+
+
+@pytest.mark.parametrize("how", ["cancel", "timeout", "supervisor killed"])
+def test_a_stopped_container_job_leaves_no_process_and_no_mount(
+    cluster: Cluster, other_user: str, images: dict[str, Path], how: str
+) -> None:
+    c = cluster
+    pids = c.work / "pids"
+    pids.mkdir(mode=0o777)
+    pids.chmod(0o777)
+    limit = ["--time=0:02"] if how == "timeout" else []
+    job_id = _submit(
+        c, other_user, f"--container-image={images['sqsh']}", f"--container-mounts={pids}:/pids",
+        *limit, "--wrap", "sleep 300 & echo $! > /pids/child; echo $$ > /pids/shell; wait",
+    )  # fmt: skip
+    c.wait(job_id, {"RUNNING"})
+    deadline = time.monotonic() + 20
+    while not ((pids / "child").exists() and (pids / "shell").exists()):
+        assert time.monotonic() < deadline, "the job did not start its processes"
+        time.sleep(0.05)
+    time.sleep(0.1)
+    procs = [int((pids / name).read_text()) for name in ("child", "shell")]
+    if how == "cancel":
+        c.cli("cancel", str(job_id), check=True)
+    elif how == "supervisor killed":
+        started = json.loads((c.home / "jobs" / str(job_id) / "started.json").read_text())
+        os.kill(started["pid"], signal.SIGKILL)
+    state = c.wait(job_id)["state"]
+    assert state == {"cancel": "CANCELLED", "timeout": "TIMEOUT"}.get(how, "NODE_FAIL")
+    assert all(_gone(pid) for pid in procs)
+    assert _host_mounts(c) == []
+
+
+def test_a_named_container_keeps_its_changes_for_the_next_job(
+    cluster: Cluster, other_user: str, images: dict[str, Path]
+) -> None:
+    c = cluster
+    named = [f"--container-image={images['sqsh']}", "--container-name=lab-env"]
+    first = _submit(c, other_user, *named, "--wrap", "echo installed > /opt-state")
+    assert c.wait(first)["state"] == "COMPLETED"
+    second = _submit(c, other_user, *named, "-o", "named-%j.out", "--wrap", "cat /opt-state")
+    assert c.wait(second)["state"] == "COMPLETED"
+    assert (c.work / f"named-{second}.out").read_text() == "installed\n"
+    fresh = _submit(
+        c, other_user, f"--container-image={images['sqsh']}", "-o", "fresh-%j.out",
+        "--wrap", "cat /opt-state 2>/dev/null || echo absent",
+    )  # fmt: skip
+    c.wait(fresh)
+    assert (c.work / f"fresh-{fresh}.out").read_text() == "absent\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--container-image=/nonexistent/image.sqsh"], "/nonexistent/image.sqsh does not exist"),
+        (["--container-image=nvcr.io#nvidia/pytorch:24.07-py3"], "does not pull images yet"),
+        (["--container-image=/x.sqsh", "--container-mounts=data:/data"], "must be absolute"),
+        (["--container-image=/x.sqsh", "--container-mounts=/a:/b:bogus"], "unknown flag 'bogus'"),
+        (["--container-mounts=/a:/b"], "needs --container-image"),
+        (["--container-image=/x.sqsh", "--container-workdir=rel"], "an absolute path"),
+        (["--container-image=/x.sqsh", "--container-save=/x.tar"], ".sqsh file"),
+    ],
+)
+def test_bad_container_options_get_a_one_line_error_at_submit(
+    cluster: Cluster, args: list[str], expected: str
+) -> None:
+    done = cluster.cli("submit", *args, "--wrap", "true")
+    assert done.returncode != 0
+    assert expected in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_an_image_that_is_no_squashfs_fails_the_job_with_the_reason(
+    cluster: Cluster, other_user: str, images: dict[str, Path]
+) -> None:
+    c = cluster
+    bad = _submit(c, other_user, f"--container-image={images['junk']}", "--wrap", "true")
+    good = _submit(c, other_user, f"--container-image={images['dir']}", "--wrap", "true")
+    job = c.wait(bad)
+    assert job["state"] == "FAILED"
+    assert "not a squashfs you can read" in job["reason"], job["reason"]
+    assert c.wait(good)["state"] == "COMPLETED"  # the daemon and other jobs carry on
