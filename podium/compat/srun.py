@@ -193,6 +193,29 @@ def run_step(opts: StepOptions, env: dict[str, str]) -> int:
     alloc = Allocation(env)
     step = Step(opts, alloc)
     step_dir = env[STEP_DIR_ENV]
+    container = None
+    if opts.container:  # made before the step is recorded: a bad image records nothing
+        from podium.compat.step_container import step_container
+
+        state = f"{step_dir}/container-{os.getpid()}"
+        container = step_container(opts.container, env, opts.chdir, step.gpus, state)
+    try:
+        return _run_step(opts, env, alloc, step, container)
+    finally:
+        if container is not None:
+            from podium.compat.step_container import remove
+
+            remove(state)
+
+
+def _run_step(
+    opts: StepOptions,
+    env: dict[str, str],
+    alloc: Allocation,
+    step: Step,
+    container: dict[str, Any] | None,
+) -> int:
+    step_dir = env[STEP_DIR_ENV]
     name = opts.name or os.path.basename(opts.argv[0])
     start = time.time()
     record = step_record(
@@ -233,7 +256,7 @@ def run_step(opts: StepOptions, env: dict[str, str]) -> int:
             try:
                 stdio = output.stdio(rank, stdin)
                 task_environ = task_env(base, alloc, step, step_id, rank, port)
-                pid = spawn(opts.argv, task_environ, opts.chdir, stdio, pgid)
+                pid = spawn(opts.argv, task_environ, opts.chdir, stdio, pgid, container, rank)
             finally:
                 if stdin > 2:
                     os.close(stdin)

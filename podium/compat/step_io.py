@@ -11,6 +11,7 @@ TYPE_CHECKING = False  # not `typing`'s: importing it costs srun's start-up ~5 m
 if TYPE_CHECKING:
     import signal
     import threading
+    from typing import Any
 
     from podium.compat.step_options import StepOptions
 else:  # the C module: `signal` imports enum, ~7 ms of srun's start-up here
@@ -21,10 +22,18 @@ RESET = (signal.SIGPIPE, signal.SIGTTOU, signal.SIGTTIN, signal.SIGXFSZ)
 
 
 def spawn(
-    argv: list[str], env: dict[str, str], cwd: str | None, stdio: list[int], pgid: int
+    argv: list[str],
+    env: dict[str, str],
+    cwd: str | None,
+    stdio: list[int],
+    pgid: int,
+    container: dict[str, Any] | None = None,
+    rank: int = 0,
 ) -> int:
     """Start `argv` (found on env's PATH) in process group `pgid` (0: its own) with
-    `stdio` as its fds 0-2; return its pid. Raises OSError if it could not start."""
+    `stdio` as its fds 0-2; return its pid. With `container` (podium.run.container),
+    in it, as task `rank` (`cwd` is then the container's workdir). Raises OSError if
+    it could not start."""
     read_end, write_end = os.pipe2(os.O_CLOEXEC)
     pid = os.fork()
     if pid == 0:  # the task
@@ -36,11 +45,19 @@ def spawn(
             for target, fd in enumerate(stdio):
                 if fd != target:
                     os.dup2(fd, target)
-            if cwd:
+            if container is not None:
+                from podium.run.container import enter
+
+                env, rc = enter(container, rank, env)
+                if rc:
+                    argv = ["/bin/sh", rc, *argv]
+            elif cwd:
                 os.chdir(cwd)
             os.execvpe(argv[0], argv, env)
         except OSError as exc:
             os.write(write_end, f"{exc.errno}:{exc.strerror}".encode())
+        except Exception as exc:  # the container could not be made: its reason
+            os.write(write_end, f"0:{exc}".encode())
         os._exit(127)
     os.close(write_end)
     try:  # noqa: SIM105 (contextlib costs srun's start-up ~7 ms)

@@ -113,6 +113,7 @@ class StepOptions:
         self.verbose: bool = False
         self.no_kill: bool = False
         self.pty: bool = False
+        self.container: dict[str, object] = {}  # Pyxis' options (podium.api.containers)
         self.accepted: list[str] = []  # accepted, not applied in a step
         self.given: list[tuple[str, str]] = []  # long name, value ("" flag)
 
@@ -143,6 +144,34 @@ def _set(opts: StepOptions, option: str, value: str) -> None:
         setattr(opts, name, value)
 
 
+def _container_option(
+    opts: StepOptions, key: str, eq: str, value: str, args: list[str], i: int
+) -> int:
+    """One of Pyxis' options into `opts.container`; the index of its last word."""
+    from podium.api.containers import SWITCHES, VALUED, check_value
+
+    name = key[2:]
+    if name in SWITCHES:
+        if eq:
+            raise ValueError(f"option {key} takes no value")
+        field, on = SWITCHES[name]
+        opts.container[field] = on
+    elif name in VALUED:
+        if not eq:
+            i += 1
+            if i == len(args):
+                raise ValueError(f"option {key} needs a value")
+            value = args[i]
+        try:
+            opts.container[VALUED[name]] = check_value(name, value)
+        except ValueError as exc:
+            raise ValueError(f"invalid {key} value: {exc}") from None
+    else:
+        raise ValueError(f"unrecognized option {key!r} (docs/slurm-compat.md lists srun's)")
+    opts.given.append((key, value))
+    return i
+
+
 def parse(args: list[str]) -> StepOptions:
     """The options before the command, and the command. Raises ValueError naming the
     option that is wrong or refused and why."""
@@ -170,6 +199,10 @@ def parse(args: list[str]) -> StepOptions:
             raise ValueError(f"unrecognized option {word!r} (docs/slurm-compat.md lists srun's)")
         if key in REFUSED:
             raise ValueError(f"{key} is not supported here: {REFUSED[key]}")
+        if key.startswith(("--container-", "--no-container-")):
+            i = _container_option(opts, key, eq, value, args, i)
+            i += 1
+            continue
         if key in FLAGS or key in ACCEPTED_FLAGS:
             if eq:
                 raise ValueError(f"option {key} takes no value")

@@ -23,14 +23,17 @@ container).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import fcntl
 import hashlib
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
+from podium.api.containers import is_image_path, parse_mounts
 from podium.run.identity import Identity
 
 CLONE_NEWNS = 0x00020000
@@ -50,32 +53,18 @@ class ContainerError(Exception):
     """The container cannot be made; the message says what is wrong and what would do."""
 
 
-def is_image_path(image: str) -> bool:
-    """Whether Pyxis reads `image` as a path (a squashfs file or a root directory)
-    rather than an image reference to pull: it starts with '/' or '.'."""
-    return image.startswith(("/", "."))
-
-
-def parse_mounts(specs: list[str] | tuple[str, ...]) -> list[tuple[str, str, list[str]]]:
-    """The normalised SRC:DST[:FLAGS] strings of a spec as (src, dst, flags)."""
-    out = []
-    for spec in specs:
-        src, dst, *rest = spec.split(":")
-        out.append((src, dst, [f for f in (rest[0] if rest else "").split("+") if f]))
-    return out
-
-
 # -- the supervisor's half ------------------------------------------------------
 
 
-def prepare(request: dict[str, Any], job_dir: Path, who: Identity) -> dict[str, Any]:
-    """The container of a job, ready for `enter()`: raises ContainerError.
+def prepare(request: dict[str, Any], state: Path, who: Identity) -> dict[str, Any]:
+    """The container of a job (or step), ready for `enter()`, its mount point and
+    writable layers under `state` (made here, the user's): raises ContainerError.
 
     `request` is the launch plan's `container` (image, work_dir, cache_dir, name,
     mounts, workdir, writable, remap_root, mount_home, home, entrypoint, devices,
-    env_names); `who` is the job's user. Only the two directories whose parents are
-    the daemon's (the user's cache, the job's container directory) are made as this
-    process; everything in them, and every look at the image, is done as the user.
+    env_names); `who` is the job's user. Only the two directories whose parents may
+    be the daemon's (the user's cache, `state`) are made as this process; everything
+    in them, and every look at the image, is done as the user.
     """
     image = str(request["image"])
     if not is_image_path(image):
@@ -86,7 +75,6 @@ def prepare(request: dict[str, Any], job_dir: Path, who: Identity) -> dict[str, 
     path = os.path.normpath(os.path.join(str(request["work_dir"]), image))
     owner = (who.uid, who.gid)
     user_cache = Path(request["cache_dir"]) / str(who.uid)
-    state = job_dir / "container"
     _own_dir(user_cache, owner, 0o700)
     _own_dir(state, owner, 0o700)
     with who.entered():
@@ -171,6 +159,18 @@ def _unpacked(image: str, cache: Path, who: Identity) -> str:
         raise ContainerError(f"--container-image={image}: not a squashfs you can read: {why}")
     finally:
         os.close(lock)
+
+
+def remove(state: Path | str) -> None:
+    """Remove a container's state directory (its writable layers): overlayfs leaves a
+    work directory its owner may not enter, so permissions are opened first."""
+    for root, dirs, _ in os.walk(state):
+        for name in dirs:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                with contextlib.suppress(OSError):
+                    os.chmod(path, 0o700)
+    shutil.rmtree(state, ignore_errors=True)
 
 
 # -- the task's half ---------------------------------------------------------------
@@ -330,4 +330,4 @@ def _image_env(env: dict[str, str], keep: list[str]) -> dict[str, str]:
     return merged
 
 
-__all__ = ["ContainerError", "enter", "is_image_path", "parse_mounts", "prepare"]
+__all__ = ["ContainerError", "enter", "prepare", "remove"]

@@ -156,7 +156,7 @@ class Supervisor:
             from podium.run.container import ContainerError, prepare
 
             try:
-                container = prepare(request, self.job_dir, job_identity(plan))
+                container = prepare(request, self.job_dir / "container", job_identity(plan))
             except ContainerError as exc:
                 raise SpawnError(str(exc)) from None
         pgid = 0

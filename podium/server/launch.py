@@ -111,6 +111,8 @@ class Planner:
             Path(checkpoint).mkdir(parents=True, exist_ok=True)
             if os.geteuid() == 0:
                 os.chown(checkpoint, uid, gid)
+        if make_dirs:
+            self.user_container_cache(uid, gid)
         # The batch script runs once, as the batch step, with all of the job's GPUs;
         # its srun calls start the job's tasks (podium.compat.srun).
         tasks = [TaskPlan(procid=0, localid=0, gpu_ids=list(gpu_ids))]
@@ -157,6 +159,15 @@ class Planner:
             cgroup_v2_base=self.node.cgroup_v2_base,
             container=self.container_request(spec, uid, gpu_ids) if spec.container_image else None,
         )
+
+    def user_container_cache(self, uid: int, gid: int) -> None:
+        """Make the user's container cache (podium.run.container) once, so that the
+        job's srun steps, run as the user, can keep images there too."""
+        cache = self.home / "containers" / str(uid)
+        if not cache.is_dir():
+            cache.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if os.geteuid() == 0:
+                os.chown(cache, uid, gid)
 
     def container_request(self, spec: JobSpec, uid: int, gpu_ids: list[int]) -> dict[str, Any]:
         """What the supervisor needs to make the job's container (podium.run.container):

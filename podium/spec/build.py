@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from podium.api import containers
 from podium.api.caller import Caller
 from podium.errors import SpecError
 from podium.spec.cluster import ClusterConfig
@@ -121,7 +122,7 @@ def _container_paths(spec: JobSpec) -> tuple[str, ...]:
     its mount sources."""
     paths = [src for src, _, _ in (m.partition(":") for m in spec.container_mounts)]
     image = spec.container_image
-    if image is not None and image.startswith(("/", ".")):
+    if image is not None and containers.is_image_path(image):
         paths.insert(0, os.path.normpath(os.path.join(spec.work_dir, image)))
     return tuple(paths)
 
@@ -259,81 +260,31 @@ def _check_signal(draft: Draft) -> None:
         raise option_error(g, f"{sig.seconds_before}s before a {limit}s limit is before the start")
 
 
-CONTAINER_SWITCHES = {  # spec field: the flag (its --no-/--container-readonly form: "no")
-    "container_writable": "container-writable",
-    "container_mount_home": "container-mount-home",
-    "container_remap_root": "container-remap-root",
-    "container_entrypoint": "container-entrypoint",
-}
-MOUNT_FLAGS = frozenset({"ro", "rw", "private", "rprivate", "slave", "rslave"})
-CONTAINER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
 def _container(raw: Options, out: dict[str, Any]) -> None:
-    """Pyxis' container options, checked for form (what the image is and whether the
-    paths exist is the backend's to check)."""
-    image = raw.get("container-image")
-    if image is not None:
-        if not image.value or any(c.isspace() or not c.isprintable() for c in image.value):
-            raise option_error(
-                image,
-                "expected an image like nvcr.io#nvidia/pytorch:24.01-py3 or the path of a "
-                f"squashfs file or root directory, got {image.value!r}",
-            )
-        out["container_image"] = image.value
-    elif others := [g for g in raw.named("container-") if g.long != "container-name"]:
+    """Pyxis' container options, checked for form (podium.api.containers); what the
+    image is and whether the paths exist is the backend's to check."""
+    others = [g for g in raw.named("container-") if g.long != "container-name"]
+    if raw.get("container-image") is None and others:
         raise option_error(others[0], "needs --container-image")
-    if (mounts := raw.get("container-mounts")) is not None:
-        out["container_mounts"] = tuple(_mount_specs(mounts))
-    if (workdir := raw.get("container-workdir")) is not None:
-        if not str(workdir.value).startswith("/"):
-            raise option_error(workdir, f"expected an absolute path, got {workdir.value!r}")
-        out["container_workdir"] = workdir.value
-    if (name := raw.get("container-name")) is not None:
-        if not CONTAINER_NAME.fullmatch(str(name.value)):
-            raise option_error(
-                name, f"expected a name of letters, digits, '_', '.' and '-', got {name.value!r}"
-            )
-        out["container_name"] = name.value
-    if (save := raw.get("container-save")) is not None:
-        if not str(save.value).endswith(".sqsh") or any(c.isspace() for c in str(save.value)):
-            raise option_error(save, f"expected the path of a .sqsh file, got {save.value!r}")
-        out["container_save"] = save.value
-    if (env := raw.get("container-env")) is not None:
-        names = [n for n in str(env.value).split(",") if n]
-        if not names or not all(ENV_NAME.fullmatch(n) for n in names):
-            raise option_error(env, f"expected NAME[,NAME...], got {env.value!r}")
-        out["container_env"] = tuple(names)
-    for field_name, flag in CONTAINER_SWITCHES.items():
-        if (switch := raw.get(flag)) is not None:
-            out[field_name] = switch.value != "no"
-
-
-def _mount_specs(mounts: Given) -> list[str]:
-    """--container-mounts=SRC[:DST[:FLAGS]],...: SRC and DST absolute, FLAGS joined by
-    '+' (ro, rw, and propagation); each normalised to SRC:DST:FLAGS."""
-    items = [m for m in str(mounts.value).split(",") if m]
-    if not items:
-        raise option_error(mounts, "expected SRC[:DST[:FLAGS]],..., got nothing")
-    normal = []
-    for item in items:
-        parts = item.split(":")
-        if len(parts) > 3 or any(c.isspace() or not c.isprintable() for c in item):
-            raise option_error(mounts, f"expected SRC[:DST[:FLAGS]],..., got {item!r}")
-        src, dst = parts[0], parts[1] if len(parts) > 1 and parts[1] else parts[0]
-        flags = [f for f in (parts[2] if len(parts) > 2 else "").split("+") if f]
-        if not src.startswith("/") or not dst.startswith("/"):
-            raise option_error(mounts, f"{item!r}: SRC and DST must be absolute paths")
-        if ".." in dst.split("/") or ".." in src.split("/"):
-            raise option_error(mounts, f"{item!r}: '..' is not allowed in a mount path")
-        if bad := [f for f in flags if f not in MOUNT_FLAGS]:
-            raise option_error(
-                mounts,
-                f"{item!r}: unknown flag {bad[0]!r} (expected {', '.join(sorted(MOUNT_FLAGS))})",
-            )
-        normal.append(f"{src}:{dst}:{'+'.join(flags)}" if flags else f"{src}:{dst}")
-    return normal
+    for option, key in containers.VALUED.items():
+        if (g := raw.get(option)) is None:
+            continue
+        try:
+            value = containers.check_value(option, str(g.value or ""))
+        except ValueError as exc:
+            why = str(exc)
+            if option == "container-image":
+                why = (
+                    "expected an image like nvcr.io#nvidia/pytorch:24.01-py3 or the path of "
+                    f"a squashfs file or root directory, got {g.value!r}"
+                )
+            raise option_error(g, why) from None
+        out[f"container_{key}" if key != "env_names" else "container_env"] = (
+            tuple(value) if isinstance(value, list) else value
+        )
+    for option, (key, _) in containers.SWITCHES.items():
+        if (g := raw.get(option)) is not None:  # the "off" forms arrive as value "no"
+            out[f"container_{key}"] = g.value != "no"
 
 
 def _mail(raw: Options, out: dict[str, Any], who: Caller) -> None:

@@ -76,7 +76,7 @@ def images() -> Iterator[dict[str, Path]]:
 
 
 def _submit(c: Cluster, user: str, *args: str) -> int:
-    done = _run(c, other_user, "submit", "--parsable", *args)
+    done = _run(c, user, "submit", "--parsable", *args)
     assert done.returncode == 0, done.stderr
     return int(done.stdout.strip())
 
@@ -227,3 +227,30 @@ def test_an_image_that_is_no_squashfs_fails_the_job_with_the_reason(
     assert job["state"] == "FAILED"
     assert "not a squashfs you can read" in job["reason"], job["reason"]
     assert c.wait(good)["state"] == "COMPLETED"  # the daemon and other jobs carry on
+
+
+def test_srun_runs_a_step_in_an_image_the_seeds_workflow(
+    cluster: Cluster, images: dict[str, Path]
+) -> None:
+    """A bare batch script whose srun step runs inside the image, every task in it."""
+    c = cluster
+    script = c.script(
+        "echo batch-on-host $(test -e /marker && echo has-marker || echo no-marker)\n"
+        f"srun -n 2 --container-image={images['sqsh']} --container-mounts={c.work}:/work "
+        "--container-workdir=/work sh -c 'echo task $SLURM_PROCID $(cat /marker) $(pwd)'\n"
+        f"srun --container-image={images['sqsh']} --container-mounts=/nonexistent:/x true"
+        " || echo bad-mount-refused\n",
+        "step.sh",
+    )
+    job_id = c.submit("-n", "2", "-o", "step-%j.out", str(script))
+    job = c.wait(job_id)
+    lines = (c.work / f"step-{job_id}.out").read_text().splitlines()
+    assert job["state"] == "COMPLETED", (job["reason"], lines)
+    assert lines[0] == "batch-on-host no-marker"
+    assert sorted(lines[1:3]) == [
+        "task 0 inside-the-image /work",
+        "task 1 inside-the-image /work",
+    ]
+    assert "bad-mount-refused" in lines[-1]
+    assert not list((c.home / "jobs" / str(job_id) / "steps").glob("container-*"))
+    assert _host_mounts(c) == []

@@ -1,0 +1,54 @@
+"""An srun step's container: Pyxis' options on srun, made by podium.run.container as
+the job's user (srun runs as the user), in the job's step directory.
+
+Imported only when a step asks for a container (srun's fast path stays small).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from podium.api.containers import is_image_path
+from podium.run.container import ContainerError, prepare, remove
+from podium.run.identity import Identity
+
+
+def step_container(
+    options: dict[str, object], env: dict[str, str], cwd: str | None, gpus: list[int], state: str
+) -> dict[str, Any]:
+    """The runtime description of the step's container (for the tasks' `enter`), made
+    under `state`; raises ValueError with what is wrong."""
+    image = options.get("image")
+    if not isinstance(image, str):
+        raise ValueError("--container-* options need --container-image here")
+    if "save" in options:
+        raise ValueError(
+            "--container-save is not supported here yet; use --container-name to keep a "
+            "container's changes"
+        )
+    if not is_image_path(image):
+        raise ValueError(
+            f"--container-image={image}: images are not pulled here yet; give the path of a "
+            "squashfs file (enroot import, mksquashfs) or of an image's root directory"
+        )
+    home = env.get("PODIUM_HOME")
+    if not home:
+        raise ValueError("--container-image: this job's environment has no PODIUM_HOME")
+    request = dict(options)
+    request.update(
+        work_dir=cwd or os.getcwd(),
+        cache_dir=f"{home}/containers",
+        home=env.get("HOME"),
+        writable=options.get("writable", True),
+        devices=[f"/dev/nvidia{g}" for g in gpus if os.path.exists(f"/dev/nvidia{g}")],
+    )
+    who = Identity(os.getuid(), os.getgid(), tuple(os.getgroups()))
+    try:
+        return prepare(request, Path(state), who)
+    except ContainerError as exc:
+        raise ValueError(str(exc)) from None
+
+
+__all__ = ["remove", "step_container"]
