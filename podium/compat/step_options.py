@@ -144,6 +144,13 @@ def _set(opts: StepOptions, option: str, value: str) -> None:
         setattr(opts, name, value)
 
 
+def _next_word(args: list[str], i: int, key: str) -> tuple[int, str]:
+    """The value of option `key` given as the word after it (`-n 4`), and its index."""
+    if i + 1 == len(args):
+        raise ValueError(f"option {key} needs a value")
+    return i + 1, args[i + 1]
+
+
 def _container_option(
     opts: StepOptions, key: str, eq: str, value: str, args: list[str], i: int
 ) -> int:
@@ -158,10 +165,7 @@ def _container_option(
         opts.container[field] = on
     elif name in VALUED:
         if not eq:
-            i += 1
-            if i == len(args):
-                raise ValueError(f"option {key} needs a value")
-            value = args[i]
+            i, value = _next_word(args, i, key)
         try:
             opts.container[VALUED[name]] = check_value(name, value)
         except ValueError as exc:
@@ -216,10 +220,7 @@ def parse(args: list[str]) -> StepOptions:
             opts.given.append((key, ""))
         elif key in VALUED or key in ACCEPTED:
             if not eq:
-                i += 1
-                if i == len(args):
-                    raise ValueError(f"option {key} needs a value")
-                value = args[i]
+                i, value = _next_word(args, i, key)
             if key in VALUED:
                 _set(opts, key, value)
             else:

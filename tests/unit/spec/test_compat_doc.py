@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from podium.api import containers
 from podium.spec.options import OPTIONS, REFUSED
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "slurm-compat.md"
@@ -41,6 +42,7 @@ def test_every_srun_option_is_listed_and_nothing_else() -> None:
     named |= {f"-{c}" for c in re.findall(r"`-([a-zA-Z])`", section)}
     known = set(so.VALUED) | set(so.FLAGS) | set(so.ACCEPTED) | set(so.ACCEPTED_FLAGS)
     known |= set(so.REFUSED) | set(so.SHORT_VALUED) | set(so.SHORT_FLAGS)
+    known |= {f"--{o}" for o in (*containers.VALUED, *containers.SWITCHES)}
     known -= {"--"}
     assert known - named == set(), "srun options missing from docs/slurm-compat.md"
     assert named - known == set(), "in the srun section but not in podium.compat.step_options"
