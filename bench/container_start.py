@@ -94,17 +94,17 @@ def main() -> None:
         os.chown(cache / str(who.uid), who.uid, who.gid)
         request = {"image": str(image), "work_dir": "/", "cache_dir": str(cache)}
         t0 = time.perf_counter()
-        container = prepare(request, base / "first", who)
+        container = prepare(request, "first", who)
         first_ms = 1000 * (time.perf_counter() - t0)
         bare, inside, prepared = [], [], []
         for _ in range(args.runs):
             bare.append(run_once(script, who, None))
             t0 = time.perf_counter()
-            state = base / "state"
-            container = prepare(request, state, who)  # cached: no unpacking
+            container = prepare(request, "state", who)  # cached: no unpacking
             prepared.append(time.perf_counter() - t0)
             inside.append(run_once(script, who, container))
-            remove(state)
+            with who.entered():
+                remove(container["state"])
         result = {
             "runs": args.runs,
             "bare": summary(bare),

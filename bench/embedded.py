@@ -44,6 +44,9 @@ class EmbeddedCluster:
                     break
                 time.sleep(0.2)
         subprocess.run([str(BIN / "podium"), "down"], env=self.env, capture_output=True)
+        jobs = self.home / "jobs"
+        if jobs.is_symlink():  # the job state on a tmpfs
+            shutil.rmtree(jobs.resolve(), ignore_errors=True)
         shutil.rmtree(self.home, ignore_errors=True)
 
     def client(self, timeout: float = 120) -> httpx.Client:

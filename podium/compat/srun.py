@@ -192,20 +192,19 @@ def run_step(opts: StepOptions, env: dict[str, str]) -> int:
         opts.open_mode = env.get("SLURM_OPEN_MODE") or env.get("PODIUM_OPEN_MODE") or "truncate"
     alloc = Allocation(env)
     step = Step(opts, alloc)
-    step_dir = env[STEP_DIR_ENV]
     container = None
     if opts.container:  # made before the step is recorded: a bad image records nothing
         from podium.compat.step_container import step_container
 
-        state = f"{step_dir}/container-{os.getpid()}"
-        container = step_container(opts.container, env, opts.chdir, step.gpus, state)
+        run = f"job-{env.get('SLURM_JOB_ID', '')}-step-{os.getpid()}"
+        container = step_container(opts.container, env, opts.chdir, step.gpus, run)
     try:
         return _run_step(opts, env, alloc, step, container)
     finally:
         if container is not None:
             from podium.compat.step_container import remove
 
-            remove(state)
+            remove(container["state"])
 
 
 def _run_step(

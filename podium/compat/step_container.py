@@ -1,5 +1,5 @@
 """An srun step's container: Pyxis' options on srun, made by podium.run.container as
-the job's user (srun runs as the user), in the job's step directory.
+the job's user (srun runs as the user), in the user's container cache.
 
 Imported only when a step asks for a container (srun's fast path stays small).
 """
@@ -7,7 +7,6 @@ Imported only when a step asks for a container (srun's fast path stays small).
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 from podium.api.containers import is_image_path
@@ -16,10 +15,11 @@ from podium.run.identity import Identity
 
 
 def step_container(
-    options: dict[str, object], env: dict[str, str], cwd: str | None, gpus: list[int], state: str
+    options: dict[str, object], env: dict[str, str], cwd: str | None, gpus: list[int], run: str
 ) -> dict[str, Any]:
     """The runtime description of the step's container (for the tasks' `enter`), made
-    under `state`; raises ValueError with what is wrong."""
+    in the user's container cache under the name `run` (its "state" is removed when
+    the step is over); raises ValueError with what is wrong."""
     image = options.get("image")
     if not isinstance(image, str):
         raise ValueError("--container-* options need --container-image here")
@@ -46,7 +46,7 @@ def step_container(
     )
     who = Identity(os.getuid(), os.getgid(), tuple(os.getgroups()))
     try:
-        return prepare(request, Path(state), who)
+        return prepare(request, run, who)
     except ContainerError as exc:
         raise ValueError(str(exc)) from None
 

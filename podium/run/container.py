@@ -56,15 +56,18 @@ class ContainerError(Exception):
 # -- the supervisor's half ------------------------------------------------------
 
 
-def prepare(request: dict[str, Any], state: Path, who: Identity) -> dict[str, Any]:
-    """The container of a job (or step), ready for `enter()`, its mount point and
-    writable layers under `state` (made here, the user's): raises ContainerError.
+def prepare(request: dict[str, Any], run: str, who: Identity) -> dict[str, Any]:
+    """The container of a job (or step), ready for `enter()`: raises ContainerError.
 
     `request` is the launch plan's `container` (image, work_dir, cache_dir, name,
     mounts, workdir, writable, remap_root, mount_home, home, entrypoint, devices,
-    env_names); `who` is the job's user. Only the two directories whose parents may
-    be the daemon's (the user's cache, `state`) are made as this process; everything
-    in them, and every look at the image, is done as the user.
+    env_names); `who` is the job's user. The container's mount point and writable
+    layers go in `state` (returned), the directory `run` of the user's cache: on the
+    state disk, as enroot keeps containers in its data path, never in the job's
+    runtime directory (a tmpfs: what the job writes would fill memory). Only the
+    user's cache, whose parent is the daemon's, is made as this process; everything
+    in it, and every look at the image, is done as the user. `remove(state)`, as the
+    user, when the job or step is over.
     """
     image = str(request["image"])
     if not is_image_path(image):
@@ -73,11 +76,12 @@ def prepare(request: dict[str, Any], state: Path, who: Identity) -> dict[str, An
             "the path of a squashfs file (enroot import, mksquashfs) or of a root directory"
         )
     path = os.path.normpath(os.path.join(str(request["work_dir"]), image))
-    owner = (who.uid, who.gid)
     user_cache = Path(request["cache_dir"]) / str(who.uid)
-    _own_dir(user_cache, owner, 0o700)
-    _own_dir(state, owner, 0o700)
+    _own_dir(user_cache, (who.uid, who.gid), 0o700)
+    state = user_cache / "run" / run
     with who.entered():
+        _own_dir(user_cache / "run", None, 0o700)
+        _own_dir(state, None, 0o700)
         _own_dir(state / "root", None, 0o755)
         is_dir = os.path.isdir(path)
         layers = None
@@ -90,6 +94,7 @@ def prepare(request: dict[str, Any], state: Path, who: Identity) -> dict[str, An
     rootfs = path if is_dir else _unpacked(path, user_cache / "images", who)
     return {
         "rootfs": rootfs,
+        "state": str(state),
         "target": str(state / "root"),
         "layers": layers,
         "named": bool(request.get("name")),
@@ -162,8 +167,9 @@ def _unpacked(image: str, cache: Path, who: Identity) -> str:
 
 
 def remove(state: Path | str) -> None:
-    """Remove a container's state directory (its writable layers): overlayfs leaves a
-    work directory its owner may not enter, so permissions are opened first."""
+    """Remove a container's state directory (its writable layers), as its user:
+    overlayfs leaves a work directory its owner may not enter, so permissions are
+    opened first."""
     for root, dirs, _ in os.walk(state):
         for name in dirs:
             path = os.path.join(root, name)

@@ -11,7 +11,12 @@ Launch protocol (so that no job runs twice and none is lost across a daemon cras
 
 `poll()` tells the state from outside with no shared memory: lock held -> running;
 result.json -> ended; started.json without result and without lock -> the supervisor
-died (NODE_FAIL); neither -> never launched (safe to launch again).
+died (NODE_FAIL); neither -> never launched (safe to launch again), unless the jobs
+directory itself was lost (a tmpfs after a reboot, podium.run.rundir): then no one
+can tell, and the run is lost (NODE_FAIL), never launched a second time unknowingly.
+
+A job's directory is runtime state: `forget()` removes it once the daemon has
+recorded the run's end.
 """
 
 from __future__ import annotations
@@ -72,6 +77,8 @@ log = logging.getLogger("podium.executor")
 
 # A cold start runs `-c`, not `-m podium.run.supervisor`: runpy costs ~9 ms here. The
 # command line still names the module (what `ps` shows and tests look for).
+LOG_KEPT = 64 * 1024  # of a supervisor's log, kept in the daemon's when its job is forgotten
+
 SUPERVISOR_MAIN = "import sys; from podium.run.supervisor import main; sys.exit(main(sys.argv))"
 
 
@@ -90,10 +97,20 @@ class Poll:
 class LocalExecutor:
     """Starts supervisors for jobs under `jobs_dir` and reads their outcomes."""
 
-    def __init__(self, jobs_dir: Path, python: str = sys.executable, warm: bool = True) -> None:
+    def __init__(
+        self,
+        jobs_dir: Path,
+        python: str = sys.executable,
+        warm: bool = True,
+        lost_runs: bool = False,
+    ) -> None:
         """`warm`: fork supervisors from a warm launcher (podium.run.launcher), falling
-        back to a new interpreter per job when it fails; False: always the latter."""
+        back to a new interpreter per job when it fails; False: always the latter.
+        `lost_runs`: the directories of runs started before this executor are gone
+        (podium.run.rundir.JobsDir): a job without one polls "lost", not
+        "unlaunched"."""
         self.jobs_dir = jobs_dir
+        self.lost_runs = lost_runs
         self.python = python
         self._children: dict[int, subprocess.Popen[bytes]] = {}  # cold starts, by job id
         self._pids: dict[int, int] = {}  # supervisors started, by job id
@@ -213,13 +230,17 @@ class LocalExecutor:
             os.chown(path, uid, gid)
 
     def poll(self, job_id: int) -> Poll:
-        """The job's status as seen from its files and lock (see the module docstring).
+        """The job's status as seen from its files and lock (see the module docstring):
+        running, ended (with its result), vanished, unlaunched or lost.
 
         A job is over only once its supervisor has let go of the lock: result.json is
         written just before that, and a job relaunched while its previous supervisor
         still exits would find the lock taken.
         """
         job_dir = self.job_dir(job_id)
+        if self.lost_runs and not job_dir.exists():
+            self._pids.pop(job_id, None)
+            return Poll("lost")
         if self._lock_held(job_dir):
             return Poll("running")
         self._pids.pop(job_id, None)
@@ -375,5 +396,37 @@ class LocalExecutor:
         return len(self._children)
 
     def forget(self, job_id: int) -> None:
-        """Remove a finished job's state directory, keeping nothing but the DB row."""
-        shutil.rmtree(self.job_dir(job_id), ignore_errors=True)
+        """Remove the directory of a run whose end is recorded (what the daemon needs
+        of it is in the store). What its supervisor wrote to its log, if anything, is
+        kept in the daemon's log first (its first LOG_KEPT bytes).
+
+        Call it only once no supervisor of the job runs (poll() is not "running")."""
+        job_dir = self.job_dir(job_id)
+        with contextlib.suppress(OSError), open(job_dir / SUPERVISOR_LOG, "rb") as fh:
+            text = fh.read(LOG_KEPT).decode(errors="replace").strip()
+            if text and not os.environ.get("PODIUM_KEEP_LOGS"):
+                log.warning("job %s: its supervisor wrote:\n%s", job_id, text)
+        import os as _o
+        if _o.environ.get("PODIUM_KEEP_LOGS"):
+            _o.makedirs("/tmp/suplogs", exist_ok=True)
+            with contextlib.suppress(OSError):
+                shutil.copy(job_dir / SUPERVISOR_LOG, f"/tmp/suplogs/{job_id}.log")
+        shutil.rmtree(job_dir, ignore_errors=True)
+        self._pids.pop(job_id, None)
+
+    def forget_others(self, keep: set[int]) -> int:
+        """forget() every job directory but those of `keep` (the runs still recorded
+        as running): what an earlier daemon left after recording their ends. Returns
+        how many were removed."""
+        with os.scandir(self.jobs_dir) as entries:
+            stale = [
+                int(e.name)
+                for e in entries
+                if e.name.isdigit() and int(e.name) not in keep and e.is_dir()
+            ]
+        removed = 0
+        for job_id in stale:
+            if not self._lock_held(self.job_dir(job_id)):
+                self.forget(job_id)
+                removed += 1
+        return removed

@@ -96,6 +96,7 @@ class Supervisor:
         self.reason = "None"
         self.fault: str | None = None
         self.heartbeat: Path | None = None
+        self.container_state: str | None = None  # its writable layers, in the user's cache
         self.heartbeat_timeout = float(getattr(plan, "heartbeat_timeout_s", None) or 0)
         if self.heartbeat_timeout:
             self.heartbeat = job_dir / HEARTBEAT_FILE
@@ -156,7 +157,9 @@ class Supervisor:
             from podium.run.container import ContainerError, prepare
 
             try:
-                container = prepare(request, self.job_dir / "container", job_identity(plan))
+                run = f"job-{plan.job_id}-{os.getpid()}"
+                container = prepare(request, run, job_identity(plan))
+                self.container_state = container["state"]
             except ContainerError as exc:
                 raise SpawnError(str(exc)) from None
         pgid = 0
@@ -375,10 +378,11 @@ def main(argv: list[str]) -> int:
         sup.final_state, sup.reason = "FAILED", "supervisor error (see supervisor.log)"
     leftover = sup.contain.kill_all(reap=sup._reap)
     sup._reap()
-    if getattr(plan, "container", None):  # the tasks' writable layers (a named one stays)
-        import shutil
+    if sup.container_state:  # the tasks' writable layers (a named one stays)
+        from podium.run.container import remove
 
-        shutil.rmtree(job_dir / "container", ignore_errors=True)
+        with job_identity(plan).entered():
+            remove(sup.container_state)
     result = sup.result(leftover)
     sup.contain.release()
     record_result(job_dir, result)

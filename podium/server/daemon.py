@@ -35,6 +35,7 @@ from podium.recover.agent import HealthAgent
 from podium.run.cgroups import current_layout, enforcement, prepare_v2_base
 from podium.run.endwatch import watch_ended
 from podium.run.executor import LocalExecutor
+from podium.run.rundir import close_jobs_dir, open_jobs_dir
 from podium.server.app import create_app
 from podium.server.controller import Controller
 from podium.server.local_node import LocalNode
@@ -46,6 +47,7 @@ from podium.spec.cluster import (
     dump_config,
     load_config,
 )
+from podium.spec.job import JobState
 from podium.store.db import Store
 
 log = logging.getLogger("podium.daemon")
@@ -111,15 +113,22 @@ def make_private(home: Path) -> None:
     state left readable by older versions is closed."""
     os.umask(0o077)
     home.mkdir(parents=True, exist_ok=True)
-    for directory in (home, home / "jobs", home / "checkpoints", home / "containers"):
+    for directory in (home, home / "checkpoints", home / "containers"):
         directory.mkdir(exist_ok=True)
         os.chmod(directory, 0o711)
-    private = [home / name for name in PRIVATE_FILES]
-    jobs = home / "jobs"
-    private += [d / name for d in jobs.iterdir() if d.is_dir() for name in JOB_PRIVATE_FILES]
-    for path in private:
+    for name in PRIVATE_FILES:
         with contextlib.suppress(FileNotFoundError):
-            os.chmod(path, 0o600)
+            os.chmod(home / name, 0o600)
+
+
+def close_job_files(jobs: Path) -> None:
+    """Close the daemon's files in job directories that older versions left readable."""
+    for job_dir in jobs.iterdir():
+        if not job_dir.is_dir():
+            continue
+        for name in JOB_PRIVATE_FILES:
+            with contextlib.suppress(FileNotFoundError):
+                os.chmod(job_dir / name, 0o600)
 
 
 # Files of HOME and of each job directory that only the daemon's owner may read.
@@ -194,7 +203,11 @@ def serve(home: Path, config: ClusterConfig) -> None:
         log.warning("the state disk is nearly full: no reserve for recording outcomes")
     gpus = resolve_inventory(config.node.gpus)
     config.node.gpus.count = len(gpus)
-    executor = LocalExecutor(home / "jobs")
+    running = bool(store.jobs(states=[JobState.RUNNING.value]))
+    jobs = open_jobs_dir(home, config.runtime_dir, runs_recorded=running)
+    log.info("job state in %s%s", jobs.path, " (tmpfs)" if jobs.on_tmpfs else "")
+    close_job_files(jobs.path)
+    executor = LocalExecutor(jobs.path, lost_runs=jobs.lost_runs)
     if executor.launcher is not None:
         executor.launcher.warm_up()  # the first job need not wait for its imports
     controller = Controller(home, config, store, executor, local_node(config, gpus))
@@ -211,6 +224,9 @@ def serve(home: Path, config: ClusterConfig) -> None:
     controller.attach_agent(agent)
     counts = controller.recover()
     log.info("recovered running jobs: %s", counts)
+    kept = set(controller.reactor.running_job_ids())
+    if executor.forget_others(kept):
+        log.info("removed the directories of runs whose ends were recorded before")
 
     wake_event = asyncio.Event()
     server: uvicorn.Server | None = None
@@ -244,7 +260,7 @@ def serve(home: Path, config: ClusterConfig) -> None:
         def ended() -> None:  # a supervisor that is over says so: collect at once
             running.call_soon_threadsafe(wake_event.set)
 
-        watch_ended(str(home / "jobs"), ended)
+        watch_ended(str(jobs.path), ended)
         task = asyncio.create_task(loop())
         yield
         task.cancel()
@@ -275,6 +291,7 @@ def serve(home: Path, config: ClusterConfig) -> None:
         agent.close()
         executor.close()
         store.close()
+        close_jobs_dir(home, jobs.path)
         os.close(lock_fd)
 
 

@@ -50,11 +50,14 @@ class Effects(Protocol):
         """Stop a running job at once because its hardware failed (NODE_FAIL)."""
 
     def poll(self, job_id: int) -> Poll:
-        """How the job's run stands: running, ended (with its result), vanished or
-        unlaunched."""
+        """How the job's run stands: running, ended (with its result), vanished,
+        unlaunched or lost (its state gone with a restarted machine)."""
 
     def kill_leftovers(self, job_id: int, scan_session: bool) -> int:
         """Kill what is left of an ended run; the number of processes still alive."""
+
+    def forget(self, job_id: int) -> None:
+        """Let go of the runtime state of a run whose end is recorded."""
 
     def live_steps(self, job_id: int) -> list[dict[str, Any]]:
         """A running job's steps so far (podium.run.steps records), as srun wrote them."""
@@ -118,6 +121,9 @@ class LocalEffects:
 
     def kill_leftovers(self, job_id: int, scan_session: bool) -> int:
         return self.executor.kill_leftovers(job_id, scan_session=scan_session)
+
+    def forget(self, job_id: int) -> None:
+        self.executor.forget(job_id)
 
     def fault_note(self, job_id: int) -> tuple[str, int | None] | None:
         return self.executor.fault_note(job_id)

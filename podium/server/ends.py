@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable
 
 from podium.recover.resume import Ended, decide, newest_checkpoint
+from podium.run.executor import Poll
 from podium.sched.accounting import requeued_after_preemption, run_usage
 from podium.server.effects import Effects
 from podium.server.launch import Planner
@@ -82,12 +83,24 @@ class RunEnds:
     def collect(self, row: Row) -> str:
         """Record how a running job stands. Its GPUs, CPUs and memory stay held until
         none of its processes is left: a job whose supervisor vanished has its
-        leftovers killed first, and stays RUNNING while any survives."""
+        leftovers killed first, and stays RUNNING while any survives. Once the run's
+        end is recorded, its runtime state (the job's directory) is let go.
+
+        Returns "adopted" (it runs on), "ended", "requeued", "relaunch" (it never
+        started: queued again) or "lost"."""
         job_id = row["job_id"]
         poll = self.effects.poll(job_id)
-        now = self.clock()
         if poll.status == "running":
             return "adopted"
+        status = self._record(row, poll)
+        if status != "adopted":
+            self.effects.forget(job_id)
+        return status
+
+    def _record(self, row: Row, poll: Poll) -> str:
+        """collect() for a run no supervisor holds any more."""
+        job_id = row["job_id"]
+        now = self.clock()
         if poll.status in ("ended", "vanished"):
             left = self.effects.kill_leftovers(job_id, scan_session=poll.status == "vanished")
             if left:
@@ -124,9 +137,10 @@ class RunEnds:
             self.store.requeue_unlaunched(job_id, now)
             self._specs.pop(job_id, None)
             return "relaunch"
-        self._end_or_resume(
-            row, JobState.NODE_FAIL.value, None, None, now, "supervisor vanished", "node"
-        )
+        why = "supervisor vanished"
+        if poll.status == "lost":
+            why = "its run was lost: the machine restarted while it ran"
+        self._end_or_resume(row, JobState.NODE_FAIL.value, None, None, now, why, "node")
         return "lost"
 
     def _end_or_resume(

@@ -96,6 +96,14 @@ class ClusterConfig(Closed):
         description="array indices must be below this, and so must their number "
         "(Slurm's MaxArraySize)",
     )
+    runtime_dir: str = Field(
+        default="auto",
+        pattern=r"^(auto|home|/.*)$",
+        description="where running jobs' state lives (Slurm's SlurmdSpoolDir): auto (a "
+        "tmpfs when the daemon runs as root: /run/podium, else /dev/shm/podium-0; "
+        "HOME/jobs otherwise), home (HOME/jobs on the state disk) or an absolute path; "
+        "HOME/jobs always leads there. A change takes effect at a start with no job running",
+    )
     proctrack: Literal["auto", "cgroup", "subreaper"] = Field(
         default="auto",
         description="how job processes are tracked (like Slurm's ProctrackType): a cgroup v2 "

@@ -202,6 +202,8 @@ def teardown_cluster(cluster: Cluster) -> None:
         if not pending:
             break
         time.sleep(0.1)
+    if jobs.is_symlink():  # the job state on a tmpfs (podium.run.rundir)
+        shutil.rmtree(jobs.resolve(), ignore_errors=True)
     shutil.rmtree(cluster.home, ignore_errors=True)
 
 

@@ -88,6 +88,12 @@ def _host_mounts(c: Cluster) -> list[str]:
     return [p for p in points if p.startswith((str(c.home), str(c.work)))]
 
 
+def _layers_left(c: Cluster, user: str) -> list[str]:
+    """The containers' state left in `user`'s cache (writable layers, mount points)."""
+    run = c.home / "containers" / str(pwd_uid(user)) / "run"
+    return sorted(p.name for p in run.iterdir()) if run.exists() else []
+
+
 def test_a_job_runs_in_its_image_as_its_user_with_what_pyxis_options_ask(
     cluster: Cluster, other_user: str, images: dict[str, Path]
 ) -> None:
@@ -116,7 +122,7 @@ def test_a_job_runs_in_its_image_as_its_user_with_what_pyxis_options_ask(
     assert out[5:7] == ["data-is-read-only", "root-writable"]
     assert out[7] == "1" and int(out[8]) >= 1
     assert _host_mounts(c) == []  # the mounts lived in the task's own namespace
-    assert not (c.home / "jobs" / str(job_id) / "container").exists()  # the layer is gone
+    assert _layers_left(c, other_user) == []  # the writable layer is gone
 
 
 def pwd_uid(user: str) -> int:
@@ -252,5 +258,5 @@ def test_srun_runs_a_step_in_an_image_the_seeds_workflow(
         "task 1 inside-the-image /work",
     ]
     assert "bad-mount-refused" in lines[-1]
-    assert not list((c.home / "jobs" / str(job_id) / "steps").glob("container-*"))
+    assert _layers_left(c, "root") == []
     assert _host_mounts(c) == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import time
 
@@ -138,3 +139,58 @@ def test_second_daemon_for_same_home_is_refused(cluster: Cluster) -> None:
     assert result.returncode == 1
     assert "already running" in result.stderr
     assert c.alive()
+
+
+def _kill_session(sid: int) -> None:
+    """SIGKILL every process of a supervisor's session (the supervisor and its job),
+    as a machine going down would end them."""
+    for proc in psutil.process_iter():
+        try:
+            if os.getsid(proc.pid) == sid:
+                proc.kill()
+        except (ProcessLookupError, psutil.Error):
+            continue
+    psutil.wait_procs([p for p in psutil.process_iter() if p.pid == sid], timeout=10)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="job state goes to a tmpfs for a root daemon")
+def test_job_state_lives_on_a_tmpfs_until_the_end_is_recorded(cluster: Cluster) -> None:
+    from podium.run.rundir import mount_type
+
+    c = cluster
+    jobs = c.home / "jobs"
+    assert jobs.is_symlink() and mount_type(str(jobs)) == "tmpfs"
+    job_id = c.submit("--wrap", "sleep 1")
+    c.wait(job_id, {"RUNNING"})
+    assert (jobs / str(job_id) / "started.json").exists()
+    assert c.wait(job_id)["state"] == "COMPLETED"
+    deadline = time.monotonic() + 10
+    while (jobs / str(job_id)).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not (jobs / str(job_id)).exists()  # runtime state, let go once recorded
+    assert c.cli("acct", "--json", check=True).stdout.count('"COMPLETED"') >= 1
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="job state goes to a tmpfs for a root daemon")
+def test_runs_lost_with_a_restarted_machine_fail_and_are_not_run_again_unknowingly(
+    cluster: Cluster,
+) -> None:
+    c = cluster
+    script = c.script("echo $PODIUM_JOB_ID >> launches.txt\nsleep 300\n", "long.sh")
+    plain = c.submit(str(script))
+    resumable = c.submit("--auto-resume=1", str(script))
+    sessions = [_supervisor_pid(c, j) for j in (plain, resumable)]
+    c.stop()  # jobs keep running; then the machine goes down with them
+    for sid in sessions:
+        _kill_session(sid)
+    shutil.rmtree((c.home / "jobs").resolve())  # a tmpfs comes back empty
+    c.start()
+    failed = c.wait(plain, timeout=20)
+    assert failed["state"] == "NODE_FAIL" and "the machine restarted" in failed["reason"]
+    again = c.wait(resumable, {"RUNNING"}, timeout=20)  # auto-resume: a second run, counted
+    assert again["restart_count"] == 1
+    deadline = time.monotonic() + 10
+    while _launch_counts(c).get(str(resumable)) != 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _launch_counts(c) == {str(plain): 1, str(resumable): 2}
+    c.cli("cancel", str(resumable), check=True)

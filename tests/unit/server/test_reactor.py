@@ -32,7 +32,10 @@ class Recorded:
         self.launched: list[tuple[int, list[int]]] = []
         self.signals: list[tuple[str, int]] = []
         self.ended: dict[int, JobResult] = {}
+        self.lost: set[int] = set()
         self.notes: list[tuple[int, str]] = []
+        self.forgotten: list[tuple[int, str]] = []  # (job, its state when let go)
+        self.store: Store | None = None
 
     def launch(
         self,
@@ -62,11 +65,17 @@ class Recorded:
         return True
 
     def poll(self, job_id: int) -> Poll:
+        if job_id in self.lost:
+            return Poll("lost")
         result = self.ended.get(job_id)
         return Poll("ended", result) if result else Poll("running")
 
     def kill_leftovers(self, job_id: int, scan_session: bool) -> int:
         return 0
+
+    def forget(self, job_id: int) -> None:
+        assert self.store is not None
+        self.forgotten.append((job_id, str(self.store.job(job_id)["state"])))
 
     def fault_note(self, job_id: int) -> tuple[str, int | None] | None:
         return None
@@ -88,6 +97,7 @@ class Cluster:
         self.node.cpu_ids = None
         self.planner = Planner(tmp, config, self.node)
         self.effects = Recorded()
+        self.effects.store = self.store
         self.store.ensure_node(self.node.name)
         self.reactor = Reactor(
             self.store, config, self.node, HealthTable(self.store), self.planner, self.effects
@@ -144,6 +154,23 @@ def test_an_end_is_recorded_charged_and_frees_the_gpus(c: Cluster) -> None:
     assert c.state(first) == "COMPLETED"
     assert c.state(second) == "RUNNING"
     assert sum(c.store.usage(160.0, 0).values()) == pytest.approx(60.0 * 2, rel=0.5)
+    # Its runtime state is let go once, after the end is recorded; a running one's is kept.
+    assert c.effects.forgotten == [(first, "COMPLETED")]
+
+
+def test_a_run_lost_with_the_machine_fails_and_is_never_launched_again_unknowingly(
+    c: Cluster,
+) -> None:
+    plain = c.submit("--gpus=1")
+    resumable = c.submit("--gpus=1", "--auto-resume=2")
+    c.reactor.tick()
+    c.effects.lost |= {plain, resumable}
+    c.reactor.collect()
+    row = c.store.job(plain)
+    assert row["state"] == "NODE_FAIL" and "machine restarted" in row["reason"]
+    again = c.store.job(resumable)  # auto-resume: requeued, its restart counted
+    assert again["state"] == "PENDING" and again["restart_count"] == 1
+    assert sorted(c.effects.forgotten) == [(plain, "NODE_FAIL"), (resumable, "PENDING")]
 
 
 def test_a_failed_run_with_auto_resume_is_requeued(c: Cluster) -> None:
