@@ -1,5 +1,6 @@
-"""CPU per job of the local launch path alone, warm (the fork server) beside cold (a new
-interpreter per supervisor), in one run.
+"""CPU per job of the local launch path alone, in one run: warm (the fork server) beside
+cold (a new interpreter per supervisor), and the job state on a tmpfs (as a root
+daemon keeps it, podium.run.rundir) beside the state disk (/tmp here).
 
     python bench/launch_cpu.py [--jobs 200]
 
@@ -39,8 +40,9 @@ def plan(job_id: int, work: Path) -> LaunchPlan:
     )  # fmt: skip
 
 
-def measure(warm: bool, jobs: int) -> dict[str, float]:
-    work = Path(tempfile.mkdtemp(prefix="podium-bench-launch-"))
+def measure(warm: bool, jobs: int, state: str | None = None) -> dict[str, float]:
+    """Launch CPU per job and jobs/s; the jobs directory under `state` (None: /tmp)."""
+    work = Path(tempfile.mkdtemp(prefix="podium-bench-launch-", dir=state))
     group = CPUACCT / f"podium-bench-launch-{os.getpid()}"
     group.mkdir()
     (group / "cgroup.procs").write_text(str(os.getpid()))
@@ -71,12 +73,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=200)
     args = parser.parse_args()
-    cold, warm = measure(False, args.jobs), measure(True, args.jobs)
-    print(json.dumps({"cold": cold, "warm": warm}, indent=1))
-    print(
-        f"CPU per job: cold {cold['cpu_ms_per_job']:.1f} ms, warm {warm['cpu_ms_per_job']:.1f}"
-        f" ms ({warm['cpu_ms_per_job'] / cold['cpu_ms_per_job']:.2f})"
-    )
+    tmpfs = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    runs = {
+        "cold (tmpfs)": measure(False, args.jobs, tmpfs),
+        "warm (disk)": measure(True, args.jobs),
+        "warm (tmpfs)": measure(True, args.jobs, tmpfs),
+    }
+    print(json.dumps(runs, indent=1))
+    for name, run in runs.items():
+        cpu, rate = run["cpu_ms_per_job"], run["jobs_per_s"]
+        print(f"{name:14} {cpu:6.1f} ms CPU per job, {rate:6.1f} jobs/s")
 
 
 if __name__ == "__main__":
