@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.embedded import BIN, EmbeddedCluster, embedded_config
+from bench.embedded import BIN, EmbeddedCluster, compile_podium, embedded_config
 
 
 def timed(argv: list[str], calls: int, cluster: EmbeddedCluster) -> dict[str, float]:
@@ -44,6 +44,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=30)
     args = parser.parse_args()
+    compile_podium()
     podium = str(BIN / "podium")
     out: dict[str, dict[str, float]] = {}
     with EmbeddedCluster(embedded_config(cpus=64, gpus=8, interval_s=0.5)) as cluster:

@@ -2,7 +2,7 @@
 tuned for throughput, on this machine, one after the other (issue 13).
 
     python bench/launch_throughput.py [--jobs 2000] [--clients 4] [--modes cli,batch,array]
-                                      [--sides podium,slurm]
+                                      [--sides podium,slurm,slurm-spool-tmpfs]
 
 Each job is `date +%s.%N > FILE`: it records, on the submitters' clock, when it
 started. Each of CLIENTS threads submits JOBS/CLIENTS jobs, back to back:
@@ -19,8 +19,10 @@ the whole machine (clients included).
 
 Slurm is tuned as its high-throughput guide advises (SLURM_TUNING below: deferred
 scheduling with a 1 s main loop, a deep queue, bounded RPC load, short MinJobAge),
-which docs/benchmarks.md lists. Needs root and Debian's slurm packages. A benchmark,
-not a test: results go to bench/results/.
+which docs/benchmarks.md lists; it runs twice, its slurmds' spool on the state disk
+(as installed) and on /dev/shm (where Podium, as root, keeps running jobs' state).
+Needs root and Debian's slurm packages. A benchmark, not a test: results go to
+bench/results/.
 """
 
 from __future__ import annotations
@@ -40,7 +42,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.embedded import BIN, EmbeddedCluster, embedded_config, slurm_definition, slurm_testbed
+from bench.embedded import (
+    BIN,
+    EmbeddedCluster,
+    compile_podium,
+    embedded_config,
+    slurm_definition,
+    slurm_testbed,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SLURM_TUNING = {
@@ -248,13 +257,20 @@ def run_mode(side: Side, mode: str, jobs: int, clients: int) -> dict[str, Any]:
     }
 
 
+SIDES = ("podium", "slurm", "slurm-spool-tmpfs")
+
+
 def with_side(name: str, body: Callable[[Side], dict[str, Any]]) -> dict[str, Any]:
+    """Run `body` on a fresh cluster: podium, slurm (its spool on the state disk, as
+    installed), or slurm-spool-tmpfs (each slurmd's spool on /dev/shm, as Podium keeps
+    its running jobs' state on a tmpfs)."""
     if name == "podium":
         with EmbeddedCluster(embedded_config(cpus=64, gpus=8, interval_s=0.5)) as cluster:
             return body(PodiumSide(cluster))
     definition = slurm_definition("bench", nodes=2, cpus=32, gpus=4)
-    with slurm_testbed(definition, 19900, settings=SLURM_TUNING) as directory:
-        return body(SlurmSide(directory))
+    tmpfs = name == "slurm-spool-tmpfs"
+    with slurm_testbed(definition, 19900, settings=SLURM_TUNING, spool_on_tmpfs=tmpfs) as path:
+        return body(SlurmSide(path))
 
 
 def main() -> None:
@@ -262,14 +278,17 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2000)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--modes", default="cli,batch,array")
-    parser.add_argument("--sides", default="podium,slurm")
+    parser.add_argument("--sides", default=",".join(SIDES), help=f"of {', '.join(SIDES)}")
     args = parser.parse_args()
+    compile_podium()
     if os.geteuid() != 0:
         raise SystemExit("needs root (cpuacct cgroups, and Slurm's daemons)")
     modes = args.modes.split(",")
     results: dict[str, dict[str, Any]] = {}
     for name in args.sides.split(","):
-        wanted = [m for m in modes if not (name == "slurm" and m == "batch")]
+        if name not in SIDES:
+            raise SystemExit(f"--sides: unknown side {name!r}; known: {', '.join(SIDES)}")
+        wanted = [m for m in modes if not (name.startswith("slurm") and m == "batch")]
         results[name] = with_side(
             name,
             lambda side, wanted=wanted: {
@@ -279,17 +298,21 @@ def main() -> None:
         print(name, json.dumps(results[name], indent=1), flush=True)
     keys = ("jobs_per_s", "submits_per_s", "submit_start_p50_s", "submit_start_p99_s")
     keys += ("cluster_cpu_ms_per_job", "controller_cpu_ms_per_job", "machine_cpu_ms_per_job")
-    if "podium" in results and "slurm" in results:
-        print(f"{'':38}{'podium':>10}{'slurm':>10}{'ratio':>8}")
+    peers = [n for n in SIDES[1:] if n in results]
+    if "podium" in results and peers:
+        print(f"{'':38}{'podium':>10}" + "".join(f"{p:>19}{'ratio':>7}" for p in peers))
         for mode in modes:
             base = "array" if mode == "batch" else mode
             for key in keys:
                 a = results["podium"].get(mode, {}).get(key)
-                b = results["slurm"].get(base, {}).get(key)
-                if a is None or b is None:
+                if a is None:
                     continue
                 label = f"{mode} {key}" + (" (slurm: array)" if mode == "batch" else "")
-                print(f"{label:38}{a:10.3f}{b:10.3f}{a / b if b else float('inf'):8.2f}")
+                row = f"{label:38}{a:10.3f}"
+                for peer in peers:
+                    b = results[peer].get(base, {}).get(key)
+                    row += f"{b:19.3f}{a / b:7.2f}" if b else f"{'':26}"
+                print(row)
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
     path = out / f"launch-throughput-{time.strftime('%Y%m%d-%H%M%S')}.json"

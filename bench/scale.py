@@ -34,7 +34,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.embedded import BIN, EmbeddedCluster, embedded_config, slurm_definition, slurm_testbed
+from bench.embedded import (
+    BIN,
+    EmbeddedCluster,
+    compile_podium,
+    embedded_config,
+    slurm_definition,
+    slurm_testbed,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 EMBEDDED = embedded_config(cpus=64, gpus=8, interval_s=1)
@@ -234,6 +241,7 @@ def main() -> None:
     parser.add_argument("--sides", default="podium,slurm")
     parser.add_argument("--arrays", action="store_true", help="fill with arrays of 1,000")
     args = parser.parse_args()
+    compile_podium()
     results: dict[str, Any] = {"pending": args.pending, "arrays": args.arrays}
     for name in args.sides.split(","):
         run = run_podium if name == "podium" else run_slurm

@@ -32,7 +32,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.embedded import BIN, EmbeddedCluster, embedded_config, slurm_definition, slurm_testbed
+from bench.embedded import (
+    BIN,
+    EmbeddedCluster,
+    compile_podium,
+    embedded_config,
+    slurm_definition,
+    slurm_testbed,
+)
 from podium.api.states import TERMINAL_STATES
 from podium.sim.traces import read_tiresias
 from podium.slurm import parse
@@ -168,6 +175,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--compress", type=float, default=60.0)
     args = parser.parse_args()
+    compile_podium()
     if os.geteuid() != 0 or shutil.which("slurmctld") is None:
         raise SystemExit("needs root and Slurm (scripts/slurm-testbed/install.sh)")
     results = {"podium": run_podium(args.jobs, args.compress)}

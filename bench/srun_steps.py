@@ -31,7 +31,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.embedded import BIN, EmbeddedCluster, embedded_config, slurm_definition, slurm_testbed
+from bench.embedded import (
+    BIN,
+    EmbeddedCluster,
+    compile_podium,
+    embedded_config,
+    slurm_definition,
+    slurm_testbed,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPAT_BIN = ROOT / "podium" / "compat" / "bin"
@@ -134,9 +141,7 @@ def main() -> None:
     args = parser.parse_args()
     if os.geteuid() != 0 or shutil.which("slurmctld") is None:
         raise SystemExit("needs root and Slurm (scripts/slurm-testbed/install.sh)")
-    # Current bytecode: where PYTHONDONTWRITEBYTECODE is set, stale .pyc files would
-    # make every srun compile its modules again (+20 ms here).
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "podium")], check=True)
+    compile_podium()  # else each srun may compile its modules again (+20 ms here)
     results = {"podium": run_podium(args.steps, args.calls)}
     results["slurm"] = run_slurm(args.steps, args.calls)
     print(f"{'':40}{'podium':>10}{'slurm':>10}{'ratio':>8}")

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from embedded import EmbeddedCluster
+from embedded import EmbeddedCluster, compile_podium
 
 BIN = Path(sys.executable).parent
 CONFIG = """\
@@ -146,6 +146,7 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--modes", default="api,cli,queue")
     args = parser.parse_args()
+    compile_podium()
     results = [run_mode(m, args.jobs) for m in args.modes.split(",")]
     out = Path(__file__).parent / "results"
     out.mkdir(exist_ok=True)
