@@ -118,12 +118,15 @@ class Backend:
         """The same jobs as JSON text for `--json`: a list, one record per line."""
         return self._jobs_json(which or _all_current())
 
-    def job(self, job_id: int) -> dict[str, Any]:
-        """One job in full (its script, spec and events where the backend has them)."""
-        return self._job(job_id)
+    def job(self, job_id: int, task: int | None = None) -> dict[str, Any]:
+        """One job in full (its script, spec and events where the backend has them);
+        with `task`, task `task` of array `job_id` (while it waits unstarted in its
+        array's record, that record)."""
+        return self._job(job_id, task)
 
     def control(self, action: Action, selection: Selection) -> list[int]:
-        """Cancel, hold, release or requeue the selected jobs; the ids it acted on."""
+        """Cancel, hold, release or requeue the selected jobs (an array task named
+        alone acts on that task only); the ids it acted on."""
         return self._control(action, selection)
 
     def acct(self, which: JobFilter | None = None) -> list[dict[str, Any]]:
@@ -195,7 +198,7 @@ class Backend:
     def _jobs_json(self, which: JobFilter) -> str:
         return records_json(self._jobs(which))
 
-    def _job(self, job_id: int) -> dict[str, Any]:
+    def _job(self, job_id: int, task: int | None) -> dict[str, Any]:
         raise NotImplementedError
 
     def _control(self, action: Action, selection: Selection) -> list[int]:

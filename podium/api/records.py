@@ -17,9 +17,10 @@ class JobRecord(TypedDict):
     """One job, as scripts read it (stable snake_case keys)."""
 
     job_id: int
-    display_id: str  # "12", or "12_3" for task 3 of array 12
+    display_id: str  # "12"; "12_3" for task 3 of array 12; "12_[4-9%2]" for its pending tasks
     array_job_id: int | None
     array_task_id: int | None
+    array_task_string: str | None  # a pending array's tasks not yet started: "4-9%2"
     name: str
     user: str
     uid: int | None

@@ -8,9 +8,10 @@ from podium.api.fields import Fields
 
 
 class Selection(Fields):
-    """Jobs to act on: ids, and/or filters (as scancel)."""
+    """Jobs to act on: ids (an array's id: all its tasks), array tasks as (array id,
+    index) (scancel 12_3), and/or filters (as scancel)."""
 
-    __slots__ = ("job_ids", "name", "states", "user")
+    __slots__ = ("job_ids", "name", "states", "tasks", "user")
 
     def __init__(
         self,
@@ -18,11 +19,13 @@ class Selection(Fields):
         user: str | None = None,
         name: str | None = None,
         states: tuple[str, ...] | None = None,
+        tasks: tuple[tuple[int, int], ...] = (),
     ) -> None:
         self.job_ids = job_ids
         self.user = user
         self.name = name
         self.states = states
+        self.tasks = tasks
 
 
 class JobFilter(Fields):
@@ -48,4 +51,34 @@ class JobFilter(Fields):
         self.until = until
 
 
-__all__ = ["JobFilter", "Selection"]
+class BadJobId(ValueError):
+    """A word that names no job; `text` is the word."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(f"{text!r} is not a job id (expected a number like 42 or 42_3)")
+        self.text = text
+
+
+def job_refs(
+    words: list[str] | tuple[str, ...],
+) -> tuple[tuple[int, ...], tuple[tuple[int, int], ...]]:
+    """Job ids and array tasks from user words (each may hold several, comma-separated):
+    "12" names job 12 (an array: all its tasks), "12_3" task 3 of array 12 alone.
+    Raises BadJobId naming a word that is neither."""
+    ids: list[int] = []
+    tasks: list[tuple[int, int]] = []
+    for word in words:
+        for part in word.split(","):
+            text = part.strip()
+            base, sep, index = text.partition("_")
+            numbers = [base, index] if sep else [base]
+            if not all(n.isascii() and n.isdigit() for n in numbers):
+                raise BadJobId(text)
+            if sep:
+                tasks.append((int(base), int(index)))
+            else:
+                ids.append(int(base))
+    return tuple(ids), tuple(tasks)
+
+
+__all__ = ["BadJobId", "JobFilter", "Selection", "job_refs"]

@@ -202,12 +202,15 @@ class EmbeddedBackend(Backend):
             "until": which.until,
         }
 
-    def _job(self, job_id: int) -> dict[str, Any]:
-        record: dict[str, Any] = self.client.get(f"/v1/jobs/{job_id}")
+    def _job(self, job_id: int, task: int | None) -> dict[str, Any]:
+        query = f"?task={task}" if task is not None else ""
+        record: dict[str, Any] = self.client.get(f"/v1/jobs/{job_id}{query}")
         return record
 
     def _control(self, action: Action, selection: Selection) -> list[int]:
         body: dict[str, Any] = {"job_ids": list(selection.job_ids)}
+        if selection.tasks:
+            body["tasks"] = [list(t) for t in selection.tasks]
         if selection.user is not None:
             body["user"] = selection.user
         if selection.name is not None:

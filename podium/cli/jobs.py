@@ -16,7 +16,7 @@ from podium.api.states import TERMINAL_STATES
 from podium.api.text import printable
 from podium.backends import open_backend
 from podium.cli import render
-from podium.cli.lean import resolve_ids, state_list
+from podium.cli.lean import job_refs_of, one_job, state_list
 from podium.errors import SpecError
 
 TERMINAL = TERMINAL_STATES
@@ -27,9 +27,9 @@ TERMINAL = TERMINAL_STATES
 @click.option("--json", "as_json", is_flag=True)
 def show(job: str, as_json: bool) -> None:
     """Show one job in full, like scontrol show job."""
+    job_id, task = one_job(job)
     backend = open_backend()
-    (job_id,) = resolve_ids(backend, (job,))
-    record = backend.job(job_id)
+    record = backend.job(job_id, task)
     if as_json:
         render.print_json(record)
         return
@@ -46,16 +46,16 @@ def show(job: str, as_json: bool) -> None:
 @click.option("--err", "stderr", is_flag=True, help="The error file instead of the output.")
 def logs(job: str, follow: bool, stderr: bool) -> None:
     """Print a job's output file."""
+    ref = one_job(job)  # an array task's record is the array's until the task starts
     backend = open_backend()
-    (job_id,) = resolve_ids(backend, (job,))
-    record = backend.job(job_id)
+    record = backend.job(*ref)
     path = record["stderr" if stderr else "stdout"]
     if path is None:
         if not follow:
             raise SpecError(f"job {job} has not started: it has no output yet ({record['reason']})")
         while path is None:
             time.sleep(0.25)
-            record = backend.job(job_id)
+            record = backend.job(*ref)
             path = record["stderr" if stderr else "stdout"]
     position = 0
     out = sys.stdout.buffer
@@ -79,15 +79,16 @@ def logs(job: str, follow: bool, stderr: bool) -> None:
                 continue  # drain what was written just before the end
             return
         time.sleep(0.2)
-        record = backend.job(job_id)
+        record = backend.job(*ref)
 
 
 def _hold_release(jobs: tuple[str, ...], action: Literal["hold", "release"]) -> None:
     if not jobs:
         raise SpecError(f"name the jobs to {action}: podium {action} JOB...")
+    ids, tasks = job_refs_of(jobs)
     backend = open_backend()
     key = "held" if action == "hold" else "released"
-    done = backend.control(action, Selection(tuple(resolve_ids(backend, jobs))))
+    done = backend.control(action, Selection(ids, tasks=tasks))
     if not done:
         raise SpecError(f"none of {', '.join(jobs)} is pending: nothing to {action}")
     click.echo(f"{key} " + " ".join(str(j) for j in done))
@@ -114,8 +115,9 @@ def requeue(jobs: tuple[str, ...]) -> None:
     scontrol requeue."""
     if not jobs:
         raise SpecError("name the jobs to requeue: podium requeue JOB...")
+    ids, tasks = job_refs_of(jobs)
     backend = open_backend()
-    done = backend.control("requeue", Selection(tuple(resolve_ids(backend, jobs))))
+    done = backend.control("requeue", Selection(ids, tasks=tasks))
     click.echo("requeued " + " ".join(str(j) for j in done))
 
 

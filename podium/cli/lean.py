@@ -19,10 +19,10 @@ TYPE_CHECKING = False  # typing itself is not loaded on the lean path
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from podium.api.backend import Backend
 
 # option spelling -> name: flags, then options with a value
 QUEUE_FLAGS = {"--json": "json", "--all": "all", "-a": "all", "--me": "me"}
+QUEUE_FLAGS |= {"--array": "array", "-r": "array"}
 QUEUE_VALUES = {"--user": "user", "-u": "user", "--state": "state", "-t": "state"}
 QUEUE_VALUES |= {"--name": "name", "-n": "name"}
 CANCEL_FLAGS = {"--json": "json"}
@@ -71,40 +71,39 @@ def state_list(text: str | None) -> tuple[str, ...] | None:
     return tuple(s.strip().upper() for s in text.split(",") if s.strip()) or None
 
 
-def job_id_of(text: str) -> int:
-    """A job id from user text (42, or 42_3 whose array is 42)."""
-    base = text.split("_", 1)[0]
-    if not base.isdigit():
-        raise SpecError(f"{text!r} is not a job id (expected a number like 42 or 42_3)")
-    return int(base)
+def job_refs_of(
+    texts: tuple[str, ...] | list[str],
+) -> tuple[tuple[int, ...], tuple[tuple[int, int], ...]]:
+    """Job ids and array tasks ("42_3": task 3 of array 42) from user text; raises
+    SpecError on a word that is neither."""
+    from podium.api.selection import job_refs
+
+    try:
+        return job_refs(texts)
+    except ValueError as exc:
+        raise SpecError(str(exc)) from None
 
 
-def resolve_ids(backend: Backend, texts: tuple[str, ...] | list[str]) -> list[int]:
-    """Job ids from user text; "42_3" names task 3 of array 42."""
-    from podium.api.selection import JobFilter
-
-    ids = []
-    for text in texts:
-        if "_" in text:
-            base, task = text.split("_", 1)
-            jobs = backend.jobs(JobFilter(finished=True))
-            match = [
-                j
-                for j in jobs
-                if str(j["array_job_id"]) == base and str(j["array_task_id"]) == task
-            ]
-            if not match:
-                raise SpecError(f"no array task {text}")
-            ids.append(match[0]["job_id"])
-        else:
-            ids.append(job_id_of(text))
-    return ids
+def one_job(text: str) -> tuple[int, int | None]:
+    """One job named by user text: (job id, None), or (array id, task) for "42_3"."""
+    ids, tasks = job_refs_of([text])
+    if len(ids) + len(tasks) != 1:
+        raise SpecError(f"{text!r}: name one job (like 42 or 42_3)")
+    return (ids[0], None) if ids else tasks[0]
 
 
 def queue(
-    user: str | None, state: str | None, name: str | None, all_: bool, me: bool, as_json: bool
+    user: str | None,
+    state: str | None,
+    name: str | None,
+    all_: bool,
+    me: bool,
+    as_json: bool,
+    array: bool = False,
 ) -> int:
-    """List jobs, like squeue: a table, or with `as_json` the records, one a line."""
+    """List jobs, like squeue: a table, or with `as_json` the records, one a line. A
+    pending array's tasks not yet started are one record ("12_[4-9%2]"), or with
+    `array` (squeue -r) one each."""
     from podium.api.selection import JobFilter
     from podium.backends import open_backend
 
@@ -112,12 +111,21 @@ def queue(
     if me:
         user = backend.ping()["you"]
     which = JobFilter(state_list(state), user, name, all_)
-    if as_json:
+    if as_json and not array:
         sys.stdout.write(backend.jobs_json(which))
-    else:
-        from podium.cli.render import QUEUE_FIELDS, show_queue
+        return 0
+    from podium.api.arrays import expanded
+    from podium.cli.render import ARRAY_FIELDS, QUEUE_FIELDS, print_json, show_queue
 
-        show_queue(backend.jobs_table(QUEUE_FIELDS, which))
+    jobs = (
+        backend.jobs(which) if as_json else backend.jobs_table(QUEUE_FIELDS + ARRAY_FIELDS, which)
+    )
+    if array:
+        jobs = [task for job in jobs for task in expanded(job)]
+    if as_json:
+        print_json(jobs)
+    else:
+        show_queue(jobs)
     return 0
 
 
@@ -132,9 +140,9 @@ def cancel(
     from podium.api.selection import Selection
     from podium.backends import open_backend
 
+    ids, tasks = job_refs_of(jobs)
     backend = open_backend()
-    ids = tuple(resolve_ids(backend, jobs))
-    done = backend.control("cancel", Selection(ids, user, name, state_list(state)))
+    done = backend.control("cancel", Selection(ids, user, name, state_list(state), tasks))
     if as_json:
         from podium.cli.render import print_json
 
@@ -162,6 +170,7 @@ def _queue(args: list[str]) -> Callable[[], int] | None:
         bool(o.get("all")),
         bool(o.get("me")),
         bool(o.get("json")),
+        bool(o.get("array")),
     )
 
 
@@ -210,4 +219,4 @@ def run(args: list[str]) -> int | None:
         return 141
 
 
-__all__ = ["cancel", "queue", "read_args", "resolve_ids", "run", "state_list"]
+__all__ = ["cancel", "job_refs_of", "one_job", "queue", "read_args", "run", "state_list"]

@@ -41,11 +41,19 @@ def submit(args: tuple[str, ...]) -> None:
 @click.option("--name", "-n", default=None, help="Only jobs with this name.")
 @click.option("--all", "-a", "all_", is_flag=True, help="Include finished jobs.")
 @click.option("--me", is_flag=True, help="Only my jobs.")
+@click.option("--array", "-r", is_flag=True, help="A pending array's tasks one a line.")
 def queue(
-    as_json: bool, user: str | None, state: str | None, name: str | None, all_: bool, me: bool
+    as_json: bool,
+    user: str | None,
+    state: str | None,
+    name: str | None,
+    all_: bool,
+    me: bool,
+    array: bool,
 ) -> None:
-    """List jobs (pending and running by default), like squeue."""
-    lean.queue(user, state, name, all_, me, as_json)
+    """List jobs (pending and running by default), like squeue; a pending array's
+    tasks not yet started are one line (12_[4-9%2]) unless --array."""
+    lean.queue(user, state, name, all_, me, as_json, array)
 
 
 @click.command()

@@ -84,6 +84,8 @@ QUEUE_COLUMNS = ["JOBID", "NAME", "USER", "ACCOUNT", "QOS", "STATE", "TIME", "GP
 QUEUE_FIELDS = (
     "display_id", "name", "user", "account", "qos", "state", "elapsed_s", "gpus", "reason", "node",
 )  # fmt: skip
+# What `--array` (squeue -r) reads to list a pending array's tasks one each.
+ARRAY_FIELDS = ("job_id", "array_job_id", "array_task_id", "array_task_string")
 
 
 def show_queue(jobs: list[dict[str, Any]], title: str | None = None) -> None:

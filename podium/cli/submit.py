@@ -174,16 +174,30 @@ def _run_batch(argv: list[str], path: str, flags: set[str]) -> int:
 
 
 def _wait(backend: Backend, job_ids: list[int]) -> int:
-    """Block until every job has ended; return the highest exit code (1 if none)."""
+    """Block until every job has ended, an array's every task included; return the
+    highest exit code (1 for a job that did not complete with none)."""
+    from podium.api.selection import JobFilter
     from podium.api.states import TERMINAL_STATES
 
-    worst = 0
+    fields = ("job_id", "array_job_id", "state", "exit_code")
+    ended: list[dict[str, Any]] = []
     for job_id in job_ids:
         while True:
             job = backend.job(job_id)
             if job["state"] in TERMINAL_STATES:
                 break
             time.sleep(0.25)
+        if job["array_job_id"] != job_id:
+            ended.append(job)
+            continue
+        while any(  # an array: its tasks not yet ended have records of their own
+            j["array_job_id"] == job_id for j in backend.jobs_table(fields, JobFilter())
+        ):
+            time.sleep(0.25)
+        every = backend.jobs_table(fields, JobFilter(finished=True))
+        ended += [j for j in every if j["array_job_id"] == job_id]
+    worst = 0
+    for job in ended:
         code = job["exit_code"]
         if job["state"] != "COMPLETED":
             code = code or 1

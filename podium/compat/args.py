@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from podium.api import selection
+
 
 def job_ids(text: str) -> list[int]:
     """Job ids separated by commas; an array task's `12_3` names job 12's task."""
@@ -15,6 +17,17 @@ def job_ids(text: str) -> list[int]:
             raise ValueError(f"invalid job id {part!r}: expected numbers like 12 or 12,13")
         ids.append(int(base))
     return ids
+
+
+def job_refs(words: list[str]) -> tuple[tuple[int, ...], tuple[tuple[int, int], ...]]:
+    """Job ids and array tasks ("12_3") from words, as scancel and scontrol read them;
+    raises ValueError in their words."""
+    try:
+        return selection.job_refs(words)
+    except selection.BadJobId as exc:
+        raise ValueError(
+            f"invalid job id {exc.text!r}: expected numbers like 12, 12_3 or 12,13"
+        ) from None
 
 
 def read_options(

@@ -2,7 +2,8 @@
 `--json` with the field names of Slurm 22.05's squeue for the fields Podium has.
 
 Options: `-u/--user`, `-j/--jobs`, `-t/--states`, `-n/--name`, `--me`, `-h/--noheader`,
-`-o/--format`, `--json`, `-a/--all` (accepted: every partition is shown anyway).
+`-o/--format`, `--json`, `-r/--array` (a pending array's tasks one a line; without it
+they are one, "12_[4-9%2]"), `-a/--all` (accepted: every partition is shown anyway).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ VALUED = {"-u": "user", "--user": "user", "-j": "jobs", "--jobs": "jobs", "-t": 
 VALUED |= {"--states": "states", "-n": "name", "--name": "name", "-o": "format"}
 VALUED |= {"--format": "format"}
 FLAGS = {"-h": "noheader", "--noheader": "noheader", "--json": "json", "--me": "me"}
+FLAGS |= {"-r": "array", "--array": "array"}  # a pending array's tasks one a line
 FLAGS |= {"-a": "all", "--all": "all"}  # accepted: every partition is shown anyway
 _FIELD_RE = re.compile(r"%(\.)?(\d*)([a-zA-Z%])")
 
@@ -59,8 +61,11 @@ FIELDS: dict[str, tuple[str, tuple[str, ...], Callable[[Mapping[str, Any]], Any]
     ),
     "K": (
         "ARRAY_TASK_ID",
-        ("array_task_id",),
-        lambda j: "N/A" if j.get("array_task_id") is None else j["array_task_id"],
+        ("array_task_id", "array_task_string"),
+        lambda j: (
+            j.get("array_task_string")
+            or ("N/A" if j.get("array_task_id") is None else j["array_task_id"])
+        ),
     ),
     "j": ("NAME", ("name",), lambda j: j["name"]),
     "u": ("USER", ("user",), lambda j: j["user"]),
@@ -84,6 +89,7 @@ FIELDS: dict[str, tuple[str, tuple[str, ...], Callable[[Mapping[str, Any]], Any]
     "e": ("END_TIME", ("end_time",), lambda j: (j.get("end_time") or "N/A")[:19]),
 }
 FILTER_KEYS = ("job_id", "array_job_id", "user", "state", "name")  # what -u -j -t -n read
+ARRAY_KEYS = ("array_task_id", "array_task_string", "display_id")  # what -r reads
 
 
 def render(jobs: Sequence[Mapping[str, Any]], fmt: str, header: bool) -> str:
@@ -138,6 +144,7 @@ def slurm_json(job: Mapping[str, Any]) -> dict[str, Any]:
         "job_id": job["job_id"],
         "array_job_id": job.get("array_job_id") or 0,
         "array_task_id": job.get("array_task_id"),
+        "array_task_string": job.get("array_task_string") or "",
         "name": job["name"],
         "user_name": job["user"],
         "user_id": job.get("uid"),
@@ -180,7 +187,7 @@ def squeue(
     """Parse squeue's options, then print the jobs filtered and formatted.
     `jobs_of(all, keys)` gives pending and running jobs, or every job with `all` (for
     -t naming others), with at least those record keys (None: whole records)."""
-    fmt, header, as_json = DEFAULT_FORMAT, True, False
+    fmt, header, as_json, array = DEFAULT_FORMAT, True, False, False
     users: set[str] = set()
     ids: set[int] = set()
     states: set[str] = set()
@@ -194,6 +201,8 @@ def squeue(
             header = False
         elif name == "json":
             as_json = True
+        elif name == "array":
+            array = True
         elif name == "me":
             users.add(os.environ.get("USER") or os.environ.get("SLURM_JOB_USER") or "")
         elif name == "user":
@@ -209,9 +218,15 @@ def squeue(
             fmt = value
     render([], fmt, header=False)  # a bad format is refused before the cluster is asked
     everything = bool(states - {"PENDING", "RUNNING"})
+    keys = None if as_json else format_keys(fmt) + (ARRAY_KEYS if array else ())
+    listed = jobs_of(everything, keys)
+    if array:
+        from podium.api.arrays import expanded
+
+        listed = [task for job in listed for task in expanded(job)]
     jobs = [
         j
-        for j in jobs_of(everything, None if as_json else format_keys(fmt))
+        for j in listed
         if (not users or j["user"] in users)
         and (not ids or j["job_id"] in ids or j.get("array_job_id") in ids)
         and (not states or "ALL" in states or j["state"] in states)

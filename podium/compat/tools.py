@@ -17,7 +17,7 @@ import sys
 import time
 
 from podium.api.selection import JobFilter, Selection
-from podium.compat.args import job_ids, read_options
+from podium.compat.args import job_ids, job_refs, read_options
 from podium.errors import PodiumError
 
 TYPE_CHECKING = False  # typing itself is not loaded: squeue and scancel run in loops
@@ -137,8 +137,8 @@ def scontrol(args: list[str]) -> int:
     if verb == "update" and rest:
         return _update(rest)
     if verb in ("requeue", "hold", "release") and rest:
-        ids = job_ids(",".join(rest))
-        _backend().control(verb, Selection(ids))  # type: ignore[arg-type]
+        ids, tasks = job_refs(rest)
+        _backend().control(verb, Selection(ids, tasks=tasks))  # type: ignore[arg-type]
         return 0
     raise ValueError(USAGE.removeprefix("scontrol: error: "))
 
@@ -154,13 +154,14 @@ def scancel(args: list[str]) -> int:
     """Cancel jobs by id and/or -u/-n/-t, printing nothing on success."""
     given, words = read_options(args, SCANCEL_OPTIONS, {}, "use -u, -n, -t or ids")
     filters = dict(given)
-    ids = [i for word in words for i in job_ids(word)]
+    ids, tasks = job_refs(words)
     states = filters.get("state")
     selection = Selection(
-        tuple(ids),
+        ids,
         filters.get("user"),
         filters.get("name"),
         tuple(s.strip().upper() for s in states.split(",")) if states else None,
+        tasks,
     )
     _backend().control("cancel", selection)
     return 0
@@ -211,8 +212,8 @@ def _backend() -> Backend:
 def _show_job(text: str) -> int:
     if not text:
         raise ValueError("show job needs a job id (or $SLURM_JOB_ID)")
-    (job_id,) = job_ids(text)[:1]
-    print(format_job(_backend().job(job_id)))
+    ids, tasks = job_refs([text.split(",")[0]])
+    print(format_job(_backend().job(*((ids[0], None) if ids else tasks[0]))))
     return 0
 
 

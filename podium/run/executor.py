@@ -407,6 +407,7 @@ class LocalExecutor:
             if text and not os.environ.get("PODIUM_KEEP_LOGS"):
                 log.warning("job %s: its supervisor wrote:\n%s", job_id, text)
         import os as _o
+
         if _o.environ.get("PODIUM_KEEP_LOGS"):
             _o.makedirs("/tmp/suplogs", exist_ok=True)
             with contextlib.suppress(OSError):

@@ -19,7 +19,7 @@ of work (jobs younger than the exempt time are spared), and holds their resource
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from podium.api.states import PreemptMode, Reason
 from podium.sched.backfill import INF, reserve, respects_hold, shrink_hold
@@ -122,7 +122,7 @@ def schedule(
         elif request in held_back:
             drop_as_long(held_back[request])
 
-    for job in order:
+    for job in _each_task(order, starts):
         if not explain and job.partition in strict_blocked and not job.dependencies:
             if len(strict_blocked) >= partitions and not any_dependencies:
                 break  # every partition is blocked: nothing else can start
@@ -232,6 +232,18 @@ def schedule(
         reservations=tuple(reservations),
         priorities=prios,
     )
+
+
+def _each_task(order: Iterable[PendingJob], starts: list[Start]) -> Iterator[PendingJob]:
+    """Each job of `order`; a job standing for several tasks (`count`) again after each
+    of its tasks that started, until all have or one does not (what held that one
+    back holds the rest: its reason is theirs)."""
+    for job in order:
+        for _ in range(job.count):
+            before = len(starts)
+            yield job
+            if len(starts) == before:
+                break
 
 
 def _keep() -> None:

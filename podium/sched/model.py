@@ -87,7 +87,9 @@ class PendingJob:
     """A job waiting to start, with what it asks for and what it waits on.
 
     `gpus`, `cpus` and `mem_mb` are what it needs on each of its `nodes` nodes (a gang:
-    all nodes start together or none does)."""
+    all nodes start together or none does). `count` is how many like tasks it stands
+    for: a pending array's tasks not yet started, which a pass may start several of
+    (each its own Start with this job id), in turn, for as long as one fits."""
 
     job_id: int
     user: str
@@ -113,6 +115,7 @@ class PendingJob:
     time_limit_s: float | None = None
     avoid_gpus: frozenset[tuple[str, int]] = frozenset()  # (node, GPU) it must not get
     nodes: int = 1
+    count: int = 1
 
     @property
     def total_gpus(self) -> int:

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from fastapi import FastAPI, Path, Request
+from fastapi import FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import Field
@@ -33,10 +33,15 @@ JobId = Annotated[int, Field(ge=1, le=MAX_JOB_ID)]
 JobIdPath = Annotated[int, Path(ge=1, le=MAX_JOB_ID)]
 
 
+TaskIndex = Annotated[int, Field(ge=0, le=MAX_JOB_ID)]
+
+
 class Selection(RequestModel):
-    """Jobs to act on: ids, and/or filters (as scancel)."""
+    """Jobs to act on: ids, array tasks as [array id, index], and/or filters (as
+    scancel)."""
 
     job_ids: list[JobId] = Field(default_factory=list, max_length=100_000)
+    tasks: list[tuple[JobId, TaskIndex]] = Field(default_factory=list, max_length=100_000)
     user: str | None = None
     name: str | None = None
     states: list[str] | None = None
@@ -165,19 +170,22 @@ def create_app(
         return Response(text, media_type="application/json")
 
     @app.get("/v1/jobs/{job_id}")
-    def show(request: Request, job_id: JobIdPath) -> dict[str, Any]:
-        return controller.show(job_id, caller(request))
+    def show(
+        request: Request, job_id: JobIdPath, task: Annotated[int | None, Query(ge=0)] = None
+    ) -> dict[str, Any]:
+        return controller.show(job_id, caller(request), task)
 
     @app.post("/v1/jobs/cancel")
     def cancel(request: Request, body: Selection) -> dict[str, Any]:
         states = _states(",".join(body.states)) if body.states else None
-        done = controller.cancel(caller(request), body.job_ids, body.user, body.name, states)
+        who = caller(request)
+        done = controller.cancel(who, body.job_ids, body.user, body.name, states, body.tasks)
         wake()
         return {"cancelled": done}
 
     @app.post("/v1/jobs/hold")
     def hold(request: Request, body: Selection) -> dict[str, Any]:
-        return {"held": controller.hold(caller(request), body.job_ids, True)}
+        return {"held": controller.hold(caller(request), body.job_ids, True, body.tasks)}
 
     @app.post("/v1/jobs/{job_id}/time-limit")
     def time_limit(request: Request, job_id: JobIdPath, body: TimeLimit) -> dict[str, Any]:
@@ -186,11 +194,11 @@ def create_app(
 
     @app.post("/v1/jobs/requeue")
     def requeue(request: Request, body: Selection) -> dict[str, Any]:
-        return {"requeued": controller.requeue(caller(request), body.job_ids)}
+        return {"requeued": controller.requeue(caller(request), body.job_ids, body.tasks)}
 
     @app.post("/v1/jobs/release")
     def release(request: Request, body: Selection) -> dict[str, Any]:
-        done = controller.hold(caller(request), body.job_ids, False)
+        done = controller.hold(caller(request), body.job_ids, False, body.tasks)
         wake()
         return {"released": done}
 

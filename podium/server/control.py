@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from podium.api.caller import Caller, user_name
 from podium.api.states import PreemptMode
@@ -56,17 +56,21 @@ class Control:
         name: str | None,
         states: list[str] | None,
         allowed_states: tuple[str, ...],
+        tasks: Sequence[tuple[int, int]] = (),
     ) -> list[Row]:
-        """The jobs a request names (ids, or --user/--name/--state filters), refused
-        whole when any belongs to someone else and the caller is no admin."""
+        """The jobs a request names (ids, array tasks, or --user/--name/--state
+        filters), refused whole when any belongs to someone else and the caller is no
+        admin. A task named alone that is still pending in its array's row is given a
+        row of its own first (as Slurm splits it), after its owner is checked."""
         if user is not None and user != who.name and not who.is_admin:
             raise PermissionDenied(f"you are {who.name}: you may act only on your own jobs")
-        if job_ids:
-            rows = self.store.jobs_by_ids(job_ids)
+        if job_ids or tasks:
+            rows = self.store.jobs_by_ids(job_ids) if job_ids else []
             found = {r["job_id"] for r in rows} | {r["array_job_id"] for r in rows}
             missing = [j for j in job_ids if j not in found]
             if missing:
                 raise NotFound(f"no job {missing[0]}")
+            rows += self._task_rows(who, tasks)
         else:
             if user is None and name is None and states is None:
                 raise SpecError("name jobs by id, or select them with --user, --name or --state")
@@ -80,13 +84,32 @@ class Control:
             and (name is None or r["name"] == name)
             and (states is None or r["state"] in states)
         ]
-        foreign = [r for r in picked if r["uid"] != who.uid and not who.is_admin]
+        self._own(who, picked)
+        return picked
+
+    @staticmethod
+    def _own(who: Caller, rows: list[Row]) -> None:
+        """Refuse when any of `rows` is someone else's and the caller is no admin."""
+        foreign = [r for r in rows if r["uid"] != who.uid and not who.is_admin]
         if foreign:
             r = foreign[0]
             raise PermissionDenied(
                 f"job {r['job_id']} belongs to {r['user']}; you may act only on your own jobs"
             )
-        return picked
+
+    def _task_rows(self, who: Caller, tasks: Sequence[tuple[int, int]]) -> list[Row]:
+        """The rows of array tasks named alone: a task's own row, or, for one still
+        pending in its array's row, a row split off for it (its owner checked first);
+        the array's row itself when the array has ended with the task in it."""
+        rows = []
+        for array_id, index in tasks:
+            row = self.store.task_row(array_id, index)
+            if row["array_task_id"] != index and row["state"] == PENDING:
+                self._own(who, [row])
+                (task_id,) = self.store.split_tasks(array_id, 1, self.reactor.clock(), index)
+                row = self.store.job(task_id)
+            rows.append(row)
+        return rows
 
     def cancel(
         self,
@@ -95,9 +118,10 @@ class Control:
         user: str | None = None,
         name: str | None = None,
         states: list[str] | None = None,
+        tasks: Sequence[tuple[int, int]] = (),
     ) -> list[int]:
         """Cancel pending jobs at once and ask supervisors to stop running ones."""
-        rows = self.select(who, job_ids, user, name, states, ACTIVE)
+        rows = self.select(who, job_ids, user, name, states, ACTIVE, tasks)
         now = self.reactor.clock()
         pending = [r["job_id"] for r in rows if r["state"] == PENDING]
         done = self.store.cancel_pending(pending, now)
@@ -107,10 +131,12 @@ class Control:
                 done.append(r["job_id"])
         return sorted(done)
 
-    def requeue(self, who: Caller, job_ids: list[int]) -> list[int]:
+    def requeue(
+        self, who: Caller, job_ids: list[int], tasks: Sequence[tuple[int, int]] = ()
+    ) -> list[int]:
         """Stop running jobs and queue them again with the same id and a raised restart
         count, as `scontrol requeue` does (a job that said --no-requeue is refused)."""
-        rows = self.select(who, job_ids, None, None, None, ACTIVE)
+        rows = self.select(who, job_ids, None, None, None, ACTIVE, tasks)
         done = []
         for r in rows:
             if r["state"] != RUNNING:
@@ -164,8 +190,10 @@ class Control:
         self.reactor.wake()
         return done
 
-    def hold(self, who: Caller, job_ids: list[int], held: bool) -> list[int]:
-        rows = self.select(who, job_ids, None, None, None, ACTIVE)
+    def hold(
+        self, who: Caller, job_ids: list[int], held: bool, tasks: Sequence[tuple[int, int]] = ()
+    ) -> list[int]:
+        rows = self.select(who, job_ids, None, None, None, ACTIVE, tasks)
         return self.store.set_held(
             [r["job_id"] for r in rows if r["state"] == PENDING], held, self.reactor.clock()
         )

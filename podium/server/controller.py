@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -160,9 +160,9 @@ class Controller:
         with self.lock:
             return self.views.jobs_json(**filters)
 
-    def show(self, job_id: int, who: Caller) -> dict[str, Any]:
+    def show(self, job_id: int, who: Caller, task: int | None = None) -> dict[str, Any]:
         with self.lock:
-            return self.views.show(job_id, who)
+            return self.views.show(job_id, who, task)
 
     def nodes(self) -> list[dict[str, Any]]:
         with self.lock:
@@ -186,21 +186,26 @@ class Controller:
         user: str | None = None,
         name: str | None = None,
         states: list[str] | None = None,
+        tasks: Sequence[tuple[int, int]] = (),
     ) -> list[int]:
         with self.lock:
-            return self.control.cancel(who, job_ids, user, name, states)
+            return self.control.cancel(who, job_ids, user, name, states, tasks)
 
     def set_time_limit(self, who: Caller, job_id: int, seconds: int | None) -> list[int]:
         with self.lock:
             return self.control.set_time_limit(who, job_id, seconds)
 
-    def requeue(self, who: Caller, job_ids: list[int]) -> list[int]:
+    def requeue(
+        self, who: Caller, job_ids: list[int], tasks: Sequence[tuple[int, int]] = ()
+    ) -> list[int]:
         with self.lock:
-            return self.control.requeue(who, job_ids)
+            return self.control.requeue(who, job_ids, tasks)
 
-    def hold(self, who: Caller, job_ids: list[int], held: bool) -> list[int]:
+    def hold(
+        self, who: Caller, job_ids: list[int], held: bool, tasks: Sequence[tuple[int, int]] = ()
+    ) -> list[int]:
         with self.lock:
-            return self.control.hold(who, job_ids, held)
+            return self.control.hold(who, job_ids, held, tasks)
 
     def drain(self, who: Caller, node: str, reason: str) -> dict[str, Any]:
         with self.lock:

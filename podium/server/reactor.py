@@ -17,6 +17,7 @@ the interpreter most of the time.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -320,10 +321,8 @@ class Reactor:
         recovery finds never launched, never a job running twice. A job whose planning
         or launch raises is held with the reason (`hold_broken`); the others start.
         """
-        rows = {
-            r["job_id"]: r
-            for r in self.store.jobs_by_ids([s.job_id for s in starts], with_spec=True)
-        }
+        starts = self._split_arrays(starts)
+        rows = {r["job_id"]: r for r in self.store.rows_of([s.job_id for s in starts])}
         records = []
         free_cpus = self.planner.free_cpu_ids(self.running_rows())
         for start in starts:
@@ -369,6 +368,27 @@ class Reactor:
                 self.hold_broken(start.job_id, "launch failed", exc)
                 continue
             self.effects.notify(row, spec, "BEGIN", "began")
+
+    def _split_arrays(self, starts: tuple[Start, ...]) -> tuple[Start, ...]:
+        """The starts, each of a pending array's tasks made its own row first (the
+        lowest indices, in order): a pass starts an array's tasks as the array."""
+        by_array: dict[int, int] = {}
+        for s in starts:
+            if s.job_id in self.queue.arrays:
+                by_array[s.job_id] = by_array.get(s.job_id, 0) + 1
+        if not by_array:
+            return starts
+        now = self.clock()
+        tasks = {a: iter(self.store.split_tasks(a, n, now)) for a, n in by_array.items()}
+        out = []
+        for s in starts:
+            if s.job_id not in tasks:
+                out.append(s)
+                continue
+            task = next(tasks[s.job_id], None)  # None: fewer were left than the pass saw
+            if task is not None:
+                out.append(dataclasses.replace(s, job_id=task))
+        return tuple(out)
 
     def hold_broken(self, job_id: int, what: str, exc: BaseException) -> None:
         """Hold a job that broke its own start, with the reason; log it once. Other jobs

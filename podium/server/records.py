@@ -13,10 +13,24 @@ from podium.store.db import Row, brief
 
 
 def display_id(row: Row | Mapping[str, Any]) -> str:
-    """The id users see: "12" or, for an array task, "ARRAY_TASK" (e.g. "12_3")."""
-    if row["array_job_id"] is not None:
-        return f"{row['array_job_id']}_{row['array_task_id']}"
-    return str(row["job_id"])
+    """The id users see: "12"; for an array task "ARRAY_TASK" (e.g. "12_3"); for a
+    pending array's tasks not yet started, "ARRAY_[INDICES]" (e.g. "12_[4-9%2]"), as
+    squeue shows them."""
+    if row["array_job_id"] is None:
+        return str(row["job_id"])
+    pending = array_task_string(row)
+    if pending is not None:
+        return f"{row['array_job_id']}_[{pending}]"
+    return f"{row['array_job_id']}_{row['array_task_id']}"
+
+
+def array_task_string(row: Row | Mapping[str, Any]) -> str | None:
+    """A pending array's tasks not yet started, with its throttle ("4-9%2"), or None."""
+    pending = row["array_pending"]
+    if pending is None:
+        return None
+    throttle = row["array_throttle"]
+    return f"{pending}%{throttle}" if throttle is not None else str(pending)
 
 
 def step_records(job: Mapping[str, Any], rows: Iterable[Row]) -> list[dict[str, Any]]:
@@ -70,6 +84,7 @@ def job_record(row: Row | Mapping[str, Any], now: float) -> dict[str, Any]:
         "display_id": display_id(row),
         "array_job_id": row["array_job_id"],
         "array_task_id": row["array_task_id"],
+        "array_task_string": array_task_string(row),
         "name": row["name"],
         "user": row["user"],
         "uid": row["uid"],

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from podium.api import arrays
 from podium.api.states import Exclusive
 from podium.recover.ladder import Label
 from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot
@@ -44,6 +45,7 @@ class PendingQueue:
         self.broken = broken
         self.qos_priority = {q.name: q.priority for q in config.qos}
         self.jobs: dict[int, PendingJob] = {}
+        self.arrays: set[int] = set()  # rows of pending arrays (their tasks not yet split)
         self.exclude: dict[int, frozenset[tuple[str, int]]] = {}  # (node, GPU) to avoid
         self.unreadable: set[int] = set()  # told to `broken` once, then left alone
         self._loaded = False
@@ -61,6 +63,7 @@ class PendingQueue:
         for job_id in changed:
             self.jobs.pop(job_id, None)
             self.exclude.pop(job_id, None)
+            self.arrays.discard(job_id)
         self._read(self.store.pending_brief(changed))
         return True
 
@@ -69,7 +72,7 @@ class PendingQueue:
 
     def _read(self, rows: Iterable[Row], replace_all: bool = False) -> None:
         if replace_all:
-            self.jobs, self.exclude = {}, {}
+            self.jobs, self.exclude, self.arrays = {}, {}, set()
         for row in rows:
             if row["job_id"] in self.unreadable:
                 continue
@@ -80,6 +83,8 @@ class PendingQueue:
                 self.broken(row["job_id"], exc)
                 continue
             self.jobs[job.job_id] = job
+            if row["array_pending"] is not None:
+                self.arrays.add(job.job_id)
             if row["exclude"]:
                 pairs = frozenset((str(n), int(g)) for n, g in json.loads(row["exclude"]))
                 if pairs:
@@ -92,6 +97,7 @@ class PendingQueue:
         if not isinstance(brief, dict):
             raise Unreadable("its stored fields are not an object")
         deps = tuple(Dependency.model_validate(d) for d in brief.get("dependencies") or ())
+        pending = r["array_pending"]
         return PendingJob(
             job_id=r["job_id"],
             user=r["user"],
@@ -115,6 +121,7 @@ class PendingQueue:
             qos=r["qos"],
             account=r["account"],
             time_limit_s=r["time_limit_s"],
+            count=arrays.count(arrays.parse(pending)) if pending is not None else 1,
         )
 
 

@@ -145,9 +145,13 @@ class Views:
             return '{"jobs":[]}'
         return '{"jobs":[\n  ' + ",\n  ".join(t for _, t in entries) + "\n]}"  # a record a line
 
-    def show(self, job_id: int, who: Caller) -> dict[str, Any]:
-        """One job in full, its script and events included: for its user and admins."""
+    def show(self, job_id: int, who: Caller, task: int | None = None) -> dict[str, Any]:
+        """One job in full, its script and events included: for its user and admins.
+        With `task`, task `task` of array `job_id`: its own row, or, while it waits in
+        its array's row, that row (as `scontrol show job 12_3` shows the array's)."""
         now = self.reactor.clock()
+        if task is not None:
+            job_id = self.store.task_row(job_id, task)["job_id"]
         row = self.store.job(job_id)
         if row["uid"] != who.uid and not who.is_admin:
             raise PermissionDenied(

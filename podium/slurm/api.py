@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from podium import __version__, paths
+from podium.api import arrays
 from podium.api.backend import Backend, Feature
 from podium.api.caller import Caller, this_process
 from podium.api.records import would_queue
@@ -132,13 +133,25 @@ class SlurmBackend(Backend):
     def _jobs(self, which: JobFilter) -> list[dict[str, Any]]:
         return _select(self._records(), which)
 
-    def _job(self, job_id: int) -> dict[str, Any]:
-        found = [j for j in self._records() if j["job_id"] == job_id]
+    def _job(self, job_id: int, task: int | None) -> dict[str, Any]:
+        def wanted(j: dict[str, Any]) -> bool:
+            if task is None:
+                return bool(j["job_id"] == job_id)
+            if j.get("array_job_id") != job_id:
+                return False
+            pending = j.get("array_task_string")
+            return j.get("array_task_id") == task or (
+                pending is not None and arrays.holds(arrays.parse(pending), task)
+            )
+
+        found = [j for j in self._records() if wanted(j)]
         if not found:
-            found = [j for j in self._accounting() if j["job_id"] == job_id]
+            found = [j for j in self._accounting() if wanted(j)]
         if not found:
-            raise ApiError(f"no job {job_id} on the Slurm cluster", 404)
+            which = f"{job_id}_{task}" if task is not None else str(job_id)
+            raise ApiError(f"no job {which} on the Slurm cluster", 404)
         record = found[0]
+        job_id = record["job_id"]
         if not record.get("stdout") and record["state"] != "PENDING":
             fields = self.tools.show_job(job_id)
             for key, field in (("stdout", "StdOut"), ("stderr", "StdErr")):
@@ -149,25 +162,26 @@ class SlurmBackend(Backend):
     def _control(self, action: Action, selection: Selection) -> list[int]:
         ids = list(selection.job_ids)
         records = self._records()
-        if action == "cancel" and not ids:
+        if action == "cancel" and not ids and not selection.tasks:
             which = JobFilter(states=selection.states, user=selection.user, name=selection.name)
             ids = [j["job_id"] for j in _select(records, which)]
-        if not ids:
+        if not ids and not selection.tasks:
             return []
-        known = {j["job_id"] for j in records}
-        missing = [i for i in ids if i not in known]
+        known = {j["job_id"] for j in records} | {j.get("array_job_id") for j in records}
+        missing = [i for i in ids + [a for a, _ in selection.tasks] if i not in known]
         if missing:
             raise ApiError(f"no job {missing[0]} on the Slurm cluster", 404)
+        names = [*map(str, ids), *(f"{a}_{i}" for a, i in selection.tasks)]  # Slurm splits
         if action == "cancel":
-            self.tools.run(["scancel", *map(str, ids)])
+            self.tools.run(["scancel", *names])
         else:
-            self.tools.run(["scontrol", action, ",".join(map(str, ids))])
-        return ids
+            self.tools.run(["scontrol", action, ",".join(names)])
+        return ids + [a for a, _ in selection.tasks]
 
     def _set_time_limit(self, job_id: int, seconds: int | None) -> dict[str, Any]:
         limit = "UNLIMITED" if seconds is None else str(max(1, -(-seconds // 60)))  # minutes
         self.tools.run(["scontrol", "update", f"JobId={job_id}", f"TimeLimit={limit}"])
-        return self._job(job_id)
+        return self._job(job_id, None)
 
     def _accounting(self) -> list[dict[str, Any]]:
         """Ended jobs: sacct --json where slurmdbd runs, else the jobcomp text log."""

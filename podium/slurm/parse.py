@@ -160,16 +160,24 @@ def job_record(job: dict[str, Any], now: float) -> dict[str, Any]:
     by_node = {n: gpu_indices(d) for n, d in zip(nodes, details, strict=False)}
     code, signum = exit_status(job.get("exit_code")) if terminal else (None, None)
     reason = _text(job.get("state_reason"))
+    job_id = number(job.get("job_id")) or 0
     array_job = number(job.get("array_job_id")) or None
     array_task = number(job.get("array_task_id")) if array_job else None
+    pending_tasks = _text(job.get("array_task_string")) if array_job else None
+    if pending_tasks and array_task is None:
+        shown = f"{array_job}_[{pending_tasks}]"  # the tasks not yet started, as squeue shows
+    elif array_job:
+        shown = f"{array_job}_{array_task}"
+    else:
+        shown = str(job_id)
     cpus = number(job.get("cpus")) or 1
     time_limit = number(job.get("time_limit"))
-    job_id = number(job.get("job_id")) or 0
     record: dict[str, Any] = {
         "job_id": job_id,
-        "display_id": f"{array_job}_{array_task}" if array_job else str(job_id),
+        "display_id": shown,
         "array_job_id": array_job,
         "array_task_id": array_task,
+        "array_task_string": pending_tasks if array_task is None else None,
         "name": job.get("name") or "",
         "user": job.get("user_name") or str(job.get("user_id", "")),
         "uid": number(job.get("user_id")),
@@ -346,6 +354,7 @@ def jobcomp_record(line: str) -> dict[str, Any] | None:
         "display_id": fields["JobId"],
         "array_job_id": None,  # jobcomp/filetxt does not record arrays, tasks, output
         "array_task_id": None,
+        "array_task_string": None,
         "name": fields.get("Name", ""),
         "user": user.split("(")[0],
         "uid": int(uid_match.group(1)) if uid_match else None,

@@ -19,10 +19,11 @@ LIST_COLUMNS = (
     "partition, qos, state, reason, held, nice, submit_time, start_time, end_time, node, "
     "gpus, gpu_ids, cpus, mem_mb, time_limit_s, exit_code, signal, restart_count, stdout, "
     "stderr, work_dir, exclude, checkpoint_mtime, stalled_restarts, cpu_ids, preempt_mode, "
-    "brief"
+    "brief, array_pending"
 )
-# An array's tasks after its first store no spec of their own (""): they share the
-# first task's, whose id is the array's. This reads the spec of any row.
+# An array's tasks store no spec of their own (""): they share the array's row's (the
+# row whose id is the array's: its pending tasks, or its first task for arrays stored
+# by older versions). This reads the spec of any row.
 SPEC_VALUE = (
     "COALESCE(NULLIF(spec, ''), (SELECT p.spec FROM jobs p WHERE p.job_id = jobs.array_job_id))"
 )

@@ -9,10 +9,20 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from podium.api import arrays
 from podium.errors import NotFound
 from podium.spec.job import JobSpec, JobState
 from podium.store.brief import LIST_COLUMNS, SPEC_COLUMN, Row, brief_of
 from podium.store.changes import JobChanges
+
+# A task split off its array's row (JobStore.split_tasks): the array's fields, its own
+# index and the next id; no spec of its own (it reads the array row's).
+_SPLIT = """INSERT INTO jobs (array_job_id, array_task_id, array_throttle, name, user, uid,
+    gid, account, partition, qos, state, reason, held, nice, spec, submit_time, gpus, cpus,
+    mem_mb, time_limit_s, work_dir, brief, exclude)
+  SELECT array_job_id, ?, array_throttle, name, user, uid, gid, account, partition, qos,
+    state, reason, held, nice, '', submit_time, gpus, cpus, mem_mb, time_limit_s,
+    work_dir, brief, exclude FROM jobs WHERE job_id=?"""
 
 
 @dataclass(frozen=True)
@@ -42,7 +52,8 @@ class JobStore(JobChanges):
         now: float,
         idempotency_key: str | None = None,
     ) -> list[int]:
-        """Insert a job (or every task of an array job) as PENDING; return the ids.
+        """Insert a job (an array as one row, see `_insert`) as PENDING; return its id
+        (in a list).
 
         With `idempotency_key`, the submission is remembered (a day) in the same commit,
         so `submitted(uid, key)` finds its jobs when the client retries.
@@ -61,8 +72,8 @@ class JobStore(JobChanges):
         now: float,
         idempotency_key: str | None = None,
     ) -> list[list[int]]:
-        """Insert several jobs in one commit, all or none: each spec's ids (an array's
-        tasks), in order. `idempotency_key` remembers the whole batch (its ids, flat)."""
+        """Insert several jobs in one commit, all or none: each spec's id (in a list),
+        in order. `idempotency_key` remembers the whole batch (its ids, flat)."""
         created: list[list[int]] = []
         with self.transaction(durable=True) as conn:
             for spec in specs:
@@ -80,56 +91,93 @@ class JobStore(JobChanges):
     def _insert(
         self, conn: sqlite3.Connection, spec: JobSpec, uid: int, gid: int, user: str, now: float
     ) -> list[int]:
-        """One job's rows (every task of an array) and submit events, in `conn`'s
-        transaction; their ids. An array's tasks are inserted by one executemany (the
-        per-row work is SQLite's), numbered consecutively after its first task, whose
-        id is the array's and which alone stores the spec (see SPEC_COLUMN)."""
-        indices: Sequence[int | None] = spec.array.indices if spec.array else [None]
-        throttle = spec.array.throttle if spec.array else None
-        values = (
-            throttle,
-            spec.name,
-            user,
-            uid,
-            gid,
-            spec.account,
-            spec.partition,
-            spec.qos,
-            JobState.PENDING.value,
-            "Held" if spec.hold else "None",
-            int(spec.hold),
-            spec.nice,
-            spec.model_dump_json(),
-            now,
-            spec.gpus,
-            spec.cpus,
-            spec.mem_mb,
-            spec.time_limit_s,
-            spec.work_dir,
-            brief_of(spec),
+        """One job's row and its submit event, in `conn`'s transaction; its id (in a
+        list). An array, however many tasks it has, is one row too (O(1)): its id is
+        the array's, it stores the spec, and `array_pending` holds the indices of its
+        tasks not yet started (`split_tasks` gives a task a row of its own)."""
+        pending = arrays.format_ranges(arrays.compress(spec.array.indices)) if spec.array else None
+        cur = conn.execute(
+            """INSERT INTO jobs (array_throttle, name, user, uid, gid, account, partition, qos,
+                 state, reason, held, nice, spec, submit_time, gpus, cpus, mem_mb,
+                 time_limit_s, work_dir, brief, array_pending)
+               VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+            (
+                spec.array.throttle if spec.array else None,
+                spec.name,
+                user,
+                uid,
+                gid,
+                spec.account,
+                spec.partition,
+                spec.qos,
+                JobState.PENDING.value,
+                "Held" if spec.hold else "None",
+                int(spec.hold),
+                spec.nice,
+                spec.model_dump_json(),
+                now,
+                spec.gpus,
+                spec.cpus,
+                spec.mem_mb,
+                spec.time_limit_s,
+                spec.work_dir,
+                brief_of(spec),
+                pending,
+            ),
         )
-        insert = """INSERT INTO jobs (array_job_id, array_task_id, array_throttle, name,
-                     user, uid, gid, account, partition, qos, state, reason, held, nice,
-                     spec, submit_time, gpus, cpus, mem_mb, time_limit_s, work_dir, brief)
-                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"""
-        first = int(conn.execute(insert, (None, indices[0], *values)).lastrowid or 0)
-        if not spec.array:
-            self._event(conn, now, "submit", job_id=first)
-            return [first]
-        conn.execute("UPDATE jobs SET array_job_id=? WHERE job_id=?", (first, first))
-        shared = (*values[:12], "", *values[13:])  # the spec is the first task's (SPEC_COLUMN)
-        conn.executemany(insert, ((first, index, *shared) for index in indices[1:]))
-        ids = [
-            int(r[0])
-            for r in conn.execute(
-                "SELECT job_id FROM jobs WHERE array_job_id=? ORDER BY job_id", (first,)
-            )
-        ]
-        conn.executemany(
-            "INSERT INTO events (time, job_id, node, kind, detail) VALUES (?,?,NULL,'submit',NULL)",
-            ((now, job_id) for job_id in ids),
-        )
-        return ids
+        job_id = int(cur.lastrowid or 0)
+        detail = None
+        if spec.array:
+            conn.execute("UPDATE jobs SET array_job_id=? WHERE job_id=?", (job_id, job_id))
+            detail = f"array of {len(spec.array.indices)} task(s): {pending}"
+        self._event(conn, now, "submit", job_id=job_id, detail=detail)
+        return [job_id]
+
+    def split_tasks(
+        self, array_id: int, count: int, now: float, index: int | None = None
+    ) -> list[int]:
+        """Give `count` pending tasks of array `array_id` rows of their own (the lowest
+        indices first, or the task `index` alone), as Slurm splits a task off its
+        array's record when it starts or is acted on alone; their job ids, in index
+        order (fewer when fewer are pending; none when `index` is not).
+
+        A new row copies the array row's fields (its spec is the array row's, see
+        SPEC_COLUMN) under the next job id; the array's last pending task takes the
+        array row itself, which keeps the array's id (as in Slurm)."""
+        created: list[int] = []
+        with self.transaction() as conn:
+            row = conn.execute(
+                "SELECT array_pending FROM jobs WHERE job_id=? AND array_pending IS NOT NULL",
+                (array_id,),
+            ).fetchone()
+            if row is None:
+                return []
+            ranges = arrays.parse(row["array_pending"])
+            if index is not None and not arrays.holds(ranges, index):
+                return []
+            for _ in range(count if index is None else 1):
+                if not ranges:
+                    break
+                task = arrays.lowest(ranges) if index is None else index
+                ranges = arrays.without(ranges, task)
+                if ranges:
+                    cur = conn.execute(_SPLIT, (task, array_id))
+                    created.append(int(cur.lastrowid or 0))
+                    detail = f"task {task} of array {array_id}"
+                    self._event(conn, now, "submit", job_id=created[-1], detail=detail)
+                else:
+                    conn.execute(
+                        "UPDATE jobs SET array_task_id=?, array_pending=NULL WHERE job_id=?",
+                        (task, array_id),
+                    )
+                    created.append(array_id)
+            if ranges:
+                conn.execute(
+                    "UPDATE jobs SET array_pending=? WHERE job_id=?",
+                    (arrays.format_ranges(ranges), array_id),
+                )
+        self._changed.update([array_id, *created])
+        return created
 
     def submitted(self, uid: int, idempotency_key: str) -> list[int] | None:
         """The job ids a submission of `uid` with this key created, or None."""
@@ -160,6 +208,37 @@ class JobStore(JobChanges):
             "ORDER BY job_id",
             (*wanted, *wanted),
         ).fetchall()
+
+    def task_row(self, array_id: int, index: int) -> Row:
+        """The row that stands for task `index` of array `array_id`: its own once it
+        has one (started, or acted on alone), else the array's row while the task
+        waits in it (that row's `array_task_id` is not `index`); raises NotFound."""
+        row: Row | None = self.conn.execute(
+            f"SELECT {LIST_COLUMNS} FROM jobs WHERE array_job_id=? AND array_task_id=?",
+            (array_id, index),
+        ).fetchone()
+        if row is not None:
+            return row
+        row = self.conn.execute(
+            f"SELECT {LIST_COLUMNS} FROM jobs WHERE job_id=? AND array_pending IS NOT NULL",
+            (array_id,),
+        ).fetchone()
+        if row is None or not arrays.holds(arrays.parse(row["array_pending"]), index):
+            raise NotFound(f"no array task {array_id}_{index}")
+        return row
+
+    def rows_of(self, ids: Iterable[int]) -> list[Row]:
+        """The rows of exactly these jobs (no array's other tasks), with their specs."""
+        wanted = list(ids)
+        rows: list[Row] = []
+        for start in range(0, len(wanted), 900):  # SQLite's bound on host parameters
+            chunk = wanted[start : start + 900]
+            rows += self.conn.execute(
+                f"SELECT {LIST_COLUMNS}, {SPEC_COLUMN} FROM jobs "
+                f"WHERE job_id IN ({','.join('?' * len(chunk))})",
+                chunk,
+            ).fetchall()
+        return rows
 
     def jobs(
         self,
@@ -202,20 +281,24 @@ class JobStore(JobChanges):
         ).fetchall()
 
     def count_jobs(self, *, states: Sequence[str], user: str, qos: str) -> int:
-        """How many of `user`'s jobs of QoS `qos` are in one of `states`."""
+        """How many of `user`'s jobs of QoS `qos` are in one of `states`, each pending
+        task of an array counted (as Slurm counts them against submit limits)."""
         marks = ",".join("?" * len(states))
-        row = self.conn.execute(
-            f"SELECT COUNT(*) FROM jobs WHERE state IN ({marks}) AND user=? AND qos=?",
+        rows = self.conn.execute(
+            f"""SELECT array_pending, COUNT(*) FROM jobs WHERE state IN ({marks}) AND user=?
+                AND qos=? GROUP BY array_pending IS NULL, array_pending""",
             (*states, user, qos),
-        ).fetchone()
-        return int(row[0])
+        ).fetchall()
+        return sum(
+            n if pending is None else n * arrays.count(arrays.parse(pending)) for pending, n in rows
+        )
 
     def pending_brief(self, job_ids: Iterable[int] | None = None) -> list[Row]:
         """PENDING jobs (all, or those among `job_ids`) with what the scheduler reads of
         them: their brief, never the stored spec."""
         query = """SELECT job_id, user, name, account, partition, qos, submit_time, cpus,
                      mem_mb, gpus, nice, held, array_job_id, array_throttle, time_limit_s,
-                     exclude, brief FROM jobs WHERE state='PENDING'"""
+                     exclude, brief, array_pending FROM jobs WHERE state='PENDING'"""
         if job_ids is None:
             return self.conn.execute(query).fetchall()
         wanted = list(job_ids)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -138,5 +138,11 @@ CREATE TABLE IF NOT EXISTS steps (
     gpu_ids    TEXT NOT NULL,
     PRIMARY KEY (job_id, run, step_id)
 );
+""",
+    # Version 7: a pending array is one row (Slurm's array "meta" record) holding the
+    # indices of its tasks not yet given a row of their own (podium.api.arrays notation);
+    # NULL on every other row. Arrays stored by older versions keep a row per task.
+    7: """
+ALTER TABLE jobs ADD COLUMN array_pending TEXT;
 """,
 }

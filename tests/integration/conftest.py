@@ -137,6 +137,26 @@ class Cluster:
                     raise AssertionError(f"job {job_id} still {job['state']} ({job['reason']})")
                 time.sleep(0.05)
 
+    def wait_array(self, array_id: int, tasks: int, timeout: float = 60) -> dict[int, Any]:
+        """Wait until `tasks` tasks of array `array_id` have ended (each its own record
+        once it started: the array's record holds those that have not); by index."""
+        deadline = time.monotonic() + timeout
+        with self.api() as api:
+            while True:
+                jobs = api.get("/v1/jobs", params={"all": "true"}).json()["jobs"]
+                ended = {
+                    j["array_task_id"]: j
+                    for j in jobs
+                    if j["array_job_id"] == array_id
+                    and j["array_task_id"] is not None
+                    and j["state"] in TERMINAL
+                }
+                if len(ended) >= tasks:
+                    return ended
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"array {array_id}: {len(ended)} of {tasks} ended")
+                time.sleep(0.05)
+
     def wait_reason(self, job_id: int, reason: str, timeout: float = 30) -> dict[str, Any]:
         """Wait until a pass gives the pending job `job_id` this reason (passes follow
         changes: no fixed sleep guesses when one has run)."""

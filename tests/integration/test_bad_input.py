@@ -276,7 +276,9 @@ def test_a_damaged_database_is_refused_with_the_reason(damage: str) -> None:
     c = make_cluster()
     try:
         c.start()
-        c.submit("--hold", "--array=0-199", "-J", "history", "--wrap", "true")  # 200 rows
+        batch = c.work / "history.txt"
+        batch.write_text("--hold -J history --wrap true\n" * 200)
+        c.cli("submit", "--batch", str(batch), check=True)  # 200 rows
         c.stop()
         db = c.home / "podium.db"
         if damage == "empty":

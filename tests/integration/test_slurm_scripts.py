@@ -50,12 +50,11 @@ echo "task $SLURM_ARRAY_TASK_ID of $SLURM_ARRAY_TASK_COUNT ($range) in $SLURM_AR
         "sweep.sh",
     )
     first = cluster.submit("--array=0-6:2%2", "-o", "sweep-%A_%a.out", str(script))
-    listed = json.loads(cluster.cli("queue", "--all", "--json", check=True).stdout)
-    tasks = {j["array_task_id"]: j["job_id"] for j in listed if j["array_job_id"] == first}
+    tasks = cluster.wait_array(first, 4)
     assert sorted(tasks) == [0, 2, 4, 6]
     seen = []
-    for index, job_id in sorted(tasks.items()):
-        assert cluster.wait(job_id)["state"] == "COMPLETED"
+    for index, job in sorted(tasks.items()):
+        assert job["state"] == "COMPLETED"
         seen.append((cluster.work / f"sweep-{first}_{index}.out").read_text().strip())
     assert seen == [f"task {i} of 4 (0-6:2) in {first}" for i in (0, 2, 4, 6)]
 

@@ -193,12 +193,21 @@ def test_array_job_with_throttle(shared_cluster: Cluster) -> None:
         'echo "$PODIUM_ARRAY_JOB_ID $PODIUM_ARRAY_TASK_ID"\nsleep 0.5\n',
         "array.sh",
     )
-    array_id = c.submit(str(script))
-    jobs = json.loads(c.cli("queue", "--all", "--json", check=True).stdout)
-    tasks = [j for j in jobs if j["array_job_id"] == array_id]
+    array_id = c.submit("--hold", str(script))  # one record until a task starts (O(1))
+    (pending,) = [
+        j
+        for j in json.loads(c.cli("queue", "--json", check=True).stdout)
+        if j["array_job_id"] == array_id
+    ]
+    assert pending["display_id"] == f"{array_id}_[0-5%2]" and pending["array_task_id"] is None
+    one_each = json.loads(c.cli("queue", "--array", "--json", check=True).stdout)
+    listed = [j["display_id"] for j in one_each if j["array_job_id"] == array_id]
+    assert listed == [f"{array_id}_{i}" for i in range(6)]  # squeue -r
+    assert f"{array_id}_[0-5%2]" in c.cli("queue", check=True).stdout
+    c.cli("release", str(array_id), check=True)
+    tasks = list(c.wait_array(array_id, 6).values())
     assert sorted(j["array_task_id"] for j in tasks) == list(range(6))
-    for task in tasks:
-        c.wait(task["job_id"])
+    assert {j["state"] for j in tasks} == {"COMPLETED"}
     acct = [
         j
         for j in json.loads(c.cli("acct", "--json", check=True).stdout)

@@ -129,3 +129,43 @@ def test_squeue_fetches_the_keys_its_format_and_filters_read() -> None:
     assert set(FILTER_KEYS) <= set(keys)
     assert {"display_id", "partition", "elapsed_s", "node_count", "reason", "node"} <= set(keys)
     assert "work_dir" not in keys and "work_dir" in format_keys("%Z")
+
+
+def test_squeue_shows_a_pending_array_as_one_line_or_with_r_one_a_task(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from podium.compat.squeue import squeue
+
+    pending = record(
+        job_id=20, display_id="20_[2-4%1]", array_job_id=20, array_task_id=None,
+        array_task_string="2-4%1", state="PENDING", reason="JobArrayTaskLimit",
+    )  # fmt: skip
+    running = record(job_id=21, display_id="20_1", array_job_id=20, array_task_id=1)
+    jobs = [pending, running]
+    assert squeue(["-h", "-o", "%i %A %K"], lambda every, keys: jobs) == 0
+    assert capsys.readouterr().out.splitlines() == ["20_[2-4%1] 20 2-4%1", "20_1 20 1"]
+    assert squeue(["-h", "-r", "-o", "%i %K %t"], lambda every, keys: jobs) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "20_2 2 PD",
+        "20_3 3 PD",
+        "20_4 4 PD",
+        "20_1 1 R",
+    ]
+    assert squeue(["--json"], lambda every, keys: jobs) == 0
+    import json
+
+    from podium.slurm.parse import job_record
+
+    docs = json.loads(capsys.readouterr().out)["jobs"]
+    assert docs[0]["array_task_string"] == "2-4%1"
+    back = job_record(docs[0], 1.8e9)  # the Slurm backend reads a pending array back
+    assert back["display_id"] == "20_[2-4%1]" and back["array_task_id"] is None
+    assert job_record(docs[1], 1.8e9)["display_id"] == "20_1"
+
+
+def test_scancel_and_scontrol_name_one_array_task_alone() -> None:
+    from podium.compat.args import job_refs
+
+    assert job_refs(["12_3,14", "15_0"]) == ((14,), ((12, 3), (15, 0)))
+    with pytest.raises(ValueError, match="invalid job id '12_x'"):
+        job_refs(["12_x"])

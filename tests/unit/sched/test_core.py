@@ -87,6 +87,22 @@ def test_held_begin_time_dependencies_and_throttle() -> None:
     assert {s.job_id for s in d.starts} == {5, 6} and d.reasons[7] == "JobArrayTaskLimit"
 
 
+def test_a_pending_array_starts_as_many_tasks_as_fit_and_its_throttle_allows() -> None:
+    array = job(6, gpus=1, array_job_id=6, count=7)  # 7 tasks of one GPU, 4 GPUs free
+    later = job(9, gpus=1)
+    d = schedule(Snapshot(nodes=(NODE,), pending=(array, later)), now=10)
+    assert [s.job_id for s in d.starts] == [6, 6, 6, 6]
+    assert sorted(g for s in d.starts for g in s.gpu_indices) == [0, 1, 2, 3]
+    assert d.reasons == {6: "Resources", 9: "Priority"}  # the three left wait as one
+    throttled = job(6, gpus=1, array_job_id=6, array_throttle=3, count=7)
+    running = Allocation(job_id=5, node="n0", user="u", array_job_id=6)  # one task runs
+    d = schedule(Snapshot(nodes=(NODE,), running=(running,), pending=(throttled,)), now=10)
+    assert [s.job_id for s in d.starts] == [6, 6] and d.reasons[6] == "JobArrayTaskLimit"
+    few = job(6, gpus=1, array_job_id=6, count=2)
+    d = schedule(Snapshot(nodes=(NODE,), pending=(few,)), now=10)
+    assert [s.job_id for s in d.starts] == [6, 6] and 6 not in d.reasons
+
+
 def test_any_dependency_and_arrays_as_a_whole() -> None:
     dep = (Dependency(kind="afterok", job_ids=(10,)),)
     snap = Snapshot(

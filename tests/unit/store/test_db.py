@@ -22,33 +22,47 @@ def spec(**kw: object) -> JobSpec:
     return JobSpec(**base)  # type: ignore[arg-type]
 
 
-def test_wal_and_array_insert(tmp_path: Path) -> None:
+def test_an_array_is_one_row_until_its_tasks_split_off(tmp_path: Path) -> None:
     store = Store(tmp_path / "db")
     assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    ids = store.insert_jobs(
-        spec(array=ArraySpec(indices=(0, 3, 5), throttle=2)), uid=1, gid=1, user="u", now=1.0
+    (array,) = store.insert_jobs(
+        spec(array=ArraySpec(indices=(0, 3, 5, 6, 7), throttle=2)), uid=1, gid=1, user="u", now=1
     )
-    rows = store.jobs_by_ids([ids[0]])
-    assert [r["array_task_id"] for r in rows] == [0, 3, 5]
-    assert {r["array_job_id"] for r in rows} == {ids[0]}
-    assert store.array_members([ids[0]]) == {ids[0]: tuple(ids)}
+    (row,) = store.jobs_by_ids([array])
+    assert (row["array_job_id"], row["array_task_id"], row["array_pending"]) == (
+        array, None, "0,3,5-7")  # fmt: skip
+    assert store.count_jobs(states=["PENDING"], user="u", qos="normal") == 5
+    assert store.split_tasks(array, 1, now=2) == [array + 1]  # the lowest index first
+    assert store.split_tasks(array, 1, now=2, index=3) == [array + 2]  # or the one asked
+    assert store.split_tasks(array, 1, now=2, index=3) == []  # no longer pending
+    assert store.job(array)["array_pending"] == "5-7"
+    assert store.split_tasks(array, 9, now=3) == [array + 3, array + 4, array]  # the last: itself
+    rows = {r["job_id"]: r for r in store.jobs_by_ids([array])}
+    tasks = {r["array_task_id"]: j for j, r in rows.items()}
+    assert tasks == {0: array + 1, 3: array + 2, 5: array + 3, 6: array + 4, 7: array}
+    assert all(r["array_pending"] is None and r["array_throttle"] == 2 for r in rows.values())
+    assert store.array_members([array]) == {array: tuple(sorted(rows))}
+    assert store.count_jobs(states=["PENDING"], user="u", qos="normal") == 5
+    assert store.split_tasks(array, 1, now=4) == []
 
 
 def test_an_arrays_tasks_share_one_stored_spec_and_change_it_apart(tmp_path: Path) -> None:
     store = Store(tmp_path / "db")
-    first, second, third = store.insert_jobs(
+    (array,) = store.insert_jobs(
         spec(array=ArraySpec(indices=(0, 1, 2)), time_limit_s=600), uid=1, gid=1, user="u", now=1
     )
+    first, second, last = store.split_tasks(array, 3, now=2)
+    assert last == array
     stored = dict(store.conn.execute("SELECT job_id, spec FROM jobs").fetchall())
-    assert stored[second] == stored[third] == ""  # written once, on the first task's row
-    assert spec_of(store.job(third)) == spec_of(store.job(first))
-    assert [spec_of(r).name for r in store.jobs_by_ids([first], with_spec=True)] == ["j"] * 3
+    assert stored[first] == stored[second] == ""  # written once, on the array's row
+    assert spec_of(store.job(first)) == spec_of(store.job(array))
+    assert [spec_of(r).name for r in store.jobs_by_ids([array], with_spec=True)] == ["j"] * 3
 
-    assert store.set_time_limit(second, 60, "admin", 2.0)
-    assert store.set_time_limit(first, 120, "admin", 3.0)  # the array's own row
-    limits = [spec_of(store.job(j)).time_limit_s for j in (first, second, third)]
-    assert limits == [120, 60, 600]
-    assert [store.job(j)["time_limit_s"] for j in (first, second, third)] == [120, 60, 600]
+    assert store.set_time_limit(first, 60, "admin", 2.0)
+    assert store.set_time_limit(array, 120, "admin", 3.0)  # the array's own row
+    limits = [spec_of(store.job(j)).time_limit_s for j in (first, second, array)]
+    assert limits == [60, 600, 120]
+    assert [store.job(j)["time_limit_s"] for j in (first, second, array)] == [60, 600, 120]
 
 
 def test_a_job_starts_at_most_once(tmp_path: Path) -> None:
