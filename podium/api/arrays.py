@@ -11,6 +11,7 @@ Standard library only (the lean client expands `squeue -r` with it).
 from __future__ import annotations
 
 import heapq
+import itertools
 
 TYPE_CHECKING = False  # typing itself is not loaded on the client's lean path
 if TYPE_CHECKING:
@@ -41,6 +42,36 @@ def compress(indices: Iterable[int]) -> list[range]:
         out.append(range(values[i], values[j] + 1))
         i = j + 1
     return out
+
+
+def normal(ranges: Sequence[range]) -> list[range]:
+    """Ranges as `compress` would give them for the indices they hold, in O(ranges
+    log ranges) when their spans do not overlap (what people write); overlapping ones
+    are expanded (callers bound the count first)."""
+    spans = sorted((r for r in ranges if len(r)), key=lambda r: r.start)
+    if any(b.start <= a[-1] for a, b in itertools.pairwise(spans)):
+        return compress(i for r in spans for i in r)
+    out: list[range] = []
+    for r in spans:
+        if len(r) == 1:
+            r = range(r.start, r.start + 1)
+        last = out[-1] if out else None
+        if last is not None and last.step == r.step == 1 and r.start == last[-1] + 1:
+            out[-1] = range(last.start, r.stop)
+        elif len(r) == 2 and r.step > 1:  # two indices are two singletons in compress
+            out += [range(r.start, r.start + 1), range(r[-1], r[-1] + 1)]
+        else:
+            out.append(r)
+    return out
+
+
+def stride(ranges: Sequence[range]) -> int:
+    """The stride of the indices when they are evenly spaced (one index: 1), else 1
+    (SLURM_ARRAY_TASK_STEP)."""
+    spans = sorted((r for r in ranges if len(r)), key=lambda r: r.start)
+    gaps = {r.step for r in spans if len(r) > 1}
+    gaps |= {b.start - a[-1] for a, b in itertools.pairwise(spans)}
+    return gaps.pop() if len(gaps) == 1 else 1
 
 
 def parse(text: str) -> list[range]:
@@ -129,6 +160,8 @@ __all__ = [
     "format_ranges",
     "holds",
     "lowest",
+    "normal",
     "parse",
+    "stride",
     "without",
 ]

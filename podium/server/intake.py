@@ -70,9 +70,7 @@ class Intake:
         for number, one in enumerate(built, 1):
             with _naming(number, len(reqs)):
                 qos = one.spec.qos
-                adding[qos] = adding.get(qos, 0) + (
-                    len(one.spec.array.indices) if one.spec.array else 1
-                )
+                adding[qos] = adding.get(qos, 0) + (one.spec.array.count if one.spec.array else 1)
                 self._check_submit_limit(qos, adding[qos], who, active)
                 self._check_dependencies(one)
         return built
@@ -212,6 +210,6 @@ def would_queue_of(spec: JobSpec) -> dict[str, Any]:
             partition=spec.partition,
             qos=spec.qos,
             time_limit_s=spec.time_limit_s,
-            array_tasks=len(spec.array.indices) if spec.array else None,
+            array_tasks=spec.array.count if spec.array else None,
         )
     )

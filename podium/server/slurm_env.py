@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Mapping, Sequence
-from itertools import pairwise
 from typing import Any
 
+from podium.api import arrays
 from podium.spec.job import JobSpec
 from podium.store.db import Row
 
@@ -55,16 +55,6 @@ def without_inherited(env: Mapping[str, str]) -> dict[str, str]:
 def per_node(value: int, nodes: int) -> str:
     """Slurm's per-node list form: "4" on one node, "4(x3)" on three alike."""
     return str(value) if nodes == 1 else f"{value}(x{nodes})"
-
-
-def array_step(indices: Sequence[int]) -> int:
-    """SLURM_ARRAY_TASK_STEP: the stride when the indices are evenly spaced, else 1."""
-    if len(indices) < 2:
-        return 1
-    step = indices[1] - indices[0]
-    if all(b - a == step for a, b in pairwise(indices)):
-        return step
-    return 1
 
 
 def job_variables(
@@ -127,13 +117,13 @@ def job_variables(
         )
         env[name] = str(mem_mb if option == "mem" else amount)
     if row["array_job_id"] is not None and spec.array is not None:
-        indices = spec.array.indices
+        ranges = arrays.parse(spec.array.ranges)
         env.update(
             SLURM_ARRAY_JOB_ID=str(row["array_job_id"]),
             SLURM_ARRAY_TASK_ID=str(row["array_task_id"]),
-            SLURM_ARRAY_TASK_COUNT=str(len(indices)),
-            SLURM_ARRAY_TASK_MIN=str(min(indices)),
-            SLURM_ARRAY_TASK_MAX=str(max(indices)),
-            SLURM_ARRAY_TASK_STEP=str(array_step(indices)),
+            SLURM_ARRAY_TASK_COUNT=str(arrays.count(ranges)),
+            SLURM_ARRAY_TASK_MIN=str(arrays.lowest(ranges)),
+            SLURM_ARRAY_TASK_MAX=str(max(r[-1] for r in ranges)),
+            SLURM_ARRAY_TASK_STEP=str(arrays.stride(ranges)),
         )
     return env

@@ -113,7 +113,7 @@ class SlurmBackend(Backend):
                         partition=spec.partition or "(Slurm's default)",
                         qos=spec.qos or "(default)",
                         time_limit_s=spec.time_limit_s,
-                        array_tasks=len(spec.array.indices) if spec.array else None,
+                        array_tasks=spec.array.count if spec.array else None,
                     )
                 )
             ]

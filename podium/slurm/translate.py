@@ -187,7 +187,7 @@ def sbatch_options(spec: JobSpec) -> list[str]:
     if spec.kill_on_invalid_dep:
         opts.append(("kill-on-invalid-dep", "yes"))
     if spec.array is not None:
-        text = _ranges(spec.array.indices)
+        text = spec.array.ranges
         if spec.array.throttle:
             text += f"%{spec.array.throttle}"
         opts.append(("array", text))
@@ -296,14 +296,3 @@ def _duration(seconds: int) -> str:
 def _dependency(deps: tuple[Dependency, ...], any_of: bool) -> str:
     sep = "?" if any_of else ","
     return sep.join(d.kind + "".join(f":{j}" for j in d.job_ids) for d in deps)
-
-
-def _ranges(indices: tuple[int, ...]) -> str:
-    """Sorted indices as Slurm's array ranges: (0,1,2,5,7,8) -> "0-2,5,7-8"."""
-    runs: list[list[int]] = []
-    for value in sorted(set(indices)):
-        if runs and value == runs[-1][1] + 1:
-            runs[-1][1] = value
-        else:
-            runs.append([value, value])
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)

@@ -6,10 +6,12 @@ batch script, a YAML file and command-line options, and stored as JSON.
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Iterable
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from podium.api import arrays
 from podium.api.states import JobState
 
 DependencyKind = Literal["after", "afterok", "afternotok", "afterany", "singleton"]
@@ -35,10 +37,30 @@ class SignalSpec(Frozen):
 
 
 class ArraySpec(Frozen):
-    """--array: the task indices and the most that may run at once."""
+    """--array: the task indices, as ranges in Slurm's notation ("0-15:4,20",
+    podium.api.arrays: its size never matters), and the most that may run at once.
+    Specs stored before 2026-11-24 listed every index (`indices`): read as ranges."""
 
-    indices: tuple[int, ...]
+    ranges: str
     throttle: int | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _listed(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "indices" in data and "ranges" not in data:
+            data = dict(data)
+            data["ranges"] = arrays.format_ranges(arrays.compress(data.pop("indices")))
+        return data
+
+    @classmethod
+    def of(cls, indices: Iterable[int], throttle: int | None = None) -> ArraySpec:
+        """The spec of these indices."""
+        return cls(ranges=arrays.format_ranges(arrays.compress(indices)), throttle=throttle)
+
+    @property
+    def count(self) -> int:
+        """How many tasks."""
+        return arrays.count(arrays.parse(self.ranges))
 
 
 ExclusiveMode = Literal["none", "node", "user"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import signal as signals
 
+from podium.api import arrays
 from podium.errors import SpecError
 from podium.spec.job import ArraySpec, Dependency, DependencyKind, SignalSpec
 from podium.spec.options import Given
@@ -143,10 +144,7 @@ def array_spec(g: Given, max_size: int) -> ArraySpec:
         ranges.append(range(start, stop + 1, step))
     if sum(len(r) for r in ranges) > max_size:  # len(range) is O(1)
         raise option_error(g, f"an array may have at most {max_size} tasks (MaxArraySize)")
-    indices: set[int] = set()
-    for r in ranges:
-        indices.update(r)
-    return ArraySpec(indices=tuple(sorted(indices)), throttle=throttle)
+    return ArraySpec(ranges=arrays.format_ranges(arrays.normal(ranges)), throttle=throttle)
 
 
 _DEP_KINDS: tuple[DependencyKind, ...] = ("after", "afterok", "afternotok", "afterany")

@@ -95,7 +95,7 @@ class JobStore(JobChanges):
         list). An array, however many tasks it has, is one row too (O(1)): its id is
         the array's, it stores the spec, and `array_pending` holds the indices of its
         tasks not yet started (`split_tasks` gives a task a row of its own)."""
-        pending = arrays.format_ranges(arrays.compress(spec.array.indices)) if spec.array else None
+        pending = spec.array.ranges if spec.array else None
         cur = conn.execute(
             """INSERT INTO jobs (array_throttle, name, user, uid, gid, account, partition, qos,
                  state, reason, held, nice, spec, submit_time, gpus, cpus, mem_mb,
@@ -129,7 +129,7 @@ class JobStore(JobChanges):
         detail = None
         if spec.array:
             conn.execute("UPDATE jobs SET array_job_id=? WHERE job_id=?", (job_id, job_id))
-            detail = f"array of {len(spec.array.indices)} task(s): {pending}"
+            detail = f"array of {spec.array.count} task(s): {pending}"
         self._event(conn, now, "submit", job_id=job_id, detail=detail)
         return [job_id]
 

@@ -45,3 +45,14 @@ def test_ranges_round_trip_and_lose_exactly_the_index_taken(
     left = arrays.without(ranges, taken)
     assert set(arrays.each(left)) == indices - {taken}
     assert set(arrays.each(arrays.parse(arrays.format_ranges(left)))) == indices - {taken}
+
+
+@given(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 20), st.integers(1, 5)), min_size=1))
+def test_what_users_write_is_normalised_without_listing_it(
+    parts: list[tuple[int, int, int]],
+) -> None:
+    ranges = [range(start, start + length + 1, step) for start, length, step in parts]
+    indices = {i for r in ranges for i in r}
+    normal = arrays.normal(ranges)
+    assert set(arrays.each(normal)) == indices and arrays.count(normal) == len(indices)
+    assert arrays.stride(normal) == arrays.stride(arrays.compress(indices))

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from podium.api import arrays
 from podium.api.caller import Caller
 from podium.run.plan import LaunchPlan, TaskPlan
 from podium.run.task_env import task_environment
 from podium.server.admission import EmbeddedAdmission
-from podium.server.slurm_env import array_step, job_variables, per_node, without_inherited
+from podium.server.slurm_env import job_variables, per_node, without_inherited
 from podium.spec.build import SubmitRequest, build_job
 from podium.spec.job import JobSpec
 from tests.unit.spec.test_build import NOW, config
@@ -38,7 +39,12 @@ def row(**kw: Any) -> dict[str, Any]:
 
 def test_the_forms_slurm_writes() -> None:
     assert per_node(4, 1) == "4" and per_node(4, 3) == "4(x3)"
+
+    def array_step(indices: list[int]) -> int:
+        return arrays.stride(arrays.compress(indices))
+
     assert array_step([0, 4, 8, 12]) == 4 and array_step([1, 2, 5]) == 1 and array_step([7]) == 1
+    assert array_step([0, 2]) == 2 and array_step([0, 1, 2, 4]) == 1
 
 
 def test_a_job_gets_sbatchs_variables() -> None:

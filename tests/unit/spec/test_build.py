@@ -5,6 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from podium.api import arrays
 from podium.api.caller import Caller
 from podium.errors import SpecError
 from podium.server.admission import EmbeddedAdmission
@@ -97,7 +98,8 @@ def test_dependencies_arrays_signals() -> None:
     )
     assert build(options=["-d", "afterok:1?afternotok:2"]).dependency_any
     spec = build(options=["--array=0-6:2,9%2"])
-    assert spec.array is not None and spec.array.indices == (0, 2, 4, 6, 9)
+    assert spec.array is not None and spec.array.ranges == "0-6:2,9"
+    assert tuple(arrays.each(arrays.parse(spec.array.ranges))) == (0, 2, 4, 6, 9)
     assert spec.array.throttle == 2
     spec = build(options=["--signal=B:USR1@90"])
     assert spec.signal is not None
@@ -207,7 +209,9 @@ def test_arrays_are_sized_before_they_are_expanded() -> None:
     with pytest.raises(SpecError, match="at most 1001 tasks"):
         build(options=["--array=0-1000,0-1000:2"])
     assert time.monotonic() - began < 0.5
-    assert build(options=["--array=0-1000:500"]).array.indices == (0, 500, 1000)  # type: ignore[union-attr]
+    assert build(options=["--array=0-1000:500"]).array.ranges == "0-1000:500"  # type: ignore[union-attr]
+    big = build(options=["--array=0-399,600-999"]).array  # written as ranges, never listed
+    assert big is not None and big.ranges == "0-399,600-999" and big.count == 800
 
 
 def test_request_text_must_be_storable() -> None:

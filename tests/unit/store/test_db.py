@@ -26,7 +26,7 @@ def test_an_array_is_one_row_until_its_tasks_split_off(tmp_path: Path) -> None:
     store = Store(tmp_path / "db")
     assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     (array,) = store.insert_jobs(
-        spec(array=ArraySpec(indices=(0, 3, 5, 6, 7), throttle=2)), uid=1, gid=1, user="u", now=1
+        spec(array=ArraySpec.of((0, 3, 5, 6, 7), throttle=2)), uid=1, gid=1, user="u", now=1
     )
     (row,) = store.jobs_by_ids([array])
     assert (row["array_job_id"], row["array_task_id"], row["array_pending"]) == (
@@ -49,7 +49,7 @@ def test_an_array_is_one_row_until_its_tasks_split_off(tmp_path: Path) -> None:
 def test_an_arrays_tasks_share_one_stored_spec_and_change_it_apart(tmp_path: Path) -> None:
     store = Store(tmp_path / "db")
     (array,) = store.insert_jobs(
-        spec(array=ArraySpec(indices=(0, 1, 2)), time_limit_s=600), uid=1, gid=1, user="u", now=1
+        spec(array=ArraySpec.of((0, 1, 2)), time_limit_s=600), uid=1, gid=1, user="u", now=1
     )
     first, second, last = store.split_tasks(array, 3, now=2)
     assert last == array
@@ -155,3 +155,9 @@ def test_empty_and_damaged_databases_are_refused(tmp_path: Path) -> None:
     good.write_bytes(bytes(data))
     with pytest.raises(StoreError, match="is damaged"):
         Store(good)
+
+
+def test_a_spec_stored_with_every_index_listed_reads_as_ranges(tmp_path: Path) -> None:
+    old = spec(array=ArraySpec.of(range(3))).model_dump(mode="json")
+    old["array"] = {"indices": [0, 1, 2, 5], "throttle": None}  # how specs were stored before
+    assert JobSpec.model_validate(old).array == ArraySpec(ranges="0-2,5")
