@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Install Debian's packages for Podium's container runtime and its tests, if missing:
-# squashfs-tools (unsquashfs, mksquashfs) and busybox-static (the tests' tiny images).
+# squashfs-tools (unsquashfs, mksquashfs), busybox-static (the tests' tiny images), zstd
+# (zstd-compressed layers), docker-registry (a real registry on loopback for the import
+# tests) and skopeo and umoci (bench/image_import.py's by-hand peer).
 # Exit 0 when they are (or already were) installed; non-zero with the reason otherwise.
 set -euo pipefail
-want=(squashfs-tools busybox-static)
+want=(squashfs-tools busybox-static zstd docker-registry skopeo umoci)
 missing=()
 for p in "${want[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
