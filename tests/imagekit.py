@@ -20,6 +20,7 @@ import os
 import shutil
 import tarfile
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -207,6 +208,7 @@ class RegistryServer:
         self.login = login
         self.seen: list[tuple[str, str, bool]] = []
         self.corrupt: set[str] = set()  # digests served with one byte changed
+        self.slow_s = 0.0  # how long each blob takes to start coming
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -244,6 +246,7 @@ class RegistryServer:
                     return self._send(req, 401, b'{"errors": [{"code": "DENIED"}]}')
             return self._send(req, 200, json.dumps({"token": self.TOKEN}).encode())
         if path.startswith("/cdn/"):
+            time.sleep(self.slow_s)
             digest = path.removeprefix("/cdn/")
             data = self._blob(digest)
             if auth or data is None:  # the registry's token must not reach another host

@@ -9,8 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from podium.api.containers import is_image_path
-from podium.run.container import ContainerError, prepare, remove
+from podium.run.container import IMPORT_ENV, ContainerError, prepare, remove
 from podium.run.identity import Identity
 
 
@@ -28,11 +27,6 @@ def step_container(
             "--container-save is not supported here yet; use --container-name to keep a "
             "container's changes"
         )
-    if not is_image_path(image):
-        raise ValueError(
-            f"--container-image={image}: images are not pulled here yet; give the path of a "
-            "squashfs file (enroot import, mksquashfs) or of an image's root directory"
-        )
     home = env.get("PODIUM_HOME")
     if not home:
         raise ValueError("--container-image: this job's environment has no PODIUM_HOME")
@@ -43,6 +37,7 @@ def step_container(
         home=env.get("HOME"),
         writable=options.get("writable", True),
         devices=[f"/dev/nvidia{g}" for g in gpus if os.path.exists(f"/dev/nvidia{g}")],
+        import_env={k: v for k, v in env.items() if k in IMPORT_ENV},
     )
     who = Identity(os.getuid(), os.getgid(), tuple(os.getgroups()))
     try:

@@ -28,7 +28,9 @@ import ctypes
 import fcntl
 import hashlib
 import os
+import select
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -70,14 +72,12 @@ def prepare(request: dict[str, Any], run: str, who: Identity) -> dict[str, Any]:
     user, when the job or step is over.
     """
     image = str(request["image"])
-    if not is_image_path(image):
-        raise ContainerError(
-            f"--container-image={image}: the embedded cluster runs images from files; give "
-            "the path of a squashfs file (enroot import, mksquashfs) or of a root directory"
-        )
-    path = os.path.normpath(os.path.join(str(request["work_dir"]), image))
     user_cache = Path(request["cache_dir"]) / str(who.uid)
     _own_dir(user_cache, (who.uid, who.gid), 0o700)
+    if is_image_path(image):
+        path = os.path.normpath(os.path.join(str(request["work_dir"]), image))
+    else:
+        path = pulled(image, request, who, user_cache / "image-cache")
     state = user_cache / "run" / run
     with who.entered():
         _own_dir(user_cache / "run", None, 0o700)
@@ -106,6 +106,93 @@ def prepare(request: dict[str, Any], run: str, who: Identity) -> dict[str, Any]:
         "env_names": list(request.get("env_names") or []),
         "entrypoint": bool(request.get("entrypoint")),
     }
+
+
+# What a job's environment may set of an image pull at its start (podium.run.images).
+IMPORT_ENV = frozenset({
+    "PODIUM_ALLOW_HTTP", "PODIUM_CREDENTIALS", "PODIUM_IMAGE_CACHE", "PODIUM_IMAGE_CACHE_MAX",
+    "PODIUM_SQUASH_OPTIONS", "PODIUM_CONNECT_TIMEOUT", "XDG_CACHE_HOME", "XDG_CONFIG_HOME",
+    "ENROOT_CONFIG_PATH",
+})  # fmt: skip
+PULL_POLL_S = 0.25
+
+
+def pulled(image: str, request: dict[str, Any], who: Identity, fallback: Path) -> str:
+    """The squashfs of image reference `image` in the user's image cache, imported
+    first when it is not there (podium.run.images.importer.ensure), as Pyxis pulls a
+    reference at job start. The pull runs in a child that has taken the user's whole
+    identity (uid, gid, groups) and keeps nothing of this process's privileges or
+    descriptors, so what it reads from the network is handled as the user alone. A
+    user without a home directory keeps the cache in `fallback` (its container
+    directory). Returns early, raising ContainerError, when the job is stopped meanwhile
+    (a stop signal pending); raises ContainerError with the pull's reason."""
+    home = request.get("home")
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": home or "/"}
+    env.update({k: str(v) for k, v in (request.get("import_env") or {}).items() if k in IMPORT_ENV})
+    if not (home and os.path.isdir(home)) and "PODIUM_IMAGE_CACHE" not in env:
+        env["PODIUM_IMAGE_CACHE"] = str(fallback)
+    from podium.run.images.importer import preload
+
+    preload()  # the child may be a user who cannot read this interpreter's files
+    read_end, write_end = os.pipe2(os.O_CLOEXEC)
+    pid = os.fork()
+    if pid == 0:
+        _pull_child(image, env, who, write_end)
+    os.close(write_end)
+    chunks: list[bytes] = []
+    try:
+        while True:
+            ready, _, _ = select.select([read_end], [], [], PULL_POLL_S)
+            if ready:
+                chunk = os.read(read_end, 65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+            elif signal.sigpending() & STOPPING:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                raise ContainerError(f"--container-image={image}: stopped while it was pulled")
+    finally:
+        os.close(read_end)
+        os.waitpid(pid, 0)
+    kind, _, text = b"".join(chunks).decode(errors="replace").partition("\0")
+    if kind != "ok" or not text:
+        raise ContainerError(f"--container-image={image}: {text or 'the pull failed'}")
+    return text
+
+
+STOPPING = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2}
+
+
+def _pull_child(image: str, env: dict[str, str], who: Identity, out: int) -> None:
+    """The pulling child: become the user entirely, pull, report "ok\\0PATH" or
+    "err\\0WHY" on `out`. Never returns."""
+    code = 1
+    try:
+        os.closerange(3, out)
+        os.closerange(out + 1, 65536)
+        if os.geteuid() == 0 and who.uid != 0:
+            os.setgroups(list(who.groups))
+            os.setgid(who.gid)
+            os.setuid(who.uid)
+        os.umask(0o077)
+        os.environ.clear()
+        os.environ.update(env)
+        signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        from podium.run.images.importer import ensure
+        from podium.run.images.reference import ImageError
+
+        try:
+            message = "ok\0" + ensure(image)
+        except ImageError as exc:
+            message = "err\0" + str(exc)
+        os.write(out, message.encode()[:65536])
+        code = 0
+    except BaseException as exc:  # report, never return into the supervisor's code
+        with contextlib.suppress(OSError):
+            os.write(out, f"err\0{type(exc).__name__}: {exc}".encode()[:4000])
+    finally:
+        os._exit(code)
 
 
 def _own_dir(path: Path, owner: tuple[int, int] | None, mode: int) -> None:

@@ -369,6 +369,8 @@ def main(argv: list[str]) -> int:
         sup.supervise()
     except SpawnError as exc:
         sup.final_state, sup.reason = "FAILED", f"launch failed: {exc}"
+        if signal.sigpending() & set(STOP_SIGNALS):  # cancelled while it was starting
+            sup.final_state, sup.reason = "CANCELLED", "None"
     except OSError as exc:
         sup.final_state, sup.reason = "FAILED", f"launch failed: {exc.strerror}: {exc.filename}"
     except Exception:

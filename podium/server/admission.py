@@ -12,7 +12,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from podium.api.containers import is_image_path
 from podium.errors import SpecError, Unsatisfiable
+from podium.run.images import reference
 from podium.spec.build import Draft
 from podium.spec.cluster import ClusterConfig, Partition
 from podium.spec.suggest import did_you_mean
@@ -53,16 +55,15 @@ class EmbeddedAdmission:
 
 
 def _containers(draft: Draft) -> None:
-    """What the embedded cluster's container runtime (podium.run.container) cannot do
-    yet: pull images by reference, save a container, reuse a named one without its
-    image."""
+    """An image reference is one the job can pull (podium.run.images, at its start, as
+    Pyxis does); what the embedded cluster's container runtime cannot do yet: save a
+    container, reuse a named one without its image."""
     image = draft.given("container-image")
-    if image is not None and not str(image.value).startswith(("/", ".")):
-        raise Unsatisfiable(
-            f"{image.where}: --container-image={image.value}: the embedded cluster does not "
-            "pull images yet; give the path of a squashfs file (made by enroot import or "
-            "mksquashfs) or of an image's root directory"
-        )
+    if image is not None and not is_image_path(str(image.value)):
+        try:
+            reference.parse(str(image.value))
+        except reference.ImageError as exc:
+            raise SpecError(f"{image.where}: --container-image: {exc}") from None
     if (g := draft.given("container-save")) is not None:
         raise Unsatisfiable(
             f"{g.where}: --container-save: the embedded cluster cannot save containers yet; "

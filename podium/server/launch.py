@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from podium.run.container import IMPORT_ENV
 from podium.run.identity import Identity
 from podium.run.patterns import expand
 from podium.run.plan import LaunchPlan, TaskPlan
@@ -191,4 +192,5 @@ class Planner:
             "entrypoint": bool(spec.container_entrypoint),
             "env_names": list(spec.container_env),
             "devices": [g.device for g in self.node.gpus if g.index in mine and g.device],
+            "import_env": {k: v for k, v in spec.environment.items() if k in IMPORT_ENV},
         }

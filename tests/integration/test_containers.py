@@ -206,7 +206,8 @@ def test_a_named_container_keeps_its_changes_for_the_next_job(
     ("args", "expected"),
     [
         (["--container-image=/nonexistent/image.sqsh"], "/nonexistent/image.sqsh does not exist"),
-        (["--container-image=nvcr.io#nvidia/pytorch:24.07-py3"], "does not pull images yet"),
+        (["--container-image=nvcr.io#Nvidia/PyTorch:24.07"], "with a lower-case IMAGE"),
+        (["--container-image=docker://x#y#z"], "is not an image reference"),
         (["--container-image=/x.sqsh", "--container-mounts=data:/data"], "must be absolute"),
         (["--container-image=/x.sqsh", "--container-mounts=/a:/b:bogus"], "unknown flag 'bogus'"),
         (["--container-mounts=/a:/b"], "needs --container-image"),

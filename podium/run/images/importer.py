@@ -187,6 +187,18 @@ def ensure(text: str, arch: str | None = None, cache: Cache | None = None) -> st
         return import_image(text, None, arch, cache)
 
 
+def preload() -> None:
+    """Import now what an import loads on the way (decompressors, TLS), so that a
+    child that has dropped to a user who cannot read this Python's files still can."""
+    import bz2  # noqa: F401
+    import encodings.idna  # noqa: F401  (http.client's host names)
+    import gzip  # noqa: F401
+    import lzma  # noqa: F401
+    import zlib  # noqa: F401
+
+    import podium.run.images.cache  # noqa: F401
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m podium.run.images.importer REFERENCE`: ensure() it, print the path
     (what a job's supervisor runs as the job's user); errors are one line, exit 2."""
