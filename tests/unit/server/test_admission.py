@@ -48,7 +48,7 @@ def test_features_and_the_only_node() -> None:
     assert spec.nodelist == () and spec.exclude == ()
 
 
-def test_mail_needs_a_transport_and_containers_come_from_files() -> None:
+def test_mail_needs_a_transport_and_container_images_are_files_or_references() -> None:
     req = SubmitRequest(script="#!/bin/sh\n", options=["--mail-type=END"], cwd="/tmp")
     built = build_job(req, config(), ME, NOW, EmbeddedAdmission())
     assert built.spec.mail_types == ("END",)  # accepted, recorded, and the user is told
@@ -56,8 +56,10 @@ def test_mail_needs_a_transport_and_containers_come_from_files() -> None:
         "command line: --mail-type: this cluster has no mail transport, so its mail events "
         "are recorded (podium events), not sent",
     )
-    with pytest.raises(Unsatisfiable, match="does not pull images yet; give the path"):
-        build(options=["--container-image=nvcr.io#nvidia/pytorch:24.01-py3"])
+    pulled = build(options=["--container-image=nvcr.io#nvidia/pytorch:24.01-py3"])
+    assert pulled.container_image == "nvcr.io#nvidia/pytorch:24.01-py3"  # pulled at start
+    with pytest.raises(SpecError, match=r"--container-image: .* lower-case IMAGE"):
+        build(options=["--container-image=nvcr.io#Nvidia/PyTorch"])
     spec = build(
         options=[
             "--container-image=./env.sqsh",

@@ -121,11 +121,13 @@ def test_refused_with_the_reason() -> None:
         _script([], script="#!/bin/bash\n" + "#" * 200_000 + "\n")
 
 
-def test_embedded_cluster_refuses_image_references_it_cannot_pull() -> None:
+def test_embedded_cluster_takes_image_references_and_refuses_malformed_ones() -> None:
     embedded = default_config(gpus=0, cpus=8)
     req = SubmitRequest(options=["--container-image=x"], cwd="/", environment={}, wrap="true")
-    with pytest.raises(Unsatisfiable, match="does not pull images yet"):
-        build_job(req, embedded, WHO, NOW, EmbeddedAdmission())
+    assert build_job(req, embedded, WHO, NOW, EmbeddedAdmission()).spec.container_image == "x"
+    bad = SubmitRequest(options=["--container-image=a#b#c"], cwd="/", environment={}, wrap="1")
+    with pytest.raises(SpecError, match="is not an image reference"):
+        build_job(bad, embedded, WHO, NOW, EmbeddedAdmission())
 
 
 NASTY = [
