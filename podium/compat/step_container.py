@@ -11,6 +11,7 @@ from typing import Any
 
 from podium.run.container import IMPORT_ENV, ContainerError, prepare, remove
 from podium.run.identity import Identity
+from podium.run.nvidia import driver_files
 
 
 def step_container(
@@ -36,7 +37,12 @@ def step_container(
         cache_dir=f"{home}/containers",
         home=env.get("HOME"),
         writable=options.get("writable", True),
-        devices=[f"/dev/nvidia{g}" for g in gpus if os.path.exists(f"/dev/nvidia{g}")],
+        gpus=[
+            {"index": g, "uuid": "", "device": f"/dev/nvidia{g}"}
+            for g in gpus
+            if os.path.exists(f"/dev/nvidia{g}")
+        ],
+        driver_files=driver_files() if gpus else [],  # this host's driver, for its GPUs
         import_env={k: v for k, v in env.items() if k in IMPORT_ENV},
     )
     who = Identity(os.getuid(), os.getgid(), tuple(os.getgroups()))

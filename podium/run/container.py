@@ -24,7 +24,6 @@ container).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
 import hashlib
 import os
@@ -36,23 +35,33 @@ from pathlib import Path
 from typing import Any
 
 from podium.api.containers import is_image_path, parse_mounts
+from podium.run.container_gpus import give_gpus
 from podium.run.identity import Identity
+from podium.run.mounts import (
+    CLONE_NEWNS,
+    CLONE_NEWUSER,
+    MS_BIND,
+    MS_NODEV,
+    MS_NOSUID,
+    MS_PRIVATE,
+    MS_RDONLY,
+    MS_REC,
+    MS_REMOUNT,
+    MS_SLAVE,
+    PR_SET_DUMPABLE,
+    ContainerError,
+    libc_call,
+    mount,
+    point,
+    unshare,
+    write_proc,
+)
 
-CLONE_NEWNS = 0x00020000
-CLONE_NEWUSER = 0x10000000
-PR_SET_DUMPABLE = 4
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT = 1, 2, 4, 32
-MS_BIND, MS_REC, MS_PRIVATE, MS_SLAVE = 4096, 16384, 1 << 18, 1 << 19
 DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
 DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1"}
 DEV_LINKS |= {"stderr": "/proc/self/fd/2", "ptmx": "pts/ptmx"}
-NVIDIA_CONTROL = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
 PROPAGATION = {"private": MS_PRIVATE, "rprivate": MS_PRIVATE | MS_REC}
 PROPAGATION |= {"slave": MS_SLAVE, "rslave": MS_SLAVE | MS_REC}
-
-
-class ContainerError(Exception):
-    """The container cannot be made; the message says what is wrong and what would do."""
 
 
 # -- the supervisor's half ------------------------------------------------------
@@ -62,14 +71,14 @@ def prepare(request: dict[str, Any], run: str, who: Identity) -> dict[str, Any]:
     """The container of a job (or step), ready for `enter()`: raises ContainerError.
 
     `request` is the launch plan's `container` (image, work_dir, cache_dir, name,
-    mounts, workdir, writable, remap_root, mount_home, home, entrypoint, devices,
-    env_names); `who` is the job's user. The container's mount point and writable
-    layers go in `state` (returned), the directory `run` of the user's cache: on the
-    state disk, as enroot keeps containers in its data path, never in the job's
-    runtime directory (a tmpfs: what the job writes would fill memory). Only the
-    user's cache, whose parent is the daemon's, is made as this process; everything
-    in it, and every look at the image, is done as the user. `remove(state)`, as the
-    user, when the job or step is over.
+    mounts, workdir, writable, remap_root, mount_home, home, entrypoint, gpus
+    [{index, uuid, device}], driver_files, env_names); `who` is the job's user. The
+    container's mount point and writable layers go in `state` (returned), the
+    directory `run` of the user's cache: on the state disk, as enroot keeps
+    containers in its data path, never in the job's runtime directory (a tmpfs: what
+    the job writes would fill memory). Only the user's cache, whose parent is the
+    daemon's, is made as this process; everything in it, and every look at the image,
+    is done as the user. `remove(state)`, as the user, when the job or step is over.
     """
     image = str(request["image"])
     user_cache = Path(request["cache_dir"]) / str(who.uid)
@@ -102,7 +111,8 @@ def prepare(request: dict[str, Any], run: str, who: Identity) -> dict[str, Any]:
         "workdir": request.get("workdir") or "/",
         "remap_root": bool(request.get("remap_root")),
         "home": request.get("home") if request.get("mount_home") else None,
-        "devices": list(request.get("devices") or []),
+        "gpus": list(request.get("gpus") or []),
+        "driver_files": list(request.get("driver_files") or []),
         "env_names": list(request.get("env_names") or []),
         "entrypoint": bool(request.get("entrypoint")),
     }
@@ -268,62 +278,6 @@ def remove(state: Path | str) -> None:
 
 # -- the task's half ---------------------------------------------------------------
 
-_libc: Any = None
-
-
-def _mount(src: str | None, target: str, fstype: str | None, flags: int, data: str = "") -> None:
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-    if _libc.mount(
-        src and src.encode(), target.encode(), fstype and fstype.encode(),
-        ctypes.c_ulong(flags), data.encode() if data else None,
-    ) != 0:  # fmt: skip
-        err = ctypes.get_errno()
-        raise ContainerError(f"mount {src or fstype} on {target}: {os.strerror(err)}")
-
-
-def _libc_call(name: str, *args: int) -> None:
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-    if getattr(_libc, name)(*args) != 0:
-        err = ctypes.get_errno()
-        raise ContainerError(f"cannot make the container ({name}): {os.strerror(err)}")
-
-
-def _unshare(flags: int) -> None:
-    _libc_call("unshare", flags)
-
-
-def _write(path: str, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-    try:
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
-
-
-def _point(target: str, inside: str, is_dir: bool) -> str:
-    """The mount point for `inside` under `target`, made when missing (a writable
-    container can take it; a read-only one must already have it)."""
-    path = target + inside
-    if not os.path.lexists(path):
-        try:
-            if is_dir:
-                os.makedirs(path, exist_ok=True)
-            else:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))
-        except OSError as exc:
-            raise ContainerError(
-                f"cannot make {inside} in the image for a mount ({exc.strerror}); "
-                "use a writable container or an image that has it"
-            ) from None
-    if os.path.islink(path):
-        raise ContainerError(f"{inside} is a symlink in the image; mount somewhere else")
-    return path
-
 
 def enter(c: dict[str, Any], procid: int, env: dict[str, str]) -> tuple[dict[str, str], str]:
     """Move this process (a task's child, already the user) into container `c` (from
@@ -333,13 +287,13 @@ def enter(c: dict[str, Any], procid: int, env: dict[str, str]) -> tuple[dict[str
     # Having changed its ids from root, the process is not dumpable, which leaves its
     # /proc/self files root's: the uid map could not be written. It is the user's
     # alone now, and exec comes next (which sets dumpability from the program).
-    _libc_call("prctl", PR_SET_DUMPABLE, 1, 0, 0, 0)
-    _unshare(CLONE_NEWUSER | CLONE_NEWNS)
+    libc_call("prctl", PR_SET_DUMPABLE, 1, 0, 0, 0)
+    unshare(CLONE_NEWUSER | CLONE_NEWNS)
     inside = 0 if c["remap_root"] else uid
-    _write("/proc/self/setgroups", "deny")
-    _write("/proc/self/uid_map", f"{inside} {uid} 1")
-    _write("/proc/self/gid_map", f"{0 if c['remap_root'] else gid} {gid} 1")
-    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    write_proc("/proc/self/setgroups", "deny")
+    write_proc("/proc/self/uid_map", f"{inside} {uid} 1")
+    write_proc("/proc/self/gid_map", f"{0 if c['remap_root'] else gid} {gid} 1")
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
     target = c["target"]
     if c["layers"] is not None:
         layer = os.path.join(c["layers"], "" if c["named"] else f"task-{procid}")
@@ -355,58 +309,64 @@ def enter(c: dict[str, Any], procid: int, env: dict[str, str]) -> tuple[dict[str
                     f"the container {os.path.basename(layer)} is in use by another task"
                 ) from None  # the lock stays held by this process, through exec
         options = f"lowerdir={c['rootfs']},upperdir={upper},workdir={work},userxattr"
-        _mount("overlay", target, "overlay", 0, options)
+        mount("overlay", target, "overlay", 0, options)
     else:
-        _mount(c["rootfs"], target, None, MS_BIND | MS_REC)
-        _mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
-    _mount("/proc", _point(target, "/proc", True), None, MS_BIND | MS_REC)
-    _mount("/sys", _point(target, "/sys", True), None, MS_BIND | MS_REC)
-    dev = _point(target, "/dev", True)
-    _mount("tmpfs", dev, "tmpfs", MS_NOSUID, "mode=755")
-    nodes = [f"/dev/{n}" for n in DEV_NODES + NVIDIA_CONTROL] + list(c["devices"])
-    for node in nodes:
+        mount(c["rootfs"], target, None, MS_BIND | MS_REC)
+        mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
+    mount("/proc", point(target, "/proc", True), None, MS_BIND | MS_REC)
+    mount("/sys", point(target, "/sys", True), None, MS_BIND | MS_REC)
+    env = _image_env(env, c["env_names"], target)
+    dev = point(target, "/dev", True)
+    mount("tmpfs", dev, "tmpfs", MS_NOSUID, "mode=755")
+    for node in [f"/dev/{n}" for n in DEV_NODES]:
         if os.path.exists(node):
-            _mount(node, _point(target, node, False), None, MS_BIND)
+            mount(node, point(target, node, False), None, MS_BIND)
     for sub in ("pts", "shm"):
         os.mkdir(f"{dev}/{sub}", 0o755)
-    _mount("/dev/pts", f"{dev}/pts", None, MS_BIND | MS_REC)
+    mount("/dev/pts", f"{dev}/pts", None, MS_BIND | MS_REC)
     for name, points_to in DEV_LINKS.items():
         os.symlink(points_to, f"{dev}/{name}")
-    _mount("tmpfs", f"{dev}/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
-    _mount("tmpfs", _point(target, "/tmp", True), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    mount("tmpfs", f"{dev}/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    mount("tmpfs", point(target, "/tmp", True), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    env = give_gpus(target, c["gpus"], c["driver_files"], env)
     for etc in ("/etc/hosts", "/etc/resolv.conf"):
         if (
             os.path.isfile(etc)
             and os.path.lexists(target + etc)
             and not os.path.islink(target + etc)
         ):
-            _mount(etc, target + etc, None, MS_BIND)
+            mount(etc, target + etc, None, MS_BIND)
     binds: list[tuple[str, str, list[str]]] = [(c["home"], c["home"], [])] if c["home"] else []
     for src, dst, flags in binds + [tuple(m) for m in c["mounts"]]:
         if not os.path.exists(src):
             raise ContainerError(f"--container-mounts: {src} does not exist or is not yours to see")
-        point = _point(target, dst, os.path.isdir(src))
-        _mount(src, point, None, MS_BIND | MS_REC)
+        where = point(target, dst, os.path.isdir(src))
+        mount(src, where, None, MS_BIND | MS_REC)
         if "ro" in flags:
-            _mount(None, point, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
+            mount(None, where, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
         for flag in flags:
             if flag in PROPAGATION:
-                _mount(None, point, None, PROPAGATION[flag])
+                mount(None, where, None, PROPAGATION[flag])
     os.chroot(target)
     try:
         os.chdir(c["workdir"])
     except OSError as exc:
         raise ContainerError(f"--container-workdir={c['workdir']}: {exc.strerror}") from None
-    return _image_env(env, c["env_names"]), "/etc/rc" if c["entrypoint"] else ""
+    return env, "/etc/rc" if c["entrypoint"] else ""
 
 
-def _image_env(env: dict[str, str], keep: list[str]) -> dict[str, str]:
+def _image_env(env: dict[str, str], keep: list[str], target: str = "") -> dict[str, str]:
     """The job's environment with the image's (its /etc/environment, as enroot writes
-    it) over it, except for the names in `keep` (--container-env), which keep the
-    job's values."""
+    it, read under `target`) over it, except for the names in `keep`
+    (--container-env) and the job's own NVIDIA_* settings (as enroot's hook keeps
+    the caller's), which keep the job's values."""
     merged = dict(env)
+    keep = [*keep, *(k for k in env if k.startswith("NVIDIA_"))]
+    path = f"{target}/etc/environment"
+    if target and os.path.islink(path):
+        return merged  # a link could name a host file: the image's own file only
     try:
-        with open("/etc/environment", errors="replace") as fh:
+        with open(path, errors="replace") as fh:
             lines = fh.read(1 << 20).splitlines()
     except OSError:
         return merged

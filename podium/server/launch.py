@@ -17,6 +17,7 @@ from typing import Any
 
 from podium.run.container import IMPORT_ENV
 from podium.run.identity import Identity
+from podium.run.nvidia import driver_files
 from podium.run.patterns import expand
 from podium.run.plan import LaunchPlan, TaskPlan
 from podium.server.local_node import LocalNode
@@ -39,6 +40,7 @@ class Planner:
         self.config = config
         self.node = node
         self.owner_uid = os.geteuid()
+        self._driver_files: list[str] | None = None  # this host's, looked up on first use
 
     def identity(self, uid: int, gid: int, user: str, umask: int) -> Identity:
         """The identity a job of this user runs with. A daemon that is not root runs
@@ -170,6 +172,17 @@ class Planner:
             if os.geteuid() == 0:
                 os.chown(cache, uid, gid)
 
+    def driver_files(self) -> list[str]:
+        """The NVIDIA driver's files a container with GPUs may get (podium.run.nvidia):
+        what the declared GPUs declare, else what this host's linker knows (looked up
+        once)."""
+        declared = self.config.node.gpus.driver_files
+        if declared or self.config.node.gpus.source == "declared":
+            return list(declared)
+        if self._driver_files is None:
+            self._driver_files = driver_files()
+        return list(self._driver_files)
+
     def container_request(self, spec: JobSpec, uid: int, gpu_ids: list[int]) -> dict[str, Any]:
         """What the supervisor needs to make the job's container (podium.run.container):
         Pyxis' options, the user's image cache, the home to mount, the GPUs' devices."""
@@ -191,6 +204,11 @@ class Planner:
             "home": home,
             "entrypoint": bool(spec.container_entrypoint),
             "env_names": list(spec.container_env),
-            "devices": [g.device for g in self.node.gpus if g.index in mine and g.device],
+            "gpus": [
+                {"index": g.index, "uuid": g.uuid, "device": g.device}
+                for g in self.node.gpus
+                if g.index in mine and g.device
+            ],
+            "driver_files": self.driver_files() if mine else [],
             "import_env": {k: v for k, v in spec.environment.items() if k in IMPORT_ENV},
         }

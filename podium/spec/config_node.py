@@ -35,6 +35,11 @@ class GpuInventory(Closed):
         description="declared GPUs: each one's device file (one per GPU), so that a job "
         "cannot open a GPU it was not given; NVML GPUs use /dev/nvidiaN",
     )
+    driver_files: list[str] = Field(
+        default_factory=list,
+        description="declared GPUs: the NVIDIA driver's libraries and tools a container "
+        "with NVIDIA_VISIBLE_DEVICES gets (real GPUs: what ldconfig -p and PATH find)",
+    )
     topology: list[list[int]] = Field(
         default_factory=list,
         description="groups of GPU indices behind one NVLink domain or PCIe switch "

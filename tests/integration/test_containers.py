@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import Cluster
+from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
 from tests.integration.test_cleanup import _gone
 from tests.integration.test_permissions import _run, other_user
 
@@ -260,4 +260,96 @@ def test_srun_runs_a_step_in_an_image_the_seeds_workflow(
     ]
     assert "bad-mount-refused" in lines[-1]
     assert _layers_left(c, "root") == []
+    assert _host_mounts(c) == []
+
+
+GPU_PROBE = (
+    "echo CVD=$CUDA_VISIBLE_DEVICES; echo LD=$LD_LIBRARY_PATH;"
+    " ls /usr/local/nvidia/lib64 /usr/local/nvidia/bin 2>/dev/null | grep -v : | grep . | sort;"
+    " nvidia-smi 2>/dev/null || echo no-nvidia-smi; ls {devices} 2>/dev/null | grep -c gpu; true"
+)
+
+
+@pytest.fixture
+def gpu_cluster(images: dict[str, Path]) -> Iterator[tuple[Cluster, Path]]:
+    """A daemon with 4 declared GPUs, each with its own device node (on a major no
+    driver answers), and a declared driver: a libnvidia-ml, a libcuda and an
+    nvidia-smi (a script the image's busybox runs) in a directory everyone can read."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root (mknod)")
+    base = Path(tempfile.mkdtemp(prefix="podium-driver-"))
+    base.chmod(0o755)
+    devices = base / "dev"
+    devices.mkdir(mode=0o755)
+    for i in range(4):
+        os.mknod(devices / f"gpu{i}", 0o666 | 0o020000, os.makedev(240, 110 + i))
+    lib = base / "lib"
+    lib.mkdir(mode=0o755)
+    for name in ("libnvidia-ml", "libcuda"):
+        (lib / f"{name}.so.580.82").write_text("not really ELF\n")
+        (lib / f"{name}.so.1").symlink_to(f"{name}.so.580.82")
+    smi = base / "nvidia-smi"
+    smi.write_text('#!/bin/sh\necho "GPU 0: Declared H100 (UUID: GPU-declared)"\n')
+    subprocess.run(["chmod", "-R", "a+rX", str(base)], check=True)
+    smi.chmod(0o755)
+    nodes = ", ".join(str(devices / f"gpu{i}") for i in range(4))
+    files = ", ".join([str(lib / "libnvidia-ml.so.1"), str(lib / "libcuda.so.1"), str(smi)])
+    c = make_cluster()
+    config = (
+        (c.home / "cluster.yaml")
+        .read_text()
+        .replace(
+            "memory_mb: 81920}", f"memory_mb: 81920, devices: [{nodes}], driver_files: [{files}]}}"
+        )
+    )
+    (c.home / "cluster.yaml").write_text(config)
+    c.start()
+    try:
+        yield c, devices
+    finally:
+        teardown_cluster(c)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_container_gets_its_gpus_and_the_driver_nvidia_variables_ask_for(
+    gpu_cluster: tuple[Cluster, Path], other_user: str, images: dict[str, Path]
+) -> None:
+    """As enroot's nvidia hook: no NVIDIA_VISIBLE_DEVICES, no driver (the job's device
+    nodes only); "all" with the default capability, utility (libnvidia-ml and
+    nvidia-smi, not libcuda); compute adds libcuda; "none" keeps the driver without
+    devices; an unknown capability fails the job with the reason."""
+    c, devices = gpu_cluster
+    probe = GPU_PROBE.format(devices=devices)
+    image = f"--container-image={images['sqsh']}"
+
+    def run(*env: str) -> tuple[dict[str, object], list[str]]:
+        export = ["--export=ALL," + ",".join(env)] if env else []
+        job_id = _submit(
+            c, other_user, image, "--gpus=2", *export, "-o", "gpu-%j.out", "--wrap", probe
+        )
+        job = c.wait(job_id)
+        out = c.work / f"gpu-{job_id}.out"
+        return job, out.read_text().splitlines() if out.exists() else []
+
+    job, plain = run()
+    assert job["state"] == "COMPLETED", (job["reason"], plain)
+    assert plain == ["CVD=0,1", "LD=", "no-nvidia-smi", "2"]
+    job, utility = run("NVIDIA_VISIBLE_DEVICES=all")
+    assert job["state"] == "COMPLETED", (job["reason"], utility)
+    assert utility[0] == "CVD=0,1" and utility[1] == "LD=/usr/local/nvidia/lib64"
+    assert utility[2:-2] == [
+        "libnvidia-ml.so",
+        "libnvidia-ml.so.1",
+        "libnvidia-ml.so.580.82",
+        "nvidia-smi",
+    ]
+    assert utility[-2:] == ["GPU 0: Declared H100 (UUID: GPU-declared)", "2"]
+    job, compute = run("NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=compute,utility")
+    assert job["state"] == "COMPLETED" and "libcuda.so.1" in compute, compute
+    job, none = run("NVIDIA_VISIBLE_DEVICES=none")
+    assert job["state"] == "COMPLETED" and none[0] == "CVD=" and none[-1] == "0", none
+    assert "libnvidia-ml.so.1" in none
+    job, _ = run("NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=cmpute")
+    assert job["state"] == "FAILED"
+    assert "unknown capability 'cmpute'" in str(job["reason"]), job["reason"]
     assert _host_mounts(c) == []

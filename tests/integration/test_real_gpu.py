@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -157,3 +158,57 @@ def test_an_srun_step_sees_the_jobs_gpu_and_is_recorded(gpu_cluster: Cluster) ->
         ("batch", "COMPLETED", job["gpu_ids"]),
         ("0", "COMPLETED", job["gpu_ids"]),
     ]
+
+
+def _glibc_image(base: Path) -> Path:
+    """A root directory with busybox and the C libraries nvidia-smi links to (from
+    this host, by ldd): the driver's own files come from the container runtime."""
+    root = base / "rootfs"
+    for sub in ("bin", "etc", "proc", "sys", "dev", "tmp", "usr/local"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    busybox = shutil.which("busybox")
+    assert busybox is not None
+    shutil.copy(busybox, root / "bin" / "busybox")
+    for applet in ("sh", "ls", "echo", "cat"):
+        (root / "bin" / applet).symlink_to("busybox")
+    smi = shutil.which("nvidia-smi")
+    assert smi is not None
+    ldd = subprocess.run(["ldd", smi], capture_output=True, text=True, check=False).stdout
+    for line in ldd.splitlines():
+        path = line.split("=>")[-1].split("(")[0].strip()
+        if path.startswith("/") and "nvidia" not in path:
+            inside = root / path.lstrip("/")
+            inside.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(os.path.realpath(path), inside)
+    subprocess.run(["chmod", "-R", "a+rX", str(base)], check=True)
+    return root
+
+
+@needs_gpu
+@pytest.mark.skipif(
+    not (shutil.which("busybox") and shutil.which("nvidia-smi")),
+    reason="needs busybox-static and the driver's nvidia-smi",
+)
+def test_a_container_lists_exactly_its_gpu(gpu_cluster: Cluster) -> None:
+    """Issue 14: a containerised nvidia-smi -L (the driver mounted in as enroot's hook
+    does) lists the job's GPU and no other."""
+    base = Path(tempfile.mkdtemp(prefix="podium-gpu-image-"))
+    base.chmod(0o755)
+    try:
+        image = _glibc_image(base)
+        job_id = gpu_cluster.submit(
+            "--gpus=1", f"--container-image={image}", "--export=ALL,NVIDIA_VISIBLE_DEVICES=all",
+            "-o", str(gpu_cluster.work / "%j.out"),
+            "--wrap", "echo CVD=$CUDA_VISIBLE_DEVICES; nvidia-smi -L; ls /usr/local/nvidia/lib64",
+        )  # fmt: skip
+        job = gpu_cluster.wait(job_id, timeout=120)
+        out = (gpu_cluster.work / f"{job_id}.out").read_text()
+        print(out)
+        assert job["state"] == "COMPLETED", (job["reason"], out)
+        listed = [line for line in out.splitlines() if line.startswith("GPU ")]
+        nodes = json.loads(gpu_cluster.cli("nodes", "--json", check=True).stdout)[0]
+        given = [g["uuid"] for g in nodes["gpus"] if g["index"] in job["gpu_ids"]]
+        assert len(listed) == 1 and given[0] in listed[0], out
+        assert "CVD=0" in out and "libnvidia-ml.so.1" in out
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
