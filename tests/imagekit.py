@@ -105,6 +105,9 @@ class Built:
 def build(layers: list[bytes], cfg: dict[str, Any]) -> Built:
     """The blobs and OCI manifest of an image of `layers` (lowest first) and `cfg`."""
     out = Built()
+    cfg = dict(cfg, rootfs={"type": "layers", "diff_ids": [
+        digest_of(gzip.decompress(d) if d[:2] == b"\x1f\x8b" else d) for d in layers
+    ]})  # fmt: skip
     cfg_bytes = json.dumps(cfg).encode()
     out.blobs[digest_of(cfg_bytes)] = cfg_bytes
     descs = []

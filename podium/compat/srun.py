@@ -199,12 +199,32 @@ def run_step(opts: StepOptions, env: dict[str, str]) -> int:
         run = f"job-{env.get('SLURM_JOB_ID', '')}-step-{os.getpid()}"
         container = step_container(opts.container, env, opts.chdir, step.gpus, run)
     try:
-        return _run_step(opts, env, alloc, step, container)
+        code = _run_step(opts, env, alloc, step, container)
+        if container is not None and container.get("save"):
+            code = _save(container, env, code)
+        return code
     finally:
         if container is not None:
             from podium.compat.step_container import remove
 
             remove(container["state"])
+
+
+def _save(container: dict[str, Any], env: dict[str, str], code: int) -> int:
+    """--container-save after the step's tasks ended: srun's exit code, 1 when the
+    save failed (said in one line)."""
+    from podium.run.container import ContainerError
+    from podium.run.container_save import save
+    from podium.run.identity import Identity
+
+    who = Identity(os.getuid(), os.getgid(), tuple(os.getgroups()), os.umask(0o022))
+    os.umask(who.umask)
+    try:
+        save(container, str(container["save"]), who, env.get("PODIUM_SQUASH_OPTIONS"))
+    except ContainerError as exc:
+        print(f"srun: error: {exc}", file=sys.stderr)
+        return code or 1
+    return code
 
 
 def _run_step(

@@ -23,11 +23,6 @@ def step_container(
     image = options.get("image")
     if not isinstance(image, str):
         raise ValueError("--container-* options need --container-image here")
-    if "save" in options:
-        raise ValueError(
-            "--container-save is not supported here yet; use --container-name to keep a "
-            "container's changes"
-        )
     home = env.get("PODIUM_HOME")
     if not home:
         raise ValueError("--container-image: this job's environment has no PODIUM_HOME")

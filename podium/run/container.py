@@ -115,6 +115,7 @@ def prepare(request: dict[str, Any], run: str, who: Identity) -> dict[str, Any]:
         "driver_files": list(request.get("driver_files") or []),
         "env_names": list(request.get("env_names") or []),
         "entrypoint": bool(request.get("entrypoint")),
+        "save": _save_path(request),
     }
 
 
@@ -261,6 +262,14 @@ def _unpacked(image: str, cache: Path, who: Identity) -> str:
         raise ContainerError(f"--container-image={image}: not a squashfs you can read: {why}")
     finally:
         os.close(lock)
+
+
+def _save_path(request: dict[str, Any]) -> str | None:
+    """--container-save's file, relative paths from the job's working directory."""
+    save = request.get("save")
+    if not save:
+        return None
+    return os.path.join(str(request.get("work_dir") or "/"), str(save))
 
 
 def remove(state: Path | str) -> None:

@@ -97,6 +97,8 @@ class Supervisor:
         self.fault: str | None = None
         self.heartbeat: Path | None = None
         self.container_state: str | None = None  # its writable layers, in the user's cache
+        self.container: dict[str, Any] | None = None  # as prepared, for --container-save
+        self.save_failure: str | None = None  # why --container-save could not save
         self.heartbeat_timeout = float(getattr(plan, "heartbeat_timeout_s", None) or 0)
         if self.heartbeat_timeout:
             self.heartbeat = job_dir / HEARTBEAT_FILE
@@ -160,6 +162,7 @@ class Supervisor:
                 run = f"job-{plan.job_id}-{os.getpid()}"
                 container = prepare(request, run, job_identity(plan))
                 self.container_state = container["state"]
+                self.container = container
             except ContainerError as exc:
                 raise SpawnError(str(exc)) from None
         pgid = 0
@@ -301,6 +304,20 @@ class Supervisor:
                 self.contain.signal_all(signal.SIGKILL)
                 return
 
+    def save_container(self) -> None:
+        """--container-save: the container as the first task left it, saved as the
+        job's user (podium.run.container_save); a failure fails the job with why."""
+        from podium.run.container import ContainerError
+        from podium.run.container_save import save
+
+        assert self.container is not None
+        request = getattr(self.plan, "container", None) or {}
+        options = (request.get("import_env") or {}).get("PODIUM_SQUASH_OPTIONS")
+        try:
+            save(self.container, str(self.container["save"]), job_identity(self.plan), options)
+        except ContainerError as exc:
+            self.save_failure = str(exc)
+
     def result(self, leftover: int) -> dict[str, Any]:
         """The job's outcome: highest task exit code, first terminating signal, state."""
         tasks = []
@@ -322,6 +339,8 @@ class Supervisor:
             state = "COMPLETED"
         else:
             state = "FAILED"
+        if self.save_failure and state in ("COMPLETED", "FAILED"):
+            state, self.reason = "FAILED", self.save_failure
         if exit_code is None and sig is None:
             exit_code = 0
         return result_record(
@@ -380,6 +399,8 @@ def main(argv: list[str]) -> int:
         sup.final_state, sup.reason = "FAILED", "supervisor error (see supervisor.log)"
     leftover = sup.contain.kill_all(reap=sup._reap)
     sup._reap()
+    if sup.container and sup.container.get("save") and sup.final_state is None:
+        sup.save_container()  # the tasks ended by themselves: save what they left
     if sup.container_state:  # the tasks' writable layers (a named one stays)
         from podium.run.container import remove
 

@@ -56,19 +56,14 @@ class EmbeddedAdmission:
 
 def _containers(draft: Draft) -> None:
     """An image reference is one the job can pull (podium.run.images, at its start, as
-    Pyxis does); what the embedded cluster's container runtime cannot do yet: save a
-    container, reuse a named one without its image."""
+    Pyxis does); what the embedded cluster's container runtime cannot do yet: reuse a
+    named one without its image."""
     image = draft.given("container-image")
     if image is not None and not is_image_path(str(image.value)):
         try:
             reference.parse(str(image.value))
         except reference.ImageError as exc:
             raise SpecError(f"{image.where}: --container-image: {exc}") from None
-    if (g := draft.given("container-save")) is not None:
-        raise Unsatisfiable(
-            f"{g.where}: --container-save: the embedded cluster cannot save containers yet; "
-            "use --container-name to keep a container's changes between jobs"
-        )
     if image is None and (g := draft.given("container-name")) is not None:
         raise Unsatisfiable(
             f"{g.where}: --container-name: the embedded cluster needs the container's "

@@ -203,6 +203,7 @@ class Planner:
             "mount_home": bool(spec.container_mount_home),
             "home": home,
             "entrypoint": bool(spec.container_entrypoint),
+            "save": spec.container_save,
             "env_names": list(spec.container_env),
             "gpus": [
                 {"index": g.index, "uuid": g.uuid, "device": g.device}

@@ -245,6 +245,8 @@ def test_srun_runs_a_step_in_an_image_the_seeds_workflow(
         "echo batch-on-host $(test -e /marker && echo has-marker || echo no-marker)\n"
         f"srun -n 2 --container-image={images['sqsh']} --container-mounts={c.work}:/work "
         "--container-workdir=/work sh -c 'echo task $SLURM_PROCID $(cat /marker) $(pwd)'\n"
+        f"srun --container-image={images['sqsh']} --container-save={c.work}/step.sqsh"
+        " sh -c 'echo from-a-step > /state' && test -s step.sqsh && echo step-saved\n"
         f"srun --container-image={images['sqsh']} --container-mounts=/nonexistent:/x true"
         " || echo bad-mount-refused\n",
         "step.sh",
@@ -258,6 +260,7 @@ def test_srun_runs_a_step_in_an_image_the_seeds_workflow(
         "task 0 inside-the-image /work",
         "task 1 inside-the-image /work",
     ]
+    assert lines[3] == "step-saved"
     assert "bad-mount-refused" in lines[-1]
     assert _layers_left(c, "root") == []
     assert _host_mounts(c) == []
@@ -353,3 +356,32 @@ def test_a_container_gets_its_gpus_and_the_driver_nvidia_variables_ask_for(
     assert job["state"] == "FAILED"
     assert "unknown capability 'cmpute'" in str(job["reason"]), job["reason"]
     assert _host_mounts(c) == []
+
+
+def test_container_save_keeps_what_the_job_left_in_a_squashfs(
+    cluster: Cluster, other_user: str, images: dict[str, Path]
+) -> None:
+    """--container-save (Pyxis'): the image with the job's changes, deletions included,
+    saved as its user; a later job runs in it; a save that cannot be written fails the
+    job with the reason."""
+    c = cluster
+    saved = c.work / "saved.sqsh"
+    first = _submit(
+        c, other_user, f"--container-image={images['sqsh']}", "--container-save=saved.sqsh",
+        "--wrap", "echo kept > /kept-file; rm /marker",
+    )  # fmt: skip
+    assert c.wait(first)["state"] == "COMPLETED"
+    assert saved.is_file() and saved.stat().st_uid == pwd_uid(other_user)
+    second = _submit(
+        c, other_user, f"--container-image={saved}", "-o", "saved-%j.out",
+        "--wrap", "cat /kept-file; test -e /marker || echo marker-gone",
+    )  # fmt: skip
+    assert c.wait(second)["state"] == "COMPLETED"
+    assert (c.work / f"saved-{second}.out").read_text() == "kept\nmarker-gone\n"
+    bad = _submit(
+        c, other_user, f"--container-image={images['sqsh']}",
+        "--container-save=/nonexistent/x.sqsh", "--wrap", "true",
+    )  # fmt: skip
+    job = c.wait(bad)
+    assert job["state"] == "FAILED" and "--container-save=/nonexistent/x.sqsh" in job["reason"]
+    assert _host_mounts(c) == [] and _layers_left(c, other_user) == []
