@@ -1,0 +1,87 @@
+"""MIG layouts against each model's placement rules (podium.node.mig)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from podium.node import mig
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        ["7g.80gb"],
+        ["1g.10gb"] * 7,
+        ["1g.20gb"] * 4,
+        ["3g.40gb", "3g.40gb"],
+        ["4g.40gb", "3g.40gb"],
+        ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"],  # mig-parted's all-balanced
+        ["2g.20gb"] * 3 + ["1g.10gb"],
+        [],
+    ],
+)
+def test_layouts_a_real_h100_takes_are_placed(layout: list[str]) -> None:
+    slices = mig.place("h100-80gb", layout)
+    assert [s.profile.name for s in slices] == layout
+    used: set[int] = set()
+    for s in slices:
+        span = set(range(s.start, s.start + s.profile.memory))
+        assert s.start in s.profile.starts and not span & used
+        used |= span
+
+
+def test_all_balanced_needs_the_3g_slice_at_its_second_start() -> None:
+    slices = mig.place("h100-80gb", ["1g.10gb", "1g.10gb", "2g.20gb", "3g.40gb"])
+    assert slices[3].start == 4
+
+
+@pytest.mark.parametrize(
+    ("layout", "expected"),
+    [
+        (["1g.5gb"], "'1g.5gb' is not a MIG profile of the H100 80GB (expected one of 1g.10gb,"),
+        (["1g.10gb"] * 8, "H100 80GB: at most 7 x 1g.10gb (1g.10gb takes 1 memory slice(s) at "
+         "start 0/1/2/3/4/5/6)"),
+        (["4g.40gb", "4g.40gb"], "at most 1 x 4g.40gb"),
+        (["7g.80gb", "1g.10gb"], "needs 8 compute slices; a GPU has 7"),
+        (["3g.40gb", "3g.40gb", "1g.10gb"], "does not fit its 8 memory slices (3g.40gb takes 4"),
+    ],
+)  # fmt: skip
+def test_a_bad_layout_names_the_rule_in_one_line(layout: list[str], expected: str) -> None:
+    with pytest.raises(mig.MigLayoutError) as caught:
+        mig.place("h100-80gb", layout)
+    assert expected in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_models_are_found_by_type_and_memory() -> None:
+    assert mig.model_for("h100", 81920) == "h100-80gb"
+    assert mig.model_for("H100", 95830) == "h100-94gb"
+    assert mig.model_for("a100", 40960) == "a100-40gb"
+    assert mig.model_for("a100", 81920) == "a100-80gb"
+    assert mig.model_for("h200", 143771) == "h200-141gb"
+    assert mig.model_for("l40s", 49152) is None
+    assert "1g.18gb" in mig.profiles("h200-141gb")
+
+
+@given(st.lists(st.sampled_from(list(mig.MODELS["h100-80gb"])), max_size=8))
+def test_a_layout_is_placed_exactly_when_some_placement_exists(layout: list[str]) -> None:
+    """Against a brute force over every start of every slice."""
+    import itertools
+
+    known = mig.profiles("h100-80gb")
+    fits = False
+    if sum(known[n].compute for n in layout) <= mig.COMPUTE_SLICES:
+        for starts in itertools.product(*(known[n].starts for n in layout)):
+            spans = [
+                set(range(s, s + known[n].memory)) for s, n in zip(starts, layout, strict=True)
+            ]
+            if len(set().union(*spans)) == sum(len(x) for x in spans):
+                fits = True
+                break
+    try:
+        mig.place("h100-80gb", layout)
+        placed = True
+    except mig.MigLayoutError:
+        placed = False
+    assert placed == fits
