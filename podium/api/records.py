@@ -102,11 +102,13 @@ class GpuRecord(TypedDict):
     """One GPU of a node."""
 
     index: int
-    type: str | None
+    type: str | None  # a MIG slice's: its profile (1g.10gb)
     memory_mb: int | None
-    uuid: str | None
+    uuid: str | None  # a MIG slice's: MIG-...
+    parent: int | None  # a MIG slice's GPU (None: a whole GPU, or not known)
+    mig_start: int | None  # a MIG slice's first memory slice (None: not known)
     job_id: int | None  # the running job holding it
-    health: HealthRecord
+    health: HealthRecord  # a MIG slice's: its GPU's
 
 
 class NodeRecord(TypedDict):

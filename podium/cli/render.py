@@ -174,10 +174,12 @@ def show_nodes(nodes: list[dict[str, Any]]) -> None:
     for n in nodes:
         for g in n["gpus"]:
             h = g.get("health", {})
+            parent = g.get("parent")
             gpu_rows.append(
                 [
                     n["node"],
                     g["index"],
+                    (g.get("type") or "") if parent is None else f"{g['type']} of GPU {parent}",
                     "-" if g["job_id"] is None else g["job_id"],
                     h.get("label", ""),
                     h.get("fault") or "",
@@ -186,7 +188,11 @@ def show_nodes(nodes: list[dict[str, Any]]) -> None:
                 ]
             )
     if gpu_rows:
-        table(None, ["NODE", "GPU", "JOB", "HEALTH", "FAULT", "DEEP CHECK", "REASON"], gpu_rows)
+        table(
+            None,
+            ["NODE", "GPU", "TYPE", "JOB", "HEALTH", "FAULT", "DEEP CHECK", "REASON"],
+            gpu_rows,
+        )
 
 
 def show_record(record: dict[str, Any], skip: Callable[[str], bool] = lambda k: False) -> None:

@@ -31,6 +31,7 @@ from podium.compat.step_options import parse
 from podium.errors import PodiumError
 from podium.run.ports import free_port
 from podium.run.steps import STEP_DIR_ENV, create_step, step_record, update_step
+from podium.run.task_env import cuda_visible
 
 TYPE_CHECKING = False  # not `typing`'s: importing it costs srun's start-up ~5 ms
 if TYPE_CHECKING:
@@ -182,7 +183,7 @@ def task_env(
     if gpus:
         env["SLURM_STEP_GPUS"] = gpus
     if not alloc.hide_gpus:
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in step.task_gpus(rank))
+        env["CUDA_VISIBLE_DEVICES"] = cuda_visible(step.task_gpus(rank), env)
     return env
 
 

@@ -285,6 +285,11 @@ def format_node(node: Mapping[str, Any]) -> str:
     gpus = node.get("gpus_total") or 0
     kind = node.get("gpu_type")
     gres = f"gpu:{kind}:{gpus}" if kind and gpus else (f"gpu:{gpus}" if gpus else "(null)")
+    if any(g.get("parent") is not None for g in node.get("gpus") or []):
+        kinds: dict[str, int] = {}  # MIG: one gres type per profile, as Slurm lists them
+        for g in node["gpus"]:
+            kinds[g["type"]] = kinds.get(g["type"], 0) + 1
+        gres = ",".join(f"gpu:{t}:{n}" for t, n in kinds.items())
     lines = [
         [("NodeName", node["node"])],
         [("CPUAlloc", node["cpus_alloc"]), ("CPUTot", node["cpus_total"])],

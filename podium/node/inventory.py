@@ -22,7 +22,10 @@ from podium.spec.cluster import GpuInventory
 
 @dataclass(frozen=True)
 class GpuInfo:
-    """One GPU: index (NVML / PCI bus order), type, memory and UUID."""
+    """One GPU: index (NVML / PCI bus order), type, memory and UUID; or one MIG slice
+    of a GPU (`parent` set): its index then follows the GPUs' (podium.node.slices), its
+    type is its profile (1g.10gb), its UUID MIG-..., its device and bus id the parent's,
+    and `caps` the capability device files that open it (/dev/nvidia-caps/nvidia-capN)."""
 
     index: int
     type: str
@@ -30,11 +33,24 @@ class GpuInfo:
     uuid: str = ""
     pci: str = ""  # PCI bus id as the kernel log names it ("" when declared)
     device: str = ""  # its device file (/dev/nvidia0), for device confinement; "" if none
+    parent: int | None = None  # MIG slice: the index of the GPU it is part of
+    start: int | None = None  # MIG slice: its first memory slice (None: unknown)
+    caps: tuple[str, ...] = ()  # MIG slice: its GPU and compute instance access devices
 
     @property
     def bus_id(self) -> str:
         """The PCI bus id Xid lines name this GPU by; declared GPUs get 0000:<index>:00."""
-        return self.pci or declared_bus_id(self.index)
+        return self.pci or declared_bus_id(self.index if self.parent is None else self.parent)
+
+    @property
+    def physical(self) -> int:
+        """The index of the GPU this device is (itself) or is a slice of."""
+        return self.index if self.parent is None else self.parent
+
+    @property
+    def cuda_name(self) -> str:
+        """How CUDA_VISIBLE_DEVICES names it: the index, or a slice's MIG UUID."""
+        return str(self.index) if self.parent is None else self.uuid
 
 
 def declared_bus_id(index: int) -> str:
@@ -62,12 +78,12 @@ def gpu_type_name(product: str) -> str:
     return words[0] if words else "gpu"
 
 
-def _text(value: str | bytes) -> str:
+def nvml_text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
 @contextmanager
-def _nvml_session(nvml: NvmlSeam | None) -> Iterator[NvmlSeam | None]:
+def nvml_session(nvml: NvmlSeam | None) -> Iterator[NvmlSeam | None]:
     """NVML initialised for the block, or None when it cannot be read here."""
     if nvml is None:
         try:
@@ -88,7 +104,7 @@ def _nvml_session(nvml: NvmlSeam | None) -> Iterator[NvmlSeam | None]:
 
 def read_nvml(nvml: NvmlSeam | None = None) -> list[GpuInfo] | None:
     """The GPUs NVML reports, or None when NVML is not available on this machine."""
-    with _nvml_session(nvml) as session:
+    with nvml_session(nvml) as session:
         if session is None:
             return None
         gpus = []
@@ -98,9 +114,9 @@ def read_nvml(nvml: NvmlSeam | None = None) -> list[GpuInfo] | None:
             gpus.append(
                 GpuInfo(
                     index=index,
-                    type=gpu_type_name(_text(session.nvmlDeviceGetName(handle))),
+                    type=gpu_type_name(nvml_text(session.nvmlDeviceGetName(handle))),
                     memory_mb=int(memory.total // (1024 * 1024)),
-                    uuid=_text(session.nvmlDeviceGetUUID(handle)),
+                    uuid=nvml_text(session.nvmlDeviceGetUUID(handle)),
                     pci=_pci(session, handle),
                     device=_device_file(session, handle, index),
                 )
@@ -110,7 +126,7 @@ def read_nvml(nvml: NvmlSeam | None = None) -> list[GpuInfo] | None:
 
 def _pci(session: Any, handle: Any) -> str:
     try:
-        return _text(session.nvmlDeviceGetPciInfo(handle).busId)
+        return nvml_text(session.nvmlDeviceGetPciInfo(handle).busId)
     except Exception:  # an older seam or driver: Xids are then matched by index order
         return ""
 
@@ -135,7 +151,7 @@ CLOSE_LEVEL = 10
 def read_nvml_topology(nvml: NvmlSeam | None = None) -> list[list[int]] | None:
     """Groups of GPU indices whose common ancestor is at most one PCIe switch (or the
     same board), from NVML; None when NVML cannot be read."""
-    with _nvml_session(nvml) as session:
+    with nvml_session(nvml) as session:
         if session is None:
             return None
         count = session.nvmlDeviceGetCount()

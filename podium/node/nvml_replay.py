@@ -15,7 +15,11 @@ A recording:
                "temperature_c": 40, "recovery_action": 0, "clocks_event_reasons": 1,
                "processes": [[pid, mib], ...]}]}
 
-Any value may be "not_supported" or "gpu_lost" to raise that NVML error.
+Any value may be "not_supported" or "gpu_lost" to raise that NVML error. A GPU in MIG
+mode adds its MIG devices, as NVML lists them:
+
+    "mig": [{"uuid": "MIG-...", "name": "NVIDIA H100 80GB HBM3 MIG 1g.10gb",
+             "memory_total_mb": 9856, "gi": 9, "ci": 0, "start": 6}, ...]
 """
 
 from __future__ import annotations
@@ -68,6 +72,25 @@ class _Process:
     usedGpuMemory: int | None
 
 
+@dataclass(frozen=True)
+class MigHandle:
+    """A MIG device's handle: its GPU's handle and its slot."""
+
+    gpu: int
+    slot: int
+
+
+@dataclass
+class _Placement:
+    start: int
+    size: int
+
+
+@dataclass
+class _GpuInstanceInfo:
+    placement: _Placement
+
+
 @dataclass
 class _Field:
     nvmlReturn: int
@@ -90,11 +113,49 @@ class RecordedNvml:
     def from_file(cls, path: Path) -> RecordedNvml:
         return cls(json.loads(path.read_text()))
 
-    def _value(self, handle: int, key: str, default: Any = None) -> Any:
-        value = self.gpus[handle].get(key, default)
+    def _value(self, handle: int | MigHandle, key: str, default: Any = None) -> Any:
+        record = self._mig(handle) if isinstance(handle, MigHandle) else self.gpus[handle]
+        value = record.get(key, default)
         if isinstance(value, str) and value in _ERRORS:
             raise _ERRORS[value]()
         return value
+
+    def _mig(self, handle: MigHandle) -> dict[str, Any]:
+        return dict(self.gpus[handle.gpu]["mig"][handle.slot])
+
+    # MIG: mode, devices, their instances (podium.node.slices)
+
+    def nvmlDeviceGetMigMode(self, handle: int) -> tuple[int, int]:
+        if "mig" not in self.gpus[handle]:
+            raise NVMLError_NotSupported()
+        mode = 1 if self.gpus[handle]["mig"] else 0
+        return (mode, mode)
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, handle: int) -> int:
+        return 7 if self.gpus[handle].get("mig") else 0
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: int, slot: int) -> MigHandle:
+        if slot >= len(self.gpus[handle].get("mig") or []):
+            raise NVMLError(6, "Not Found")
+        return MigHandle(handle, slot)
+
+    def nvmlDeviceGetGpuInstanceId(self, handle: MigHandle) -> int:
+        return int(self._value(handle, "gi"))
+
+    def nvmlDeviceGetComputeInstanceId(self, handle: MigHandle) -> int:
+        return int(self._value(handle, "ci", 0))
+
+    def nvmlDeviceGetGpuInstanceById(self, handle: int, gi: int) -> MigHandle:
+        for slot, device in enumerate(self.gpus[handle].get("mig") or []):
+            if device.get("gi") == gi:
+                return MigHandle(handle, slot)
+        raise NVMLError(6, "Not Found")
+
+    def nvmlGpuInstanceGetInfo(self, instance: MigHandle) -> _GpuInstanceInfo:
+        start = self._value(instance, "start")
+        if start is None:
+            raise NVMLError(4, "Insufficient Permissions")
+        return _GpuInstanceInfo(_Placement(int(start), 0))
 
     def nvmlInit(self) -> None:
         pass
@@ -110,10 +171,10 @@ class RecordedNvml:
             raise NVMLError(2, "Invalid Argument")
         return index
 
-    def nvmlDeviceGetName(self, handle: int) -> str:
+    def nvmlDeviceGetName(self, handle: int | MigHandle) -> str:
         return str(self._value(handle, "name", "NVIDIA GPU"))
 
-    def nvmlDeviceGetUUID(self, handle: int) -> str:
+    def nvmlDeviceGetUUID(self, handle: int | MigHandle) -> str:
         return str(self._value(handle, "uuid", f"GPU-recorded-{handle}"))
 
     def nvmlDeviceGetPciInfo(self, handle: int) -> _Pci:
@@ -127,7 +188,7 @@ class RecordedNvml:
         minor = self.nvmlDeviceGetMinorNumber(handle)
         return str(self.gpus[handle].get("device") or f"/dev/nvidia{minor}")
 
-    def nvmlDeviceGetMemoryInfo(self, handle: int) -> _Memory:
+    def nvmlDeviceGetMemoryInfo(self, handle: int | MigHandle) -> _Memory:
         total = int(self._value(handle, "memory_total_mb", 81559)) << 20
         used = int(self._value(handle, "memory_used_mb", 0)) << 20
         return _Memory(total, used, total - used)
@@ -179,4 +240,4 @@ def load_nvml() -> Any:
     return pynvml
 
 
-__all__ = ["ENV", "NVMLError", "RecordedNvml", "load_nvml"]
+__all__ = ["ENV", "MigHandle", "NVMLError", "RecordedNvml", "load_nvml"]

@@ -60,7 +60,9 @@ def read_boot_id() -> str:
 class JobsOnNode(Protocol):
     """What the agent needs from the controller about the node's jobs."""
 
-    def gpu_owners(self) -> dict[int, int]: ...  # GPU index -> running job id
+    def gpu_jobs(
+        self,
+    ) -> dict[int, list[int]]: ...  # GPU index -> running jobs on it (MIG: several)
     def running_job_ids(self) -> list[int]: ...
     def fail_jobs(self, job_ids: list[int], reason: str, gpu: int | None) -> None: ...
 
@@ -123,7 +125,7 @@ class HealthAgent:
         if now >= self._next_quick and self._checking.acquire(blocking=False):
             try:
                 self._next_quick = now + self.h.interval_s
-                busy = set(self.jobs.gpu_owners())
+                busy = set(self.jobs.gpu_jobs())
                 for check in self._quick:
                     if isinstance(check, GpuChecks):  # leftover memory: GPUs with no job
                         check.idle = {g.index for g in self.gpus} - busy
@@ -231,11 +233,8 @@ class HealthAgent:
                 self._stop_jobs_on(after)  # broken hardware; a drain lets jobs finish
 
     def _stop_jobs_on(self, h: Health) -> None:
-        owners = self.jobs.gpu_owners()
-        if h.gpu is None:
-            victims = self.jobs.running_job_ids()
-        else:
-            victims = [owners[h.gpu]] if h.gpu in owners else []
+        owners = self.jobs.gpu_jobs()
+        victims = self.jobs.running_job_ids() if h.gpu is None else owners.get(h.gpu, [])
         if victims:
             self.jobs.fail_jobs(sorted(set(victims)), h.reason or "health: fault", h.gpu)
 
@@ -245,7 +244,7 @@ class HealthAgent:
         fenced = [h for h in self.table.all(self.node) if h.fenced]
         if not fenced:  # the usual case, every pass: nothing more to read
             return
-        owners = self.jobs.gpu_owners()
+        owners = self.jobs.gpu_jobs()
         running = bool(self.jobs.running_job_ids())
         boot = self.boot_id()
         ready: list[Health] = []
@@ -311,7 +310,7 @@ class HealthAgent:
     def _start_due_deep(self, now: float) -> None:
         if self._deep is not None or (not self._after_failure and now < self._next_idle_deep):
             return
-        owners = self.jobs.gpu_owners()
+        owners = self.jobs.gpu_jobs()
         fenced = {h.gpu for h in self.table.all(self.node) if h.fenced}
         free_failed = sorted(g for g in self._after_failure if g not in owners)
         if free_failed:

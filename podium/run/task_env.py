@@ -10,7 +10,18 @@ from typing import TYPE_CHECKING
 from podium.run.identity import Identity
 
 if TYPE_CHECKING:  # the supervisor reads the plan as plain JSON, to start fast
+    from collections.abc import Iterable, Mapping
+
     from podium.run.plan import LaunchPlan, TaskPlan
+
+MIG_DEVICES = "PODIUM_MIG_DEVICES"  # "index=MIG-uuid,...": the job's MIG slices
+
+
+def cuda_visible(gpu_ids: Iterable[int], env: Mapping[str, str]) -> str:
+    """CUDA_VISIBLE_DEVICES for these GPU indices: each GPU's index, a MIG slice's
+    UUID (as $PODIUM_MIG_DEVICES in the job's environment maps them)."""
+    names = dict(item.split("=", 1) for item in env.get(MIG_DEVICES, "").split(",") if "=" in item)
+    return ",".join(names.get(str(g), str(g)) for g in gpu_ids)
 
 
 def task_environment(
@@ -51,7 +62,9 @@ def task_environment(
         LOCAL_WORLD_SIZE=str(ntasks),
         CUDA_DEVICE_ORDER="PCI_BUS_ID",
         CUDA_VISIBLE_DEVICES=(
-            "" if getattr(plan, "hide_gpus", False) else ",".join(str(g) for g in task.gpu_ids)
+            ""
+            if getattr(plan, "hide_gpus", False)
+            else cuda_visible(task.gpu_ids, plan.environment)
         ),
     )
     env.update(  # this task's place, as srun(1) names it; the job's are in the plan

@@ -62,9 +62,11 @@ class Node:
     exclusive_users: set[str] = field(default_factory=set)
     hold: Hold | None = None
     types: dict[int, str] = field(default_factory=dict)
+    slices: frozenset[int] = frozenset()  # MIG slices: given only to jobs naming their type
 
     def __post_init__(self) -> None:
         self.types = {g.index: g.type for g in self.view.gpus}
+        self.slices = frozenset(g.index for g in self.view.gpus if not g.whole)
 
     def take(self, alloc: Allocation) -> None:
         self.cpus -= alloc.cpus
@@ -80,14 +82,17 @@ class Node:
             self.exclusive_users.add(alloc.user)
 
     def gpus_of(self, gpu_type: str | None) -> list[int]:
+        """The free GPUs of `gpu_type` (None: the whole GPUs, not MIG slices)."""
         if gpu_type is None:
-            return self.free_gpus
+            if not self.slices:
+                return self.free_gpus
+            return [g for g in self.free_gpus if g not in self.slices]
         return [g for g in self.free_gpus if self.types[g] == gpu_type]
 
     def matching(self, indices: Iterable[int], gpu_type: str | None) -> int:
-        """How many of these GPU indices are of `gpu_type` (all when None)."""
+        """How many of these GPU indices are of `gpu_type` (None: whole GPUs)."""
         if gpu_type is None:
-            return sum(1 for _ in indices)
+            return sum(1 for g in indices if g not in self.slices)
         return sum(1 for g in indices if self.types[g] == gpu_type)
 
 
@@ -166,5 +171,5 @@ def could_ever_fit(job: PendingJob, node: NodeView) -> bool:
     if job.cpus > node.cpus or job.mem_mb > node.memory_mb:
         return False
     if job.gpu_type is None:
-        return job.gpus <= len(node.gpus)
+        return job.gpus <= sum(1 for g in node.gpus if g.whole)
     return job.gpus <= sum(1 for g in node.gpus if g.type == job.gpu_type)

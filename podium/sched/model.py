@@ -37,10 +37,13 @@ class Policy:
 
 @dataclass(frozen=True)
 class GpuSlot:
-    """One GPU of a node, by its index as CUDA_VISIBLE_DEVICES names it."""
+    """One GPU of a node, by its index as CUDA_VISIBLE_DEVICES names it, or one MIG
+    slice of a GPU (`whole` False, `type` its profile). A job that names no GPU type
+    gets whole GPUs; slices are asked for by profile (--gres=gpu:1g.10gb:1)."""
 
     index: int
     type: str
+    whole: bool = True
 
 
 @dataclass(frozen=True)

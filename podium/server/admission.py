@@ -10,13 +10,14 @@ fit on the node.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Any
 
 from podium.api.containers import is_image_path
 from podium.errors import SpecError, Unsatisfiable
 from podium.run.images import reference
 from podium.spec.build import Draft
-from podium.spec.cluster import ClusterConfig, Partition
+from podium.spec.cluster import ClusterConfig, GpuInventory, Partition
 from podium.spec.suggest import did_you_mean
 from podium.spec.values import option_error, positive_int
 
@@ -176,16 +177,8 @@ def check_fits(job: dict[str, Any], config: ClusterConfig) -> None:
     """Raise Unsatisfiable when a job of these sizes (JobSpec fields) can never run on
     the cluster's node, with the reason."""
     node = config.node
-    gpus = node.gpus
-    if job["gpus"] > gpus.count:
-        raise Unsatisfiable(
-            f"the job asks for {job['gpus']} GPUs but node {node.name} has {gpus.count}"
-        )
-    if job["gpu_type"] and job["gpus"] and job["gpu_type"] != gpus.type:
-        raise Unsatisfiable(
-            f"the job asks for GPU type {job['gpu_type']!r} but node {node.name} has "
-            f"{gpus.count} x {gpus.type!r}"
-        )
+    if job["gpus"]:
+        check_gpus(job["gpus"], job["gpu_type"], node.name, node.gpus)
     if job["cpus"] > node.cpus:
         raise Unsatisfiable(
             f"the job asks for {job['cpus']} CPUs but node {node.name} has {node.cpus}"
@@ -195,3 +188,39 @@ def check_fits(job: dict[str, Any], config: ClusterConfig) -> None:
             f"the job asks for {job['mem_mb']} MiB of memory but node {node.name} has "
             f"{node.memory_mb} MiB"
         )
+
+
+def check_gpus(count: int, gpu_type: str | None, node: str, gpus: GpuInventory) -> None:
+    """Raise Unsatisfiable when `count` GPUs of `gpu_type` (None: whole GPUs of any
+    type) can never be had on the node: its whole GPUs, or its MIG slices by profile."""
+    whole = gpus.count - len(gpus.mig)
+    slices = Counter(p for layout in gpus.mig.values() for p in layout)
+    if gpu_type is not None and gpu_type in slices:
+        if count > slices[gpu_type]:
+            raise Unsatisfiable(
+                f"the job asks for {count} x {gpu_type} but node {node} has "
+                f"{slices[gpu_type]} MIG slice(s) of that profile"
+            )
+        return
+    if gpu_type is not None and gpu_type != gpus.type:
+        raise Unsatisfiable(
+            f"the job asks for GPU type {gpu_type!r} but node {node} has {_gpu_kinds(gpus)}"
+        )
+    if count > whole:
+        if gpus.mig:
+            first = min(slices, key=lambda p: (-slices[p], p))
+            raise Unsatisfiable(
+                f"the job asks for {count} whole GPU(s) but node {node} has {_gpu_kinds(gpus)}: "
+                f"ask for a slice by its profile, e.g. --gres=gpu:{first}:1"
+            )
+        raise Unsatisfiable(f"the job asks for {count} GPUs but node {node} has {gpus.count}")
+
+
+def _gpu_kinds(gpus: GpuInventory) -> str:
+    """ "2 x 'h100'", or with MIG: "1 x 'h100' whole and MIG slices 3g.40gb, 1g.10gb x2"."""
+    whole = gpus.count - len(gpus.mig)
+    if not gpus.mig:
+        return f"{gpus.count} x {gpus.type!r}"
+    slices = Counter(p for layout in gpus.mig.values() for p in layout)
+    listed = ", ".join(p if n == 1 else f"{p} x{n}" for p, n in sorted(slices.items()))
+    return f"{whole} x {gpus.type!r} whole and MIG slices {listed}"

@@ -131,7 +131,7 @@ class Controller:
             "qos": spec.qos,
             "account": spec.account,
         }
-        gpu_ids = [g.index for g in self.node.gpus][: spec.gpus]
+        gpu_ids = self.node.devices_for(spec.gpu_type)[: spec.gpus]
         cpu_ids = tuple((self.node.cpu_ids or ())[: spec.cpus])
         plan = self.planner.plan(
             row,

@@ -31,6 +31,7 @@ from podium.node.inventory import (
     read_nvml,
     resolve_inventory,
 )
+from podium.node.slices import layouts, resolve_slices
 from podium.recover.agent import HealthAgent
 from podium.run.cgroups import current_layout, enforcement, prepare_v2_base
 from podium.run.endwatch import watch_ended
@@ -165,7 +166,18 @@ def hide_real_gpus(node: LocalNode, real: list[GpuInfo]) -> None:
 def local_node(config: ClusterConfig, gpus: list[GpuInfo]) -> LocalNode:
     """The node jobs run on: its GPUs and topology, what jobs may not open, and what
     the daemon can enforce here (cgroups, devices)."""
-    node = LocalNode.from_config(config, gpus)
+    slices = resolve_slices(config.node.gpus, gpus)
+    found = layouts(slices)
+    declared_mig = {i: sorted(p) for i, p in config.node.gpus.mig.items()}
+    if declared_mig and {i: sorted(p) for i, p in found.items()} != declared_mig:
+        log.warning(
+            "node.gpus.mig declares %s but the GPUs are split as %s: scheduling what is "
+            "there (Podium never changes a MIG layout)",
+            config.node.gpus.mig,
+            found,
+        )
+    config.node.gpus.mig = found  # what admission checks requests against
+    node = LocalNode.from_config(config, gpus, slices)
     node.gpu_groups = tuple(tuple(g) for g in gpu_groups(config.node.gpus, gpus))
     if declared(config, gpus):
         real = read_nvml()
@@ -178,7 +190,7 @@ def local_node(config: ClusterConfig, gpus: list[GpuInfo]) -> LocalNode:
         os.geteuid() == 0,
         node.cgroup_v2_base,
         cpus_known=node.cpu_ids is not None,
-        devices_known=any(d is not None for d in node.gpu_devices.values()),
+        devices_known=any(node.gpu_devices.values()),
     )
     if not gpus:
         node.enforcement["devices"] = "nothing to confine: the node has no GPUs"

@@ -20,6 +20,7 @@ from podium.run.identity import Identity
 from podium.run.nvidia import driver_files
 from podium.run.patterns import expand
 from podium.run.plan import LaunchPlan, TaskPlan
+from podium.run.task_env import MIG_DEVICES
 from podium.server.local_node import LocalNode
 from podium.server.slurm_env import job_variables, without_inherited
 from podium.spec.cluster import ClusterConfig
@@ -89,9 +90,23 @@ class Planner:
             )
         )
         env["PATH"] = f"{COMPAT_BIN}:{env.get('PATH') or DEFAULT_PATH}"
+        names = self.mig_names(gpu_ids)
+        if names:  # CUDA_VISIBLE_DEVICES names slices by UUID (task_env, srun)
+            env[MIG_DEVICES] = names
+        else:
+            env.pop(MIG_DEVICES, None)
         env["PODIUM_PYTHON"] = sys.executable
         env["PODIUM_HOME"] = str(self.home)
         return env
+
+    def mig_names(self, gpu_ids: list[int]) -> str:
+        """ "index=MIG-uuid,..." for the MIG slices among `gpu_ids` ("" for none)."""
+        mine = set(gpu_ids)
+        return ",".join(
+            f"{d.index}={d.uuid}"
+            for d in self.node.devices
+            if d.index in mine and d.parent is not None
+        )
 
     def plan(
         self,
@@ -183,6 +198,17 @@ class Planner:
             self._driver_files = driver_files()
         return list(self._driver_files)
 
+    def container_gpus(self, mine: set[int]) -> list[dict[str, Any]]:
+        """The GPUs a container of a job holding `mine` shows (their device files):
+        each whole GPU, and the GPU of each MIG slice once (CUDA_VISIBLE_DEVICES then
+        picks the slice by its UUID)."""
+        parents = {d.physical for d in self.node.devices if d.index in mine}
+        return [
+            {"index": g.index, "uuid": g.uuid, "device": g.device}
+            for g in self.node.gpus
+            if g.index in parents and g.device
+        ]
+
     def container_request(self, spec: JobSpec, uid: int, gpu_ids: list[int]) -> dict[str, Any]:
         """What the supervisor needs to make the job's container (podium.run.container):
         Pyxis' options, the user's image cache, the home to mount, the GPUs' devices."""
@@ -205,11 +231,7 @@ class Planner:
             "entrypoint": bool(spec.container_entrypoint),
             "save": spec.container_save,
             "env_names": list(spec.container_env),
-            "gpus": [
-                {"index": g.index, "uuid": g.uuid, "device": g.device}
-                for g in self.node.gpus
-                if g.index in mine and g.device
-            ],
+            "gpus": self.container_gpus(mine),
             "driver_files": self.driver_files() if mine else [],
             "import_env": {k: v for k, v in spec.environment.items() if k in IMPORT_ENV},
         }

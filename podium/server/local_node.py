@@ -6,13 +6,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from podium.node.inventory import GpuInfo, device_number, node_cpu_ids
+from podium.node.slices import schedulable
 from podium.run.bpfdev import Device
 from podium.spec.cluster import ClusterConfig
 
 
 @dataclass
 class LocalNode:
-    """What the daemon knows of the machine it runs jobs on."""
+    """What the daemon knows of the machine it runs jobs on. `gpus` are its physical
+    GPUs (health checks, Xids); `devices` what jobs are given: the GPUs not in MIG
+    mode and the MIG slices (podium.node.slices), by index."""
 
     name: str
     cpus: int
@@ -20,27 +23,61 @@ class LocalNode:
     gpus: list[GpuInfo]
     gpu_groups: tuple[tuple[int, ...], ...] = ()
     cpu_ids: tuple[int, ...] | None = None  # None: CPUs counted, not given by id
-    gpu_devices: dict[int, Device | None] = field(default_factory=dict)
+    devices: list[GpuInfo] = field(default_factory=list)
+    gpu_devices: dict[int, tuple[Device, ...]] = field(default_factory=dict)  # device -> files
     denied_everywhere: tuple[Device, ...] = ()  # devices no job may open
     hide_gpus: bool = False  # jobs get an empty CUDA_VISIBLE_DEVICES (declared on real)
     gpu_note: str | None = None  # what users should know about the GPUs
     cgroup_v2_base: str | None = None  # set by the daemon when it prepared one
     enforcement: dict[str, str] = field(default_factory=dict)  # resource -> how (or not)
 
+    def __post_init__(self) -> None:
+        if not self.devices:
+            self.devices = list(self.gpus)
+
     @classmethod
-    def from_config(cls, config: ClusterConfig, gpus: list[GpuInfo]) -> LocalNode:
+    def from_config(
+        cls, config: ClusterConfig, gpus: list[GpuInfo], slices: list[GpuInfo] | None = None
+    ) -> LocalNode:
+        devices = schedulable(gpus, slices or [])
         return cls(
             name=config.node.name,
             cpus=config.node.cpus,
             memory_mb=config.node.memory_mb,
             gpus=gpus,
             cpu_ids=node_cpu_ids(config.node.cpus),
-            gpu_devices={g.index: device_number(g.device) for g in gpus},
+            devices=devices,
+            gpu_devices={d.index: _device_numbers(d) for d in devices},
         )
 
+    def parent_of(self, index: int) -> int:
+        """The physical GPU a device index is (a GPU) or is part of (a MIG slice)."""
+        for d in self.devices:
+            if d.index == index:
+                return d.physical
+        return index
+
+    def devices_for(self, gpu_type: str | None) -> list[int]:
+        """The indices of the devices a request of `gpu_type` may get: a MIG profile's
+        slices, else the whole GPUs (of that type)."""
+        slices = [d.index for d in self.devices if d.parent is not None and d.type == gpu_type]
+        if slices:
+            return slices
+        return [d.index for d in self.devices if d.parent is None and gpu_type in (None, d.type)]
+
     def denied_devices(self, gpu_ids: list[int]) -> list[Device]:
-        """The devices a job holding `gpu_ids` must not open: every other GPU's, and
-        those no job may open (ConstrainDevices)."""
+        """The devices a job holding `gpu_ids` must not open: every other GPU's (a
+        slice's: its MIG capability files; the GPU's own file is shared with the
+        other slices of the GPU), and those no job may open (ConstrainDevices)."""
         mine = set(gpu_ids)
-        others = [d for i, d in self.gpu_devices.items() if i not in mine and d is not None]
-        return sorted(set(others) | set(self.denied_everywhere))
+        allowed: set[Device] = set()
+        others: set[Device] = set()
+        for index, files in self.gpu_devices.items():
+            (allowed if index in mine else others).update(files)
+        return sorted((others - allowed) | set(self.denied_everywhere))
+
+
+def _device_numbers(device: GpuInfo) -> tuple[Device, ...]:
+    """The device numbers of a GPU's file, or a slice's GPU file and capability files."""
+    files = (device.device, *device.caps)
+    return tuple(n for n in (device_number(f) for f in files) if n is not None)

@@ -140,10 +140,15 @@ class Reactor:
     def running_rows(self) -> list[Row]:
         return self.store.jobs(states=[RUNNING])
 
-    def gpu_owners(self) -> dict[int, int]:
-        """GPU index -> the running job holding it."""
+    def gpu_jobs(self) -> dict[int, list[int]]:
+        """Physical GPU index -> the running jobs on it: the one holding it whole, or
+        those holding its MIG slices."""
         with self.lock:
-            return gpu_owners(self.running_rows())
+            owners = gpu_owners(self.running_rows())
+        out: dict[int, list[int]] = {}
+        for index, job_id in sorted(owners.items()):
+            out.setdefault(self.node.parent_of(index), []).append(job_id)
+        return out
 
     def running_job_ids(self) -> list[int]:
         with self.lock:

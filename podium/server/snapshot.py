@@ -134,17 +134,22 @@ def next_begin(jobs: Iterable[PendingJob], now: float) -> float | None:
 def node_view(
     node: LocalNode, store: Store, health: HealthTable
 ) -> tuple[NodeView, set[int | None], set[tuple[str, int | None]]]:
-    """The node as the scheduler sees it, the fenced GPUs (None: the node) and the
-    (node, GPU) pairs not fully healthy."""
+    """The node as the scheduler sees it, the fenced GPUs (None: the node; a fenced
+    GPU's MIG slices with it) and the (node, GPU) pairs not fully healthy."""
     node_row = store.node(node.name)
     rows = health.all(node.name)
-    fenced = {h.gpu for h in rows if h.fenced}
+    fenced: set[int | None] = {h.gpu for h in rows if h.fenced}
+    fenced |= {d.index for d in node.devices if d.parent is not None and d.parent in fenced}
     unhealthy = {(h.node, h.gpu) for h in rows if h.label is not Label.SCHEDULABLE}
     view = NodeView(
         name=node.name,
         cpus=node.cpus,
         memory_mb=node.memory_mb,
-        gpus=tuple(GpuSlot(g.index, g.type) for g in node.gpus if g.index not in fenced),
+        gpus=tuple(
+            GpuSlot(g.index, g.type, g.parent is None)
+            for g in node.devices
+            if g.index not in fenced
+        ),
         schedulable=node_row["admin_state"] == "up" and None not in fenced,
         gpu_groups=node.gpu_groups,
     )

@@ -180,7 +180,7 @@ class Views:
         mem_alloc = sum(r["mem_mb"] for r in running)
         node_row = self.store.node(node.name)
         used = len(owner)
-        total = len(node.gpus)
+        total = len(node.devices)
         health = {h.gpu: h for h in self.reactor.health.all(node.name)}
         node_health = health.get(None, Health(node.name, None))
         reason = node_row["reason"]
@@ -220,12 +220,14 @@ class Views:
                         "memory_mb": g.memory_mb,
                         "uuid": g.uuid,
                         "bus_id": g.bus_id,
+                        "parent": g.parent,
+                        "mig_start": g.start,
                         "job_id": owner.get(g.index),
                         "health": health_json(
-                            health.get(g.index, Health(node.name, g.index)), recovery
+                            health.get(g.physical, Health(node.name, g.physical)), recovery
                         ),
                     }
-                    for g in node.gpus
+                    for g in node.devices
                 ],
             }
         ]

@@ -317,6 +317,8 @@ def node_record(node: dict[str, Any], jobs: Iterable[dict[str, Any]]) -> dict[st
                 "type": gpu_type,
                 "memory_mb": None,
                 "uuid": None,
+                "parent": None,  # sinfo does not say which GRES are MIG slices
+                "mig_start": None,
                 "job_id": owner.get(i),
                 "health": health,
             }

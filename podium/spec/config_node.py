@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from podium.api.mig import MODELS, MigLayoutError, model_for, place
 from podium.spec.config_base import Closed
 from podium.spec.timefmt import parse_duration
 
@@ -45,6 +46,12 @@ class GpuInventory(Closed):
         description="groups of GPU indices behind one NVLink domain or PCIe switch "
         "(declared GPUs; NVML-detected GPUs are grouped from the driver's topology)",
     )
+    mig: dict[int, list[str]] = Field(
+        default_factory=dict,
+        description="declared GPUs in MIG mode: each one's slices by profile name, as an "
+        "admin partitioned it (e.g. {0: [3g.40gb, 2g.20gb, 1g.10gb, 1g.10gb]}); checked "
+        "against the GPU model's placement rules. NVML GPUs: read from the driver",
+    )
 
     @model_validator(mode="after")
     def _topology_in_range(self) -> GpuInventory:
@@ -57,7 +64,28 @@ class GpuInventory(Closed):
             raise ValueError(
                 f"devices lists {len(self.devices)} files for {self.count} GPUs: give one each"
             )
+        self._check_mig()
         return self
+
+    def _check_mig(self) -> None:
+        """Each MIG layout names a GPU of the node and fits the model's rules."""
+        if not self.mig:
+            return
+        model = model_for(self.type, self.memory_mb or None)
+        if model is None:
+            raise ValueError(
+                f"mig: GPU type {self.type!r} has no MIG profiles "
+                f"(MIG GPUs: {', '.join(sorted(MODELS))}; set type and memory_mb)"
+            )
+        for index, layout in self.mig.items():
+            if self.source == "declared" and not 0 <= index < self.count:
+                raise ValueError(f"mig: GPU {index} is not one of 0..{self.count - 1}")
+            if not layout:
+                raise ValueError(f"mig: GPU {index} lists no slices (drop the key for a whole GPU)")
+            try:
+                place(model, layout)
+            except MigLayoutError as exc:
+                raise ValueError(f"mig: GPU {index}: {exc}") from None
 
 
 class NodeConfig(Closed):

@@ -49,7 +49,7 @@ def one_line(exc: ValidationError, model: type[BaseModel], what: str) -> str:
         key = str(loc[-1])
         hint = did_you_mean(key, owner.model_fields, quote=True) if owner else ""
         return f"{what}: unknown key {path!r}{hint}"
-    message = err["msg"]
+    message = str(err["msg"]).removeprefix("Value error, ")
     return f"{what}: {path}: {message}"
 
 

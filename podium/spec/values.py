@@ -43,11 +43,24 @@ def positive_int(g: Given, minimum: int = 1) -> int:
 _GPU_COUNT_RE = re.compile(r"^(?:([A-Za-z0-9_.-]+):)?(\d+)$")
 
 
+# Slurm's AutoDetect=nvml names a MIG slice's type after its GPU and profile
+# (nvidia_h100_80gb_hbm3_1g.10gb); Podium's type is the profile.
+_SLURM_MIG_TYPE = re.compile(r"^[A-Za-z0-9_.-]+_(\d+g\.\d+gb)$")
+
+
+def gpu_type(name: str) -> str:
+    """A requested GPU type as Podium names it: a MIG slice by its profile, whether
+    given as 1g.10gb or as Slurm's nvidia_h100_80gb_hbm3_1g.10gb."""
+    match = _SLURM_MIG_TYPE.match(name)
+    return match.group(1) if match else name
+
+
 def gpu_count(g: Given) -> tuple[str | None, int]:
     match = _GPU_COUNT_RE.match(str(g.value))
     if not match:
         raise option_error(g, f"expected [type:]count, got {g.value!r}")
-    return match.group(1), _bounded_count(g, int(match.group(2)))
+    kind = gpu_type(match.group(1)) if match.group(1) else None
+    return kind, _bounded_count(g, int(match.group(2)))
 
 
 def _bounded_count(g: Given, count: int) -> int:
@@ -57,7 +70,7 @@ def _bounded_count(g: Given, count: int) -> int:
 
 
 def gres(g: Given) -> tuple[str | None, int]:
-    gpu_type: str | None = None
+    kind: str | None = None
     count = 0
     for item in str(g.value).split(","):
         parts = item.split(":")
@@ -71,13 +84,13 @@ def gres(g: Given) -> tuple[str | None, int]:
             if is_digits(parts[1]):
                 n = int(parts[1])
             else:
-                gpu_type, n = parts[1], 1
+                kind, n = gpu_type(parts[1]), 1
         elif len(parts) == 3 and is_digits(parts[2]):
-            gpu_type, n = parts[1], int(parts[2])
+            kind, n = gpu_type(parts[1]), int(parts[2])
         else:
             raise option_error(g, f"expected gpu[:type][:count], got {item!r}")
         count += _bounded_count(g, n)
-    return gpu_type, _bounded_count(g, count)
+    return kind, _bounded_count(g, count)
 
 
 def _signal_number(text: str, g: Given) -> int:

@@ -16,7 +16,7 @@ DISK = Result("disk", Status.CRITICAL, "/ is 95% full", Action.DRAIN)
 
 
 class NoJobs:
-    def gpu_owners(self) -> dict[int, int]:
+    def gpu_jobs(self) -> dict[int, list[int]]:
         return {}
 
     def running_job_ids(self) -> list[int]:

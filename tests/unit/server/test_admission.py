@@ -8,7 +8,7 @@ from podium.api.caller import Caller
 from podium.errors import SpecError, Unsatisfiable
 from podium.server.admission import EmbeddedAdmission
 from podium.spec.build import SubmitRequest, build_job
-from podium.spec.cluster import ClusterConfig
+from podium.spec.cluster import ClusterConfig, GpuInventory
 from podium.spec.job import JobSpec
 from tests.unit.spec.test_build import ME, NOW, build, config
 
@@ -138,3 +138,53 @@ def test_what_slurm_accepts_is_accepted() -> None:
     )
     with pytest.raises(SpecError, match="expected a workload key"):
         build(options=["--wckey=a b"])
+
+
+def on_mig(options: list[str]) -> JobSpec:
+    """A job built for two H100s, GPU 0 split as 3g.40gb + 2g.20gb + 2 x 1g.10gb."""
+    c = config()
+    c.node.gpus = GpuInventory(
+        source="declared",
+        count=2,
+        type="h100",
+        memory_mb=81920,
+        mig={0: ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]},
+    )
+    req = SubmitRequest(script="#!/bin/sh\ntrue\n", options=options, cwd="/tmp")
+    return build_job(req, c, ME, NOW, EmbeddedAdmission()).spec
+
+
+@pytest.mark.parametrize(
+    "options,gpus,gpu_type",
+    [
+        (["--gres=gpu:1g.10gb:2"], 2, "1g.10gb"),
+        (["--gpus=3g.40gb:1"], 1, "3g.40gb"),
+        (["--gres=gpu:nvidia_h100_80gb_hbm3_2g.20gb:1"], 1, "2g.20gb"),  # Slurm's name
+        (["--gpus=1"], 1, None),  # the whole GPU
+        (["--gres=gpu:h100:1"], 1, "h100"),
+    ],
+)
+def test_mig_slices_are_asked_for_by_profile(
+    options: list[str], gpus: int, gpu_type: str | None
+) -> None:
+    spec = on_mig(options)
+    assert (spec.gpus, spec.gpu_type) == (gpus, gpu_type)
+
+
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        (["--gres=gpu:1g.10gb:3"], "asks for 3 x 1g.10gb but node n0 has 2 MIG slice"),
+        (
+            ["--gpus=2"],
+            "asks for 2 whole GPU(s) but node n0 has 1 x 'h100' whole and MIG slices "
+            "1g.10gb x2, 2g.20gb, 3g.40gb: ask for a slice by its profile, e.g. "
+            "--gres=gpu:1g.10gb:1",
+        ),
+        (["--gpus=1g.20gb:1"], "GPU type '1g.20gb' but node n0 has 1 x 'h100' whole"),
+    ],
+)
+def test_mig_requests_that_can_never_fit(options: list[str], message: str) -> None:
+    with pytest.raises(Unsatisfiable) as err:
+        on_mig(options)
+    assert message in str(err.value)

@@ -1,4 +1,4 @@
-"""MIG layouts against each model's placement rules (podium.node.mig)."""
+"""MIG layouts against each model's placement rules (podium.api.mig)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from podium.node import mig
+from podium.api import mig
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
 """MIG profiles and their placement rules, per GPU model, and the check of a layout
-against them (the first piece of GPU sharing, issue 15).
+against them (shared by the config, the inventory and the scheduler).
 
 A MIG-capable GPU has 8 memory slices and 7 compute slices. Each profile takes a
 fixed number of memory slices and may start only at some of them: on an H100 80GB,

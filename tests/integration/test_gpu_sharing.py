@@ -1,0 +1,143 @@
+"""GPU sharing on the embedded cluster: declared MIG slices scheduled as GPUs, named
+by their MIG UUID in CUDA_VISIBLE_DEVICES (batch script and srun steps), shown by
+`podium nodes`, fenced with their GPU."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from podium.server.launch import COMPAT_BIN
+from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
+
+pytestmark = pytest.mark.integration
+
+LAYOUT = "{0: [3g.40gb, 2g.20gb, 1g.10gb, 1g.10gb]}"
+
+SEE = """
+echo "batch $CUDA_VISIBLE_DEVICES jobgpus $SLURM_JOB_GPUS" > {work}/seen-$SLURM_JOB_ID
+srun sh -c 'echo "step $CUDA_VISIBLE_DEVICES"' >> {work}/seen-$SLURM_JOB_ID
+while [ ! -e {work}/gate-$SLURM_JOB_ID ]; do sleep 0.1; done
+"""
+
+
+def mig_cluster(layout: str = LAYOUT) -> Cluster:
+    """Two declared H100s, GPU 0 split by `layout`, a kernel log the health agent reads."""
+    c = make_cluster(gpus=2)
+    kern = c.home / "kern.log"
+    kern.write_text("")
+    text = (c.home / "cluster.yaml").read_text()
+    text = text.replace("memory_mb: 81920}", f"memory_mb: 81920, mig: {layout}}}")
+    text += (
+        f"health:\n  kernel_log: {kern}\n  interval_s: 0.2\n  retry_s: 1\n"
+        f"  deep_interval_s: 100000\n  disk_paths: [{c.home}]\n  max_disk_used_percent: 100\n"
+    )
+    (c.home / "cluster.yaml").write_text(text)
+    return c
+
+
+@pytest.fixture
+def mig() -> Iterator[Cluster]:
+    c = mig_cluster()
+    c.start()
+    try:
+        yield c
+    finally:
+        teardown_cluster(c)
+
+
+def node(c: Cluster) -> dict[str, Any]:
+    data: list[dict[str, Any]] = json.loads(c.cli("nodes", "--json", check=True).stdout)
+    return data[0]
+
+
+def seen(c: Cluster, job_id: int, lines: int = 2, timeout: float = 30) -> list[str]:
+    path = c.work / f"seen-{job_id}"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and len(path.read_text().splitlines()) >= lines:
+            return path.read_text().splitlines()
+        time.sleep(0.1)
+    raise AssertionError(f"job {job_id} did not write what it saw: {c.job(job_id)['state']}")
+
+
+def test_a_slice_is_scheduled_named_by_its_uuid_and_shown_with_its_job(mig: Cluster) -> None:
+    script = mig.script(SEE.format(work=mig.work))
+    small = mig.submit("--gres=gpu:1g.10gb:1", str(script))
+    slurm_name = mig.submit("--gpus=nvidia_h100_80gb_hbm3_3g.40gb:1", str(script))
+    whole = mig.submit("--gpus=1", str(script))
+    shown = {g["index"]: g for g in node(mig)["gpus"]}
+    assert sorted(shown) == [1, 2, 3, 4, 5]  # GPU 1 whole, GPU 0 as four slices
+    assert [shown[i]["type"] for i in (2, 3, 4, 5)] == ["2g.20gb", "1g.10gb", "1g.10gb", "3g.40gb"]
+    assert all(shown[i]["parent"] == 0 for i in (2, 3, 4, 5)) and shown[1]["parent"] is None
+
+    batch, step = seen(mig, small)
+    index = int(batch.split()[-1])
+    assert shown[index]["type"] == "1g.10gb"
+    assert batch == f"batch {shown[index]['uuid']} jobgpus {index}"
+    assert step == f"step {shown[index]['uuid']}" and shown[index]["uuid"].startswith("MIG-")
+    assert seen(mig, slurm_name)[0] == f"batch {shown[5]['uuid']} jobgpus 5"
+    assert seen(mig, whole) == ["batch 1 jobgpus 1", "step 1"]
+
+    owners = {g["index"]: g["job_id"] for g in node(mig)["gpus"]}
+    assert (owners[index], owners[5], owners[1]) == (small, slurm_name, whole)
+    table = mig.cli("nodes", check=True).stdout
+    assert "1g.10gb of GPU 0" in table and "3g.40gb of GPU 0" in table
+    scontrol = subprocess.run(
+        [f"{COMPAT_BIN}/scontrol", "show", "node"],
+        capture_output=True,
+        text=True,
+        env=mig.env,
+        check=True,
+    ).stdout
+    assert "Gres=gpu:h100:1,gpu:2g.20gb:1,gpu:1g.10gb:2,gpu:3g.40gb:1 " in scontrol
+    for j in (small, slurm_name, whole):
+        (mig.work / f"gate-{j}").touch()
+        assert mig.wait(j)["state"] == "COMPLETED"
+
+
+def test_requests_no_slice_can_meet_are_refused_at_submit(mig: Cluster) -> None:
+    for args, message in [
+        (["--gpus=2"], "asks for 2 whole GPU(s) but node node0 has 1 x 'h100' whole and MIG"),
+        (["--gres=gpu:1g.10gb:3"], "asks for 3 x 1g.10gb but node node0 has 2 MIG slice(s)"),
+        (["--gpus=7g.80gb:1"], "GPU type '7g.80gb' but node node0 has 1 x 'h100' whole"),
+    ]:
+        result = mig.cli("submit", *args, "--wrap", "true")
+        assert result.returncode != 0
+        assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_fault_on_the_gpu_fences_its_slices_and_stops_only_their_jobs(mig: Cluster) -> None:
+    script = mig.script(SEE.format(work=mig.work))
+    on_slice = mig.submit("--gres=gpu:1g.10gb:1", str(script))
+    on_other_slice = mig.submit("--gres=gpu:2g.20gb:1", str(script))
+    on_gpu1 = mig.submit("--gpus=1", str(script))
+    for j in (on_slice, on_other_slice, on_gpu1):
+        seen(mig, j)
+    mig.cli("inject", "xid", "--gpu", "0", "--code", "79", check=True)
+    for j in (on_slice, on_other_slice):
+        ended = mig.wait(j, timeout=30)
+        assert ended["state"] == "NODE_FAIL" and "Xid 79 on GPU 0" in ended["reason"]
+    assert mig.job(on_gpu1)["state"] == "RUNNING"
+    slices = [g for g in node(mig)["gpus"] if g["parent"] == 0]
+    assert slices and all(g["health"]["fenced"] for g in slices)
+    later = mig.submit("--gres=gpu:1g.10gb:1", "--wrap", "true")
+    mig.wait_reason(later, "ReqNodeNotAvail")  # nothing lands on a fenced GPU's slices
+    (mig.work / f"gate-{on_gpu1}").touch()
+    assert mig.wait(on_gpu1)["state"] == "COMPLETED"
+
+
+def test_a_layout_the_gpu_cannot_take_stops_podium_up_in_one_line() -> None:
+    c = mig_cluster("{0: [4g.40gb, 4g.40gb]}")
+    try:
+        result = c.cli("up")
+        assert result.returncode != 0
+        assert "mig: GPU 0: H100 80GB: at most 1 x 4g.40gb" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+    finally:
+        teardown_cluster(c)

@@ -1,0 +1,57 @@
+"""What a job may open on the node, with MIG slices sharing their GPU's device file."""
+
+from __future__ import annotations
+
+import os
+
+from podium.node.inventory import GpuInfo
+from podium.run.container_gpus import renumbered
+from podium.run.task_env import MIG_DEVICES, cuda_visible
+from podium.server.local_node import LocalNode
+from podium.spec.cluster import ClusterConfig
+
+
+def number(path: str) -> tuple[str, int, int]:
+    rdev = os.stat(path).st_rdev
+    return ("c", os.major(rdev), os.minor(rdev))
+
+
+def node() -> LocalNode:
+    """GPU 0 (/dev/null) split in two slices (capability files /dev/full, /dev/random),
+    GPU 1 (/dev/zero) whole: real character devices stand for the GPUs' files."""
+    gpus = [
+        GpuInfo(0, "h100", 81920, "GPU-a", device="/dev/null"),
+        GpuInfo(1, "h100", 81920, "GPU-b", device="/dev/zero"),
+    ]
+    slices = [
+        GpuInfo(2, "3g.40gb", 40960, "MIG-x", device="/dev/null", parent=0, caps=("/dev/full",)),
+        GpuInfo(3, "3g.40gb", 40960, "MIG-y", device="/dev/null", parent=0, caps=("/dev/random",)),
+    ]
+    config = ClusterConfig.model_validate({"node": {"name": "n0", "cpus": 1, "memory_mb": 1000}})
+    return LocalNode.from_config(config, gpus, slices)
+
+
+def test_a_slice_opens_its_gpu_and_its_own_capabilities_only() -> None:
+    n = node()
+    assert [d.index for d in n.devices] == [1, 2, 3]
+    assert n.parent_of(3) == 0 and n.parent_of(1) == 1
+    assert (n.devices_for("3g.40gb"), n.devices_for(None), n.devices_for("h100")) == (
+        [2, 3],
+        [1],
+        [1],
+    )
+    assert set(n.denied_devices([2])) == {number("/dev/zero"), number("/dev/random")}
+    assert set(n.denied_devices([1])) == {
+        number("/dev/null"),
+        number("/dev/full"),
+        number("/dev/random"),
+    }
+    assert set(n.denied_devices([1, 2, 3])) == set()
+
+
+def test_cuda_names_a_slice_by_its_uuid_inside_and_outside_a_container() -> None:
+    env = {MIG_DEVICES: "2=MIG-x,3=MIG-y"}
+    assert cuda_visible([1, 3], env) == "1,MIG-y"
+    assert cuda_visible([1, 3], {}) == "1,3"
+    visible: list[dict[str, object]] = [{"index": 0}, {"index": 1}]  # slice 3's GPU, GPU 1
+    assert renumbered("1,MIG-y", visible) == "1,MIG-y"
