@@ -98,6 +98,15 @@ class HealthRecord(TypedDict):
     recovery: str
 
 
+class ShareRecord(TypedDict):
+    """How a GPU shared by shards or MPS is used: its units and the jobs on them."""
+
+    kind: str  # "shard" or "mps"
+    units: int
+    used: int
+    jobs: list[int]
+
+
 class GpuRecord(TypedDict):
     """One GPU of a node."""
 
@@ -107,6 +116,7 @@ class GpuRecord(TypedDict):
     uuid: str | None  # a MIG slice's: MIG-...
     parent: int | None  # a MIG slice's GPU (None: a whole GPU, or not known)
     mig_start: int | None  # a MIG slice's first memory slice (None: not known)
+    share: ShareRecord | None  # a GPU shared by shards or MPS (listed once)
     job_id: int | None  # the running job holding it
     health: HealthRecord  # a MIG slice's: its GPU's
 

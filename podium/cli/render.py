@@ -174,13 +174,20 @@ def show_nodes(nodes: list[dict[str, Any]]) -> None:
     for n in nodes:
         for g in n["gpus"]:
             h = g.get("health", {})
-            parent = g.get("parent")
+            parent, share = g.get("parent"), g.get("share")
+            kind = g.get("type") or ""
+            if parent is not None:
+                kind = f"{kind} of GPU {parent}"
+            elif share:
+                kind = f"{kind} {share['kind']} {share['used']}/{share['units']}"
+            job = g["job_id"] if g["job_id"] is not None else None
+            jobs = ",".join(str(j) for j in share["jobs"]) if share else None
             gpu_rows.append(
                 [
                     n["node"],
                     g["index"],
-                    (g.get("type") or "") if parent is None else f"{g['type']} of GPU {parent}",
-                    "-" if g["job_id"] is None else g["job_id"],
+                    kind,
+                    jobs or ("-" if job is None else job),
                     h.get("label", ""),
                     h.get("fault") or "",
                     h.get("last_deep_check") or "",

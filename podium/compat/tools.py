@@ -285,11 +285,18 @@ def format_node(node: Mapping[str, Any]) -> str:
     gpus = node.get("gpus_total") or 0
     kind = node.get("gpu_type")
     gres = f"gpu:{kind}:{gpus}" if kind and gpus else (f"gpu:{gpus}" if gpus else "(null)")
-    if any(g.get("parent") is not None for g in node.get("gpus") or []):
-        kinds: dict[str, int] = {}  # MIG: one gres type per profile, as Slurm lists them
-        for g in node["gpus"]:
+    listed = node.get("gpus") or []
+    if any(g.get("parent") is not None or g.get("share") for g in listed):
+        kinds: dict[str, int] = {}  # one gres type per MIG profile, as Slurm lists them
+        shares: dict[str, int] = {}  # mps:100, shard:4 (Slurm: separate GRES)
+        for g in listed:
             kinds[g["type"]] = kinds.get(g["type"], 0) + 1
-        gres = ",".join(f"gpu:{t}:{n}" for t, n in kinds.items())
+            if g.get("share"):
+                kind = g["share"]["kind"]
+                shares[kind] = shares.get(kind, 0) + g["share"]["units"]
+        gres = ",".join(
+            [f"gpu:{t}:{n}" for t, n in kinds.items()] + [f"{k}:{n}" for k, n in shares.items()]
+        )
     lines = [
         [("NodeName", node["node"])],
         [("CPUAlloc", node["cpus_alloc"]), ("CPUTot", node["cpus_total"])],

@@ -22,10 +22,11 @@ from podium.spec.cluster import GpuInventory
 
 @dataclass(frozen=True)
 class GpuInfo:
-    """One GPU: index (NVML / PCI bus order), type, memory and UUID; or one MIG slice
-    of a GPU (`parent` set): its index then follows the GPUs' (podium.node.slices), its
-    type is its profile (1g.10gb), its UUID MIG-..., its device and bus id the parent's,
-    and `caps` the capability device files that open it (/dev/nvidia-caps/nvidia-capN)."""
+    """One GPU: index (NVML / PCI bus order), type, memory and UUID; or one part of a
+    GPU (`parent` set, its index after the GPUs', podium.node.slices): a MIG slice
+    (type its profile, 1g.10gb; UUID MIG-...; `caps` the capability device files that
+    open it, /dev/nvidia-caps/nvidia-capN), a shard or an MPS unit (type "shard" or
+    "mps"); device and bus id are the GPU's."""
 
     index: int
     type: str
@@ -33,9 +34,11 @@ class GpuInfo:
     uuid: str = ""
     pci: str = ""  # PCI bus id as the kernel log names it ("" when declared)
     device: str = ""  # its device file (/dev/nvidia0), for device confinement; "" if none
-    parent: int | None = None  # MIG slice: the index of the GPU it is part of
+    parent: int | None = None  # MIG slice, shard, MPS unit: the GPU it is part of
     start: int | None = None  # MIG slice: its first memory slice (None: unknown)
     caps: tuple[str, ...] = ()  # MIG slice: its GPU and compute instance access devices
+    kind: str = ""  # "": a whole GPU; "mig", "shard" or "mps" (podium.node.slices)
+    fraction: float = 1.0  # the part of its GPU fair share charges: 3g of 7, 1 of 4 shards
 
     @property
     def bus_id(self) -> str:
@@ -49,8 +52,10 @@ class GpuInfo:
 
     @property
     def cuda_name(self) -> str:
-        """How CUDA_VISIBLE_DEVICES names it: the index, or a slice's MIG UUID."""
-        return str(self.index) if self.parent is None else self.uuid
+        """How CUDA_VISIBLE_DEVICES names it: a MIG slice by its UUID, an MPS unit by its
+        GPU's UUID (an MPS server renumbers devices), a shard by its GPU's index, a GPU
+        by its own."""
+        return self.uuid if self.kind in ("mig", "mps") else str(self.physical)
 
 
 def declared_bus_id(index: int) -> str:

@@ -1,5 +1,6 @@
-"""MIG slices as schedulable GPUs: read from NVML on a real GPU in MIG mode, or taken
-from the config's declared layouts (`node.gpus.mig`).
+"""Parts of GPUs as schedulable devices: MIG slices, read from NVML on a real GPU in MIG
+mode or taken from the config's declared layouts (`node.gpus.mig`); and the shards or
+MPS units of the GPUs the config shares (`node.gpus.sharing`).
 
 A GPU in MIG mode is not scheduled whole: its slices are, each a `GpuInfo` with the
 GPU as `parent`, its profile as `type` (1g.10gb) and its `MIG-...` UUID, which is what
@@ -17,7 +18,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from podium.api.mig import model_for, place
+from podium.api.mig import COMPUTE_SLICES, model_for, place
 from podium.node.inventory import GpuInfo, NvmlSeam, nvml_session, nvml_text
 from podium.spec.cluster import GpuInventory
 
@@ -31,6 +32,12 @@ def profile_of(name: str) -> str | None:
     """The MIG profile in an NVML device name ("NVIDIA H100 80GB HBM3 MIG 1g.10gb")."""
     found = _PROFILE_RE.findall(name)
     return found[-1] if found else None
+
+
+def compute_fraction(profile: str) -> float:
+    """The part of its GPU's compute a profile has (3g.40gb: 3 of 7 slices)."""
+    match = re.match(r"(\d+)g\.", profile)
+    return min(1.0, int(match.group(1)) / COMPUTE_SLICES) if match else 1.0
 
 
 def profile_memory_mb(profile: str) -> int:
@@ -64,6 +71,8 @@ def declared_slices(inv: GpuInventory, gpus: list[GpuInfo]) -> list[GpuInfo]:
                     device=parent.device,
                     parent=index,
                     start=piece.start,
+                    kind="mig",
+                    fraction=piece.profile.compute / COMPUTE_SLICES,
                 )
             )
     return out
@@ -119,6 +128,8 @@ def _slice(
         parent=gpu.index,
         start=_start(session, handle, gi),
         caps=cap_devices(gpu.device, gi, ci, caps_root),
+        kind="mig",
+        fraction=compute_fraction(profile),
     )
 
 
@@ -166,13 +177,42 @@ def cap_devices(
 def resolve_slices(
     inv: GpuInventory, gpus: list[GpuInfo], nvml: NvmlSeam | None = None
 ) -> list[GpuInfo]:
-    """The node's MIG slices: the declared layouts for declared GPUs, else what NVML
-    reports for the real ones."""
+    """The node's parts of GPUs: MIG slices (the declared layouts for declared GPUs,
+    else what NVML reports for the real ones), then the shards and MPS units of the
+    GPUs the config shares (`node.gpus.sharing`), numbered after the GPUs."""
     if not gpus:
         return []
     if gpus[0].uuid.startswith("declared-"):
-        return declared_slices(inv, gpus)
-    return read_nvml_slices(gpus, nvml)
+        mig = declared_slices(inv, gpus)
+    else:
+        mig = read_nvml_slices(gpus, nvml)
+    split = {s.parent for s in mig}
+    return mig + shared_units(inv, [g for g in gpus if g.index not in split], len(gpus) + len(mig))
+
+
+def shared_units(inv: GpuInventory, gpus: list[GpuInfo], first: int) -> list[GpuInfo]:
+    """One device per shard or MPS unit of each GPU in `node.gpus.sharing`, numbered
+    from `first`: a job asking for shard:2 or mps:50 holds that many."""
+    out: list[GpuInfo] = []
+    for gpu in gpus:
+        mode = inv.sharing.get(gpu.index)
+        if mode is None:
+            continue
+        for _ in range(mode.units):
+            out.append(
+                GpuInfo(
+                    index=first + len(out),
+                    type=mode.kind,
+                    memory_mb=gpu.memory_mb,
+                    uuid=gpu.uuid,
+                    pci=gpu.pci,
+                    device=gpu.device,
+                    parent=gpu.index,
+                    kind=mode.kind,
+                    fraction=1 / mode.units,
+                )
+            )
+    return out
 
 
 def schedulable(gpus: list[GpuInfo], slices: list[GpuInfo]) -> list[GpuInfo]:
@@ -185,7 +225,7 @@ def layouts(slices: list[GpuInfo]) -> dict[int, list[str]]:
     """Each split GPU's profiles, in placement order (the config's `mig` form)."""
     out: dict[int, list[str]] = {}
     for s in slices:
-        if s.parent is not None:
+        if s.parent is not None and s.kind == "mig":
             out.setdefault(s.parent, []).append(s.type)
     return out
 
@@ -199,4 +239,5 @@ __all__ = [
     "read_nvml_slices",
     "resolve_slices",
     "schedulable",
+    "shared_units",
 ]

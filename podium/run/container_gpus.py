@@ -69,7 +69,7 @@ def give_gpus(
 def renumbered(cuda_visible: str, visible: list[dict[str, object]]) -> str:
     """The task's CUDA_VISIBLE_DEVICES (host indices) as CUDA numbers the GPUs inside
     the container (their places among the `visible` ones, in index order); a GPU the
-    container does not show is left out; a MIG slice's UUID stays as it is."""
+    container does not show is left out; a UUID (a MIG slice, an MPS GPU) stays as it is."""
     order = sorted(int(str(g["index"])) for g in visible)
     places = {index: place for place, index in enumerate(order)}
     kept = []
@@ -77,7 +77,7 @@ def renumbered(cuda_visible: str, visible: list[dict[str, object]]) -> str:
         item = item.strip()
         if item.isdigit() and int(item) in places:
             kept.append(str(places[int(item)]))
-        elif item.startswith("MIG-"):  # a slice is named by UUID inside too
+        elif item.startswith(("MIG-", "GPU-")):  # a slice, an MPS GPU: by UUID inside too
             kept.append(item)
     return ",".join(kept)
 

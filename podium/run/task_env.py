@@ -14,13 +14,13 @@ if TYPE_CHECKING:  # the supervisor reads the plan as plain JSON, to start fast
 
     from podium.run.plan import LaunchPlan, TaskPlan
 
-MIG_DEVICES = "PODIUM_MIG_DEVICES"  # "index=MIG-uuid,...": the job's MIG slices
+CUDA_NAMES = "PODIUM_CUDA_NAMES"  # "index=UUID,...": GPUs CUDA must see by UUID (MIG, MPS)
 
 
 def cuda_visible(gpu_ids: Iterable[int], env: Mapping[str, str]) -> str:
-    """CUDA_VISIBLE_DEVICES for these GPU indices: each GPU's index, a MIG slice's
-    UUID (as $PODIUM_MIG_DEVICES in the job's environment maps them)."""
-    names = dict(item.split("=", 1) for item in env.get(MIG_DEVICES, "").split(",") if "=" in item)
+    """CUDA_VISIBLE_DEVICES for these GPU indices: each GPU's index, or the UUID that
+    $PODIUM_CUDA_NAMES in the job's environment maps it to (a MIG slice, an MPS GPU)."""
+    names = dict(item.split("=", 1) for item in env.get(CUDA_NAMES, "").split(",") if "=" in item)
     return ",".join(names.get(str(g), str(g)) for g in gpu_ids)
 
 

@@ -27,14 +27,15 @@ from podium.sched.model import Allocation
 UserKey = tuple[str, str]  # (account, user)
 
 
-def run_usage(elapsed_s: float, gpus: int, cpus: int, cpu_weight: float) -> float:
-    """What `elapsed_s` of a run holding `gpus` and `cpus` costs (never negative)."""
+def run_usage(elapsed_s: float, gpus: float, cpus: int, cpu_weight: float) -> float:
+    """What `elapsed_s` of a run holding `gpus` (parts of GPUs by their fraction) and
+    `cpus` costs (never negative)."""
     return max(0.0, elapsed_s) * (gpus + cpu_weight * cpus)
 
 
 def allocation_usage(alloc: Allocation, now: float, cpu_weight: float) -> float:
     """What one running allocation has used from its start until `now`."""
-    return run_usage(now - alloc.start_time, len(alloc.gpu_indices), alloc.cpus, cpu_weight)
+    return run_usage(now - alloc.start_time, alloc.gpu_amount, alloc.cpus, cpu_weight)
 
 
 def live_usage(
@@ -49,9 +50,8 @@ def live_usage(
     get = usage.get
     for a in running:  # run_usage inlined: every pass calls this for every allocation
         key = (a.account, a.user)
-        usage[key] = get(key, 0.0) + max(0.0, now - a.start_time) * (
-            len(a.gpu_indices) + cpu_weight * a.cpus
-        )
+        gpus = len(a.gpu_indices) if a.gpu_units is None else a.gpu_units
+        usage[key] = get(key, 0.0) + max(0.0, now - a.start_time) * (gpus + cpu_weight * a.cpus)
     return usage
 
 

@@ -27,6 +27,8 @@ class Hold:
     exclusive: Exclusive = Exclusive.NONE
 
 
+MPS = "mps"  # the type of an MPS unit (podium.node.slices)
+
 # What a job asks of each node, for remembering what fits nowhere during a pass.
 Request = tuple[str, int, int, str | None, int, int, str, str, frozenset[tuple[str, int]]]
 
@@ -62,11 +64,15 @@ class Node:
     exclusive_users: set[str] = field(default_factory=set)
     hold: Hold | None = None
     types: dict[int, str] = field(default_factory=dict)
-    slices: frozenset[int] = frozenset()  # MIG slices: given only to jobs naming their type
+    slices: frozenset[int] = frozenset()  # parts of GPUs: given only to jobs naming their type
+    parents: dict[int, int] = field(default_factory=dict)  # part -> its GPU
+    mps_users: dict[int, set[str]] = field(default_factory=dict)  # GPU -> users of MPS on it
 
     def __post_init__(self) -> None:
         self.types = {g.index: g.type for g in self.view.gpus}
         self.slices = frozenset(g.index for g in self.view.gpus if not g.whole)
+        if self.slices:
+            self.parents = {g.index: g.parent for g in self.view.gpus if g.parent is not None}
 
     def take(self, alloc: Allocation) -> None:
         self.cpus -= alloc.cpus
@@ -74,6 +80,10 @@ class Node:
         if alloc.gpu_indices:
             taken = set(alloc.gpu_indices)
             self.free_gpus = [g for g in self.free_gpus if g not in taken]
+            if self.parents:  # parts of GPUs here: note who uses MPS on which GPU
+                for g in alloc.gpu_indices:
+                    if self.types.get(g) == MPS and g in self.parents:
+                        self.mps_users.setdefault(self.parents[g], set()).add(alloc.user)
         self.allocs.append(alloc)
         self.users.add(alloc.user)
         if alloc.exclusive == "node":
@@ -134,7 +144,26 @@ def fits_now(job: PendingJob, node: Node) -> tuple[int, ...] | None:
         usable = [g for g in usable if (node.view.name, g) not in job.avoid_gpus]
     if len(usable) < job.gpus:
         return None
+    if job.gpu_type == MPS:
+        return pick_mps(job, node, usable)
     return pick_gpus(usable, job.gpus, node.view.gpu_groups)
+
+
+def pick_mps(job: PendingJob, node: Node, usable: list[int]) -> tuple[int, ...] | None:
+    """`job.gpus` MPS units of one GPU, on no GPU whose MPS server serves another user
+    (an MPS server runs as one user): the GPU with the fewest free units that fits."""
+    by_gpu: dict[int, list[int]] = {}
+    for g in usable:
+        by_gpu.setdefault(node.parents.get(g, g), []).append(g)
+    fitting = [
+        gpu
+        for gpu, free in by_gpu.items()
+        if len(free) >= job.gpus and not node.mps_users.get(gpu, set()) - {job.user}
+    ]
+    if not fitting:
+        return None
+    best = min(fitting, key=lambda gpu: (len(by_gpu[gpu]), gpu))
+    return tuple(sorted(by_gpu[best])[: job.gpus])
 
 
 def pick_gpus(free: list[int], need: int, groups: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
@@ -172,4 +201,10 @@ def could_ever_fit(job: PendingJob, node: NodeView) -> bool:
         return False
     if job.gpu_type is None:
         return job.gpus <= sum(1 for g in node.gpus if g.whole)
+    if job.gpu_type == MPS:  # from one GPU
+        per_gpu: dict[int | None, int] = {}
+        for g in node.gpus:
+            if g.type == MPS:
+                per_gpu[g.parent] = per_gpu.get(g.parent, 0) + 1
+        return job.gpus <= max(per_gpu.values(), default=0)
     return job.gpus <= sum(1 for g in node.gpus if g.type == job.gpu_type)

@@ -37,13 +37,16 @@ class Policy:
 
 @dataclass(frozen=True)
 class GpuSlot:
-    """One GPU of a node, by its index as CUDA_VISIBLE_DEVICES names it, or one MIG
-    slice of a GPU (`whole` False, `type` its profile). A job that names no GPU type
-    gets whole GPUs; slices are asked for by profile (--gres=gpu:1g.10gb:1)."""
+    """One GPU of a node, by its index as CUDA_VISIBLE_DEVICES names it, or one part of
+    a GPU (`whole` False, `parent` the GPU): a MIG slice (`type` its profile), a shard
+    ("shard") or an MPS unit ("mps"). A job that names no GPU type gets whole GPUs;
+    parts are asked for by type (--gres=gpu:1g.10gb:1, --gres=shard:1, --gres=mps:50).
+    An MPS share comes from one GPU, never shared with another user's MPS jobs."""
 
     index: int
     type: str
     whole: bool = True
+    parent: int | None = None
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,12 @@ class Allocation:
     start_time: float = 0.0
     time_limit_s: float | None = None
     preempting: bool = False
+    gpu_units: float | None = None  # GPUs charged when it holds parts of GPUs (MIG, MPS)
+
+    @property
+    def gpu_amount(self) -> float:
+        """The GPUs fair share charges it for: its parts' fractions, else its count."""
+        return len(self.gpu_indices) if self.gpu_units is None else self.gpu_units
 
     @property
     def end_estimate(self) -> float:

@@ -193,7 +193,10 @@ def check_fits(job: dict[str, Any], config: ClusterConfig) -> None:
 def check_gpus(count: int, gpu_type: str | None, node: str, gpus: GpuInventory) -> None:
     """Raise Unsatisfiable when `count` GPUs of `gpu_type` (None: whole GPUs of any
     type) can never be had on the node: its whole GPUs, or its MIG slices by profile."""
-    whole = gpus.count - len(gpus.mig)
+    if gpu_type in ("mps", "shard"):
+        check_share(count, gpu_type, node, gpus)
+        return
+    whole = gpus.count - len(gpus.mig) - len(gpus.sharing)
     slices = Counter(p for layout in gpus.mig.values() for p in layout)
     if gpu_type is not None and gpu_type in slices:
         if count > slices[gpu_type]:
@@ -207,20 +210,50 @@ def check_gpus(count: int, gpu_type: str | None, node: str, gpus: GpuInventory) 
             f"the job asks for GPU type {gpu_type!r} but node {node} has {_gpu_kinds(gpus)}"
         )
     if count > whole:
-        if gpus.mig:
-            first = min(slices, key=lambda p: (-slices[p], p))
+        if gpus.mig or gpus.sharing:
+            if slices:
+                first = min(slices, key=lambda p: (-slices[p], p))
+                hint = f"ask for a slice by its profile, e.g. --gres=gpu:{first}:1"
+            else:
+                hint = "ask for a share, e.g. --gres=" + next(
+                    f"{m.kind}:1" for m in gpus.sharing.values()
+                )
             raise Unsatisfiable(
-                f"the job asks for {count} whole GPU(s) but node {node} has {_gpu_kinds(gpus)}: "
-                f"ask for a slice by its profile, e.g. --gres=gpu:{first}:1"
+                f"the job asks for {count} whole GPU(s) but node {node} has "
+                f"{_gpu_kinds(gpus)}: {hint}"
             )
         raise Unsatisfiable(f"the job asks for {count} GPUs but node {node} has {gpus.count}")
 
 
+def check_share(count: int, kind: str, node: str, gpus: GpuInventory) -> None:
+    """Raise Unsatisfiable when `count` units of `kind` ("mps": percent of one GPU;
+    "shard") can never be had: no GPU is shared that way, or not that many units."""
+    units = [m.units for m in gpus.sharing.values() if m.kind == kind]
+    if not units:
+        example = "mps: 100" if kind == "mps" else "shards: 4"
+        raise Unsatisfiable(
+            f"the job asks for {kind}:{count} but no GPU of node {node} is shared by "
+            f"{'MPS' if kind == 'mps' else 'shards'} (node.gpus.sharing: {{0: {{{example}}}}})"
+        )
+    most = max(units) if kind == "mps" else sum(units)
+    if count > most:
+        where = "one GPU has" if kind == "mps" else "its GPUs have"
+        raise Unsatisfiable(
+            f"the job asks for {kind}:{count} but on node {node} {where} {most} {kind} units"
+        )
+
+
 def _gpu_kinds(gpus: GpuInventory) -> str:
-    """ "2 x 'h100'", or with MIG: "1 x 'h100' whole and MIG slices 3g.40gb, 1g.10gb x2"."""
-    whole = gpus.count - len(gpus.mig)
-    if not gpus.mig:
+    """How the node's GPUs are given: "2 x 'h100'", or "1 x 'h100' whole and MIG
+    slices 3g.40gb, 1g.10gb x2 and GPU 1 shared by mps (100 units)"."""
+    whole = gpus.count - len(gpus.mig) - len(gpus.sharing)
+    if not gpus.mig and not gpus.sharing:
         return f"{gpus.count} x {gpus.type!r}"
-    slices = Counter(p for layout in gpus.mig.values() for p in layout)
-    listed = ", ".join(p if n == 1 else f"{p} x{n}" for p, n in sorted(slices.items()))
-    return f"{whole} x {gpus.type!r} whole and MIG slices {listed}"
+    parts = [f"{whole} x {gpus.type!r} whole"]
+    if gpus.mig:
+        slices = Counter(p for layout in gpus.mig.values() for p in layout)
+        listed = ", ".join(p if n == 1 else f"{p} x{n}" for p, n in sorted(slices.items()))
+        parts.append(f"MIG slices {listed}")
+    for index, mode in sorted(gpus.sharing.items()):
+        parts.append(f"GPU {index} shared by {mode.kind} ({mode.units} units)")
+    return " and ".join(parts)

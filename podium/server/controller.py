@@ -26,6 +26,7 @@ from podium.server.intake import Intake, Submitted
 from podium.server.launch import Planner
 from podium.server.local_node import LocalNode
 from podium.server.reactor import Reactor
+from podium.server.records import spec_gpu_ids
 from podium.server.views import Views
 from podium.spec.build import SubmitRequest
 from podium.spec.cluster import ClusterConfig
@@ -84,12 +85,23 @@ class Controller:
         """Collect ended runs, let the health agent look, and run a pass when one is
         due. Returns how long until a pass is due (the loop also wakes on changes)."""
         self.reactor.collect()
+        if self.planner.mps.live:
+            self.stop_idle_mps()
         if self.agent is not None:
             with self.lock:
                 self.agent.tick()
         if self.reactor.pass_due() == 0.0:
             self.reactor.run_pass()
         return self.reactor.pass_due()
+
+    def stop_idle_mps(self) -> None:
+        """Stop the MPS control daemons whose GPU has no running MPS job of their user
+        left (podium.node.mps)."""
+        units = {d.index: d.physical for d in self.node.devices if d.kind == "mps"}
+        with self.lock:
+            rows = self.reactor.running_rows()
+        in_use = {(units[g], r["uid"]) for r in rows for g in spec_gpu_ids(r) if g in units}
+        self.planner.mps.stop_idle(in_use)
 
     def handle_health(self, results: list[Result]) -> None:
         """Act on health check results run on request (`podium health`)."""

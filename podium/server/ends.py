@@ -187,8 +187,9 @@ class RunEnds:
                 )
             )
             if faulted is None:
+                gpus = sorted({self.planner.node.parent_of(g) for g in spec_gpu_ids(row)})
                 for hook in self.job_failed_hooks:
-                    hook(spec_gpu_ids(row))
+                    hook(gpus)  # the physical GPUs (a slice's or a share's GPU)
             if verdict.requeue:
                 exclude = [tuple(e) for e in json.loads(row["exclude"] or "[]")]
                 if bad_gpu is not None and (row["node"], bad_gpu) not in exclude:
@@ -227,9 +228,11 @@ class RunEnds:
         """Add a finished run's GPU-seconds (and weighted CPU-seconds) to fair share."""
         if row["start_time"] is None:
             return
+        held = spec_gpu_ids(row)
+        units = self.planner.node.gpu_units(held)
         amount = run_usage(
             end_time - row["start_time"],
-            len(spec_gpu_ids(row)),
+            len(held) if units is None else units,
             row["cpus"],
             self.config.fairshare.cpu_weight,
         )

@@ -8,6 +8,7 @@ the job's user); the plan itself is data (what `podium submit --dry-run` prints)
 from __future__ import annotations
 
 import json
+import logging
 import os
 import pwd
 import sys
@@ -15,12 +16,13 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from podium.node.mps import MpsServers, Share
 from podium.run.container import IMPORT_ENV
 from podium.run.identity import Identity
 from podium.run.nvidia import driver_files
 from podium.run.patterns import expand
 from podium.run.plan import LaunchPlan, TaskPlan
-from podium.run.task_env import MIG_DEVICES
+from podium.run.task_env import CUDA_NAMES
 from podium.server.local_node import LocalNode
 from podium.server.slurm_env import job_variables, without_inherited
 from podium.spec.cluster import ClusterConfig
@@ -28,6 +30,7 @@ from podium.spec.job import JobSpec
 from podium.store.db import Row
 
 # Slurm's commands for jobs (podium/compat/bin): a path, not an import (compat is above).
+log = logging.getLogger("podium.launch")
 COMPAT_BIN = str(Path(__file__).resolve().parents[1] / "compat" / "bin")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 JobRow = Row | Mapping[str, Any]  # a stored job's row, or the same keys for a dry run
@@ -42,6 +45,7 @@ class Planner:
         self.node = node
         self.owner_uid = os.geteuid()
         self._driver_files: list[str] | None = None  # this host's, looked up on first use
+        self.mps = MpsServers(home)
 
     def identity(self, uid: int, gid: int, user: str, umask: int) -> Identity:
         """The identity a job of this user runs with. A daemon that is not root runs
@@ -90,23 +94,46 @@ class Planner:
             )
         )
         env["PATH"] = f"{COMPAT_BIN}:{env.get('PATH') or DEFAULT_PATH}"
-        names = self.mig_names(gpu_ids)
-        if names:  # CUDA_VISIBLE_DEVICES names slices by UUID (task_env, srun)
-            env[MIG_DEVICES] = names
-        else:
-            env.pop(MIG_DEVICES, None)
+        env.pop(CUDA_NAMES, None)  # another job's (plan sets the job's own)
         env["PODIUM_PYTHON"] = sys.executable
         env["PODIUM_HOME"] = str(self.home)
         return env
 
-    def mig_names(self, gpu_ids: list[int]) -> str:
-        """ "index=MIG-uuid,..." for the MIG slices among `gpu_ids` ("" for none)."""
-        mine = set(gpu_ids)
-        return ",".join(
-            f"{d.index}={d.uuid}"
-            for d in self.node.devices
-            if d.index in mine and d.parent is not None
-        )
+    def mps_share(
+        self, held: list[int], spec: JobSpec, uid: int, gid: int, start: bool
+    ) -> dict[str, str]:
+        """The MPS variables of a job holding MPS units (none otherwise); with `start`,
+        its GPU's MPS control daemon is started for the user if it does not run
+        (podium.node.mps). A start that cannot happen is logged with the reason: the
+        job then shares the GPU without MPS, as CUDA does when no server answers."""
+        units = [d for d in self.node.devices if d.index in set(held) and d.kind == "mps"]
+        if not units:
+            return {}
+        gpu = next(g for g in self.node.gpus if g.index == units[0].physical)
+        mode = self.config.node.gpus.sharing.get(gpu.index)
+        share = Share(gpu.index, gpu.uuid, gpu.memory_mb, len(units), mode.units if mode else 100)
+        asked = spec.mem_request
+        per_gpu = asked[1] if asked and asked[0] == "mem-per-gpu" else None
+        env = self.mps.environment(share, uid, per_gpu)
+        why = self.mps.ensure(share, uid, gid) if start else None
+        if why:
+            log.info("%s", why)
+            env["PODIUM_MPS_NOTE"] = why  # the job can tell it runs without a server
+        return env
+
+    def cuda_names(self, held: list[int]) -> str:
+        """ "index=UUID,..." for the devices among `held` that CUDA_VISIBLE_DEVICES must
+        name by UUID ("" for none): a MIG slice (MIG-...), and an MPS share's GPU (by
+        the index the job sees), since an MPS server started for one GPU's UUID
+        renumbers its clients' devices."""
+        mine = set(held)
+        names: dict[int, str] = {}
+        for d in self.node.devices:
+            if d.index in mine and d.kind == "mig":
+                names[d.index] = d.uuid
+            elif d.index in mine and d.kind == "mps":
+                names[d.physical] = d.uuid
+        return ",".join(f"{i}={uuid}" for i, uuid in names.items())
 
     def plan(
         self,
@@ -131,6 +158,12 @@ class Planner:
                 os.chown(checkpoint, uid, gid)
         if make_dirs:
             self.user_container_cache(uid, gid)
+        held, gpu_ids = gpu_ids, self.node.visible(gpu_ids)  # shards, MPS units: their GPU
+        environment = self.environment(row, spec, gpu_ids, cpus, mem_mb)
+        environment.update(self.mps_share(held, spec, uid, gid, start=make_dirs))
+        names = self.cuda_names(held)
+        if names:  # CUDA_VISIBLE_DEVICES by UUID (task_env, srun)
+            environment[CUDA_NAMES] = names
         # The batch script runs once, as the batch step, with all of the job's GPUs;
         # its srun calls start the job's tasks (podium.compat.srun).
         tasks = [TaskPlan(procid=0, localid=0, gpu_ids=list(gpu_ids))]
@@ -146,7 +179,7 @@ class Planner:
             argv=[script_path, *spec.script_args],
             work_dir=spec.work_dir,
             submit_dir=spec.submit_dir,
-            environment=self.environment(row, spec, gpu_ids, cpus, mem_mb),
+            environment=environment,
             tasks=tasks,
             stdout=spec.output,
             stderr=spec.error,
@@ -172,10 +205,10 @@ class Planner:
             heartbeat_timeout_s=spec.heartbeat_timeout_s,
             mem_mb=mem_mb,
             cpu_ids=list(cpu_ids),
-            deny_devices=[list(d) for d in self.node.denied_devices(gpu_ids)],
+            deny_devices=[list(d) for d in self.node.denied_devices(held)],
             hide_gpus=self.node.hide_gpus,
             cgroup_v2_base=self.node.cgroup_v2_base,
-            container=self.container_request(spec, uid, gpu_ids) if spec.container_image else None,
+            container=self.container_request(spec, uid, held) if spec.container_image else None,
         )
 
     def user_container_cache(self, uid: int, gid: int) -> None:

@@ -31,9 +31,12 @@ class LocalNode:
     cgroup_v2_base: str | None = None  # set by the daemon when it prepared one
     enforcement: dict[str, str] = field(default_factory=dict)  # resource -> how (or not)
 
+    parts: dict[int, float] = field(default_factory=dict, init=False)  # part -> fraction
+
     def __post_init__(self) -> None:
         if not self.devices:
             self.devices = list(self.gpus)
+        self.parts = {d.index: d.fraction for d in self.devices if d.parent is not None}
 
     @classmethod
     def from_config(
@@ -64,6 +67,26 @@ class LocalNode:
         if slices:
             return slices
         return [d.index for d in self.devices if d.parent is None and gpu_type in (None, d.type)]
+
+    def gpu_units(self, gpu_ids: list[int]) -> float | None:
+        """The GPUs fair share charges for holding `gpu_ids` when some are parts of a
+        GPU (a MIG slice by its compute, a shard or MPS unit by its count); None when
+        all are whole (then their number is charged)."""
+        parts = self.parts
+        if not parts or not any(i in parts for i in gpu_ids):
+            return None
+        return sum(parts.get(i, 1.0) for i in gpu_ids)
+
+    def visible(self, gpu_ids: list[int]) -> list[int]:
+        """The GPU indices a job holding `gpu_ids` sees (SLURM_JOB_GPUS): a shard or
+        MPS unit as its GPU, once; a GPU or MIG slice as itself."""
+        kinds = {d.index: d for d in self.devices if d.kind in ("shard", "mps")}
+        out: list[int] = []
+        for i in gpu_ids:
+            seen = kinds[i].physical if i in kinds else i
+            if seen not in out:
+                out.append(seen)
+        return out
 
     def denied_devices(self, gpu_ids: list[int]) -> list[Device]:
         """The devices a job holding `gpu_ids` must not open: every other GPU's (a

@@ -42,7 +42,7 @@ from podium.server.ends import RunEnds
 from podium.server.launch import Planner
 from podium.server.local_node import LocalNode
 from podium.server.policy import half_life_s, policy_from_config
-from podium.server.records import gpu_owners
+from podium.server.records import gpu_owners, spec_gpu_ids
 from podium.server.snapshot import (
     PendingQueue,
     allocation,
@@ -235,8 +235,11 @@ class Reactor:
     def _read_inputs(self, now: float, pending: dict[int, PendingJob]) -> PassInputs:
         """What a snapshot needs from the store and the node (under the lock)."""
         view, fenced, unhealthy = node_view(self.node, self.store, self.health)
+        node = self.node
         running = tuple(
-            allocation(r, self.node.name, self.spec(r).exclusive, fenced, now)
+            allocation(
+                r, node.name, self.spec(r).exclusive, fenced, now, node.gpu_units(spec_gpu_ids(r))
+            )
             for r in self.running_rows()
         )
         dep_ids = {j for job in pending.values() for d in job.dependencies for j in d.job_ids}

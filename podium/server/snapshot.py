@@ -146,7 +146,7 @@ def node_view(
         cpus=node.cpus,
         memory_mb=node.memory_mb,
         gpus=tuple(
-            GpuSlot(g.index, g.type, g.parent is None)
+            GpuSlot(g.index, g.type, g.parent is None, g.parent)
             for g in node.devices
             if g.index not in fenced
         ),
@@ -157,9 +157,15 @@ def node_view(
 
 
 def allocation(
-    r: Row, node: str, exclusive: str, fenced: set[int | None], now: float
+    r: Row,
+    node: str,
+    exclusive: str,
+    fenced: set[int | None],
+    now: float,
+    gpu_units: float | None = None,
 ) -> Allocation:
-    """What a running job's row holds, as the scheduler sees it."""
+    """What a running job's row holds, as the scheduler sees it; `gpu_units` what its
+    parts of GPUs weigh in fair share (LocalNode.gpu_units)."""
     return Allocation(
         job_id=r["job_id"],
         node=r["node"] or node,
@@ -175,6 +181,7 @@ def allocation(
         start_time=r["start_time"] or now,
         time_limit_s=r["time_limit_s"],
         preempting=r["preempt_mode"] is not None,
+        gpu_units=gpu_units,
     )
 
 

@@ -15,11 +15,19 @@ from podium.api.caller import Caller, group_names
 from podium.api.records import JOB_KEYS
 from podium.api.text import printable
 from podium.errors import PermissionDenied, SpecError
+from podium.node.inventory import GpuInfo
 from podium.recover.agent import HealthAgent
 from podium.recover.ladder import Health
 from podium.sched.fairshare import fairshare_table
+from podium.server.local_node import LocalNode
 from podium.server.reactor import RUNNING, Reactor
-from podium.server.records import gpu_owners, job_record, job_records, step_records
+from podium.server.records import (
+    gpu_owners,
+    job_record,
+    job_records,
+    spec_gpu_ids,
+    step_records,
+)
 from podium.server.snapshot import allocation, share_inputs
 from podium.spec.job import JobState
 from podium.store.db import Row, spec_of
@@ -179,9 +187,11 @@ class Views:
         cpus_alloc = sum(r["cpus"] for r in running)
         mem_alloc = sum(r["mem_mb"] for r in running)
         node_row = self.store.node(node.name)
-        used = len(owner)
-        total = len(node.devices)
         health = {h.gpu: h for h in self.reactor.health.all(node.name)}
+        recovery = self.config.health.recovery
+        gpus = gpu_records(node, owner, health, recovery)
+        used = sum(1 for g in gpus if g["job_id"] is not None or (g["share"] or {}).get("used"))
+        total = len(gpus)
         node_health = health.get(None, Health(node.name, None))
         reason = node_row["reason"]
         if node_row["admin_state"] == "drain" or node_health.fenced:
@@ -194,7 +204,6 @@ class Views:
             state = "allocated"
         else:
             state = "mixed"
-        recovery = self.config.health.recovery
         return [
             {
                 "node": node.name,
@@ -213,22 +222,7 @@ class Views:
                 "features": self.config.node.features,
                 "enforcement": node.enforcement,
                 "partitions": [p.name for p in self.config.partitions],
-                "gpus": [
-                    {
-                        "index": g.index,
-                        "type": g.type,
-                        "memory_mb": g.memory_mb,
-                        "uuid": g.uuid,
-                        "bus_id": g.bus_id,
-                        "parent": g.parent,
-                        "mig_start": g.start,
-                        "job_id": owner.get(g.index),
-                        "health": health_json(
-                            health.get(g.physical, Health(node.name, g.physical)), recovery
-                        ),
-                    }
-                    for g in node.devices
-                ],
+                "gpus": gpus,
             }
         ]
 
@@ -243,8 +237,10 @@ class Views:
         reactor = self.reactor
         reactor.queue.refresh()
         now = reactor.clock()
+        node = self.node
         running = [
-            allocation(r, self.node.name, "none", set(), now) for r in reactor.running_rows()
+            allocation(r, node.name, "none", set(), now, node.gpu_units(spec_gpu_ids(r)))
+            for r in reactor.running_rows()
         ]
         stored = self.store.usage(now, reactor.half_life_s)
         tree, usage = share_inputs(self.config, stored, running, reactor.queue.jobs.values(), now)
@@ -302,4 +298,51 @@ def health_json(h: Health, recovery: str) -> dict[str, Any]:
         "since": h.since,
         "last_deep_check": h.deep,
         "recovery": recovery,
+    }
+
+
+def gpu_records(
+    node: LocalNode, owner: dict[int, int], health: dict[int | None, Health], recovery: str
+) -> list[dict[str, Any]]:
+    """The node's GPUs as `podium nodes` lists them: each whole GPU and MIG slice with
+    the job holding it; a GPU shared by shards or MPS once, with its units and jobs."""
+    out: list[dict[str, Any]] = []
+    shared: dict[int, dict[str, Any]] = {}
+    for g in node.devices:
+        if g.kind in ("shard", "mps"):
+            share = shared.get(g.physical)
+            if share is None:
+                share = shared[g.physical] = {"kind": g.kind, "units": 0, "used": 0, "jobs": []}
+                parent = next(p for p in node.gpus if p.index == g.physical)
+                out.append(_gpu_record(parent, None, share, node.name, health, recovery))
+            share["units"] += 1
+            job = owner.get(g.index)
+            if job is not None:
+                share["used"] += 1
+                if job not in share["jobs"]:
+                    share["jobs"].append(job)
+            continue
+        out.append(_gpu_record(g, owner.get(g.index), None, node.name, health, recovery))
+    return out
+
+
+def _gpu_record(
+    g: GpuInfo,
+    job_id: int | None,
+    share: dict[str, Any] | None,
+    node: str,
+    health: dict[int | None, Health],
+    recovery: str,
+) -> dict[str, Any]:
+    return {
+        "index": g.index,
+        "type": g.type,
+        "memory_mb": g.memory_mb,
+        "uuid": g.uuid,
+        "bus_id": g.bus_id,
+        "parent": g.parent,
+        "mig_start": g.start,
+        "share": share,
+        "job_id": job_id,
+        "health": health_json(health.get(g.physical, Health(node, g.physical)), recovery),
     }

@@ -319,6 +319,7 @@ def node_record(node: dict[str, Any], jobs: Iterable[dict[str, Any]]) -> dict[st
                 "uuid": None,
                 "parent": None,  # sinfo does not say which GRES are MIG slices
                 "mig_start": None,
+                "share": None,
                 "job_id": owner.get(i),
                 "health": health,
             }

@@ -24,7 +24,7 @@ from podium.spec.config_access import (
     UserShare,
 )
 from podium.spec.config_base import Closed
-from podium.spec.config_node import GpuInventory, NodeConfig, Partition
+from podium.spec.config_node import GpuInventory, GpuSharing, NodeConfig, Partition
 from podium.spec.config_ops import GpuTypeThresholds, HealthConfig, ResumeConfig, SlurmAccess
 from podium.spec.validation import one_line
 
@@ -34,6 +34,7 @@ __all__ = [
     "ClusterConfig",
     "FairshareConfig",
     "GpuInventory",
+    "GpuSharing",
     "GpuTypeThresholds",
     "HealthConfig",
     "NodeConfig",

@@ -19,6 +19,29 @@ def _detected_memory_mb() -> int:
     return int(psutil.virtual_memory().total // (1024 * 1024))
 
 
+class GpuSharing(Closed):
+    """How one whole GPU is shared (one mode per GPU): `shards` (Slurm's shard GRES:
+    that many jobs at once, no fencing) or `mps` (Slurm's mps GRES: that many units,
+    usually 100 for percent, under an MPS server with per-job thread and memory caps)."""
+
+    shards: int | None = Field(default=None, ge=1, le=128)
+    mps: int | None = Field(default=None, ge=1, le=100)
+
+    @model_validator(mode="after")
+    def _one_mode(self) -> GpuSharing:
+        if (self.shards is None) == (self.mps is None):
+            raise ValueError("give one of shards: N or mps: N (a GPU is in one mode at a time)")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return "shard" if self.shards is not None else "mps"
+
+    @property
+    def units(self) -> int:
+        return self.shards if self.shards is not None else (self.mps or 0)
+
+
 class GpuInventory(Closed):
     """Where the node's GPUs come from.
 
@@ -53,6 +76,12 @@ class GpuInventory(Closed):
         "against the GPU model's placement rules. NVML GPUs: read from the driver",
     )
 
+    sharing: dict[int, GpuSharing] = Field(
+        default_factory=dict,
+        description="GPUs shared rather than given whole: {index: {shards: N}} or "
+        "{index: {mps: 100}} (a GPU in MIG mode cannot also be shared this way)",
+    )
+
     @model_validator(mode="after")
     def _topology_in_range(self) -> GpuInventory:
         flat = [i for group in self.topology for i in group]
@@ -65,6 +94,15 @@ class GpuInventory(Closed):
                 f"devices lists {len(self.devices)} files for {self.count} GPUs: give one each"
             )
         self._check_mig()
+        for index in self.sharing:
+            if self.source == "declared" and not 0 <= index < self.count:
+                raise ValueError(f"sharing: GPU {index} is not one of 0..{self.count - 1}")
+            if index in self.mig:
+                mode = self.sharing[index].kind
+                raise ValueError(
+                    f"GPU {index} is in both mig and sharing ({mode}): a GPU is in one mode "
+                    "at a time (whole, MIG slices, MPS or shards)"
+                )
         return self
 
     def _check_mig(self) -> None:

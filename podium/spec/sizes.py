@@ -10,7 +10,7 @@ from typing import Any
 from podium.errors import SpecError, Unsatisfiable
 from podium.spec.request import Options
 from podium.spec.timefmt import parse_memory_mb
-from podium.spec.values import gpu_count, gres, option_error, positive_int
+from podium.spec.values import SHARED_GRES, gpu_count, gres, option_error, positive_int
 
 _NODE_NAMES_RE = re.compile(r"^[A-Za-z0-9_.\[\]-]+$")
 _FEATURES_RE = re.compile(r"^[A-Za-z0-9_.&|,()\[\]*-]+$")
@@ -93,12 +93,16 @@ def read_sizes(raw: Options, out: dict[str, Any], mem_per_cpu_mb: int) -> None:
         gpus = total
     gpus = gpus or 0
     out.update(gpus=gpus, gpus_per_task=per_task, gpu_type=gpu_type)
+    shared = gpu_type in SHARED_GRES
+    if shared and (per_task is not None or out.get("gpus_per_node") is not None):
+        raise SpecError(f"--gres={gpu_type}:N is a share of one GPU: not per task or per node")
+    gpu_units = 1 if shared else gpus  # an MPS share or shards: of one GPU
 
     cpus = ntasks * cpt
     if (g := raw.get("cpus-per-gpu")) is not None:
         if not gpus:
             raise option_error(g, "needs GPUs (--gpus or --gres=gpu:N)")
-        cpus = max(cpus, positive_int(g) * gpus)
+        cpus = max(cpus, positive_int(g) * gpu_units)
     if (g := raw.get("mincpus")) is not None:
         cpus = max(cpus, positive_int(g))
     out["cpus"] = cpus
@@ -132,5 +136,5 @@ def read_sizes(raw: Options, out: dict[str, Any], mem_per_cpu_mb: int) -> None:
         else:
             if not gpus:
                 raise option_error(g, "needs GPUs (--gpus or --gres=gpu:N)")
-            mem = amount * gpus
+            mem = amount * gpu_units
     out["mem_mb"] = mem

@@ -43,14 +43,19 @@ def positive_int(g: Given, minimum: int = 1) -> int:
 _GPU_COUNT_RE = re.compile(r"^(?:([A-Za-z0-9_.-]+):)?(\d+)$")
 
 
+SHARED_GRES = ("mps", "shard")  # parts of one GPU, counted in units (podium.node.slices)
+
 # Slurm's AutoDetect=nvml names a MIG slice's type after its GPU and profile
 # (nvidia_h100_80gb_hbm3_1g.10gb); Podium's type is the profile.
 _SLURM_MIG_TYPE = re.compile(r"^[A-Za-z0-9_.-]+_(\d+g\.\d+gb)$")
 
 
-def gpu_type(name: str) -> str:
+def gpu_type(name: str, g: Given) -> str:
     """A requested GPU type as Podium names it: a MIG slice by its profile, whether
-    given as 1g.10gb or as Slurm's nvidia_h100_80gb_hbm3_1g.10gb."""
+    given as 1g.10gb or as Slurm's nvidia_h100_80gb_hbm3_1g.10gb. A share's name
+    (mps, shard) is not a GPU type: it is asked for with --gres=mps:N."""
+    if name in SHARED_GRES:
+        raise option_error(g, f"{name!r} is not a GPU type: ask for a share with --gres={name}:N")
     match = _SLURM_MIG_TYPE.match(name)
     return match.group(1) if match else name
 
@@ -59,7 +64,7 @@ def gpu_count(g: Given) -> tuple[str | None, int]:
     match = _GPU_COUNT_RE.match(str(g.value))
     if not match:
         raise option_error(g, f"expected [type:]count, got {g.value!r}")
-    kind = gpu_type(match.group(1)) if match.group(1) else None
+    kind = gpu_type(match.group(1), g) if match.group(1) else None
     return kind, _bounded_count(g, int(match.group(2)))
 
 
@@ -70,13 +75,26 @@ def _bounded_count(g: Given, count: int) -> int:
 
 
 def gres(g: Given) -> tuple[str | None, int]:
+    """(type, count) of --gres: GPUs (gpu[:type][:count], the type None when not
+    given) or a share of a GPU (mps:N, N percent; shard:N), never both."""
     kind: str | None = None
     count = 0
-    for item in str(g.value).split(","):
+    items = str(g.value).split(",")
+    names = {item.split(":")[0] for item in items}
+    if names & set(SHARED_GRES) and len(items) > 1:
+        raise option_error(g, "give GPUs, an MPS share or shards, one of them")
+    for item in items:
         parts = item.split(":")
+        if parts[0] in SHARED_GRES:
+            if len(parts) != 2 or not is_digits(parts[1]) or int(parts[1]) < 1:
+                raise option_error(g, f"expected {parts[0]}:N with N at least 1, got {item!r}")
+            if parts[0] == "mps" and int(parts[1]) > 100:
+                raise option_error(g, f"mps:{parts[1]} is over 100: a share is a percent of a GPU")
+            return parts[0], _bounded_count(g, int(parts[1]))
         if parts[0] != "gpu":
             raise option_error(
-                g, f"unknown generic resource {parts[0]!r}: this cluster has only 'gpu'"
+                g,
+                f"unknown generic resource {parts[0]!r}: this cluster has 'gpu', 'mps' and 'shard'",
             )
         if len(parts) == 1:
             n = 1
@@ -84,9 +102,9 @@ def gres(g: Given) -> tuple[str | None, int]:
             if is_digits(parts[1]):
                 n = int(parts[1])
             else:
-                kind, n = gpu_type(parts[1]), 1
+                kind, n = gpu_type(parts[1], g), 1
         elif len(parts) == 3 and is_digits(parts[2]):
-            kind, n = gpu_type(parts[1]), int(parts[2])
+            kind, n = gpu_type(parts[1], g), int(parts[2])
         else:
             raise option_error(g, f"expected gpu[:type][:count], got {item!r}")
         count += _bounded_count(g, n)

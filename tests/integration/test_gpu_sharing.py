@@ -1,10 +1,13 @@
 """GPU sharing on the embedded cluster: declared MIG slices scheduled as GPUs, named
 by their MIG UUID in CUDA_VISIBLE_DEVICES (batch script and srun steps), shown by
-`podium nodes`, fenced with their GPU."""
+`podium nodes`, fenced with their GPU; shards; MPS shares with their thread share,
+memory cap and server directories, never two users on one GPU's MPS server."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -14,6 +17,7 @@ import pytest
 
 from podium.server.launch import COMPAT_BIN
 from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
+from tests.integration.test_permissions import _as, other_user  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.integration
 
@@ -141,3 +145,96 @@ def test_a_layout_the_gpu_cannot_take_stops_podium_up_in_one_line() -> None:
         assert len(result.stderr.strip().splitlines()) == 1
     finally:
         teardown_cluster(c)
+
+
+SHARE = """
+echo "gpus $CUDA_VISIBLE_DEVICES jobgpus $SLURM_JOB_GPUS" > {work}/seen-$SLURM_JOB_ID
+env | grep -E '^(CUDA_MPS|PODIUM_MPS)' | sort >> {work}/seen-$SLURM_JOB_ID
+while [ ! -e {work}/gate-$SLURM_JOB_ID ]; do sleep 0.1; done
+"""
+
+
+@pytest.fixture
+def shared() -> Iterator[Cluster]:
+    """Two declared H100s: GPU 0 in 2 shards, GPU 1 shared by MPS (100 units)."""
+    c = make_cluster(gpus=2)
+    text = (
+        (c.home / "cluster.yaml")
+        .read_text()
+        .replace("memory_mb: 81920}", "memory_mb: 81920, sharing: {0: {shards: 2}, 1: {mps: 100}}}")
+    )
+    (c.home / "cluster.yaml").write_text(text)
+    c.start()
+    try:
+        yield c
+    finally:
+        teardown_cluster(c)
+
+
+def test_shards_share_a_gpu_with_no_fence(shared: Cluster) -> None:
+    script = shared.script(SHARE.format(work=shared.work))
+    first = shared.submit("--gres=shard:1", str(script))
+    second = shared.submit("--gres=shard:1", str(script))
+    third = shared.submit("--gres=shard:1", str(script))
+    for j in (first, second):
+        assert seen(shared, j, lines=1)[0] == "gpus 0 jobgpus 0"
+    shared.wait_reason(third, "Resources")  # the GPU's two shards are taken
+    gpu0 = next(g for g in node(shared)["gpus"] if g["index"] == 0)
+    assert gpu0["share"] == {"kind": "shard", "units": 2, "used": 2, "jobs": [first, second]}
+    assert "shard 2/2" in shared.cli("nodes", check=True).stdout
+    for j in (first, second, third):
+        (shared.work / f"gate-{j}").touch()
+    assert shared.wait(third)["state"] == "COMPLETED"
+
+
+def test_an_mps_share_gets_its_threads_memory_cap_and_server_dirs(shared: Cluster) -> None:
+    script = shared.script(SHARE.format(work=shared.work))
+    half = shared.submit("--gres=mps:50", str(script))
+    capped = shared.submit("--gres=mps:30", "--mem-per-gpu=10G", str(script))
+    uid = os.getuid()
+    pipe = shared.home / "mps" / f"gpu1-{uid}" / "pipe"
+    lines = seen(shared, half, lines=5)
+    assert lines[0] == "gpus declared-1 jobgpus 1"  # an MPS GPU by UUID: servers renumber
+    assert f"CUDA_MPS_PIPE_DIRECTORY={pipe}" in lines
+    assert "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50" in lines
+    assert "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=40G" in lines
+    assert pipe.is_dir() and (pipe.stat().st_mode & 0o777) == 0o700
+    if shutil.which("nvidia-cuda-mps-control") is None:  # no driver here: said, not hidden
+        note = "PODIUM_MPS_NOTE=nvidia-cuda-mps-control not found: the job shares GPU 1"
+        assert any(line.startswith(note) for line in lines), lines
+    capped_lines = seen(shared, capped, lines=5)
+    assert "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=30" in capped_lines
+    assert "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=10G" in capped_lines
+    gpu1 = next(g for g in node(shared)["gpus"] if g["index"] == 1)
+    assert gpu1["share"] == {"kind": "mps", "units": 100, "used": 80, "jobs": [half, capped]}
+    too_big = shared.submit("--gres=mps:30", "--wrap", "true")
+    shared.wait_reason(too_big, "Resources")  # 20 units left
+    for j in (half, capped):
+        (shared.work / f"gate-{j}").touch()
+    assert shared.wait(too_big)["state"] == "COMPLETED"
+
+
+def test_two_users_mps_jobs_never_share_a_gpu(
+    shared: Cluster,
+    other_user: str,  # noqa: F811 (the fixture)
+) -> None:
+    script = shared.script(SHARE.format(work=shared.work))
+    mine = shared.submit("--gres=mps:10", str(script))
+    seen(shared, mine, lines=1)
+    theirs = _as(shared, other_user, "submit", "--parsable", "--gres=mps:10", "--wrap", "true")
+    assert theirs.returncode == 0, theirs.stderr
+    waiting = int(theirs.stdout)
+    shared.wait_reason(waiting, "Resources")  # 90 units free, but the GPU's server is mine
+    (shared.work / f"gate-{mine}").touch()
+    assert shared.wait(waiting)["state"] == "COMPLETED"
+
+
+def test_shares_no_gpu_can_give_are_refused_at_submit(shared: Cluster) -> None:
+    for args, message in [
+        (["--gres=mps:101"], "mps:101 is over 100"),
+        (["--gres=shard:3"], "asks for shard:3 but on node node0 its GPUs have 2 shard units"),
+        (["--gpus=1"], "asks for 1 whole GPU(s) but node node0 has 0 x 'h100' whole"),
+    ]:
+        result = shared.cli("submit", *args, "--wrap", "true")
+        assert result.returncode != 0
+        assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -212,3 +213,80 @@ def test_a_container_lists_exactly_its_gpu(gpu_cluster: Cluster) -> None:
         assert "CVD=0" in out and "libnvidia-ml.so.1" in out
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+MPS_PROBE = """\
+echo "pct=$CUDA_MPS_ACTIVE_THREAD_PERCENTAGE cap=$CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
+echo "note=${PODIUM_MPS_NOTE-none}"
+test -e "$CUDA_MPS_PIPE_DIRECTORY/nvidia-cuda-mps-control.pid" && echo server=up
+python3 - <<'EOF'
+import time, torch
+small = torch.empty(4 << 30, dtype=torch.uint8, device="cuda")  # 4 GiB: under the cap
+print("small_ok")
+try:
+    big = torch.empty(12 << 30, dtype=torch.uint8, device="cuda")  # 12 GiB: over 10G
+    print("big_allowed")
+except torch.cuda.OutOfMemoryError:
+    print("big_refused")
+time.sleep(3)  # the two jobs overlap
+EOF
+"""
+
+
+@pytest.fixture
+def mps_cluster() -> Iterator[Cluster]:
+    if shutil.which("nvidia-cuda-mps-control") is None:
+        pytest.skip("nvidia-cuda-mps-control is not installed")
+    home = Path(tempfile.mkdtemp(prefix="podium-mps-", dir="/tmp"))
+    home.chmod(0o755)
+    work = home / "work"
+    work.mkdir()
+    work.chmod(0o777)
+    config = CONFIG.format(cpus=min(os.cpu_count() or 2, 8)).replace(
+        "gpus: {source: nvml}", "gpus: {source: nvml, sharing: {0: {mps: 100}}}"
+    )
+    (home / "cluster.yaml").write_text(config)
+    cluster = Cluster(home, work)
+    result = cluster.cli("up")
+    assert result.returncode == 0, result.stderr
+    cluster.daemon_pid = int((home / "podiumd.pid").read_text())
+    try:
+        yield cluster
+    finally:
+        teardown_cluster(cluster)
+
+
+@needs_gpu
+def test_two_mps_jobs_share_the_gpu_under_one_server_with_their_caps(
+    mps_cluster: Cluster,
+) -> None:
+    probe = ["python3", "-c", "import torch; assert torch.cuda.is_available()"]
+    if subprocess.run(probe, capture_output=True).returncode:
+        pytest.skip("no CUDA-enabled PyTorch for python3 here")
+    c = mps_cluster
+    script = c.script(MPS_PROBE, "mps.sh")
+    jobs = [
+        c.submit("--gres=mps:50", "--mem-per-gpu=10G", "-o", str(c.work / "%j.out"), str(script))
+        for _ in range(2)
+    ]
+    ends = [c.wait(j, timeout=180) for j in jobs]
+    outs = [(c.work / f"{j}.out").read_text() for j in jobs]
+    for job, out in zip(ends, outs, strict=True):
+        assert job["state"] == "COMPLETED", out
+        assert "pct=50 cap=0=10G" in out and "note=none" in out and "server=up" in out, out
+        assert "small_ok" in out and "big_refused" in out, out  # the cap holds
+    starts = sorted(e["start_time"] for e in ends)
+    assert starts[1] < min(e["end_time"] for e in ends)  # they ran at once
+    pid_file = c.home / "mps" / f"gpu0-{os.getuid()}" / "pipe" / "nvidia-cuda-mps-control.pid"
+    deadline = time.monotonic() + 30  # the server stops after the GPU's last MPS job
+    while time.monotonic() < deadline and _alive(pid_file):
+        time.sleep(0.5)
+    assert not _alive(pid_file)
+
+
+def _alive(pid_file: Path) -> bool:
+    try:
+        os.kill(int(pid_file.read_text().strip()), 0)
+    except (OSError, ValueError):
+        return False
+    return True

@@ -41,6 +41,13 @@ def _fits(value: Any, hint: Any) -> bool:
         return isinstance(value, int | float) and not isinstance(value, bool)
     if hint is int:
         return isinstance(value, int) and not isinstance(value, bool)
+    if typing.is_typeddict(hint):
+        fields = typing.get_type_hints(hint)
+        return (
+            isinstance(value, dict)
+            and set(value) == set(fields)
+            and all(_fits(value[k], h) for k, h in fields.items())
+        )
     return isinstance(value, hint)
 
 

@@ -12,6 +12,7 @@ from podium.node.health.nccl import NcclBandwidthCheck
 from podium.node.health.system import DiskSpaceCheck, MountCheck
 from podium.node.health.xid import KmsgXidCheck, XidCheck
 from podium.node.inventory import GpuInfo
+from podium.node.mps import MpsCheck, MpsServers
 from podium.spec.cluster import ClusterConfig
 
 
@@ -100,6 +101,8 @@ def node_checks(
         checks.append(DcgmDiagCheck(level=dcgm_level or h.dcgm_level))
         burn = [g.index for g in gpus] if burn_in_gpus is None else burn_in_gpus
         checks.append(BurnInCheck(burn, h.burn_in_seconds))
+    if any(m.kind == "mps" for m in config.node.gpus.sharing.values()):
+        checks.append(MpsCheck(MpsServers(home)))
     if h.nccl_output:
         busbw = {t: v.nccl_busbw_gbps for t, v in h.thresholds.items() if v.nccl_busbw_gbps}
         checks.append(NcclBandwidthCheck(Path(h.nccl_output), gpu_type, busbw))

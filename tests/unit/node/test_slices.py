@@ -19,7 +19,8 @@ from podium.node.slices import (
     resolve_slices,
     schedulable,
 )
-from podium.spec.cluster import GpuInventory, parse_config
+from podium.server.local_node import LocalNode
+from podium.spec.cluster import ClusterConfig, GpuInventory, parse_config
 
 MIG_H100 = Path(__file__).parent / "data" / "nvml-h100-mig.json"
 
@@ -131,3 +132,52 @@ def test_profile_names_from_nvml() -> None:
 def test_a_whole_gpu_is_its_own_parent() -> None:
     g = GpuInfo(3, "h100", 81920, "GPU-x")
     assert (g.physical, g.cuda_name) == (3, "3")
+
+
+def test_parts_are_charged_by_their_fraction_of_the_gpu() -> None:
+    inv = GpuInventory(
+        source="declared",
+        count=3,
+        type="h100",
+        memory_mb=81920,
+        mig={0: ["3g.40gb", "1g.10gb"]},
+        sharing={1: {"shards": 4}, 2: {"mps": 100}},  # type: ignore[dict-item]
+    )
+    gpus = declared(inv)
+    parts = resolve_slices(inv, gpus)
+    assert [(p.index, p.type, p.parent) for p in parts[:3]] == [
+        (3, "3g.40gb", 0),  # at 0, the 1g.10gb at 4
+        (4, "1g.10gb", 0),
+        (5, "shard", 1),
+    ]
+    assert [round(p.fraction, 3) for p in parts[:6]] == [0.429, 0.143, 0.25, 0.25, 0.25, 0.25]
+    assert len(parts) == 2 + 4 + 100 and parts[-1].fraction == 0.01
+    assert {p.cuda_name for p in parts[2:6]} == {"1"}  # a shard: its GPU's index
+    assert {p.cuda_name for p in parts[6:]} == {"declared-2"}  # MPS: its GPU's UUID
+    assert schedulable(gpus, parts) == parts  # no GPU is given whole
+    config = ClusterConfig.model_validate({"node": {"name": "n0", "cpus": 1, "memory_mb": 1000}})
+    node = LocalNode.from_config(config, gpus, parts)
+    assert node.gpu_units([3, 5]) == pytest.approx(3 / 7 + 1 / 4)
+    assert node.gpu_units(list(range(9, 59))) == pytest.approx(0.5)  # mps:50 (units 9-108)
+    assert node.visible(list(range(9, 59))) == [2] and node.visible([3, 5, 6, 9]) == [3, 1, 2]
+    whole = LocalNode.from_config(config, declared(GpuInventory(source="declared", count=2)))
+    assert whole.gpu_units([0, 1]) is None  # whole GPUs: charged by count
+
+
+def test_a_gpu_is_in_one_mode_at_a_time() -> None:
+    with pytest.raises(ConfigError, match="GPU 0 is in both mig and sharing"):
+        parse_config(
+            "node: {gpus: {source: declared, count: 1, type: h100, memory_mb: 81920, "
+            "mig: {0: [7g.80gb]}, sharing: {0: {mps: 100}}}}\n",
+            "cluster.yaml",
+        )
+    with pytest.raises(ConfigError, match="give one of shards: N or mps: N"):
+        parse_config(
+            "node: {gpus: {source: declared, count: 1, sharing: {0: {mps: 50, shards: 2}}}}\n",
+            "cluster.yaml",
+        )
+    with pytest.raises(ConfigError, match="less than or equal to 100"):
+        parse_config(
+            "node: {gpus: {source: declared, count: 1, sharing: {0: {mps: 150}}}}\n",
+            "cluster.yaml",
+        )

@@ -6,7 +6,7 @@ import os
 
 from podium.node.inventory import GpuInfo
 from podium.run.container_gpus import renumbered
-from podium.run.task_env import MIG_DEVICES, cuda_visible
+from podium.run.task_env import CUDA_NAMES, cuda_visible
 from podium.server.local_node import LocalNode
 from podium.spec.cluster import ClusterConfig
 
@@ -50,8 +50,9 @@ def test_a_slice_opens_its_gpu_and_its_own_capabilities_only() -> None:
 
 
 def test_cuda_names_a_slice_by_its_uuid_inside_and_outside_a_container() -> None:
-    env = {MIG_DEVICES: "2=MIG-x,3=MIG-y"}
+    env = {CUDA_NAMES: "2=MIG-x,3=MIG-y"}
     assert cuda_visible([1, 3], env) == "1,MIG-y"
     assert cuda_visible([1, 3], {}) == "1,3"
     visible: list[dict[str, object]] = [{"index": 0}, {"index": 1}]  # slice 3's GPU, GPU 1
     assert renumbered("1,MIG-y", visible) == "1,MIG-y"
+    assert renumbered("GPU-b", visible) == "GPU-b"  # an MPS share's GPU

@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from podium.api import arrays
 from podium.api.caller import Caller
-from podium.errors import SpecError
+from podium.errors import SpecError, Unsatisfiable
 from podium.server.admission import EmbeddedAdmission
 from podium.spec.build import Draft, SubmitRequest, build_job
 from podium.spec.cluster import ClusterConfig, GpuInventory, NodeConfig, Partition
@@ -304,3 +304,62 @@ def test_the_signal_is_checked_against_the_admitted_time_limit() -> None:
     req = SubmitRequest(script="#!/bin/sh\n", options=["--signal=USR1@7200"], cwd="/tmp")
     with pytest.raises(SpecError, match="7200s before a 3600s limit"):
         build_job(req, config(), ME, NOW, ADMIT)  # the partition's default: one hour
+
+
+@pytest.mark.parametrize(
+    "options,expected",
+    [
+        (["--gres=mps:50"], ("mps", 50, 4000)),
+        (["--gres=shard:2"], ("shard", 2, 4000)),
+        (["--gres=mps:25", "--mem-per-gpu=8G"], ("mps", 25, 8192)),  # of one GPU
+    ],
+)
+def test_shares_of_a_gpu(options: list[str], expected: tuple[str, int, int]) -> None:
+    spec = build_job(
+        SubmitRequest(script="#!/bin/sh\ntrue\n", options=options, cwd="/tmp"),
+        shared_config(),
+        ME,
+        NOW,
+        ADMIT,
+    ).spec
+    assert (spec.gpu_type, spec.gpus, spec.mem_mb) == expected
+
+
+def shared_config() -> ClusterConfig:
+    c = config()
+    c.node.gpus = GpuInventory(
+        source="declared",
+        count=2,
+        type="h100",
+        memory_mb=81920,
+        sharing={0: {"shards": 4}, 1: {"mps": 100}},  # type: ignore[dict-item]
+    )
+    return c
+
+
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        (["--gres=mps:150"], "mps:150 is over 100: a share is a percent of a GPU"),
+        (["--gres=gpu:1,mps:50"], "give GPUs, an MPS share or shards, one of them"),
+        (["--gpus=mps:1"], "'mps' is not a GPU type: ask for a share with --gres=mps:N"),
+        (["--gres=mps:0"], "expected mps:N with N at least 1"),
+        (["--gres=mps:20", "--gpus-per-node=20"], "--gres=mps:N is a share of one GPU: not per"),
+        (["--gres=shard:5"], "on node n0 its GPUs have 4 shard units"),
+    ],
+)
+def test_bad_shares_are_one_line(options: list[str], message: str) -> None:
+    with pytest.raises((SpecError, Unsatisfiable)) as err:
+        build_job(
+            SubmitRequest(script="#!/bin/sh\ntrue\n", options=options, cwd="/tmp"),
+            shared_config(),
+            ME,
+            NOW,
+            ADMIT,
+        )
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_share_on_a_node_without_one_is_refused() -> None:
+    with pytest.raises(Unsatisfiable, match=r"no GPU of node n0 is shared by MPS"):
+        build(options=["--gres=mps:10"])
