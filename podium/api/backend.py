@@ -35,6 +35,7 @@ class Feature:
     GPU_RESUME = "resuming one GPU"
     SHUTDOWN = "stopping the cluster's daemon"
     BATCH = "submitting several jobs at once, all or none"
+    MIG_ADVICE = "MIG layout advice"
 
 
 def records_json(records: list[dict[str, Any]]) -> str:
@@ -158,6 +159,11 @@ class Backend:
         self.refuse(Feature.FAIR_SHARE)
         return self._share()
 
+    def mig_advice(self) -> dict[str, Any]:
+        """The MIG layouts the pending queue would be served best by (podium mig)."""
+        self.refuse(Feature.MIG_ADVICE)
+        return self._mig_advice()
+
     def health(self, deep: bool) -> dict[str, Any]:
         self.refuse(Feature.HEALTH)
         return self._health(deep)
@@ -223,6 +229,9 @@ class Backend:
         raise NotImplementedError
 
     def _share(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _mig_advice(self) -> dict[str, Any]:
         raise NotImplementedError
 
     def _health(self, deep: bool) -> dict[str, Any]:

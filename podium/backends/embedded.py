@@ -249,6 +249,10 @@ class EmbeddedBackend(Backend):
         answer: dict[str, Any] = self.client.get("/v1/share")
         return answer
 
+    def _mig_advice(self) -> dict[str, Any]:
+        answer: dict[str, Any] = self.client.get("/v1/mig/advice")
+        return answer
+
     def _health(self, deep: bool) -> dict[str, Any]:
         answer: dict[str, Any] = self.client.post("/v1/health", {"deep": deep})
         return answer

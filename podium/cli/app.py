@@ -40,6 +40,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Install Slurm's scontrol, sbatch, scancel, squeue (served by Podium) into a dir.",
     ),
     "image": ("podium.cli.image_cmd", "image", "Import container images; list and remove them."),
+    "mig": ("podium.cli.mig_cmd", "mig", "Advise MIG layouts for the pending queue."),
     "sim": ("podium.cli.sim_cmd", "sim", "Replay a job trace through the scheduler."),
     "demo": ("podium.cli.demo", "demo", "Run the three-researcher scenario on 4 GPUs."),
 }

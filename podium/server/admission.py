@@ -14,6 +14,7 @@ from collections import Counter
 from typing import Any
 
 from podium.api.containers import is_image_path
+from podium.api.mig import model_for, profiles
 from podium.errors import SpecError, Unsatisfiable
 from podium.run.images import reference
 from podium.spec.build import Draft
@@ -198,16 +199,20 @@ def check_gpus(count: int, gpu_type: str | None, node: str, gpus: GpuInventory) 
         return
     whole = gpus.count - len(gpus.mig) - len(gpus.sharing)
     slices = Counter(p for layout in gpus.mig.values() for p in layout)
-    if gpu_type is not None and gpu_type in slices:
-        if count > slices[gpu_type]:
+    model = model_for(gpus.type, gpus.memory_mb or None)
+    profile = profiles(model).get(gpu_type or "") if model else None
+    if profile is not None:  # a MIG profile of the node's GPUs
+        most = len(profile.starts) * (gpus.count - len(gpus.sharing))
+        if count > most:
             raise Unsatisfiable(
-                f"the job asks for {count} x {gpu_type} but node {node} has "
-                f"{slices[gpu_type]} MIG slice(s) of that profile"
+                f"the job asks for {count} x {gpu_type} but node {node} can have at most "
+                f"{most} ({len(profile.starts)} per GPU: {profile.rule()})"
             )
-        return
+        return  # not in today's layout: it waits for an admin's (podium mig advise)
     if gpu_type is not None and gpu_type != gpus.type:
+        known = f" (MIG profiles: {', '.join(profiles(model))})" if model else ""
         raise Unsatisfiable(
-            f"the job asks for GPU type {gpu_type!r} but node {node} has {_gpu_kinds(gpus)}"
+            f"the job asks for GPU type {gpu_type!r} but node {node} has {_gpu_kinds(gpus)}{known}"
         )
     if count > whole:
         if gpus.mig or gpus.sharing:

@@ -219,6 +219,11 @@ def create_app(
         caller(request)
         return fast_json({"jobs": controller.priorities()})
 
+    @app.get("/v1/mig/advice")
+    def mig_advice(request: Request) -> dict[str, Any]:
+        caller(request)
+        return controller.mig_advice()
+
     @app.get("/v1/share")
     def share(request: Request) -> dict[str, Any]:
         return {"shares": controller.share(), "access": controller.access(caller(request))}

@@ -25,6 +25,7 @@ from podium.server.effects import LocalEffects
 from podium.server.intake import Intake, Submitted
 from podium.server.launch import Planner
 from podium.server.local_node import LocalNode
+from podium.server.mig_advisor import advice_record
 from podium.server.reactor import Reactor
 from podium.server.records import spec_gpu_ids
 from podium.server.views import Views
@@ -102,6 +103,18 @@ class Controller:
             rows = self.reactor.running_rows()
         in_use = {(units[g], r["uid"]) for r in rows for g in spec_gpu_ids(r) if g in units}
         self.planner.mps.stop_idle(in_use)
+
+    def mig_advice(self) -> dict[str, Any]:
+        """The MIG advisor's answer for the pending queue (podium.server.mig_advisor)."""
+        with self.lock:
+            running = self.reactor.running_rows()
+            self.reactor.queue.refresh()
+            pending = list(self.reactor.queue.jobs.values())
+            last = self.reactor.last
+            priority = {j: f.total for j, f in last.priorities.items()} if last else {}
+        return advice_record(
+            self.node, self.config.node.gpus.type, running, pending, priority, self.clock()
+        )
 
     def handle_health(self, results: list[Result]) -> None:
         """Act on health check results run on request (`podium health`)."""

@@ -71,6 +71,8 @@ class SlurmBackend(Backend):
         Feature.SHUTDOWN: "slurmctld is stopped by its administrator, not by podium down",
         Feature.BATCH: "sbatch takes one job at a time and cannot take several all or none: "
         "use --array for many alike",
+        Feature.MIG_ADVICE: "Slurm's nodes are partitioned by their admins and Podium does not "
+        "see their pending GRES demand per node: run podium mig advise on an embedded node",
     }
 
     def __init__(self, config: ClusterConfig, home: Path | None = None) -> None:

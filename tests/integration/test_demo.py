@@ -93,7 +93,7 @@ def test_fault_demo_resumes_on_healthy_gpus_from_the_last_checkpoint(
     out = result.stdout
     assert result.returncode == 0, out + result.stderr
     bad = int(re.search(r"Xid 79 \(GPU has fallen off the bus\) written for GPU (\d)", out)[1])  # type: ignore[index]
-    assert re.search(rf"node0\s+{bad}\s+-\s+unschedulable-pending-reboot\s+xid-79", out), out
+    assert re.search(rf"node0\s+{bad}\s+\S+\s+-\s+unschedulable-pending-reboot\s+xid-79", out), out
     steps = re.search(r"last checkpoint at step (\d+);.* it resumed at step (\d+)", out)
     assert steps and steps[1] == steps[2], out
     assert "requeue  NODE_FAIL: health: Xid 79 on GPU" in out

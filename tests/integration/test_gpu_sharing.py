@@ -105,15 +105,34 @@ def test_a_slice_is_scheduled_named_by_its_uuid_and_shown_with_its_job(mig: Clus
         assert mig.wait(j)["state"] == "COMPLETED"
 
 
-def test_requests_no_slice_can_meet_are_refused_at_submit(mig: Cluster) -> None:
-    for args, message in [
-        (["--gpus=2"], "asks for 2 whole GPU(s) but node node0 has 1 x 'h100' whole and MIG"),
-        (["--gres=gpu:1g.10gb:3"], "asks for 3 x 1g.10gb but node node0 has 2 MIG slice(s)"),
-        (["--gpus=7g.80gb:1"], "GPU type '7g.80gb' but node node0 has 1 x 'h100' whole"),
-    ]:
-        result = mig.cli("submit", *args, "--wrap", "true")
+def refused_in_one_line(c: Cluster, cases: list[tuple[list[str], str]]) -> None:
+    """Each submit of `cases` (options, what the error says) fails with that one line."""
+    for args, message in cases:
+        result = c.cli("submit", *args, "--wrap", "true")
         assert result.returncode != 0
         assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_requests_no_slice_can_meet_are_refused_at_submit(mig: Cluster) -> None:
+    refused_in_one_line(
+        mig,
+        [
+            (["--gpus=2"], "asks for 2 whole GPU(s) but node node0 has 1 x 'h100' whole and MIG"),
+            (["--gres=gpu:1g.10gb:15"], "asks for 15 x 1g.10gb but node node0 can have at most"),
+            (["--gpus=1g.5gb:1"], "GPU type '1g.5gb' but node node0 has 1 x 'h100' whole"),
+        ],
+    )
+
+
+def test_a_profile_not_in_the_layout_waits_for_an_admin(mig: Cluster) -> None:
+    job = mig.submit("--gpus=7g.80gb:1", "--wrap", "true")
+    mig.wait_reason(job, "ReqNodeNotAvail")  # until GPU 1 is split (podium mig advise)
+    advice = json.loads(mig.cli("mig", "advise", "--json", check=True).stdout)
+    (change,) = [g for g in advice["gpus"] if g["changes"]]
+    assert change["advised"] == ["7g.80gb"] and change["admits"] == [job]
+    # GPU 0, idle, is re-split rather than GPU 1: the whole GPU stays free (a larger
+    # free device for the next job)
+    assert change["gpu"] == 0 and advice["after"]["largest_free"] == 7
 
 
 def test_a_fault_on_the_gpu_fences_its_slices_and_stops_only_their_jobs(mig: Cluster) -> None:
@@ -230,11 +249,42 @@ def test_two_users_mps_jobs_never_share_a_gpu(
 
 
 def test_shares_no_gpu_can_give_are_refused_at_submit(shared: Cluster) -> None:
-    for args, message in [
-        (["--gres=mps:101"], "mps:101 is over 100"),
-        (["--gres=shard:3"], "asks for shard:3 but on node node0 its GPUs have 2 shard units"),
-        (["--gpus=1"], "asks for 1 whole GPU(s) but node node0 has 0 x 'h100' whole"),
-    ]:
-        result = shared.cli("submit", *args, "--wrap", "true")
-        assert result.returncode != 0
-        assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    refused_in_one_line(
+        shared,
+        [
+            (["--gres=mps:101"], "mps:101 is over 100"),
+            (["--gres=shard:3"], "asks for shard:3 but on node node0 its GPUs have 2 shard units"),
+            (["--gpus=1"], "asks for 1 whole GPU(s) but node node0 has 0 x 'h100' whole"),
+        ],
+    )
+
+
+def test_mig_advise_splits_the_idle_gpu_for_the_waiting_slices(mig: Cluster) -> None:
+    script = mig.script(SEE.format(work=mig.work))
+    running = [mig.submit("--gres=gpu:1g.10gb:1", str(script)) for _ in range(2)]
+    waiting = [mig.submit("--gres=gpu:1g.10gb:1", "--wrap", "true") for _ in range(3)]
+    for j in running:
+        seen(mig, j)
+    mig.wait_reason(waiting[0], "Resources")
+    data = json.loads(mig.cli("mig", "advise", "--json", check=True).stdout)
+    by_gpu = {g["gpu"]: g for g in data["gpus"]}
+    assert by_gpu[0]["changes"] is False  # busy: kept
+    assert by_gpu[1]["now"] == [] and by_gpu[1]["changes"] is True  # idle and whole
+    assert by_gpu[1]["advised"].count("1g.10gb") >= 3 and by_gpu[1]["drain"] == []
+    assert by_gpu[1]["admits"] == sorted(waiting)
+    assert (data["before"]["admitted"], data["after"]["admitted"]) == (0, 3)
+    assert '"1g.10gb":' in data["configs"]["mig_parted"]
+    text = mig.cli("mig", "advise", check=True).stdout
+    assert "admit 3 pending GPU job(s) (now 0); 0 GPU(s) to drain" in text
+    assert "nvidia-mig-parted apply" in text and "NodeName=node0 Gres=" in text
+    shown = {g["index"] for g in node(mig)["gpus"]}
+    assert shown == {1, 2, 3, 4, 5}  # advice only: the layout is unchanged
+    for j in running:
+        (mig.work / f"gate-{j}").touch()
+
+
+def test_mig_advise_with_nothing_waiting_changes_nothing(cluster: Cluster) -> None:
+    result = cluster.cli("mig", "advise")
+    assert result.returncode == 0, result.stderr
+    assert "admit 0 pending GPU job(s) (now 0); 0 GPU(s) to drain" in result.stdout
+    assert "nothing to change" in result.stdout and "mig-parted" not in result.stdout

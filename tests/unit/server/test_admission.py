@@ -162,6 +162,8 @@ def on_mig(options: list[str]) -> JobSpec:
         (["--gres=gpu:nvidia_h100_80gb_hbm3_2g.20gb:1"], 1, "2g.20gb"),  # Slurm's name
         (["--gpus=1"], 1, None),  # the whole GPU
         (["--gres=gpu:h100:1"], 1, "h100"),
+        (["--gres=gpu:1g.10gb:3"], 3, "1g.10gb"),  # more than today's layout: waits
+        (["--gpus=7g.80gb:1"], 1, "7g.80gb"),  # an H100 profile not in the layout: waits
     ],
 )
 def test_mig_slices_are_asked_for_by_profile(
@@ -174,14 +176,15 @@ def test_mig_slices_are_asked_for_by_profile(
 @pytest.mark.parametrize(
     "options,message",
     [
-        (["--gres=gpu:1g.10gb:3"], "asks for 3 x 1g.10gb but node n0 has 2 MIG slice"),
+        (["--gres=gpu:1g.10gb:15"], "asks for 15 x 1g.10gb but node n0 can have at most 14"),
         (
             ["--gpus=2"],
             "asks for 2 whole GPU(s) but node n0 has 1 x 'h100' whole and MIG slices "
             "1g.10gb x2, 2g.20gb, 3g.40gb: ask for a slice by its profile, e.g. "
             "--gres=gpu:1g.10gb:1",
         ),
-        (["--gpus=1g.20gb:1"], "GPU type '1g.20gb' but node n0 has 1 x 'h100' whole"),
+        (["--gpus=1g.5gb:1"], "GPU type '1g.5gb' but node n0 has 1 x 'h100' whole"),
+        (["--gpus=1g.5gb:1"], "(MIG profiles: 1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb"),
     ],
 )
 def test_mig_requests_that_can_never_fit(options: list[str], message: str) -> None:

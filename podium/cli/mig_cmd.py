@@ -1,0 +1,78 @@
+"""`podium mig advise`: the MIG layouts the pending queue needs, ranked per GPU with
+each change's drain plan, and the configs that apply them (mig-parted, Slurm, Podium).
+Advice only: Podium never changes a GPU's MIG mode or layout by itself."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import click
+
+from podium.backends import open_backend
+from podium.cli import render
+
+
+@click.group()
+def mig() -> None:
+    """MIG layouts: what the pending queue needs."""
+
+
+def _layout(layout: list[str]) -> str:
+    return "+".join(layout) if layout else "whole"
+
+
+def _when(at: float | None) -> str:
+    if at is None:
+        return "no time limit"
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(at))
+
+
+@mig.command()
+@click.option("--json", "as_json", is_flag=True, help="The advice as JSON.")
+def advise(as_json: bool) -> None:
+    """Search each MIG-capable GPU's valid layouts for the pending queue; print the
+    ranked changes, what each must drain first, and the configs to apply."""
+    data: dict[str, Any] = open_backend().mig_advice()
+    if as_json:
+        render.print_json(data)
+        return
+    before, after = data["before"], data["after"]
+    if not data["gpus"]:
+        click.echo(f"{data['node']}: no MIG-capable GPU to advise on")
+        return
+    click.echo(
+        f"{data['node']}: the advised layouts admit {after['admitted']} pending GPU job(s) "
+        f"(now {before['admitted']}); {after['drains']} GPU(s) to drain"
+    )
+    rows = []
+    for g in data["gpus"]:
+        drain = ", ".join(
+            f"job {d['job_id']} (ends {_when(d['expected_end'])})" for d in g["drain"]
+        )
+        rows.append(
+            [
+                g["gpu"],
+                g["model"],
+                _layout(g["now"]),
+                _layout(g["advised"]) if g["changes"] else "(keep)",
+                ",".join(str(j) for j in g["admits"]) or "-",
+                drain or ("-" if not g["changes"] else "idle: now"),
+            ]
+        )
+    render.table(None, ["GPU", "MODEL", "NOW", "ADVISED", "ADMITS", "DRAIN FIRST"], rows)
+    if data["unplaceable"]:
+        jobs = ",".join(str(j) for j in data["unplaceable"])
+        click.echo(
+            f"no layout of these GPUs fits job(s) {jobs} (profiles: {', '.join(data['profiles'])})"
+        )
+    if not data["changes"]:
+        click.echo("the layouts now serve the queue best: nothing to change")
+        return
+    configs = data["configs"]
+    click.echo("\n# mig-parted: nvidia-mig-parted apply -f FILE -c podium-advised")
+    click.echo(configs["mig_parted"], nl=False)
+    click.echo("\n# Slurm")
+    click.echo(configs["slurm"], nl=False)
+    click.echo("\n# Podium (declared GPUs; real ones are read from NVML)")
+    click.echo(configs["podium"], nl=False)
