@@ -12,6 +12,7 @@ from podium.errors import SpecError
 
 COLUMNS = [
     "policy",
+    "sharing",
     "finished",
     "avg_jct_s",
     "p50_jct_s",
@@ -20,6 +21,7 @@ COLUMNS = [
     "p99_wait_s",
     "makespan_s",
     "gpu_util",
+    "used_util",
     "preemptions",
     "rho_avg",
     "rho_max",
@@ -80,6 +82,15 @@ COLUMNS = [
     default=0.0,
     help="At most one scheduling pass per this many seconds (0: after every event).",
 )
+@click.option(
+    "--sharing",
+    default="whole",
+    help="Comma-separated: how fractional GPU requests (Alibaba's gpu_milli) are served: "
+    "whole (rounded up), mps (units of shared GPUs), mig (the advisor's slices).",
+)
+@click.option(
+    "--mps-units", type=click.IntRange(1, 100), default=10, help="MPS units per shared GPU."
+)
 @click.option("--json", "as_json", is_flag=True)
 def sim(
     trace: Path,
@@ -95,17 +106,24 @@ def sim(
     checkpoint_interval: float,
     time_limit_factor: float,
     pass_interval: float,
+    sharing: str,
+    mps_units: int,
     as_json: bool,
 ) -> None:
     """Replay TRACE under each policy and compare JCT, waits, utilisation and fairness."""
     from podium.sim.engine import POLICIES, SimOptions, simulate, uniform_nodes
     from podium.sim.metrics import summarize
+    from podium.sim.sharing import MODES
     from podium.sim.traces import TraceNode, read_alibaba_nodes, read_trace
 
     names = [p.strip() for p in policies.split(",") if p.strip()]
     bad = [p for p in names if p not in POLICIES]
     if bad:
         raise SpecError(f"unknown policy {bad[0]!r}: expected {', '.join(POLICIES)}")
+    modes = [m.strip() for m in sharing.split(",") if m.strip()]
+    wrong = [m for m in modes if m not in MODES]
+    if wrong or not modes:
+        raise SpecError(f"unknown sharing {(wrong or [sharing])[0]!r}: expected {', '.join(MODES)}")
     if time_scale <= 0 or time_limit_factor <= 0:
         raise SpecError("--time-scale and --time-limit-factor must be positive")
     if node_list is not None:
@@ -130,12 +148,17 @@ def sim(
     jobs = read_trace(trace, fmt)
     if time_scale != 1.0:
         jobs = [replace(j, submit_time=j.submit_time * time_scale) for j in jobs]
-    options = SimOptions(
-        checkpoint_interval_s=checkpoint_interval,
-        time_limit_factor=time_limit_factor,
-        pass_interval_s=pass_interval,
-    )
-    results = [summarize(simulate(jobs, cluster, name, options)) for name in names]
+    results = []
+    for mode in modes:
+        options = SimOptions(
+            checkpoint_interval_s=checkpoint_interval,
+            time_limit_factor=time_limit_factor,
+            pass_interval_s=pass_interval,
+            sharing=mode,
+            mps_units=mps_units,
+        )
+        for name in names:
+            results.append({**summarize(simulate(jobs, cluster, name, options)), "sharing": mode})
     if as_json:
         render.print_json(results)
         return

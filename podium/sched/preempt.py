@@ -2,14 +2,17 @@
 
 On one node, the running jobs of QoS levels the job's QoS may preempt, sparing those
 younger than the exempt time, chosen to lose the fewest GPU-seconds of work. A job
-spanning several nodes does not preempt (it waits for room like any other).
+spanning several nodes does not preempt (it waits for room like any other), nor does
+an MPS share: its units must come from one GPU that no other user's MPS server holds,
+which counting the units victims free cannot promise (victims would be stopped for a
+job that still cannot start).
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable
 
-from podium.sched.fit import Node, could_ever_fit
+from podium.sched.fit import MPS, Node, could_ever_fit
 from podium.sched.model import Allocation, PendingJob, Policy
 
 
@@ -58,7 +61,7 @@ def preempt_for(
     """The node and the running jobs to stop there so that `job` fits, losing the
     fewest GPU-seconds of work; None when no choice works. Jobs already being
     preempted count as freed (then no new victim is needed on that node)."""
-    if job.nodes > 1:
+    if job.nodes > 1 or job.gpu_type == MPS:
         return None
     lower = policy.preempts.get(job.qos, frozenset())
     exempt = policy.preempt_exempt_s

@@ -12,9 +12,9 @@ of nodes are reported as unschedulable and not replayed.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot, schedule
+from podium.sched import Allocation, PendingJob, Snapshot, schedule
 from podium.sched.accounting import (
     UsageLedger,
     allocation_usage,
@@ -23,9 +23,11 @@ from podium.sched.accounting import (
     share_tree,
 )
 from podium.sched.fairshare import Association, user_factors
+from podium.sched.fit import could_ever_fit
 from podium.sched.model import Policy
 from podium.sched.order import PendingGroups
 from podium.sched.priority import PriorityWeights
+from podium.sim.sharing import plan
 from podium.sim.traces import TraceJob, TraceNode
 
 QOS_PRIORITY = {"high": 1000, "normal": 100, "low": 10}
@@ -52,6 +54,8 @@ class SimOptions:
     time_limit_factor: float = 1.0
     fairshare_half_life_s: float = 7 * 86400.0
     pass_interval_s: float = 0.0
+    sharing: str = "whole"  # how fractional GPU requests are served (podium.sim.sharing)
+    mps_units: int = 10  # per shared GPU: 10 % steps (100 slows the replay ten-fold)
 
 
 @dataclass
@@ -111,12 +115,23 @@ def simulate(
 ) -> SimResult:
     """Replay `trace` on `nodes` under the named policy (see POLICIES)."""
     policy = POLICIES[policy_name]
-    views = tuple(
-        NodeView(n.name, n.cpus, n.mem_mb, tuple(GpuSlot(i, n.gpu_type) for i in range(n.gpus)))
-        for n in nodes
-    )
-    runnable = [j for j in trace if _fits_somewhere(j, nodes)]
-    unschedulable = [j for j in trace if not _fits_somewhere(j, nodes)]
+    sharing = plan(trace, nodes, options.sharing, options.mps_units)
+    views = tuple(sharing.view(n) for n in nodes)
+    # whole GPUs per node (fewer where some are shared): what gangs are shaped on
+    whole = [
+        replace(n, gpus=sum(1 for g in v.gpus if g.whole))
+        for n, v in zip(nodes, views, strict=True)
+    ]
+
+    def fits(j: TraceJob) -> bool:
+        kind, count, _ = sharing.request(j)
+        if kind is None:
+            return _fits_somewhere(replace(j, gpus=count), whole)
+        one = PendingJob(j.job_id, j.user, "", "main", 0, 0.0, j.cpus, j.mem_mb, count, kind)
+        return any(could_ever_fit(one, v) for v in views)
+
+    runnable = [j for j in trace if fits(j)]
+    unschedulable = [j for j in trace if not fits(j)]
     outcomes = {j.job_id: JobOutcome(j) for j in runnable}
     by_id = {j.job_id: j for j in runnable}
     pending_jobs: dict[int, PendingJob] = {}
@@ -131,13 +146,19 @@ def simulate(
     next_pass = 0.0
     wake_pending = False
 
-    node_gpus = max((n.gpus for n in nodes), default=0)
+    node_gpus = max((n.gpus for n in whole), default=0)
+    shares: dict[int, float] = {}  # job -> GPUs it holds (parts of a GPU by their share)
     tree_of: tuple[set[tuple[str, str]], Association] = (set(), Association("root"))
     cpu_weight = 0.0  # fair share charges GPU-seconds only, the daemon's default
 
     def pending_of(j: TraceJob) -> PendingJob:
         limit = j.time_limit if j.time_limit is not None else j.duration * options.time_limit_factor
-        count, gpus, cpus, mem_mb = gang_shape(j, node_gpus)
+        kind, asked, share = sharing.request(j)
+        shares[j.job_id] = share
+        if kind is None:
+            count, gpus, cpus, mem_mb = gang_shape(replace(j, gpus=asked), node_gpus)
+        else:  # part of one GPU: one node
+            count, gpus, cpus, mem_mb = 1, asked, j.cpus, j.mem_mb
         return PendingJob(
             job_id=j.job_id,
             user=j.user,
@@ -148,6 +169,7 @@ def simulate(
             cpus=cpus,
             mem_mb=mem_mb,
             gpus=gpus,
+            gpu_type=kind,
             nodes=count,
             qos=j.qos,
             account=j.account,
@@ -160,7 +182,7 @@ def simulate(
         j = by_id[job_id]
         used = sum(allocation_usage(a, now, cpu_weight) for a in run.allocs)
         ledger.charge((j.account, j.user), used, now)
-        outcomes[job_id].gpu_seconds += (now - run.started) * j.gpus
+        outcomes[job_id].gpu_seconds += (now - run.started) * shares[job_id]
         return run
 
     while events:
@@ -226,6 +248,8 @@ def simulate(
                 token = state.tokens[s.job_id] + 1
                 state.tokens[s.job_id] = token
                 allocs = [p.allocate(node, gpus, now) for node, gpus in s.placements]
+                if p.gpu_type is not None:  # parts of a GPU: charged by their share
+                    allocs = [replace(a, gpu_units=shares[s.job_id]) for a in allocs]
                 running[s.job_id] = _Run(allocs, token, now)
                 out = outcomes[s.job_id]
                 if out.first_start is None:

@@ -19,8 +19,16 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
+def _demand(job: Any) -> float:
+    """The GPUs a task asked for: its part of one GPU (gpu_milli), else its count."""
+    milli = getattr(job, "gpu_milli", 0)
+    return milli / 1000 if 0 < milli < 1000 else float(job.gpus)
+
+
 def summarize(result: SimResult) -> dict[str, Any]:
-    """Averages and percentiles over finished jobs.
+    """Averages and percentiles over finished jobs. `gpu_util` is the GPUs held over
+    the cluster's GPU-time (a whole GPU for a rounded-up fraction); `used_util` what the
+    finished tasks asked for (their gpu_milli) over the same.
 
     rho = JCT / T_alone, where T_alone is the job's duration on 1/N of the cluster's
     GPUs, N being the jobs in the system when it arrived (slower in proportion when
@@ -36,7 +44,10 @@ def summarize(result: SimResult) -> dict[str, Any]:
     last = max(ends, default=first)
     makespan = max(0.0, last - first)
     busy = sum(o.gpu_seconds for o in result.outcomes)
-    util = busy / (result.total_gpus * makespan) if result.total_gpus and makespan else 0.0
+    capacity = result.total_gpus * makespan
+    util = busy / capacity if capacity else 0.0
+    used = sum(_demand(o.job) * o.job.duration for o in done)  # what the tasks asked for
+    useful = used / capacity if capacity else 0.0
     rho = []
     for o, time_shared in zip(done, jct, strict=True):
         share = result.total_gpus / max(1, o.contenders_at_arrival)
@@ -55,6 +66,7 @@ def summarize(result: SimResult) -> dict[str, Any]:
         "p99_wait_s": round(_pct(wait, 99), 1),
         "makespan_s": round(makespan, 1),
         "gpu_util": round(util, 4),
+        "used_util": round(useful, 4),
         "preemptions": result.preemptions,
         "lost_gpu_s": round(sum(o.lost_seconds * o.job.gpus for o in result.outcomes), 1),
         "rho_avg": round(_mean(rho), 3),

@@ -5,8 +5,9 @@ Readers:
   the model name is used as the job's account and user (the trace has no users).
 - Alibaba GPU 2023 "openb" pods (`name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,
   qos,pod_phase,creation_time,deletion_time,scheduled_time`) and its node list
-  (`sn,cpu_milli,memory_mib,gpu,model`): fractional GPUs (gpu_milli < 1000) are rounded
-  up to one whole GPU until GPU sharing exists; GPU-type constraints are not modelled;
+  (`sn,cpu_milli,memory_mib,gpu,model`): a fractional GPU (gpu_milli < 1000 of one) is
+  kept in `gpu_milli` for the simulator's sharing modes (podium.sim.sharing), and
+  rounded up to one whole GPU without sharing; GPU-type constraints are not modelled;
   QoS LS and Guaranteed map to "high", Burstable to "normal", BE to "low"; the runtime
   is deletion_time - scheduled_time.
 - Simple CSV (`job_id,submit_time,gpus,duration` and optional `cpus,mem_mb,user,
@@ -37,6 +38,7 @@ class TraceJob:
     account: str = "default"
     qos: str = "normal"
     time_limit: float | None = None
+    gpu_milli: int = 0  # part of one GPU asked for (Alibaba), 0: whole GPUs
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,8 @@ def read_alibaba(path: Path) -> list[TraceJob]:
     jobs = []
     for i, r in enumerate(rows):
         gpus = int(r["num_gpu"])
-        if gpus == 0 and int(r["gpu_milli"] or 0) > 0:
+        milli = int(r["gpu_milli"] or 0)
+        if gpus == 0 and milli > 0:
             gpus = 1
         start = float(r["scheduled_time"] or r["creation_time"])
         duration = max(1.0, float(r["deletion_time"]) - start)
@@ -112,6 +115,7 @@ def read_alibaba(path: Path) -> list[TraceJob]:
                 user=r["qos"],
                 account=r["qos"],
                 qos=_ALIBABA_QOS.get(r["qos"], "normal"),
+                gpu_milli=milli if gpus == 1 and 0 < milli < 1000 else 0,
             )
         )
     return jobs

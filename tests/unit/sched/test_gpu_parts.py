@@ -93,3 +93,14 @@ def test_two_users_never_share_a_gpu_under_mps() -> None:
     assert got[1] == (20, 21, 22) and got[2] == (12, 13, 14)
     busy = (*running, Allocation(8, "n0", "w", (20,), start_time=0.0, time_limit_s=50.0))
     assert mps_starts(job(3, 1, "mps", user="v"), running=busy) == {}
+
+
+def test_an_mps_share_never_preempts() -> None:
+    from podium.sched.model import Policy
+
+    policy = Policy(preempts={"high": frozenset({"low"})})
+    low = Allocation(9, "n0", "u", tuple(range(10, 20)), qos="low", start_time=0.0)
+    high = PendingJob(1, "v", "j1", "main", 0, 1.0, gpus=5, gpu_type="mps", qos="high")
+    only_gpu0 = NodeView("n0", 16, 64000, MPS_NODE.gpus[:10])
+    d = schedule(Snapshot(nodes=(only_gpu0,), running=(low,), pending=(high,)), 10.0, policy)
+    assert d.preempts == () and d.starts == ()
