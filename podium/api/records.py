@@ -33,7 +33,8 @@ class JobRecord(TypedDict):
     held: bool
     gpus: int
     gpu_ids: list[int]  # on its (first) node
-    gpu_type: str | None
+    gpu_type: str | None  # a MIG profile, "mps" or "shard" for parts of GPUs
+    gpu_share: float | None  # parts of GPUs held, in GPUs (mps:50: 0.5); None: whole GPUs
     cpus: int
     mem_mb: int | None
     ntasks: int | None  # None where the source does not record it (jobcomp)

@@ -99,6 +99,14 @@ def exit_text(job: dict[str, Any]) -> str:
     return f"{code if code is not None else 0}:{sig or 0}"
 
 
+def gpu_text(job: dict[str, Any]) -> str:
+    """A job's GPUs as acct lists them: "2", "h100:2", or a share of GPUs with what it
+    weighs in GPUs: "mps:50 (0.5)", "1g.10gb:1 (0.14)"."""
+    gpus, kind, share = job["gpus"], job.get("gpu_type"), job.get("gpu_share")
+    text = f"{kind}:{gpus}" if kind and gpus else str(gpus)
+    return f"{text} ({share:g})" if share is not None else text
+
+
 def show_acct(jobs: list[dict[str, Any]], title: str | None = None) -> None:
     """One line per job, then one per step (ID.batch, ID.0, ...), as sacct shows them."""
     rows: list[list[Any]] = []
@@ -113,7 +121,7 @@ def show_acct(jobs: list[dict[str, Any]], title: str | None = None) -> None:
                 _short_time(j["start_time"]),
                 _short_time(j["end_time"]),
                 format_duration(j["elapsed_s"]),
-                j["gpus"],
+                gpu_text(j),
                 f"{j['gpu_seconds']:.1f}",
                 exit_text(j),
             ]

@@ -79,7 +79,7 @@ FIELDS: dict[str, tuple[str, int, Callable[[Row], Any], Callable[[Row, Row], Any
     "alloctres": (
         "AllocTRES",
         30,
-        lambda j: _tres(j["cpus"], j["gpus"]),
+        lambda j: _tres(j["cpus"], j["gpus"], j.get("gpu_type")),
         lambda j, s: _tres(j["cpus"], len(s["gpu_ids"])),
     ),
     "wckey": ("WCKey", 10, lambda j: j.get("wckey") or "", lambda j, s: ""),
@@ -98,8 +98,15 @@ def _raw_step(job: Row, step: Row) -> str:
     return f"{job['job_id']}.{step['step_id']}"
 
 
-def _tres(cpus: int, gpus: int) -> str:
-    return f"cpu={cpus}" + (f",gres/gpu={gpus}" if gpus else "")
+def _tres(cpus: int, gpus: int, kind: str | None = None) -> str:
+    """AllocTRES as Slurm writes it: gres/gpu=N, with gres/gpu:TYPE=N for a typed
+    request (a MIG profile), or gres/mps=N, gres/shard=N for shares of a GPU."""
+    if not gpus:
+        return f"cpu={cpus}"
+    if kind in ("mps", "shard"):
+        return f"cpu={cpus},gres/{kind}={gpus}"
+    typed = f",gres/gpu:{kind}={gpus}" if kind else ""
+    return f"cpu={cpus},gres/gpu={gpus}{typed}"
 
 
 def sacct(args: list[str], acct: Callable[[], list[dict[str, Any]]]) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from podium.api.times import iso
@@ -58,21 +58,32 @@ def step_records(job: Mapping[str, Any], rows: Iterable[Row]) -> list[dict[str, 
     return out
 
 
-def job_records(rows: Sequence[Row], now: float) -> list[dict[str, Any]]:
+GpuUnits = Callable[[list[int]], "float | None"]  # LocalNode.gpu_units
+
+
+def job_records(
+    rows: Sequence[Row], now: float, units: GpuUnits | None = None
+) -> list[dict[str, Any]]:
     """The records of many rows: each row read once into a dict (a sqlite3.Row looks
     a column up by name in a linear scan; a listing reads 45 of them per job)."""
     if not rows:
         return []
     keys = rows[0].keys()
-    return [job_record(dict(zip(keys, row, strict=True)), now) for row in rows]
+    return [job_record(dict(zip(keys, row, strict=True)), now, units) for row in rows]
 
 
-def job_record(row: Row | Mapping[str, Any], now: float) -> dict[str, Any]:
-    """A job as the API and `--json` show it."""
+def job_record(
+    row: Row | Mapping[str, Any], now: float, units: GpuUnits | None = None
+) -> dict[str, Any]:
+    """A job as the API and `--json` show it. `units` says what the GPUs it holds
+    weigh when they are parts of GPUs (MIG slices, shards, MPS units): its gpu_share,
+    and the gpu_seconds charged by it."""
     start, end = row["start_time"], row["end_time"]
     elapsed = 0.0
     if start is not None:
         elapsed = max(0.0, (end if end is not None else now) - start)
+    gpu_ids = json.loads(row["gpu_ids"]) if row["gpu_ids"] else []
+    share = units(gpu_ids) if units is not None and gpu_ids else None
     spec = brief(row)  # {} when unreadable: such a job still lists
     deps = spec.get("dependencies") or []
     sep = "?" if spec.get("dependency_any") else ","
@@ -96,8 +107,9 @@ def job_record(row: Row | Mapping[str, Any], now: float) -> dict[str, Any]:
         "nice": row["nice"],
         "held": bool(row["held"]),
         "gpus": row["gpus"],
-        "gpu_ids": json.loads(row["gpu_ids"]) if row["gpu_ids"] else [],
+        "gpu_ids": gpu_ids,
         "gpu_type": spec.get("gpu_type"),
+        "gpu_share": None if share is None else round(share, 4),
         "cpus": row["cpus"],
         "mem_mb": row["mem_mb"],
         "ntasks": spec.get("ntasks", 1),
@@ -114,7 +126,7 @@ def job_record(row: Row | Mapping[str, Any], now: float) -> dict[str, Any]:
         "start_epoch": start,
         "end_epoch": end,
         "elapsed_s": round(elapsed, 3),
-        "gpu_seconds": round(elapsed * row["gpus"], 3),
+        "gpu_seconds": round(elapsed * (row["gpus"] if share is None else share), 3),
         "cpu_seconds": round(elapsed * row["cpus"], 3),
         "restart_count": row["restart_count"],
         "dependency": dependency,

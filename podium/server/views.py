@@ -22,6 +22,7 @@ from podium.sched.fairshare import fairshare_table
 from podium.server.local_node import LocalNode
 from podium.server.reactor import RUNNING, Reactor
 from podium.server.records import (
+    GpuUnits,
     gpu_owners,
     job_record,
     job_records,
@@ -43,8 +44,9 @@ class RecordCache:
 
     LIMIT = 200_000  # entries; past it the cache starts over
 
-    def __init__(self) -> None:
+    def __init__(self, units: GpuUnits | None = None) -> None:
         self._kept: dict[int, tuple[tuple[Any, ...], dict[str, Any], str]] = {}
+        self.units = units  # what parts of GPUs weigh (LocalNode.gpu_units)
 
     def entries(self, rows: list[Row], now: float) -> list[tuple[dict[str, Any], str]]:
         """Each row's record and its JSON text, in order."""
@@ -62,7 +64,7 @@ class RecordCache:
             if hit is not None and hit[0] == values:
                 out.append((hit[1], hit[2]))
                 continue
-            record = job_record(dict(zip(keys, values, strict=True)), now)
+            record = job_record(dict(zip(keys, values, strict=True)), now, self.units)
             text = json.dumps(record)
             if values[state] == PENDING:
                 cache[values[job_id]] = (values, record, text)
@@ -88,7 +90,7 @@ class Views:
     """The JSON the API returns for reads; `agent` is the node's health agent, if any."""
 
     def __init__(self, reactor: Reactor, agent: Callable[[], HealthAgent | None]) -> None:
-        self.records = RecordCache()
+        self.records = RecordCache(reactor.node.gpu_units)
         self.reactor = reactor
         self.store = reactor.store
         self.config = reactor.config
@@ -106,7 +108,7 @@ class Views:
     ) -> list[dict[str, Any]]:
         now = self.reactor.clock()
         rows = self.store.jobs(states=states, user=user, name=name, since=since, until=until)
-        return job_records(rows, now)
+        return job_records(rows, now, self.node.gpu_units)
 
     def acct(self, **filters: Any) -> list[dict[str, Any]]:
         """The jobs that ran (or run), each with its `steps` (StepRecords), as sacct
@@ -166,7 +168,7 @@ class Views:
                 f"job {job_id} belongs to {row['user']}: its details and output are for "
                 "that user and the administrators (podium queue lists every job)"
             )
-        record = job_record(row, now)
+        record = job_record(row, now, self.node.gpu_units)
         try:
             spec = spec_of(row)
             record["script"] = spec.script

@@ -211,6 +211,7 @@ def job_record(job: dict[str, Any], now: float) -> dict[str, Any]:
         "end_epoch": end,
         "elapsed_s": round(elapsed, 3),
         "gpu_seconds": round(elapsed * gpus, 3),
+        "gpu_share": None,  # Slurm's records count GRES, not their share of a GPU
         "cpu_seconds": round(elapsed * cpus, 3),
         "restart_count": number(job.get("restart_cnt")) or 0,
         "dependency": _text(job.get("dependency")),
@@ -388,6 +389,7 @@ def jobcomp_record(line: str) -> dict[str, Any] | None:
         "end_epoch": end,
         "elapsed_s": float(elapsed),
         "gpu_seconds": float(elapsed * gpus),
+        "gpu_share": None,
         "cpu_seconds": float(elapsed * cpus),
         "restart_count": 0,
         "dependency": None,

@@ -231,6 +231,11 @@ def test_an_mps_share_gets_its_threads_memory_cap_and_server_dirs(shared: Cluste
     for j in (half, capped):
         (shared.work / f"gate-{j}").touch()
     assert shared.wait(too_big)["state"] == "COMPLETED"
+    acct = {j["job_id"]: j for j in json.loads(shared.cli("acct", "--json", check=True).stdout)}
+    done = acct[half]  # charged by its share: half a GPU
+    assert (done["gpu_type"], done["gpus"], done["gpu_share"]) == ("mps", 50, 0.5)
+    assert done["gpu_seconds"] == pytest.approx(done["elapsed_s"] * 0.5, abs=0.01)
+    assert "mps:50 (0.5)" in shared.cli("acct", check=True).stdout
 
 
 def test_two_users_mps_jobs_never_share_a_gpu(
