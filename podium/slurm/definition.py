@@ -14,6 +14,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from podium.api.mig import MODELS, MigLayoutError, model_for, place, profiles
 from podium.errors import ConfigError
 
 # Instance types ParallelCluster users name most, and what Slurm needs of them:
@@ -62,18 +63,44 @@ class MigSharing(Strict):
     PerGpu: int = Field(ge=1, le=7)
 
 
+def _mig_model(kind: str, layout: list[str]) -> str | None:
+    """The MIG model of a GPU type whose memory the definition does not give: the first
+    of the type's models (80GB before 40GB, 94GB after 80GB) with every profile of
+    `layout`, else the type's default model."""
+    family = [m for m in MODELS if m.startswith(kind.lower())]
+    for model in sorted(family, key=lambda m: ("80gb" not in m, m)):
+        if all(p in profiles(model) for p in layout):
+            return model
+    return model_for(kind, None)
+
+
 class SharingSpec(Strict):
-    """How a GPU is shared: whole (none), MIG slices, or MPS (percent shares)."""
+    """How a GPU is shared: whole (none), MIG slices, or MPS (percent shares). MIG is
+    one profile `PerGpu` times (`Mig`), or a mixed `Layout` per GPU as Podium's
+    node.gpus.mig gives it (checked against the H100/A100 placement rules)."""
 
     Mode: Literal["none", "mig", "mps", "shard"] = "none"
     Mig: MigSharing | None = None
+    Layout: list[str] = Field(default_factory=list, description="mig mode: each GPU's slices")
     SharesPerGpu: int = Field(default=4, ge=1, le=128, description="shard mode only")
 
     @model_validator(mode="after")
     def _mig_needs_profile(self) -> SharingSpec:
-        if self.Mode == "mig" and self.Mig is None:
-            raise ValueError("Mode: mig needs Mig: {Profile: 1g.10gb, PerGpu: 7}")
+        if self.Mode == "mig" and self.Mig is None and not self.Layout:
+            raise ValueError(
+                "Mode: mig needs Mig: {Profile: 1g.10gb, PerGpu: 7} or Layout: [3g.40gb, ...]"
+            )
+        if self.Mig is not None and self.Layout:
+            raise ValueError("give Mig or Layout, not both")
         return self
+
+    def slices(self) -> list[str]:
+        """One GPU's MIG slices (mig mode), else []."""
+        if self.Mode != "mig":
+            return []
+        if self.Layout:
+            return list(self.Layout)
+        return [self.Mig.Profile] * self.Mig.PerGpu if self.Mig is not None else []
 
 
 class EfaSpec(Strict):
@@ -108,6 +135,15 @@ class ComputeResource(Strict):
             )
         if self.Sharing.Mode != "none" and self.gpus()[0] == 0:
             raise ValueError(f"Sharing.Mode {self.Sharing.Mode} needs GPUs")
+        if self.Sharing.Layout:
+            _, kind = self.gpus()
+            model = _mig_model(kind or "", self.Sharing.Layout)
+            if model is None:
+                raise ValueError(f"Sharing.Layout: GPU type {kind!r} has no MIG profiles")
+            try:
+                place(model, self.Sharing.Layout)
+            except MigLayoutError as exc:
+                raise ValueError(f"Sharing.Layout: {exc}") from None
         return self
 
     def gpus(self) -> tuple[int, str | None]:
@@ -122,9 +158,16 @@ class ComputeResource(Strict):
     def gpu_devices(self) -> int:
         """GPU devices per node as Slurm counts them: one per GPU, or per MIG slice."""
         count, _ = self.gpus()
-        if self.Sharing.Mode == "mig" and self.Sharing.Mig is not None:
-            return count * self.Sharing.Mig.PerGpu
-        return count
+        slices = self.Sharing.slices()
+        return count * len(slices) if slices else count
+
+    def mig_gres(self) -> list[tuple[str, int]]:
+        """(profile, slices per node) of a MIG node, in the layout's order."""
+        count, _ = self.gpus()
+        seen: dict[str, int] = {}
+        for profile in self.Sharing.slices():
+            seen[profile] = seen.get(profile, 0) + count
+        return list(seen.items())
 
     def shared_gres(self) -> tuple[str, int] | None:
         """The sharing GRES per node and its count: mps (100 per GPU) or shard."""

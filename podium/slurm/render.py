@@ -77,8 +77,8 @@ def _gres(res: ComputeResource) -> str:
     count, kind = res.gpus()
     if not count:
         return ""
-    if res.Sharing.Mode == "mig" and res.Sharing.Mig is not None:
-        return f"gpu:{res.Sharing.Mig.Profile}:{res.gpu_devices()}"
+    if res.Sharing.Mode == "mig":
+        return ",".join(f"gpu:{profile}:{n}" for profile, n in res.mig_gres())
     gres = f"gpu:{kind}:{count}" if kind else f"gpu:{count}"
     if shared := res.shared_gres():
         gres += f",{shared[0]}:{shared[1]}"
@@ -262,14 +262,15 @@ def _gres_conf(defn: ClusterDefinition, testbed: Testbed | None) -> str:
             continue
         last = f"[0-{devices - 1}]" if devices > 1 else "0"
         files = f"{testbed.directory}/dev/nvidia{last}"
-        # With MIG, each fake device file stands for one slice.
-        kind = (
-            res.Sharing.Mig.Profile
-            if res.Sharing.Mode == "mig" and res.Sharing.Mig
-            else res.gpus()[1]
-        )
-        type_field = f" Type={kind}" if kind else ""
-        lines.append(f"NodeName={node.name} Name=gpu{type_field} File={files}")
+        # With MIG, each fake device file stands for one slice, profile by profile.
+        groups: list[tuple[str | None, int]] = list(res.mig_gres()) or [(res.gpus()[1], devices)]
+        first = 0
+        for kind, n in groups:
+            span = f"[{first}-{first + n - 1}]" if n > 1 else str(first)
+            type_field = f" Type={kind}" if kind else ""
+            dev = f"{testbed.directory}/dev/nvidia{span}"
+            lines.append(f"NodeName={node.name} Name=gpu{type_field} File={dev}")
+            first += n
         if shared:
             lines.append(f"NodeName={node.name} Name={shared[0]} Count={shared[1]} File={files}")
     return "\n".join(lines) + "\n"

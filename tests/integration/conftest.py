@@ -202,21 +202,29 @@ def mail_recorder(cluster: Cluster, line: str = '"$@"') -> Path:
     return log
 
 
+def _job_dirs(jobs: Path) -> list[Path]:
+    """The job directories under `jobs`; none once the daemon has removed them (the
+    tmpfs job state goes with `podium down` once no job runs, between any two looks)."""
+    try:
+        return list(jobs.iterdir())
+    except FileNotFoundError:
+        return []
+
+
 def teardown_cluster(cluster: Cluster) -> None:
     """Stop the daemon, then every supervisor it left (found by their job directories)."""
     cluster.stop()
     jobs = cluster.home / "jobs"
-    if jobs.exists():
-        for job_dir in jobs.iterdir():
-            started = job_dir / "started.json"
-            if started.exists() and not (job_dir / "result.json").exists():
-                with contextlib.suppress(ProcessLookupError, ValueError, KeyError):
-                    os.kill(json.loads(started.read_text())["pid"], signal.SIGTERM)
+    for job_dir in _job_dirs(jobs):
+        started = job_dir / "started.json"
+        if started.exists() and not (job_dir / "result.json").exists():
+            with contextlib.suppress(ProcessLookupError, ValueError, KeyError, OSError):
+                os.kill(json.loads(started.read_text())["pid"], signal.SIGTERM)
     deadline = time.monotonic() + 10
     while jobs.exists() and time.monotonic() < deadline:
         pending = [
             d
-            for d in jobs.iterdir()
+            for d in _job_dirs(jobs)
             if (d / "started.json").exists() and not (d / "result.json").exists()
         ]
         if not pending:

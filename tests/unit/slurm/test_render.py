@@ -65,10 +65,25 @@ def test_testbed_layout_and_sharing_modes() -> None:
     assert "exec py -m podium.slurm.hook health" in files["podium-health.sh"]
 
 
+def test_a_mixed_mig_layout_as_podiums_config_gives_it() -> None:
+    text = _example().replace(
+        "Mig: {Profile: 1g.10gb, PerGpu: 7}", "Layout: [3g.40gb, 2g.20gb, 1g.10gb, 1g.10gb]"
+    )
+    files = render(load_definition(text, "x"), "py", Layout("/tmp/tb", "host", 19000))
+    assert "Gres=gpu:3g.40gb:8,gpu:2g.20gb:8,gpu:1g.10gb:16" in files["slurm.conf"]
+    gres = files["gres.conf"]
+    assert "NodeName=shared-st-a100mig-1 Name=gpu Type=3g.40gb File=/tmp/tb/dev/nvidia[0-7]" in gres
+    assert "Name=gpu Type=1g.10gb File=/tmp/tb/dev/nvidia[16-31]" in gres
+
+
 @pytest.mark.parametrize(
     ("change", "words"),
     [
         (("MinCount: 2", "MinCount: 9"), "MinCount 9 exceeds MaxCount 4"),
+        (
+            ("Mig: {Profile: 1g.10gb, PerGpu: 7}", "Layout: [4g.40gb, 4g.40gb]"),
+            "Sharing.Layout: A100 80GB: at most 1 x 4g.40gb",
+        ),
         (("InstanceType: p5.48xlarge", "InstanceType: p9.huge"), "unknown InstanceType"),
         (("Mig: {Profile: 1g.10gb, PerGpu: 7}", "Typo: 1"), "Typo"),
         (("Scheduler: slurm", "Scheduler: awsbatch"), "Scheduler"),
