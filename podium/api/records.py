@@ -35,6 +35,7 @@ class JobRecord(TypedDict):
     gpu_ids: list[int]  # on its (first) node
     gpu_type: str | None  # a MIG profile, "mps" or "shard" for parts of GPUs
     gpu_share: float | None  # parts of GPUs held, in GPUs (mps:50: 0.5); None: whole GPUs
+    gpu_mem_peak_mb: int | None  # most GPU memory its processes held (NVML); None: unknown
     cpus: int
     mem_mb: int | None
     ntasks: int | None  # None where the source does not record it (jobcomp)

@@ -123,6 +123,7 @@ def show_acct(jobs: list[dict[str, Any]], title: str | None = None) -> None:
                 format_duration(j["elapsed_s"]),
                 gpu_text(j),
                 f"{j['gpu_seconds']:.1f}",
+                "" if j.get("gpu_mem_peak_mb") is None else j["gpu_mem_peak_mb"],
                 exit_text(j),
             ]
         )
@@ -138,6 +139,7 @@ def show_acct(jobs: list[dict[str, Any]], title: str | None = None) -> None:
                     _short_time(s["end_time"]),
                     format_duration(s["elapsed_s"]),
                     len(s["gpu_ids"]),
+                    "",
                     "",
                     exit_text(s),
                 ]
@@ -155,6 +157,7 @@ def show_acct(jobs: list[dict[str, Any]], title: str | None = None) -> None:
             "ELAPSED",
             "GPUS",
             "GPU_SEC",
+            "GPU_MEM_MB",
             "EXITCODE",
         ],
         rows,

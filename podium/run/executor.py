@@ -315,6 +315,11 @@ class LocalExecutor:
             return None
         return str(data["reason"]), data.get("gpu")
 
+    def session(self, job_id: int) -> int | None:
+        """The session of the job's processes (its supervisor's pid), once started."""
+        started = read_json(self.job_dir(job_id) / STARTED_FILE)
+        return int(started["pid"]) if started is not None else None
+
     def task_pids(self, job_id: int) -> dict[int, int]:
         """Each running task's pid by rank: the newest running srun step's tasks, else
         the batch step's (empty until they have started). The step records are the

@@ -17,6 +17,7 @@ from typing import Any
 
 from podium.api.caller import Caller, user_name
 from podium.errors import SpecError
+from podium.node.gpu_memory import by_job, process_memory
 from podium.node.health.base import Result
 from podium.recover.agent import HealthAgent
 from podium.run.executor import LocalExecutor
@@ -54,6 +55,9 @@ class Controller:
         self.node = node
         self.clock = clock
         self.owner_uid = os.geteuid()
+        self.executor = executor
+        self.real_gpus = bool(node.gpus) and not node.gpus[0].uuid.startswith("declared-")
+        self._next_memory_sample = 0.0
         self.health = HealthTable(store)
         self.planner = Planner(home, config, node)
         effects = LocalEffects(
@@ -88,12 +92,26 @@ class Controller:
         self.reactor.collect()
         if self.planner.mps.live:
             self.stop_idle_mps()
+        if self.real_gpus and self.clock() >= self._next_memory_sample:
+            self._next_memory_sample = self.clock() + self.config.health.interval_s
+            self.sample_gpu_memory()
         if self.agent is not None:
             with self.lock:
                 self.agent.tick()
         if self.reactor.pass_due() == 0.0:
             self.reactor.run_pass()
         return self.reactor.pass_due()
+
+    def sample_gpu_memory(self) -> None:
+        """Raise each running job's GPU memory high-water mark to what its processes
+        hold now, as NVML reports them (podium.node.gpu_memory)."""
+        used = process_memory()
+        if not used:
+            return
+        with self.lock:
+            running = [r["job_id"] for r in self.reactor.running_rows()]
+        sessions = {s: j for j in running if (s := self.executor.session(j)) is not None}
+        self.store.raise_gpu_memory(by_job(used, sessions))
 
     def stop_idle_mps(self) -> None:
         """Stop the MPS control daemons whose GPU has no running MPS job of their user

@@ -110,6 +110,7 @@ def job_record(
         "gpu_ids": gpu_ids,
         "gpu_type": spec.get("gpu_type"),
         "gpu_share": None if share is None else round(share, 4),
+        "gpu_mem_peak_mb": row["gpu_mem_peak_mb"],
         "cpus": row["cpus"],
         "mem_mb": row["mem_mb"],
         "ntasks": spec.get("ntasks", 1),

@@ -212,6 +212,7 @@ def job_record(job: dict[str, Any], now: float) -> dict[str, Any]:
         "elapsed_s": round(elapsed, 3),
         "gpu_seconds": round(elapsed * gpus, 3),
         "gpu_share": None,  # Slurm's records count GRES, not their share of a GPU
+        "gpu_mem_peak_mb": None,
         "cpu_seconds": round(elapsed * cpus, 3),
         "restart_count": number(job.get("restart_cnt")) or 0,
         "dependency": _text(job.get("dependency")),
@@ -390,6 +391,7 @@ def jobcomp_record(line: str) -> dict[str, Any] | None:
         "elapsed_s": float(elapsed),
         "gpu_seconds": float(elapsed * gpus),
         "gpu_share": None,
+        "gpu_mem_peak_mb": None,
         "cpu_seconds": float(elapsed * cpus),
         "restart_count": 0,
         "dependency": None,

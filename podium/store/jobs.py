@@ -467,3 +467,15 @@ class JobStore(JobChanges):
                 self._event(conn, now, "hold", job_id=job_id, detail=reason)
         self._changed.add(job_id)
         return cur.rowcount == 1
+
+    def raise_gpu_memory(self, peaks: dict[int, int]) -> None:
+        """Keep each running job's GPU memory high-water mark (MiB): the larger of the
+        stored one and this sample's."""
+        if not peaks:
+            return
+        with self.transaction() as db:
+            db.executemany(
+                "UPDATE jobs SET gpu_mem_peak_mb = MAX(COALESCE(gpu_mem_peak_mb, 0), ?) "
+                "WHERE job_id = ?",
+                [(mib, job_id) for job_id, mib in peaks.items()],
+            )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -144,5 +144,10 @@ CREATE TABLE IF NOT EXISTS steps (
     # NULL on every other row. Arrays stored by older versions keep a row per task.
     7: """
 ALTER TABLE jobs ADD COLUMN array_pending TEXT;
+""",
+    # Version 8: the most GPU memory a job's processes held at once (MiB, summed over
+    # its processes and GPUs, as NVML reported it); NULL where NVML does not answer.
+    8: """
+ALTER TABLE jobs ADD COLUMN gpu_mem_peak_mb INTEGER;
 """,
 }

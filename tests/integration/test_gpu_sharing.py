@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +21,8 @@ from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
 from tests.integration.test_permissions import _as, other_user  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.integration
+
+H100 = Path(__file__).resolve().parents[1] / "unit" / "node" / "data" / "nvml-h100.json"
 
 LAYOUT = "{0: [3g.40gb, 2g.20gb, 1g.10gb, 1g.10gb]}"
 
@@ -293,3 +296,54 @@ def test_mig_advise_with_nothing_waiting_changes_nothing(cluster: Cluster) -> No
     assert result.returncode == 0, result.stderr
     assert "admit 0 pending GPU job(s) (now 0); 0 GPU(s) to drain" in result.stdout
     assert "nothing to change" in result.stdout and "mig-parted" not in result.stdout
+
+
+def test_acct_keeps_a_jobs_gpu_memory_high_water_mark(tmp_path: Path) -> None:
+    """A recorded H100 (NVML's seam): the processes NVML lists for the GPU are the
+    job's own shell, holding 3000 then 1000 MiB; acct keeps 3000."""
+    recording = tmp_path / "nvml.json"
+    gpu = json.loads(H100.read_text())["gpus"][0]
+
+    def record(processes: list[list[int]]) -> None:
+        tmp = recording.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"gpus": [dict(gpu, processes=processes)]}))
+        tmp.replace(recording)  # the daemon reads it whole or not at all
+
+    record([])
+    c = make_cluster(gpus=1)
+    text = (
+        (c.home / "cluster.yaml")
+        .read_text()
+        .replace(
+            "gpus: {source: declared, count: 1, type: h100, memory_mb: 81920}",
+            "gpus: {source: nvml}",
+        )
+    )
+    (c.home / "cluster.yaml").write_text(text + "health: {interval_s: 0.2}\n")
+    c.env["PODIUM_NVML_REPLAY"] = str(recording)
+    c.start()
+    try:
+        job = c.submit(
+            "--gpus=1",
+            "--wrap",
+            f"echo $$ > {c.work}/pid; while [ ! -e {c.work}/gate ]; do sleep 0.1; done",
+        )
+        pid_file = c.work / "pid"
+        deadline = time.monotonic() + 30
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        pid = int(pid_file.read_text())
+        for mib in (3000, 1000):
+            record([[pid, mib]])
+            while time.monotonic() < deadline:
+                if c.job(job).get("gpu_mem_peak_mb") == max(3000, mib):
+                    break
+                time.sleep(0.1)
+            time.sleep(0.5)  # samples of the lower figure come and go
+        record([])
+        (c.work / "gate").touch()
+        assert c.wait(job)["state"] == "COMPLETED"
+        acct = {j["job_id"]: j for j in json.loads(c.cli("acct", "--json", check=True).stdout)}
+        assert acct[job]["gpu_mem_peak_mb"] == 3000
+    finally:
+        teardown_cluster(c)

@@ -1,0 +1,36 @@
+"""GPU memory per job from NVML's per-process memory, through the recorded seam."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from podium.node.gpu_memory import by_job, process_memory
+from podium.node.nvml_replay import RecordedNvml
+from podium.store.db import Store
+
+
+def test_memory_is_summed_per_process_over_gpus_then_per_job() -> None:
+    me = os.getpid()
+    nvml = RecordedNvml(
+        {"gpus": [{"processes": [[me, 1000], [1, None]]}, {"processes": [[me, 24]]}]}
+    )
+    assert process_memory(nvml) == {me: 1024}  # a hidden process's memory is not counted
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    used = {me: 1024, gone.pid: 5, 1: 7}
+    assert by_job(used, {os.getsid(me): 42}) == {42: 1024}  # pid 1 is in no job's session
+
+
+def test_the_store_keeps_the_high_water_mark(tmp_path: Path) -> None:
+    store = Store(tmp_path / "db")
+    with store.transaction() as db:
+        db.execute(
+            "INSERT INTO jobs (job_id, name, user, uid, gid, account, partition, qos, state, "
+            "submit_time, spec, work_dir) "
+            "VALUES (7, 'j', 'u', 0, 0, 'a', 'p', 'q', 'RUNNING', 0, '', '/')"
+        )
+    for mib in (300, 900, 400):
+        store.raise_gpu_memory({7: mib})
+    assert store.job(7)["gpu_mem_peak_mb"] == 900
