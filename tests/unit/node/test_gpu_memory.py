@@ -19,8 +19,16 @@ def test_memory_is_summed_per_process_over_gpus_then_per_job() -> None:
     assert process_memory(nvml) == {me: 1024}  # a hidden process's memory is not counted
     gone = subprocess.Popen(["true"])
     gone.wait()
-    used = {me: 1024, gone.pid: 5, 1: 7}
-    assert by_job(used, {os.getsid(me): 42}) == {42: 1024}  # pid 1 is in no job's session
+    # a process in a session of its own, as another user's program would be (pid 1 may
+    # share the test's session inside a container, so it cannot stand in for one)
+    other = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        used = {me: 1024, gone.pid: 5, other.pid: 7}
+        assert by_job(used, {os.getsid(me): 42}) == {42: 1024}
+        assert by_job(used, {other.pid: 9}) == {9: 7}
+    finally:
+        other.kill()
+        other.wait()
 
 
 def test_the_store_keeps_the_high_water_mark(tmp_path: Path) -> None:
