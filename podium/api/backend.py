@@ -36,6 +36,7 @@ class Feature:
     SHUTDOWN = "stopping the cluster's daemon"
     BATCH = "submitting several jobs at once, all or none"
     MIG_ADVICE = "MIG layout advice"
+    MIG_APPLY = "re-splitting a GPU's MIG layout"
 
 
 def records_json(records: list[dict[str, Any]]) -> str:
@@ -164,6 +165,12 @@ class Backend:
         self.refuse(Feature.MIG_ADVICE)
         return self._mig_advice()
 
+    def mig_apply(self, gpu: int, layout: str) -> dict[str, Any]:
+        """Drain GPU `gpu`, then re-split it as `layout` (profiles joined by commas, or
+        "whole") and return it to service after a health check (podium mig apply)."""
+        self.refuse(Feature.MIG_APPLY)
+        return self._mig_apply(gpu, layout)
+
     def health(self, deep: bool) -> dict[str, Any]:
         self.refuse(Feature.HEALTH)
         return self._health(deep)
@@ -232,6 +239,9 @@ class Backend:
         raise NotImplementedError
 
     def _mig_advice(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _mig_apply(self, gpu: int, layout: str) -> dict[str, Any]:
         raise NotImplementedError
 
     def _health(self, deep: bool) -> dict[str, Any]:

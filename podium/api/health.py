@@ -18,6 +18,7 @@ class Label(StrEnum):
     PENDING_REBOOT = "unschedulable-pending-reboot"
     PENDING_REPLACEMENT = "unschedulable-pending-replacement"
     DRAINED = "unschedulable-drained"  # no new jobs; running ones finish, then a re-check
+    PENDING_MIG_APPLY = "unschedulable-pending-mig-apply"  # drained for `podium mig apply`
     DEEP_CHECK = "deep-check-in-progress"
     DEEP_FAILED = "deep-check-failed"
 
@@ -29,6 +30,10 @@ class Remedy(StrEnum):
     REBOOT = "reboot"  # reboot the node (reboot_command, or wait for someone to)
     DRAIN = "drain"  # nothing to run: re-check once the jobs are off it
     REPLACE = "replace"  # hardware to swap: wait for an admin
+    MIG_APPLY = "mig-apply"  # once the jobs are off it: re-split the GPU, then re-check
+
+
+MIG_APPLY_FAILED = "mig-apply-failed"  # the fault of a GPU whose re-split failed
 
 
 @dataclass(frozen=True)
@@ -49,4 +54,4 @@ class Health:
     checked: float | None = None  # when the last deep check ended
 
 
-__all__ = ["Health", "Label", "Remedy"]
+__all__ = ["MIG_APPLY_FAILED", "Health", "Label", "Remedy"]

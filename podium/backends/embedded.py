@@ -253,6 +253,10 @@ class EmbeddedBackend(Backend):
         answer: dict[str, Any] = self.client.get("/v1/mig/advice")
         return answer
 
+    def _mig_apply(self, gpu: int, layout: str) -> dict[str, Any]:
+        answer: dict[str, Any] = self.client.post("/v1/mig/apply", {"gpu": gpu, "layout": layout})
+        return answer
+
     def _health(self, deep: bool) -> dict[str, Any]:
         answer: dict[str, Any] = self.client.post("/v1/health", {"deep": deep})
         return answer

@@ -76,3 +76,48 @@ def advise(as_json: bool) -> None:
     click.echo(configs["slurm"], nl=False)
     click.echo("\n# Podium (declared GPUs; real ones are read from NVML)")
     click.echo(configs["podium"], nl=False)
+
+
+@mig.command()
+@click.option("--gpu", type=click.IntRange(0, 1023), help="The GPU to re-split.")
+@click.option(
+    "--layout",
+    metavar="PROFILES",
+    help="Its new slices joined by commas (3g.40gb,2g.20gb,1g.10gb,1g.10gb), or 'whole'.",
+)
+@click.option("--advised", is_flag=True, help="Apply what `podium mig advise` advises.")
+def apply(gpu: int | None, layout: str | None, advised: bool) -> None:
+    """Re-split a GPU (administrators): drain it (running jobs finish, no new ones
+    land), apply the layout with nvidia-mig-parted or nvidia-smi, health-check it and
+    return it to service. `podium health` shows where it stands."""
+    backend = open_backend()
+    if advised == (layout is not None):
+        raise click.UsageError("give --layout PROFILES (with --gpu N) or --advised")
+    if advised:
+        advice: dict[str, Any] = backend.mig_advice()
+        plans = [
+            (g["gpu"], ",".join(g["advised"]) or "whole") for g in advice["gpus"] if g["changes"]
+        ]
+        if gpu is not None:
+            plans = [p for p in plans if p[0] == gpu]
+        if not plans:
+            click.echo("the advisor changes no GPU: nothing to apply")
+            return
+    elif gpu is None:
+        raise click.UsageError("--layout needs --gpu N: the GPU to re-split")
+    else:
+        plans = [(gpu, str(layout))]
+    for index, profiles in plans:
+        answer = backend.mig_apply(index, profiles)
+        drain = answer["drain"]
+        waits = (
+            "waits for "
+            + ", ".join(f"job {d['job_id']} (ends {_when(d['expected_end'])})" for d in drain)
+            if drain
+            else "idle: applies now"
+        )
+        click.echo(
+            f"{answer['node']} GPU {answer['gpu']}: {_layout(answer['now'])} -> "
+            f"{_layout(answer['layout'])}: drained, {waits}; a health check returns it to "
+            "service"
+        )

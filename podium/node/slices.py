@@ -4,17 +4,22 @@ MPS units of the GPUs the config shares (`node.gpus.sharing`).
 
 A GPU in MIG mode is not scheduled whole: its slices are, each a `GpuInfo` with the
 GPU as `parent`, its profile as `type` (1g.10gb) and its `MIG-...` UUID, which is what
-CUDA_VISIBLE_DEVICES names. Slices are numbered after the GPUs (a node of 2 GPUs with
-GPU 0 split in 4 schedules GPU 1 and slices 2-5), so that a GPU index keeps meaning
-the same GPU to health checks, Xid lines and device files.
+CUDA_VISIBLE_DEVICES names. Slices are numbered after the GPUs, so that a GPU index
+keeps meaning the same GPU to health checks, Xid lines and device files, and by where
+they sit: GPU g's slice at memory slice s is `len(gpus) + 8*g + s` (a node of 2 GPUs
+with GPU 0 split as 2g.20gb+1g.10gb+1g.10gb+3g.40gb schedules GPU 1 and slices 2, 4,
+5, 6). A slice keeps its number when another GPU is re-split (`podium mig apply`) or
+the daemon restarts, so a running job's devices never change meaning under it. The
+shards and MPS units come after the slices' room (from `len(gpus) * 9`).
 
-Podium reads layouts; it never changes a GPU's MIG mode or layout.
+Podium reads layouts; only an administrator's `podium mig apply` changes one.
 """
 
 from __future__ import annotations
 
 import re
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +31,18 @@ NVML_DEVICE_MIG_ENABLE = 1
 _PROFILE_RE = re.compile(r"(\d+g\.\d+gb)")
 _NAMESPACE = uuid.UUID("6f6a1d52-3c1e-4d8e-9a53-7d0c1f9b0c11")  # declared slices' UUIDs
 CAPS_ROOT = Path("/proc/driver/nvidia/capabilities")
+SLOTS = 8  # the most memory slices a MIG-capable GPU has: the room each GPU's slices get
+
+
+def slice_index(gpus: int, parent: int, slot: int) -> int:
+    """The device index of the slice at memory slice `slot` of GPU `parent` on a node
+    of `gpus` GPUs (stable: it depends on nothing else)."""
+    return gpus + SLOTS * parent + slot
+
+
+def first_shared_index(gpus: int) -> int:
+    """The first device index of the shards and MPS units (after the slices' room)."""
+    return gpus + SLOTS * gpus
 
 
 def profile_of(name: str) -> str | None:
@@ -46,9 +63,11 @@ def profile_memory_mb(profile: str) -> int:
     return int(match.group(1)) * 1024 if match else 0
 
 
-def declared_slices(inv: GpuInventory, gpus: list[GpuInfo]) -> list[GpuInfo]:
-    """The slices the config declares for `gpus` (node.gpus.mig), placed by the
-    model's rules, numbered from len(gpus) in GPU then placement order."""
+def declared_slices(
+    inv: GpuInventory, gpus: list[GpuInfo], only: int | None = None
+) -> list[GpuInfo]:
+    """The slices the config declares for `gpus` (node.gpus.mig; of GPU `only` when
+    given), placed by the model's rules, numbered by GPU and start (slice_index)."""
     model = model_for(inv.type, inv.memory_mb or None)
     if model is None or not inv.mig:
         return []
@@ -56,14 +75,14 @@ def declared_slices(inv: GpuInventory, gpus: list[GpuInfo]) -> list[GpuInfo]:
     out: list[GpuInfo] = []
     for index in sorted(inv.mig):
         parent = by_index.get(index)
-        if parent is None:
+        if parent is None or only not in (None, index):
             continue
         placed = sorted(place(model, inv.mig[index]), key=lambda s: s.start)
         for piece in placed:
             name = piece.profile.name
             out.append(
                 GpuInfo(
-                    index=len(gpus) + len(out),
+                    index=slice_index(len(gpus), index, piece.start),
                     type=name,
                     memory_mb=profile_memory_mb(name),
                     uuid="MIG-" + str(uuid.uuid5(_NAMESPACE, f"{parent.uuid}/{piece.start}")),
@@ -79,18 +98,31 @@ def declared_slices(inv: GpuInventory, gpus: list[GpuInfo]) -> list[GpuInfo]:
 
 
 def read_nvml_slices(
-    gpus: list[GpuInfo], nvml: NvmlSeam | None = None, caps_root: Path = CAPS_ROOT
+    gpus: list[GpuInfo],
+    nvml: NvmlSeam | None = None,
+    caps_root: Path = CAPS_ROOT,
+    only: int | None = None,
 ) -> list[GpuInfo]:
-    """The MIG slices of the GPUs NVML reports in MIG mode, numbered from len(gpus);
-    [] when NVML cannot be read or no GPU is in MIG mode."""
+    """The MIG slices of the GPUs NVML reports in MIG mode (of GPU `only` when given),
+    numbered by GPU and start (slice_index; by NVML's slot where a GPU's starts cannot
+    all be read); [] when NVML cannot be read or no GPU is in MIG mode."""
     with nvml_session(nvml) as session:
         if session is None:
             return []
         out: list[GpuInfo] = []
         for gpu in gpus:
+            if only not in (None, gpu.index):
+                continue
             handle = session.nvmlDeviceGetHandleByIndex(gpu.index)
-            for mig in _mig_handles(session, handle):
-                out.append(_slice(session, handle, mig, gpu, len(gpus) + len(out), caps_root))
+            found = [
+                _slice(session, handle, mig, gpu, caps_root)
+                for mig in _mig_handles(session, handle)
+            ]
+            starts = [s.start for s in found]
+            by_start = None not in starts and len(set(starts)) == len(starts)
+            for slot, s in enumerate(found):
+                key = s.start if by_start and s.start is not None else slot
+                out.append(replace(s, index=slice_index(len(gpus), gpu.index, key)))
         return out
 
 
@@ -111,15 +143,13 @@ def _mig_handles(session: Any, handle: Any) -> list[Any]:
     return found
 
 
-def _slice(
-    session: Any, handle: Any, mig: Any, gpu: GpuInfo, index: int, caps_root: Path
-) -> GpuInfo:
+def _slice(session: Any, handle: Any, mig: Any, gpu: GpuInfo, caps_root: Path) -> GpuInfo:
     name = nvml_text(session.nvmlDeviceGetName(mig))
     profile = profile_of(name) or "mig"
     gi = _int_or_none(session, "nvmlDeviceGetGpuInstanceId", mig)
     ci = _int_or_none(session, "nvmlDeviceGetComputeInstanceId", mig)
     return GpuInfo(
-        index=index,
+        index=-1,  # numbered by the caller
         type=profile,
         memory_mb=int(session.nvmlDeviceGetMemoryInfo(mig).total // (1024 * 1024)),
         uuid=nvml_text(session.nvmlDeviceGetUUID(mig)),
@@ -187,7 +217,8 @@ def resolve_slices(
     else:
         mig = read_nvml_slices(gpus, nvml)
     split = {s.parent for s in mig}
-    return mig + shared_units(inv, [g for g in gpus if g.index not in split], len(gpus) + len(mig))
+    shared = [g for g in gpus if g.index not in split]
+    return mig + shared_units(inv, shared, first_shared_index(len(gpus)))
 
 
 def shared_units(inv: GpuInventory, gpus: list[GpuInfo], first: int) -> list[GpuInfo]:
@@ -233,6 +264,7 @@ def layouts(slices: list[GpuInfo]) -> dict[int, list[str]]:
 __all__ = [
     "cap_devices",
     "declared_slices",
+    "first_shared_index",
     "layouts",
     "profile_memory_mb",
     "profile_of",
@@ -240,4 +272,5 @@ __all__ = [
     "resolve_slices",
     "schedulable",
     "shared_units",
+    "slice_index",
 ]

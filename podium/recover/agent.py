@@ -32,6 +32,7 @@ from podium.node.health.suite import node_checks
 from podium.node.health.xid import KmsgXidCheck, XidCheck, xid_text
 from podium.node.inventory import GpuInfo
 from podium.recover.ladder import (
+    MIG_APPLY_FAILED,
     Health,
     Label,
     Remedy,
@@ -91,7 +92,10 @@ class HealthAgent:
         clock: Callable[[], float],
         probe: GpuProbe | None = None,
         boot_id: Callable[[], str] = read_boot_id,
+        mig_apply: Callable[[int], str] | None = None,
     ) -> None:
+        """`mig_apply(gpu)` re-splits a GPU drained for `podium mig apply` and says
+        what it did, or raises with a one-line reason (podium.server.mig_apply)."""
         self.home = home
         self.config = config
         self.h = config.health
@@ -102,6 +106,7 @@ class HealthAgent:
         self.clock = clock
         self.probe = probe
         self.boot_id = boot_id
+        self.mig_apply = mig_apply
         self.automatic = self.h.recovery == "automatic"
         self._quick = [
             c for c in node_checks(config, home, gpus, probe, xid_from_end=True) if not c.deep
@@ -265,6 +270,10 @@ class HealthAgent:
                 ready.append(h)
             elif step is Step.RUN_REBOOT:
                 self._run_remedy(h, Remedy.REBOOT, now)
+            elif step is Step.RUN_MIG_APPLY:
+                h = self._run_mig_apply(h, now)
+                if h.fault != MIG_APPLY_FAILED:
+                    ready.append(h)
             elif step is Step.DEEP_CHECK:
                 ready.append(h)
         if ready and self._deep is None:
@@ -295,6 +304,28 @@ class HealthAgent:
             outcome = f"failed: {exc}"
         after = replace(h, attempts=h.attempts + 1)
         self.table.put(after, now, f"{remedy.value} ({command}): {outcome}")
+        return after
+
+    def _run_mig_apply(self, h: Health, now: float) -> Health:
+        """Re-split drained GPU `h.gpu`; a failure leaves it fenced for an admin."""
+        try:
+            if self.mig_apply is None or h.gpu is None:
+                raise RuntimeError("this daemon cannot re-split GPUs")
+            done = self.mig_apply(h.gpu)
+        except Exception as exc:  # the applier's reason, one line
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+            after = replace(
+                h,
+                attempts=h.attempts + 1,
+                fault=MIG_APPLY_FAILED,
+                reason=f"mig apply failed: {reason}: resume the GPU (podium resume --gpu "
+                f"{h.gpu}) or apply a layout again",
+            )
+            self.table.put(after, now, after.reason)
+            log.warning("%s: %s", self._where(after), after.reason)
+            return after
+        after = replace(h, attempts=h.attempts + 1)
+        self.table.put(after, now, f"mig apply: {done}; a deep check returns it to service")
         return after
 
     # --- deep checks --------------------------------------------------------------

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from podium.api.health import Health, Label, Remedy
+from podium.api.health import MIG_APPLY_FAILED, Health, Label, Remedy
 from podium.node.health.base import Action, Result, Status
 
 
@@ -100,6 +100,7 @@ class Step(StrEnum):
     WAIT_JOBS = "wait-jobs"  # jobs still hold it (they are being stopped)
     RUN_RESET = "run-reset"
     RUN_REBOOT = "run-reboot"
+    RUN_MIG_APPLY = "run-mig-apply"  # re-split the drained GPU (podium mig apply)
     WAIT_REBOOT = "wait-reboot"  # no reboot command: someone must reboot the node
     DEEP_CHECK = "deep-check"
     WAIT_ADMIN = "wait-admin"  # marked for replacement
@@ -128,6 +129,10 @@ def next_step(
         return Step.WAIT_JOBS
     if h.label is Label.DEEP_CHECK:
         return Step.NOTHING  # running
+    if h.remedy is Remedy.MIG_APPLY and h.attempts == 0:
+        return Step.RUN_MIG_APPLY
+    if h.remedy is Remedy.MIG_APPLY and h.fault == MIG_APPLY_FAILED:
+        return Step.WAIT_ADMIN  # the GPU's layout is unknown: an admin looks first
     if h.label is Label.DEEP_FAILED and h.checked is not None and now < h.checked + retry_s:
         return Step.NOTHING  # back off before trying again
     if h.remedy is Remedy.REBOOT:
@@ -196,6 +201,7 @@ def blocking(results: list[Result], gpu: int | None) -> list[Fault]:
 
 
 __all__ = [
+    "MIG_APPLY_FAILED",
     "Fault",
     "Health",
     "Label",

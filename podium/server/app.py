@@ -21,6 +21,7 @@ from podium import __version__
 from podium.api.text import printable
 from podium.errors import PermissionDenied, PodiumError, SpecError
 from podium.server.controller import Caller, Controller
+from podium.server.mig_apply import parse_layout
 from podium.server.peer import SCOPE_KEY, PeerCred
 from podium.spec.build import SubmitRequest
 from podium.spec.job import JobState
@@ -59,6 +60,11 @@ class DrainRequest(RequestModel):
 
 class ResumeRequest(RequestModel):
     gpu: int | None = Field(default=None, ge=0, le=1023)
+
+
+class MigApplyRequest(RequestModel):
+    gpu: int = Field(ge=0, le=1023)
+    layout: str = Field(max_length=512)  # profiles joined by commas, or "whole"
 
 
 class HealthRequest(RequestModel):
@@ -223,6 +229,12 @@ def create_app(
     def mig_advice(request: Request) -> dict[str, Any]:
         caller(request)
         return controller.mig_advice()
+
+    @app.post("/v1/mig/apply")
+    def mig_apply(request: Request, body: MigApplyRequest) -> dict[str, Any]:
+        answer = controller.mig_apply(caller(request), body.gpu, parse_layout(body.layout))
+        wake()
+        return answer
 
     @app.get("/v1/share")
     def share(request: Request) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from podium.server.intake import Intake, Submitted
 from podium.server.launch import Planner
 from podium.server.local_node import LocalNode
 from podium.server.mig_advisor import advice_record
+from podium.server.mig_apply import MigApplier
 from podium.server.reactor import Reactor
 from podium.server.records import spec_gpu_ids
 from podium.server.views import Views
@@ -35,6 +36,7 @@ from podium.spec.cluster import ClusterConfig
 from podium.spec.request import BatchRequest
 from podium.store.db import Store
 from podium.store.health import HealthTable
+from podium.store.mig_layouts import MigLayouts
 
 
 class Controller:
@@ -71,6 +73,9 @@ class Controller:
         self.intake = Intake(home, config, store, self.planner)
         self.views = Views(self.reactor, lambda: self.agent)
         self.control = Control(self.reactor, executor, lambda: self.agent)
+        self.migs = MigApplier(
+            config, node, MigLayouts(store), self.health, self.real_gpus, clock=clock
+        )
         store.ensure_node(node.name)
 
     def attach_agent(self, agent: HealthAgent) -> None:
@@ -133,6 +138,16 @@ class Controller:
         return advice_record(
             self.node, self.config.node.gpus.type, running, pending, priority, self.clock()
         )
+
+    def mig_apply(self, who: Caller, gpu: int, layout: list[str]) -> dict[str, Any]:
+        """Plan GPU `gpu`'s new MIG layout and drain it; the health agent applies it
+        once no job holds the GPU (podium.server.mig_apply)."""
+        with self.lock:
+            answer = self.migs.request(
+                who.name, who.is_admin, gpu, layout, self.reactor.running_rows(), self.clock()
+            )
+        self.reactor.wake()
+        return answer
 
     def handle_health(self, results: list[Result]) -> None:
         """Act on health check results run on request (`podium health`)."""
@@ -258,6 +273,8 @@ class Controller:
     def resume(self, who: Caller, node: str, gpu: int | None = None) -> dict[str, Any]:
         with self.lock:
             self.control.resume(who, node, gpu)
+            for g in [gpu] if gpu is not None else [g.index for g in self.node.gpus]:
+                self.migs.plans.drop_plan(node, g)  # resumed as it is: the plan is moot
             return self.views.nodes()[0]
 
     def inject(self, who: Caller, kind: str, job_id: int, rank: int) -> int:

@@ -50,6 +50,7 @@ from podium.spec.cluster import (
 )
 from podium.spec.job import JobState
 from podium.store.db import Store
+from podium.store.mig_layouts import MigLayouts
 
 log = logging.getLogger("podium.daemon")
 
@@ -163,9 +164,14 @@ def hide_real_gpus(node: LocalNode, real: list[GpuInfo]) -> None:
     log.warning("%s", node.gpu_note)
 
 
-def local_node(config: ClusterConfig, gpus: list[GpuInfo]) -> LocalNode:
+def local_node(
+    config: ClusterConfig, gpus: list[GpuInfo], applied: dict[int, list[str]] | None = None
+) -> LocalNode:
     """The node jobs run on: its GPUs and topology, what jobs may not open, and what
-    the daemon can enforce here (cgroups, devices)."""
+    the daemon can enforce here (cgroups, devices). `applied`: the layouts `podium mig
+    apply` last made, which declared GPUs (no hardware to keep them) are split in."""
+    if applied and declared(config, gpus):
+        keep_applied(config, applied)
     slices = resolve_slices(config.node.gpus, gpus)
     found = layouts(slices)
     declared_mig = {i: sorted(p) for i, p in config.node.gpus.mig.items()}
@@ -198,6 +204,20 @@ def local_node(config: ClusterConfig, gpus: list[GpuInfo]) -> LocalNode:
     return node
 
 
+def keep_applied(config: ClusterConfig, applied: dict[int, list[str]]) -> None:
+    """Split declared GPUs as `podium mig apply` last left them (the config's layout
+    until then); a GPU the config now shares or no longer has keeps the config's."""
+    inv = config.node.gpus
+    for gpu, layout in sorted(applied.items()):
+        if gpu >= inv.count or gpu in inv.sharing:
+            continue
+        if layout:
+            inv.mig[gpu] = list(layout)
+        else:
+            inv.mig.pop(gpu, None)
+        log.info("GPU %s is split as podium mig apply left it: %s", gpu, layout or "whole")
+
+
 def declared(config: ClusterConfig, gpus: list[GpuInfo]) -> bool:
     """Whether the node's GPUs are declared (not read from NVML)."""
     return config.node.gpus.source == "declared" or not gpus or gpus[0].uuid.startswith("declared-")
@@ -222,7 +242,8 @@ def serve(home: Path, config: ClusterConfig) -> None:
     executor = LocalExecutor(jobs.path, lost_runs=jobs.lost_runs)
     if executor.launcher is not None:
         executor.launcher.warm_up()  # the first job need not wait for its imports
-    controller = Controller(home, config, store, executor, local_node(config, gpus))
+    applied = MigLayouts(store).all_applied(config.node.name)
+    controller = Controller(home, config, store, executor, local_node(config, gpus, applied))
     agent = HealthAgent(
         home,
         config,
@@ -232,6 +253,7 @@ def serve(home: Path, config: ClusterConfig) -> None:
         controller.reactor,
         controller.clock,
         probe=None if declared(config, gpus) else nvml_probe(),
+        mig_apply=controller.migs.apply,
     )
     controller.attach_agent(agent)
     counts = controller.recover()

@@ -53,6 +53,20 @@ class LocalNode:
             gpu_devices={d.index: _device_numbers(d) for d in devices},
         )
 
+    def resplit(self, gpu: int, slices: list[GpuInfo]) -> None:
+        """Give jobs GPU `gpu` as its new MIG `slices` ([]: whole), every other device
+        keeping its number (`podium mig apply`, once no job holds any part of it)."""
+        others = [d for d in self.devices if d.physical != gpu]
+        mine = slices or [g for g in self.gpus if g.index == gpu]
+        whole = sorted((d for d in others + mine if d.parent is None), key=lambda d: d.index)
+        parts = sorted((d for d in others + mine if d.parent is not None), key=lambda d: d.index)
+        self.devices = whole + parts
+        self.parts = {d.index: d.fraction for d in self.devices if d.parent is not None}
+        self.gpu_devices = {
+            i: files for i, files in self.gpu_devices.items() if i in {d.index for d in others}
+        }
+        self.gpu_devices.update({d.index: _device_numbers(d) for d in mine})
+
     def parent_of(self, index: int) -> int:
         """The physical GPU a device index is (a GPU) or is part of (a MIG slice)."""
         for d in self.devices:

@@ -73,6 +73,8 @@ class SlurmBackend(Backend):
         "use --array for many alike",
         Feature.MIG_ADVICE: "Slurm's nodes are partitioned by their admins and Podium does not "
         "see their pending GRES demand per node: run podium mig advise on an embedded node",
+        Feature.MIG_APPLY: "Slurm expects MIG slices partitioned before slurmd starts: drain "
+        "the node, apply the layout (nvidia-mig-parted), restart slurmd, resume the node",
     }
 
     def __init__(self, config: ClusterConfig, home: Path | None = None) -> None:

@@ -48,6 +48,12 @@ class HealthConfig(Closed):
     reboot_command: str | None = Field(
         default=None, description="reboots the node (run only once it has no jobs)"
     )
+    mig_apply_command: str | None = Field(
+        default=None,
+        description="re-splits one drained GPU for podium mig apply, instead of "
+        "nvidia-mig-parted or nvidia-smi; {gpu} is its index, {layout} its profiles joined "
+        "by commas (empty: whole), {config} a mig-parted file for it",
+    )
     action_timeout_s: float = Field(default=300.0, gt=0)
     retry_s: float = Field(default=300.0, gt=0, description="wait after a failed deep check")
     max_faults: int = Field(
@@ -65,6 +71,21 @@ class HealthConfig(Closed):
         if not template:
             raise ConfigError(f"health.{remedy}_command is not configured")
         return shlex.split(template.replace("{gpu}", "" if gpu is None else str(int(gpu))))
+
+    def mig_apply_argv(self, gpu: int, layout: list[str], config: str) -> list[str] | None:
+        """The argv of `mig_apply_command` for GPU `gpu` (None when none is set), split
+        like remedy_argv: the values put in are an integer, profile names checked
+        against the GPU's model, and a path Podium chose."""
+        if not self.mig_apply_command:
+            return None
+        argv = shlex.split(self.mig_apply_command)
+        values = {"{gpu}": str(int(gpu)), "{layout}": ",".join(layout), "{config}": config}
+        out = []
+        for arg in argv:
+            for key, value in values.items():
+                arg = arg.replace(key, value)
+            out.append(arg)
+        return out
 
     thresholds: dict[str, GpuTypeThresholds] = Field(
         default_factory=lambda: {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -149,5 +149,20 @@ ALTER TABLE jobs ADD COLUMN array_pending TEXT;
     # its processes and GPUs, as NVML reported it); NULL where NVML does not answer.
     8: """
 ALTER TABLE jobs ADD COLUMN gpu_mem_peak_mb INTEGER;
+""",
+    # Version 9: `podium mig apply`: the layout an administrator asked a GPU to be split
+    # in (planned, until it is applied) and the last one applied (what declared GPUs,
+    # which have no hardware to keep it, are split in after a restart). Profiles joined
+    # by "+"; "" is a whole GPU.
+    9: """
+CREATE TABLE IF NOT EXISTS mig_layouts (
+    node TEXT NOT NULL,
+    gpu INTEGER NOT NULL,
+    planned TEXT,
+    applied TEXT,
+    by_user TEXT NOT NULL,
+    changed REAL NOT NULL,
+    PRIMARY KEY (node, gpu)
+);
 """,
 }

@@ -79,20 +79,20 @@ def test_a_slice_is_scheduled_named_by_its_uuid_and_shown_with_its_job(mig: Clus
     slurm_name = mig.submit("--gpus=nvidia_h100_80gb_hbm3_3g.40gb:1", str(script))
     whole = mig.submit("--gpus=1", str(script))
     shown = {g["index"]: g for g in node(mig)["gpus"]}
-    assert sorted(shown) == [1, 2, 3, 4, 5]  # GPU 1 whole, GPU 0 as four slices
-    assert [shown[i]["type"] for i in (2, 3, 4, 5)] == ["2g.20gb", "1g.10gb", "1g.10gb", "3g.40gb"]
-    assert all(shown[i]["parent"] == 0 for i in (2, 3, 4, 5)) and shown[1]["parent"] is None
+    assert sorted(shown) == [1, 2, 4, 5, 6]  # GPU 1 whole, GPU 0's slices by start (2 + start)
+    assert [shown[i]["type"] for i in (2, 4, 5, 6)] == ["2g.20gb", "1g.10gb", "1g.10gb", "3g.40gb"]
+    assert all(shown[i]["parent"] == 0 for i in (2, 4, 5, 6)) and shown[1]["parent"] is None
 
     batch, step = seen(mig, small)
     index = int(batch.split()[-1])
     assert shown[index]["type"] == "1g.10gb"
     assert batch == f"batch {shown[index]['uuid']} jobgpus {index}"
     assert step == f"step {shown[index]['uuid']}" and shown[index]["uuid"].startswith("MIG-")
-    assert seen(mig, slurm_name)[0] == f"batch {shown[5]['uuid']} jobgpus 5"
+    assert seen(mig, slurm_name)[0] == f"batch {shown[6]['uuid']} jobgpus 6"
     assert seen(mig, whole) == ["batch 1 jobgpus 1", "step 1"]
 
     owners = {g["index"]: g["job_id"] for g in node(mig)["gpus"]}
-    assert (owners[index], owners[5], owners[1]) == (small, slurm_name, whole)
+    assert (owners[index], owners[6], owners[1]) == (small, slurm_name, whole)
     table = mig.cli("nodes", check=True).stdout
     assert "1g.10gb of GPU 0" in table and "3g.40gb of GPU 0" in table
     scontrol = subprocess.run(
@@ -286,7 +286,17 @@ def test_mig_advise_splits_the_idle_gpu_for_the_waiting_slices(mig: Cluster) -> 
     assert "admit 3 pending GPU job(s) (now 0); 0 GPU(s) to drain" in text
     assert "nvidia-mig-parted apply" in text and "NodeName=node0 Gres=" in text
     shown = {g["index"] for g in node(mig)["gpus"]}
-    assert shown == {1, 2, 3, 4, 5}  # advice only: the layout is unchanged
+    assert shown == {1, 2, 4, 5, 6}  # advice only: the layout is unchanged
+    # the administrator takes the advice: GPU 1, idle, is split at once, checked and
+    # returned to service, and the waiting jobs run on its new slices
+    applied = mig.cli("mig", "apply", "--advised", check=True).stdout
+    assert applied.startswith("node0 GPU 1: whole -> ") and "idle: applies now" in applied
+    slices = {g["index"]: g["type"] for g in node(mig)["gpus"] if g["parent"] == 1}
+    assert list(slices.values()).count("1g.10gb") >= 3
+    for j in waiting:
+        ended = mig.wait(j)
+        assert ended["state"] == "COMPLETED"
+        assert [slices.get(i) for i in ended["gpu_ids"]] == ["1g.10gb"]  # GPU 1's new slices
     for j in running:
         (mig.work / f"gate-{j}").touch()
 

@@ -41,10 +41,10 @@ def test_declared_slices_follow_the_gpus_and_keep_the_parent() -> None:
     gpus = declared(inv)
     slices = declared_slices(inv, gpus)
     assert [(s.index, s.type, s.parent, s.start) for s in slices] == [
-        (2, "2g.20gb", 0, 0),
-        (3, "1g.10gb", 0, 2),
-        (4, "1g.10gb", 0, 3),
-        (5, "3g.40gb", 0, 4),
+        (2, "2g.20gb", 0, 0),  # numbered by GPU and start: 2 + 8 * GPU + start
+        (4, "1g.10gb", 0, 2),
+        (5, "1g.10gb", 0, 3),
+        (6, "3g.40gb", 0, 4),
     ]
     assert all(s.uuid.startswith("MIG-") and s.device == "/dev/nvidia0" for s in slices)
     assert len({s.uuid for s in slices}) == 4
@@ -52,7 +52,7 @@ def test_declared_slices_follow_the_gpus_and_keep_the_parent() -> None:
     assert slices[0].bus_id == gpus[0].bus_id  # an Xid on the GPU names the slices' GPU
     assert declared_slices(inv, gpus) == slices  # the same UUIDs every start
     devices = schedulable(gpus, slices)
-    assert [d.index for d in devices] == [1, 2, 3, 4, 5]  # GPU 0 is not given whole
+    assert [d.index for d in devices] == [1, 2, 4, 5, 6]  # GPU 0 is not given whole
     assert devices[0].cuda_name == "1" and devices[0].physical == 1
     assert layouts(slices) == {0: ["2g.20gb", "1g.10gb", "1g.10gb", "3g.40gb"]}
     assert resolve_slices(inv, gpus) == slices
@@ -102,7 +102,7 @@ def test_nvml_lists_the_slices_of_a_gpu_in_mig_mode() -> None:
         (2, "3g.40gb", 0, 4),
         (3, "2g.20gb", 0, 0),
         (4, "1g.10gb", 0, 2),
-        (5, "1g.10gb", 0, None),  # its placement could not be read
+        (5, "1g.10gb", 0, None),  # its placement could not be read: all by NVML's slot
     ]
     assert slices[0].uuid == "MIG-2a1b7c54-0b8e-5f0e-9d7c-6b2e6a0c9f11"
     assert slices[0].memory_mb == 40192 and slices[0].pci == gpus[0].pci
@@ -147,8 +147,8 @@ def test_parts_are_charged_by_their_fraction_of_the_gpu() -> None:
     parts = resolve_slices(inv, gpus)
     assert [(p.index, p.type, p.parent) for p in parts[:3]] == [
         (3, "3g.40gb", 0),  # at 0, the 1g.10gb at 4
-        (4, "1g.10gb", 0),
-        (5, "shard", 1),
+        (7, "1g.10gb", 0),
+        (27, "shard", 1),  # after the slices' room: 3 GPUs * 9
     ]
     assert [round(p.fraction, 3) for p in parts[:6]] == [0.429, 0.143, 0.25, 0.25, 0.25, 0.25]
     assert len(parts) == 2 + 4 + 100 and parts[-1].fraction == 0.01
@@ -157,9 +157,10 @@ def test_parts_are_charged_by_their_fraction_of_the_gpu() -> None:
     assert schedulable(gpus, parts) == parts  # no GPU is given whole
     config = ClusterConfig.model_validate({"node": {"name": "n0", "cpus": 1, "memory_mb": 1000}})
     node = LocalNode.from_config(config, gpus, parts)
-    assert node.gpu_units([3, 5]) == pytest.approx(3 / 7 + 1 / 4)
-    assert node.gpu_units(list(range(9, 59))) == pytest.approx(0.5)  # mps:50 (units 9-108)
-    assert node.visible(list(range(9, 59))) == [2] and node.visible([3, 5, 6, 9]) == [3, 1, 2]
+    assert node.gpu_units([3, 27]) == pytest.approx(3 / 7 + 1 / 4)
+    assert node.gpu_units(list(range(31, 81))) == pytest.approx(0.5)  # mps:50 (units 31-130)
+    assert node.visible(list(range(31, 81))) == [2]
+    assert node.visible([3, 27, 28, 31]) == [3, 1, 2]
     whole = LocalNode.from_config(config, declared(GpuInventory(source="declared", count=2)))
     assert whole.gpu_units([0, 1]) is None  # whole GPUs: charged by count
 

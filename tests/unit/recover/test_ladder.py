@@ -110,3 +110,15 @@ def test_blocking_keeps_a_targets_own_fencing_faults() -> None:
     assert [f.kind for f in blocking(results, 2)] == ["xid-48"]
     assert [f.kind for f in blocking(results, None)] == ["disk"]
     assert blocking(results, 0) == []
+
+
+def test_a_mig_apply_waits_for_the_jobs_then_applies_once_then_is_checked() -> None:
+    from podium.recover.ladder import MIG_APPLY_FAILED
+
+    h = Health("n0", 0, Label.PENDING_MIG_APPLY, True, "mig-apply", "mig apply", Remedy.MIG_APPLY)
+    assert step(h, busy=True) is Step.WAIT_JOBS  # a drain: the jobs finish first
+    assert step(h) is Step.RUN_MIG_APPLY
+    done = Health("n0", 0, h.label, True, h.fault, h.reason, h.remedy, attempts=1)
+    assert step(done) is Step.DEEP_CHECK
+    failed = Health("n0", 0, h.label, True, MIG_APPLY_FAILED, "no", h.remedy, attempts=1)
+    assert step(failed) is Step.WAIT_ADMIN  # its layout is unknown: never back by itself
