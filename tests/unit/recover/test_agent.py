@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from podium.node.health.base import Action, Result, Status
 from podium.node.inventory import GpuInfo
@@ -26,7 +27,8 @@ class NoJobs:
         raise AssertionError("no job runs here")
 
 
-def test_a_lasting_condition_is_one_fault_not_a_repeat_offender(tmp_path: Path) -> None:
+def make_agent(tmp_path: Path, **kw: Any) -> tuple[HealthAgent, HealthTable]:
+    """An agent for node n0 with one declared GPU over a real store, at time 100."""
     store = Store(tmp_path / "db")
     store.ensure_node("n0")
     table = HealthTable(store)
@@ -34,7 +36,12 @@ def test_a_lasting_condition_is_one_fault_not_a_repeat_offender(tmp_path: Path) 
         {"node": {"name": "n0"}, "health": {"kernel_log": str(tmp_path / "kern.log")}}
     )
     gpus = [GpuInfo(0, "h100", 81920, "declared-0")]
-    agent = HealthAgent(tmp_path, config, "n0", gpus, table, NoJobs(), clock=lambda: 100.0)
+    agent = HealthAgent(tmp_path, config, "n0", gpus, table, NoJobs(), clock=lambda: 100.0, **kw)
+    return agent, table
+
+
+def test_a_lasting_condition_is_one_fault_not_a_repeat_offender(tmp_path: Path) -> None:
+    agent, table = make_agent(tmp_path)
     for now in (100.0, 100.2, 100.4, 100.6):  # quick checks keep finding the full disk
         agent.handle([DISK], now)
     h = table.get("n0", None)
@@ -48,22 +55,13 @@ def test_a_lasting_condition_is_one_fault_not_a_repeat_offender(tmp_path: Path) 
 def test_a_failed_mig_apply_leaves_the_gpu_fenced_for_an_admin(tmp_path: Path) -> None:
     from podium.api.health import MIG_APPLY_FAILED, Health, Remedy
 
-    store = Store(tmp_path / "db")
-    store.ensure_node("n0")
-    table = HealthTable(store)
-    config = ClusterConfig.model_validate(
-        {"node": {"name": "n0"}, "health": {"kernel_log": str(tmp_path / "kern.log")}}
-    )
-    gpus = [GpuInfo(0, "h100", 81920, "declared-0")]
     asked: list[int] = []
 
     def refuse(gpu: int) -> str:
         asked.append(gpu)
         raise RuntimeError("nvidia-smi -i 0 -mig 1 exited 1:\nIn use by another client")
 
-    agent = HealthAgent(
-        tmp_path, config, "n0", gpus, table, NoJobs(), clock=lambda: 100.0, mig_apply=refuse
-    )
+    agent, table = make_agent(tmp_path, mig_apply=refuse)
     pending = Health("n0", 0, Label.PENDING_MIG_APPLY, True, "mig-apply", "asked", Remedy.MIG_APPLY)
     table.put(pending, 99.0)
     for _ in range(3):
