@@ -1,6 +1,7 @@
 """`podium mig advise`: the MIG layouts the pending queue needs, ranked per GPU with
-each change's drain plan, and the configs that apply them (mig-parted, Slurm, Podium).
-Advice only: Podium never changes a GPU's MIG mode or layout by itself."""
+each change's drain plan, and the configs that apply them (mig-parted, Slurm, Podium);
+`podium mig apply`: an administrator drains a GPU and re-splits it. Podium never
+changes a GPU's MIG mode or layout by itself."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from podium.cli import render
 
 @click.group()
 def mig() -> None:
-    """MIG layouts: what the pending queue needs."""
+    """MIG layouts: what the pending queue needs, and applying one."""
 
 
 def _layout(layout: list[str]) -> str:
@@ -26,6 +27,11 @@ def _when(at: float | None) -> str:
     if at is None:
         return "no time limit"
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(at))
+
+
+def _drain(drain: list[dict[str, Any]]) -> str:
+    """The running jobs a change waits for, with when their limits end them."""
+    return ", ".join(f"job {d['job_id']} (ends {_when(d['expected_end'])})" for d in drain)
 
 
 @mig.command()
@@ -47,9 +53,7 @@ def advise(as_json: bool) -> None:
     )
     rows = []
     for g in data["gpus"]:
-        drain = ", ".join(
-            f"job {d['job_id']} (ends {_when(d['expected_end'])})" for d in g["drain"]
-        )
+        drain = _drain(g["drain"])
         rows.append(
             [
                 g["gpu"],
@@ -109,13 +113,7 @@ def apply(gpu: int | None, layout: str | None, advised: bool) -> None:
         plans = [(gpu, str(layout))]
     for index, profiles in plans:
         answer = backend.mig_apply(index, profiles)
-        drain = answer["drain"]
-        waits = (
-            "waits for "
-            + ", ".join(f"job {d['job_id']} (ends {_when(d['expected_end'])})" for d in drain)
-            if drain
-            else "idle: applies now"
-        )
+        waits = f"waits for {_drain(answer['drain'])}" if answer["drain"] else "idle: applies now"
         click.echo(
             f"{answer['node']} GPU {answer['gpu']}: {_layout(answer['now'])} -> "
             f"{_layout(answer['layout'])}: drained, {waits}; a health check returns it to "

@@ -183,13 +183,18 @@ def read_nvml_topology(nvml: NvmlSeam | None = None) -> list[list[int]] | None:
         return [g for g in groups.values() if len(g) > 1]
 
 
+def from_nvml(gpus: list[GpuInfo]) -> bool:
+    """Whether `gpus` are real, read from NVML (not declared in the config, not none)."""
+    return bool(gpus) and not gpus[0].uuid.startswith("declared-")
+
+
 def gpu_groups(
     inv: GpuInventory, gpus: list[GpuInfo], nvml: NvmlSeam | None = None
 ) -> list[list[int]]:
     """The topology groups to schedule with: declared ones, else NVML's for real GPUs."""
     if inv.topology:
         return inv.topology
-    if gpus and not gpus[0].uuid.startswith("declared-"):
+    if from_nvml(gpus):
         return read_nvml_topology(nvml) or []
     return []
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from podium.api.mig import COMPUTE_SLICES, model_for, place
-from podium.node.inventory import GpuInfo, NvmlSeam, nvml_session, nvml_text
+from podium.node.inventory import GpuInfo, NvmlSeam, from_nvml, nvml_session, nvml_text
 from podium.spec.cluster import GpuInventory
 
 NVML_DEVICE_MIG_ENABLE = 1
@@ -212,10 +212,7 @@ def resolve_slices(
     GPUs the config shares (`node.gpus.sharing`), numbered after the GPUs."""
     if not gpus:
         return []
-    if gpus[0].uuid.startswith("declared-"):
-        mig = declared_slices(inv, gpus)
-    else:
-        mig = read_nvml_slices(gpus, nvml)
+    mig = read_nvml_slices(gpus, nvml) if from_nvml(gpus) else declared_slices(inv, gpus)
     split = {s.parent for s in mig}
     shared = [g for g in gpus if g.index not in split]
     return mig + shared_units(inv, shared, first_shared_index(len(gpus)))

@@ -19,6 +19,7 @@ from podium.api.caller import Caller, user_name
 from podium.errors import SpecError
 from podium.node.gpu_memory import by_job, process_memory
 from podium.node.health.base import Result
+from podium.node.inventory import from_nvml
 from podium.recover.agent import HealthAgent
 from podium.run.executor import LocalExecutor
 from podium.server.control import Control
@@ -58,7 +59,7 @@ class Controller:
         self.clock = clock
         self.owner_uid = os.geteuid()
         self.executor = executor
-        self.real_gpus = bool(node.gpus) and not node.gpus[0].uuid.startswith("declared-")
+        self.real_gpus = from_nvml(node.gpus)
         self._next_memory_sample = 0.0
         self.health = HealthTable(store)
         self.planner = Planner(home, config, node)

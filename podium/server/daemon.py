@@ -27,6 +27,7 @@ from podium.node.health.suite import nvml_probe
 from podium.node.inventory import (
     GpuInfo,
     device_number,
+    from_nvml,
     gpu_groups,
     read_nvml,
     resolve_inventory,
@@ -178,7 +179,7 @@ def local_node(
     if declared_mig and {i: sorted(p) for i, p in found.items()} != declared_mig:
         log.warning(
             "node.gpus.mig declares %s but the GPUs are split as %s: scheduling what is "
-            "there (Podium never changes a MIG layout)",
+            "there (only podium mig apply changes a MIG layout)",
             config.node.gpus.mig,
             found,
         )
@@ -220,7 +221,7 @@ def keep_applied(config: ClusterConfig, applied: dict[int, list[str]]) -> None:
 
 def declared(config: ClusterConfig, gpus: list[GpuInfo]) -> bool:
     """Whether the node's GPUs are declared (not read from NVML)."""
-    return config.node.gpus.source == "declared" or not gpus or gpus[0].uuid.startswith("declared-")
+    return config.node.gpus.source == "declared" or not from_nvml(gpus)
 
 
 def serve(home: Path, config: ClusterConfig) -> None:

@@ -20,14 +20,24 @@ from podium.store.db import Row
 MAX_TASKS = 64  # a pending array stands for at most this many jobs in the advice
 
 
+def end_estimate(r: Row) -> float:
+    """When a running job's time limit ends it (inf: it has none)."""
+    limit = r["time_limit_s"]
+    return (r["start_time"] or 0.0) + limit if limit is not None else math.inf
+
+
+def finite(at: float) -> float | None:
+    """A time for JSON: None for "never" (inf)."""
+    return None if math.isinf(at) else at
+
+
 def gpus_now(node: LocalNode, running: Iterable[Row]) -> list[GpuNow]:
     """The node's GPUs that MIG could split (not shared by shards or MPS), with their
     layouts and the jobs running on them."""
     devices = {d.index: d for d in node.devices}
     on_gpu: dict[int, list[Running]] = {}
     for r in running:
-        limit = r["time_limit_s"]
-        end = (r["start_time"] or 0.0) + limit if limit is not None else math.inf
+        end = end_estimate(r)
         for g in spec_gpu_ids(r):
             d = devices.get(g)
             if d is None or d.kind in ("shard", "mps"):
@@ -104,12 +114,12 @@ def _change(c: Any) -> dict[str, Any]:
             {
                 "job_id": r.job_id,
                 "device": r.device,
-                "expected_end": None if math.isinf(r.end_estimate) else r.end_estimate,
+                "expected_end": finite(r.end_estimate),
             }
             for r in c.drain
         ],
-        "ready_at": None if math.isinf(c.ready_at) else c.ready_at,
+        "ready_at": finite(c.ready_at),
     }
 
 
-__all__ = ["Advice", "advice_record", "demand", "gpus_now"]
+__all__ = ["Advice", "advice_record", "demand", "end_estimate", "finite", "gpus_now"]

@@ -18,7 +18,6 @@ Podium never changes a layout on its own: only this admin action does.
 
 from __future__ import annotations
 
-import math
 import shlex
 import shutil
 import subprocess
@@ -35,6 +34,7 @@ from podium.node.inventory import GpuInfo, NvmlSeam
 from podium.node.mig_config import CONFIG_NAME, mig_parted
 from podium.node.slices import declared_slices, layouts, read_nvml_slices
 from podium.server.local_node import LocalNode
+from podium.server.mig_advisor import end_estimate, finite
 from podium.server.records import spec_gpu_ids
 from podium.spec.cluster import ClusterConfig
 from podium.store.db import Row
@@ -156,15 +156,11 @@ class MigApplier:
         raise SpecError(f"node {self.node.name} has no GPU {gpu} (it has {have})")
 
     def _blocking(self, gpu: int, running: list[Row]) -> list[dict[str, Any]]:
-        out = []
-        for r in running:
-            if any(self.node.parent_of(i) == gpu for i in spec_gpu_ids(r)):
-                limit = r["time_limit_s"]
-                end = (r["start_time"] or 0.0) + limit if limit is not None else math.inf
-                out.append(
-                    {"job_id": r["job_id"], "expected_end": None if math.isinf(end) else end}
-                )
-        return out
+        return [
+            {"job_id": r["job_id"], "expected_end": finite(end_estimate(r))}
+            for r in running
+            if any(self.node.parent_of(i) == gpu for i in spec_gpu_ids(r))
+        ]
 
     # --- the apply (the health agent, once the GPU is free) ------------------------------
 
@@ -216,7 +212,8 @@ class MigApplier:
         ]
         if not layout:
             return [*out, (["nvidia-smi", "-i", i, "-mig", "0"], True)]
-        model = model_for(self._gpu(gpu).type, self._gpu(gpu).memory_mb)
+        info = self._gpu(gpu)
+        model = model_for(info.type, info.memory_mb)
         assert model is not None  # checked by request
         # largest first, as the MIG user guide advises: the driver places each one
         largest = [

@@ -11,7 +11,7 @@ from podium.node.health.gpu import GpuChecks, GpuProbe, GpuThresholds, NvmlProbe
 from podium.node.health.nccl import NcclBandwidthCheck
 from podium.node.health.system import DiskSpaceCheck, MountCheck
 from podium.node.health.xid import KmsgXidCheck, XidCheck
-from podium.node.inventory import GpuInfo
+from podium.node.inventory import GpuInfo, from_nvml
 from podium.node.mps import MpsCheck, MpsServers
 from podium.spec.cluster import ClusterConfig
 
@@ -77,7 +77,7 @@ def node_checks(
         if limits
         else GpuThresholds()
     )
-    declared = bool(gpus) and gpus[0].uuid.startswith("declared-")
+    declared = bool(gpus) and not from_nvml(gpus)
     gpu_check: Check = (
         Skipped("gpu", DECLARED)
         if declared
