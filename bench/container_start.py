@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from podium.run.container import prepare, remove
 from podium.run.identity import Identity
+from podium.run.job_files import TaskFiles
 from podium.run.spawn import spawn_task
 
 
@@ -50,16 +51,13 @@ def make_image(base: Path) -> Path:
 
 
 def run_once(script: str, who: Identity, container: dict[str, object] | None) -> float:
-    devnull = os.open(os.devnull, os.O_RDWR)
     t0 = time.perf_counter()
     pid = spawn_task(
-        [script], {"PATH": "/bin:/usr/bin"}, "/", stdin_fd=devnull, stdout_fd=devnull,
-        stderr_fd=devnull, pgid=0, creds=(who.uid, who.gid, list(who.groups)),
-        container=container,
+        [script], {"PATH": "/bin:/usr/bin"}, "/", files=TaskFiles(None, os.devnull, None, False),
+        end=None, pgid=0, creds=(who.uid, who.gid, list(who.groups)), container=container,
     )  # fmt: skip
     _, status = os.waitpid(pid, 0)
     elapsed = time.perf_counter() - t0
-    os.close(devnull)
     assert os.waitstatus_to_exitcode(status) == 0, status
     return elapsed
 

@@ -1,7 +1,8 @@
 """Running a task in a container the way enroot does for Pyxis: no daemon, no root.
 
 Two halves:
-- `prepare()`, in the supervisor before any task starts (or in srun for a step):
+- `prepare()`, in a child of the supervisor before any task starts (killed with all it
+  started if the job is stopped meanwhile: podium.run.stopping), or in srun for a step:
   resolves the image to a root tree (a directory image is used as it is; a squashfs
   file is unpacked once, as the user, into the user's image cache, as `enroot create`
   does) and makes the directories the container is assembled in, owned by the user.
@@ -27,9 +28,9 @@ import contextlib
 import fcntl
 import hashlib
 import os
-import select
 import shutil
 import signal
+import stat
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -125,7 +126,6 @@ IMPORT_ENV = frozenset({
     "PODIUM_SQUASH_OPTIONS", "PODIUM_CONNECT_TIMEOUT", "XDG_CACHE_HOME", "XDG_CONFIG_HOME",
     "ENROOT_CONFIG_PATH",
 })  # fmt: skip
-PULL_POLL_S = 0.25
 
 
 def pulled(image: str, request: dict[str, Any], who: Identity, fallback: Path) -> str:
@@ -135,8 +135,8 @@ def pulled(image: str, request: dict[str, Any], who: Identity, fallback: Path) -
     identity (uid, gid, groups) and keeps nothing of this process's privileges or
     descriptors, so what it reads from the network is handled as the user alone. A
     user without a home directory keeps the cache in `fallback` (its container
-    directory). Returns early, raising ContainerError, when the job is stopped meanwhile
-    (a stop signal pending); raises ContainerError with the pull's reason."""
+    directory). Raises ContainerError with the pull's reason. (The supervisor runs
+    `prepare` in a child of its own, which it kills when the job is stopped meanwhile.)"""
     home = request.get("home")
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": home or "/"}
     env.update({k: str(v) for k, v in (request.get("import_env") or {}).items() if k in IMPORT_ENV})
@@ -152,17 +152,8 @@ def pulled(image: str, request: dict[str, Any], who: Identity, fallback: Path) -
     os.close(write_end)
     chunks: list[bytes] = []
     try:
-        while True:
-            ready, _, _ = select.select([read_end], [], [], PULL_POLL_S)
-            if ready:
-                chunk = os.read(read_end, 65536)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-            elif signal.sigpending() & STOPPING:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-                raise ContainerError(f"--container-image={image}: stopped while it was pulled")
+        while chunk := os.read(read_end, 65536):
+            chunks.append(chunk)
     finally:
         os.close(read_end)
         os.waitpid(pid, 0)
@@ -170,9 +161,6 @@ def pulled(image: str, request: dict[str, Any], who: Identity, fallback: Path) -
     if kind != "ok" or not text:
         raise ContainerError(f"--container-image={image}: {text or 'the pull failed'}")
     return text
-
-
-STOPPING = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2}
 
 
 def _pull_child(image: str, env: dict[str, str], who: Identity, out: int) -> None:
@@ -221,6 +209,13 @@ def _own_dir(path: Path, owner: tuple[int, int] | None, mode: int) -> None:
         os.chown(path, *owner)
 
 
+def image_cache_key(image: str, st: os.stat_result) -> str:
+    """The directory name of squashfs `image` (its stat `st`) in a user's image cache:
+    one per version of the file (path, device, inode, size, modification time)."""
+    version = f"{os.path.realpath(image)}\0{st.st_dev}\0{st.st_ino}\0{st.st_size}"
+    return hashlib.sha256(f"{version}\0{st.st_mtime_ns}".encode()).hexdigest()[:32]
+
+
 def _unpacked(image: str, cache: Path, who: Identity) -> str:
     """The root tree of squashfs `image`, unpacked as the user (so it holds only what
     the user could read, every file the user's) into the user's cache, once per
@@ -231,8 +226,11 @@ def _unpacked(image: str, cache: Path, who: Identity) -> str:
             st = os.stat(image)
         except OSError as exc:
             raise ContainerError(f"--container-image={image}: {exc.strerror}") from None
-        version = f"{os.path.realpath(image)}\0{st.st_dev}\0{st.st_ino}\0{st.st_size}"
-        key = hashlib.sha256(f"{version}\0{st.st_mtime_ns}".encode()).hexdigest()[:32]
+        if not stat.S_ISREG(st.st_mode):  # a FIFO would hold unsquashfs (and the job)
+            raise ContainerError(
+                f"--container-image={image}: not a squashfs file or an image directory"
+            )
+        key = image_cache_key(image, st)
         _own_dir(cache, None, 0o700)
         _own_dir(cache / key, None, 0o700)
         done = cache / key / "rootfs"

@@ -7,6 +7,9 @@ import os
 import signal
 from typing import Any
 
+from podium.run.job_files import JobFileError, TaskFiles, open_task_files
+from podium.run.stopping import wait_readable
+
 
 class SpawnError(Exception):
     """The task could not be started (exec failed, bad directory, ...)."""
@@ -17,9 +20,8 @@ def spawn_task(
     env: dict[str, str],
     cwd: str,
     *,
-    stdin_fd: int,
-    stdout_fd: int,
-    stderr_fd: int,
+    files: TaskFiles,
+    end: float | None,
     pgid: int,
     creds: tuple[int, int, list[int]] | None,
     cgroup_procs: list[str] | None = None,
@@ -35,11 +37,15 @@ def spawn_task(
     are `cgroup_procs` (best effort: the supervisor also tracks descendants), is bound
     to `cpu_ids` (the cpuset enforces them where it exists), takes
     (uid, gid, groups) from `creds` when given (groups first, so nothing runs with
-    the supervisor's), sets `umask`, and closes every other descriptor. With
+    the supervisor's), sets `umask`, opens its standard files as that user
+    (podium.run.job_files: a FIFO or a hung file system blocks only the child), and
+    closes every other descriptor. With
     `container` (from podium.run.container.prepare), it then enters the container as
     the user, and `argv[0]` is opened before and run from its descriptor, so a batch
     script on the host runs inside; `cwd` is then the container's workdir.
-    Raises SpawnError with the child's reason if it could not exec.
+    Raises SpawnError with the child's reason if it could not exec (a file it could
+    not open among them), and podium.run.stopping.Stopped, the child killed, if the job
+    was stopped or reached `end` (its time limit) before the child could exec.
     """
     read_end, write_end = os.pipe2(os.O_CLOEXEC)
     pid = os.fork()
@@ -64,15 +70,14 @@ def spawn_task(
             if cpu_ids:
                 with contextlib.suppress(OSError):
                     os.sched_setaffinity(0, cpu_ids)
-            os.dup2(stdin_fd, 0)
-            os.dup2(stdout_fd, 1)
-            os.dup2(stderr_fd, 2)
             if creds is not None:
                 uid, gid, groups = creds
                 os.setgroups(groups)
                 os.setgid(gid)
                 os.setuid(uid)
             os.umask(umask)
+            for fd, target in zip(open_task_files(files), (0, 1, 2), strict=True):
+                os.dup2(fd, target)
             if container is not None:
                 from podium.run.container import enter
 
@@ -90,17 +95,24 @@ def spawn_task(
             os.closerange(write_end + 1, 65536)
             os.execve(argv[0], argv, env)
         except BaseException as exc:  # report to the parent, never return into its code
+            why = str(exc) if isinstance(exc, JobFileError) else f"{type(exc).__name__}: {exc}"
             try:
-                os.write(write_end, f"{type(exc).__name__}: {exc}".encode()[:4000])
+                os.write(write_end, why.encode()[:4000])
             finally:
                 os._exit(127)
     os.close(write_end)
     chunks = []
-    while True:
-        chunk = os.read(read_end, 4096)
-        if not chunk:
-            break
-        chunks.append(chunk)
+    try:
+        while True:
+            wait_readable(read_end, pid, end)
+            chunk = os.read(read_end, 4096)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    except BaseException:
+        os.close(read_end)
+        os.waitpid(pid, 0)
+        raise
     os.close(read_end)
     if chunks:
         os.waitpid(pid, 0)

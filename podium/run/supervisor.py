@@ -45,6 +45,7 @@ from podium.run.files import (
     read_json,
     write_atomic,
 )
+from podium.run.job_files import TaskFiles
 from podium.run.patterns import expand
 from podium.run.ports import free_port
 from podium.run.results import keep_result_room, load_plan, record_result, result_record
@@ -58,15 +59,20 @@ from podium.run.steps import (
     step_record,
     stopped_state,
 )
-from podium.run.task_env import FileOpener, job_identity, task_environment
+from podium.run.stopping import (
+    FAULT_SIGNAL,
+    PREEMPT_SIGNAL,
+    STOP_SIGNALS,
+    ChildError,
+    Stopped,
+    call_in_child,
+)
+from podium.run.task_env import job_identity, task_environment
 
 if TYPE_CHECKING:  # the supervisor reads the plan as plain JSON, to start fast
     from podium.run.plan import LaunchPlan, TaskPlan
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-PREEMPT_SIGNAL = signal.SIGUSR1
 TERM = int(signal.SIGTERM)
-FAULT_SIGNAL = signal.SIGUSR2
 WATCHED = {signal.SIGCHLD, PREEMPT_SIGNAL, FAULT_SIGNAL, *STOP_SIGNALS}
 
 
@@ -103,12 +109,17 @@ class Supervisor:
         if self.heartbeat_timeout:
             self.heartbeat = job_dir / HEARTBEAT_FILE
 
+    @property
+    def limit_end(self) -> float | None:
+        """When the job's time limit (as submitted) runs out; None without one."""
+        limit = self.plan.time_limit_s
+        return None if limit is None else self.start + limit
+
     # -- files -------------------------------------------------------------------
 
-    def _output_fds(self, task: TaskPlan, opener: FileOpener) -> tuple[int, int, int]:
+    def _task_files(self, task: TaskPlan) -> TaskFiles:
+        """The task's files: the plan's patterns expanded, relative to its directory."""
         plan = self.plan
-        mode = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-        mode |= os.O_APPEND if plan.open_mode == "append" else os.O_TRUNC
 
         def path_for(pattern: str) -> str:
             p = expand(
@@ -123,48 +134,33 @@ class Supervisor:
             )
             return os.path.join(plan.work_dir, p)
 
-        out_path = path_for(plan.stdout)
-        key = ("out", out_path)
-        out_fd = self._opened.get(key)
-        if out_fd is None:
-            # Shared files are opened once, in append mode, so tasks interleave whole lines.
-            out_fd = opener.open(out_path, mode | (os.O_APPEND if len(self.plan.tasks) > 1 else 0))
-            self._opened[key] = out_fd
-        err_fd = out_fd
-        if plan.stderr is not None:
-            err_path = path_for(plan.stderr)
-            if err_path != out_path:
-                key = ("out", err_path)
-                err_fd = self._opened.get(key) or opener.open(err_path, mode)
-                self._opened[key] = err_fd
-        if plan.stdin is not None:
-            in_fd = opener.open(path_for(plan.stdin), os.O_RDONLY | os.O_CLOEXEC)
-        else:
-            in_fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-        return in_fd, out_fd, err_fd
+        return TaskFiles(
+            stdin=path_for(plan.stdin) if plan.stdin is not None else None,
+            stdout=path_for(plan.stdout),
+            stderr=path_for(plan.stderr) if plan.stderr is not None else None,
+            append=plan.open_mode == "append",
+        )
 
     # -- lifecycle ---------------------------------------------------------------
 
     def launch(self) -> None:
         """Start every task; if one cannot start, stop the others and fail the job."""
         plan = self.plan
-        opener = FileOpener(plan)
-        self._opened: dict[tuple[str, str], int] = {}
-        who = opener.who
+        who = job_identity(plan)
         creds = (who.uid, who.gid, list(who.groups)) if who.is_switch_needed else None
         port = free_port()
         container = None
         request = getattr(plan, "container", None)
         if request:
-            from podium.run.container import ContainerError, prepare
+            from podium.run.container import prepare
 
-            try:
-                run = f"job-{plan.job_id}-{os.getpid()}"
-                container = prepare(request, run, job_identity(plan))
-                self.container_state = container["state"]
-                self.container = container
-            except ContainerError as exc:
+            run = f"job-{plan.job_id}-{os.getpid()}"
+            try:  # in a child: a user's image path, lock or registry cannot hold the job
+                container = call_in_child(lambda: prepare(request, run, who), self.limit_end)
+            except ChildError as exc:
                 raise SpawnError(str(exc)) from None
+            self.container_state = container["state"]
+            self.container = container
         pgid = 0
         heartbeat = None
         if self.heartbeat is not None:
@@ -174,32 +170,25 @@ class Supervisor:
             os.close(fd)
             heartbeat = str(self.heartbeat)
         for task in plan.tasks:
-            in_fd, out_fd, err_fd = self._output_fds(task, opener)
-            try:
-                env = task_environment(plan, task, port, heartbeat, self.start)
-                env[STEP_DIR_ENV] = str(self.job_dir / STEPS_DIR)
-                pid = spawn_task(
-                    plan.argv,
-                    env,
-                    plan.work_dir,
-                    stdin_fd=in_fd,
-                    stdout_fd=out_fd,
-                    stderr_fd=err_fd,
-                    pgid=pgid,
-                    creds=creds,
-                    cgroup_procs=self.contain.procs_files,
-                    umask=who.umask,
-                    cpu_ids=list(getattr(plan, "cpu_ids", ())) or None,
-                    container=container,
-                    procid=task.procid,
-                )
-            finally:
-                os.close(in_fd)
+            env = task_environment(plan, task, port, heartbeat, self.start)
+            env[STEP_DIR_ENV] = str(self.job_dir / STEPS_DIR)
+            pid = spawn_task(
+                plan.argv,
+                env,
+                plan.work_dir,
+                files=self._task_files(task),
+                end=self.limit_end,
+                pgid=pgid,
+                creds=creds,
+                cgroup_procs=self.contain.procs_files,
+                umask=who.umask,
+                cpu_ids=list(getattr(plan, "cpu_ids", ())) or None,
+                container=container,
+                procid=task.procid,
+            )
             if pgid == 0:
                 pgid = pid
             self.tasks[pid] = task
-        for fd in set(self._opened.values()):
-            os.close(fd)
         pids = {str(t.procid): pid for pid, t in self.tasks.items()}
         write_atomic(self.job_dir / TASKS_FILE, pids, durable=False)
 
@@ -307,16 +296,23 @@ class Supervisor:
     def save_container(self) -> None:
         """--container-save: the container as the first task left it, saved as the
         job's user (podium.run.container_save); a failure fails the job with why."""
-        from podium.run.container import ContainerError
         from podium.run.container_save import save
 
-        assert self.container is not None
-        request = getattr(self.plan, "container", None) or {}
+        container = self.container
+        assert container is not None
+        plan = self.plan
+        request = getattr(plan, "container", None) or {}
         options = (request.get("import_env") or {}).get("PODIUM_SQUASH_OPTIONS")
-        try:
-            save(self.container, str(self.container["save"]), job_identity(self.plan), options)
-        except ContainerError as exc:
+        try:  # in a child: a save that hangs cannot hold the job past a cancel
+            call_in_child(
+                lambda: save(container, str(container["save"]), job_identity(plan), options),
+                self.limit_end,
+            )
+        except ChildError as exc:
             self.save_failure = str(exc)
+        except Stopped as stop:
+            self.final_state, self.stopped_at = stop.state, time.time()
+            self.save_failure = f"--container-save: stopped ({stop.state}) before it was saved"
 
     def result(self, leftover: int) -> dict[str, Any]:
         """The job's outcome: highest task exit code, first terminating signal, state."""
@@ -386,9 +382,13 @@ def main(argv: list[str]) -> int:
     try:
         sup.launch()
         sup.supervise()
+    except Stopped as stop:  # cancelled, preempted, failed or out of time while starting
+        sup.final_state, sup.stopped_at = stop.state, time.time()
+        if stop.state == "NODE_FAIL":
+            sup.fault = "node"
     except SpawnError as exc:
         sup.final_state, sup.reason = "FAILED", f"launch failed: {exc}"
-        if signal.sigpending() & set(STOP_SIGNALS):  # cancelled while it was starting
+        if signal.sigpending() & STOP_SIGNALS:  # cancelled while it was starting
             sup.final_state, sup.reason = "CANCELLED", "None"
     except OSError as exc:
         sup.final_state, sup.reason = "FAILED", f"launch failed: {exc.strerror}: {exc.filename}"

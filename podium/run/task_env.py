@@ -4,7 +4,6 @@ Stdlib only: the supervisor imports it at every job start."""
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 from podium.run.identity import Identity
@@ -98,15 +97,3 @@ def task_environment(
 def job_identity(plan: LaunchPlan) -> Identity:
     """The identity the job's files and processes use: the plan's user, groups, umask."""
     return Identity(plan.uid, plan.gid, tuple(plan.groups), getattr(plan, "umask", 0o022))
-
-
-class FileOpener:
-    """Open files with exactly the job user's permissions: uid, gid, its own supplementary
-    groups (never the daemon's) and the umask it submitted with."""
-
-    def __init__(self, plan: LaunchPlan) -> None:
-        self.who = job_identity(plan)
-
-    def open(self, path: str, flags: int, mode: int = 0o666) -> int:
-        with self.who.entered():
-            return os.open(path, flags, mode)

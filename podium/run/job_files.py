@@ -1,0 +1,106 @@
+"""A task's standard input, output and error, opened by the task's own child as its user.
+
+Standard library only (the supervisor imports it at every job start).
+
+Contract:
+- `open_task_files` runs in the child that becomes the task, after it took the user's
+  whole identity (uid, gid, groups, umask), so every permission is judged as the user's
+  and a file that blocks its open (a FIFO, a hung file system) blocks only that child,
+  which the supervisor kills on cancel or at the time limit (podium.run.stopping).
+- Files are opened without blocking and never through a final symbolic link; what is
+  opened must be a regular file, a terminal, or one of the character devices that
+  behave as files do for a job's output (/dev/null, /dev/zero, /dev/full, /dev/random,
+  /dev/urandom). Anything else (a FIFO, a socket, a directory, a block device, another
+  device) raises JobFileError naming the path and what would be right.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from typing import NamedTuple
+
+# (major, minor) of the memory devices a job may read or write as plain files.
+MEMORY_DEVICES = {
+    (1, 3): "null", (1, 5): "zero", (1, 7): "full", (1, 8): "random", (1, 9): "urandom",
+}  # fmt: skip
+RIGHT = "a job's input and output must be regular files, a terminal or /dev/null"
+
+
+class JobFileError(Exception):
+    """A task's input or output file cannot be used; the message says why."""
+
+
+class TaskFiles(NamedTuple):
+    """The absolute paths of a task's files: `stdin` (None: /dev/null), `stdout`,
+    `stderr` (None: with stdout); `append` opens outputs with O_APPEND (else O_TRUNC)."""
+
+    stdin: str | None
+    stdout: str
+    stderr: str | None
+    append: bool
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    return "a device"
+
+
+def open_job_file(path: str, flags: int) -> int:
+    """Open `path` with `flags` (plus O_NONBLOCK while opening, O_NOFOLLOW, O_NOCTTY,
+    O_CLOEXEC) and return a blocking descriptor; raise JobFileError unless it is a
+    regular file, a terminal or a memory device (see the module's contract)."""
+    try:
+        fd = os.open(
+            path, flags | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC, 0o666
+        )
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a FIFO with no reader, a socket
+            raise JobFileError(f"{path} is a FIFO or a socket: {RIGHT}") from None
+        if exc.errno == errno.ELOOP:
+            raise JobFileError(f"{path} is a symbolic link: name the file itself") from None
+        raise JobFileError(f"{path}: {exc.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        mode = info.st_mode
+        if not (
+            stat.S_ISREG(mode)
+            or (
+                stat.S_ISCHR(mode)
+                and ((os.major(info.st_rdev), os.minor(info.st_rdev)) in MEMORY_DEVICES
+                     or os.isatty(fd))
+            )
+        ):  # fmt: skip
+            raise JobFileError(f"{path} is {_kind(mode)}: {RIGHT}")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_task_files(files: TaskFiles) -> tuple[int, int, int]:
+    """(stdin, stdout, stderr) descriptors for `files`, opened by the calling process
+    (the task's child, already the user). Raises JobFileError."""
+    out_flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if files.append else os.O_TRUNC)
+    stdin = (
+        open_job_file(files.stdin, os.O_RDONLY)
+        if files.stdin is not None
+        else os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    )
+    stdout = open_job_file(files.stdout, out_flags)
+    stderr = stdout
+    if files.stderr is not None and files.stderr != files.stdout:
+        stderr = open_job_file(files.stderr, out_flags)
+    return stdin, stdout, stderr
+
+
+__all__ = ["MEMORY_DEVICES", "JobFileError", "TaskFiles", "open_job_file", "open_task_files"]

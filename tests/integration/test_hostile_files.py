@@ -1,0 +1,100 @@
+"""A hostile user's files cannot hold a job past a cancel or its time limit (issue 26,
+items 1 and 5): FIFOs as a job's output or input, and a start held up by something the
+user controls. Every job runs as a real second Unix user against a root daemon."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from podium.run.container import image_cache_key
+from tests.integration.conftest import Cluster
+from tests.integration.test_containers import images
+from tests.integration.test_permissions import _run, as_login, other_user
+
+pytestmark = pytest.mark.integration
+__all__ = ["images", "other_user"]  # fixtures, imported for pytest
+
+
+def _submit(c: Cluster, user: str, *args: str) -> int:
+    done = _run(c, user, "submit", "--parsable", *args)
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout)
+
+
+def _mkfifo_as(user: str, path: Path) -> None:
+    subprocess.run(["mkfifo", str(path)], check=True, **as_login(user))
+
+
+def test_a_fifo_as_output_or_input_fails_the_job_at_once_and_frees_its_gpus(
+    cluster: Cluster, other_user: str
+) -> None:
+    c = cluster
+    out, inp = c.work / "out.fifo", c.work / "in.fifo"
+    _mkfifo_as(other_user, out)
+    _mkfifo_as(other_user, inp)
+    writing = _submit(c, other_user, "-t", "1", "-G", "4", "-o", str(out), "--wrap", "sleep 1")
+    reading = _submit(c, other_user, "-i", str(inp), "--wrap", "sleep 1")
+    for job_id, fifo in ((writing, out), (reading, inp)):
+        job = c.wait(job_id, timeout=20)
+        assert job["state"] == "FAILED", job
+        assert f"{fifo} is a FIFO" in job["reason"] and "regular files" in job["reason"]
+    after = c.submit("-G", "4", "--wrap", "true")  # the GPUs are free again
+    assert c.wait(after, timeout=20)["state"] == "COMPLETED"
+
+
+@pytest.fixture
+def held_image_lock(cluster: Cluster, other_user: str, images: dict[str, Path]) -> Iterator[Path]:
+    """The user holds the lock of `images["sqsh"]`'s directory in its own image cache,
+    as any user may (the cache is the user's): a job using that image waits for it."""
+    entry = pwd.getpwnam(other_user)
+    image = images["sqsh"]
+    key_dir = (
+        cluster.home / "containers" / str(entry.pw_uid) / "images"
+        / image_cache_key(str(image), image.stat())
+    )  # fmt: skip
+    key_dir.mkdir(parents=True)
+    for d in (key_dir, key_dir.parent, key_dir.parent.parent):
+        os.chown(d, entry.pw_uid, entry.pw_gid)
+        d.chmod(0o700)
+    holder = subprocess.Popen(
+        ["flock", str(key_dir / "lock"), "sleep", "600"], **as_login(other_user)
+    )
+    deadline = time.monotonic() + 10
+    while not (key_dir / "lock").exists():
+        assert time.monotonic() < deadline, "flock did not take the lock"
+        time.sleep(0.05)
+    try:
+        yield image
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_start_held_up_by_the_user_still_ends_at_cancel_and_at_the_time_limit(
+    cluster: Cluster, other_user: str, held_image_lock: Path
+) -> None:
+    """What the user holds (here a lock in its own image cache; a FUSE or hung file
+    system alike) holds only the child preparing the job, which a cancel or the time
+    limit kills with all it started."""
+    c = cluster
+    image = f"--container-image={held_image_lock}"
+    cancelled = _submit(c, other_user, "-G", "4", image, "--wrap", "true")
+    c.wait(cancelled, {"RUNNING"}, timeout=20)
+    time.sleep(1)  # well inside the wait for the lock
+    assert c.job(cancelled)["state"] == "RUNNING"
+    asked = time.monotonic()
+    assert _run(c, other_user, "cancel", str(cancelled)).returncode == 0
+    assert c.wait(cancelled, timeout=15)["state"] == "CANCELLED"
+    assert time.monotonic() - asked < 5
+    timed = _submit(c, other_user, "-t", "0:02", "-G", "4", image, "--wrap", "true")
+    job = c.wait(timed, timeout=20)
+    assert job["state"] == "TIMEOUT", job
+    free = c.submit("-G", "4", "--wrap", "true")  # nothing holds the GPUs any more
+    assert c.wait(free, timeout=20)["state"] == "COMPLETED"
