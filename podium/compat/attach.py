@@ -83,8 +83,9 @@ def allocate_and_run(tool: str, args: list[str]) -> int:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(path)
         listener.listen(1)
-        relay = (
-            f'exec "${{PODIUM_PYTHON:-python3}}" -c {shlex.quote(RELAY_MAIN)} {shlex.quote(path)}'
+        relay = (  # the daemon's interpreter when this user may run it (as compat/bin's)
+            'py=${PODIUM_PYTHON:-python3}; [ -x "$py" ] || py=python3; '
+            f'exec "$py" -c {shlex.quote(RELAY_MAIN)} {shlex.quote(path)}'
         )
         mask = os.umask(0o022)
         os.umask(mask)

@@ -95,23 +95,50 @@ class Identity(NamedTuple):
         }
 
 
-# Each argument is "d:PATH" (must be an enterable directory), "w:PATH" (and writable)
-# or "r:PATH" (a readable file, or a readable and enterable directory).
+# Each argument is "d:PATH" (must be an enterable directory), "w:PATH" (and writable),
+# "r:PATH" (a readable file, or a readable and enterable directory), "o:PATH" (a job's
+# output file: if it exists, a writable regular file or character device, never a link;
+# else in a writable directory) or "i:PATH" (a job's input file: a readable regular file
+# or character device, never a link).
 # `[ -d "$p" ]` has two arguments after `[`, so `p` is always an operand, never an option.
 _CHECK_SCRIPT = r"""
+kind() {
+  if [ -p "$1" ]; then echo FIFO; elif [ -S "$1" ]; then echo socket
+  elif [ -d "$1" ]; then echo directory; else echo device; fi
+}
+file() {  # $1: o or i, $2: the path, which exists
+  [ -L "$2" ] && { printf 'link\n%s\n' "$2"; exit 1; }
+  [ -f "$2" ] || [ -c "$2" ] || { printf 'notfile\n%s\n%s\n' "$2" "$(kind "$2")"; exit 1; }
+  case $1 in
+    o) [ -w "$2" ] || { printf 'unwritable\n%s\n' "$2"; exit 1; };;
+    i) [ -r "$2" ] || { printf 'unreadable\n%s\n' "$2"; exit 1; };;
+  esac
+}
 for arg; do
   p=${arg#?:}
-  case $arg in r:*)
-    [ -e "$p" ] || { printf 'absent\n%s\n' "$p"; exit 1; }
-    [ -r "$p" ] || { printf 'unreadable\n%s\n' "$p"; exit 1; }
-    [ -f "$p" ] || [ -x "$p" ] || { printf 'denied\n%s\n' "$p"; exit 1; }
-    continue;;
+  case $arg in
+    r:*)
+      [ -e "$p" ] || { printf 'absent\n%s\n' "$p"; exit 1; }
+      [ -r "$p" ] || { printf 'unreadable\n%s\n' "$p"; exit 1; }
+      [ -f "$p" ] || [ -x "$p" ] || { printf 'denied\n%s\n' "$p"; exit 1; }
+      continue;;
+    i:*)
+      [ -e "$p" ] || [ -L "$p" ] || { printf 'absent\n%s\n' "$p"; exit 1; }
+      file i "$p"; continue;;
+    o:*)
+      if [ -e "$p" ] || [ -L "$p" ]; then file o "$p"; continue; fi
+      p=${p%/*}; [ -n "$p" ] || p=/
+      arg=w:$p;;
   esac
   [ -d "$p" ] || { printf 'missing\n%s\n' "$p"; exit 1; }
   [ -x "$p" ] || { printf 'denied\n%s\n' "$p"; exit 1; }
   case $arg in w:*) [ -w "$p" ] || { printf 'readonly\n%s\n' "$p"; exit 1; };; esac
 done
 """
+ALWAYS_USABLE = frozenset({"/dev/null"})  # needs no look: anyone may read and write it
+
+
+JOB_FILES = "a job's input and output must be regular files, a terminal or /dev/null"
 
 
 class DirCheckError(Exception):
@@ -119,14 +146,25 @@ class DirCheckError(Exception):
 
 
 def check_dirs_as_user(
-    who: Identity, enter: Sequence[str] = (), write: Sequence[str] = (), read: Sequence[str] = ()
+    who: Identity,
+    enter: Sequence[str] = (),
+    write: Sequence[str] = (),
+    read: Sequence[str] = (),
+    outputs: Sequence[str] = (),
+    inputs: Sequence[str] = (),
 ) -> None:
     """Raise DirCheckError unless `who` may enter every directory in `enter`, enter
-    and write every one in `write`, and read every file (or read and enter every
-    directory) in `read`. The kernel answers as that user (a short /bin/sh started
-    with the user's ids), so the answer is what the user could learn alone.
+    and write every one in `write`, read every file (or read and enter every
+    directory) in `read`, write every job output file in `outputs` (an existing
+    regular file or character device, else a new file in a writable directory) and
+    read every job input file in `inputs` (a regular file or character device); job
+    files are never symbolic links, as the job opens them. The kernel answers as that
+    user (a short /bin/sh started with the user's ids), so the answer is what the user
+    could learn alone. /dev/null is always fine and never looked at.
     """
     args = [f"d:{p}" for p in enter] + [f"w:{p}" for p in write] + [f"r:{p}" for p in read]
+    args += [f"o:{p}" for p in outputs if p not in ALWAYS_USABLE]
+    args += [f"i:{p}" for p in inputs if p not in ALWAYS_USABLE]
     if not args:
         return
     import subprocess  # here, not at the top: the supervisor imports this module
@@ -147,7 +185,7 @@ def check_dirs_as_user(
     if done.returncode == 0:
         return
     kind, _, rest = done.stdout.partition("\n")
-    path = rest.rstrip("\n")
+    path, _, what = rest.rstrip("\n").partition("\n")
     if kind == "missing":
         raise DirCheckError(f"{path} is not a directory you can see")
     if kind == "denied":
@@ -158,7 +196,13 @@ def check_dirs_as_user(
         raise DirCheckError(f"{path} does not exist (or is hidden from you)")
     if kind == "unreadable":
         raise DirCheckError(f"{path}: permission denied (you cannot read it)")
+    if kind == "unwritable":
+        raise DirCheckError(f"{path}: permission denied (you cannot write it)")
+    if kind == "link":
+        raise DirCheckError(f"{path} is a symbolic link: name the file itself")
+    if kind == "notfile":
+        raise DirCheckError(f"{path} is a {what}: {JOB_FILES}")
     raise DirCheckError(f"cannot check directories as uid {who.uid}: {done.stderr.strip()}")
 
 
-__all__ = ["DEFAULT_UMASK", "DirCheckError", "Identity", "check_dirs_as_user"]
+__all__ = ["DEFAULT_UMASK", "JOB_FILES", "DirCheckError", "Identity", "check_dirs_as_user"]

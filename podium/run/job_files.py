@@ -21,11 +21,12 @@ import os
 import stat
 from typing import NamedTuple
 
+from podium.run.identity import JOB_FILES
+
 # (major, minor) of the memory devices a job may read or write as plain files.
 MEMORY_DEVICES = {
     (1, 3): "null", (1, 5): "zero", (1, 7): "full", (1, 8): "random", (1, 9): "urandom",
 }  # fmt: skip
-RIGHT = "a job's input and output must be regular files, a terminal or /dev/null"
 
 
 class JobFileError(Exception):
@@ -64,7 +65,7 @@ def open_job_file(path: str, flags: int) -> int:
         )
     except OSError as exc:
         if exc.errno == errno.ENXIO:  # a FIFO with no reader, a socket
-            raise JobFileError(f"{path} is a FIFO or a socket: {RIGHT}") from None
+            raise JobFileError(f"{path} is a FIFO or a socket: {JOB_FILES}") from None
         if exc.errno == errno.ELOOP:
             raise JobFileError(f"{path} is a symbolic link: name the file itself") from None
         raise JobFileError(f"{path}: {exc.strerror}") from None
@@ -79,7 +80,7 @@ def open_job_file(path: str, flags: int) -> int:
                      or os.isatty(fd))
             )
         ):  # fmt: skip
-            raise JobFileError(f"{path} is {_kind(mode)}: {RIGHT}")
+            raise JobFileError(f"{path} is {_kind(mode)}: {JOB_FILES}")
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)

@@ -80,17 +80,19 @@ class Intake:
         enter = list(dict.fromkeys(d for b in built for d in b.enter_dirs))
         write = list(dict.fromkeys(d for b in built for d in b.write_dirs))
         read = list(dict.fromkeys(p for b in built for p in b.read_paths))
-        if not enter and not write and not read:
-            return
-        try:
+        outputs = list(dict.fromkeys(p for b in built for p in b.output_files))
+        inputs = list(dict.fromkeys(p for b in built for p in b.input_files))
+        try:  # returns at once when nothing needs a look
             check_dirs_as_user(
                 self.planner.identity(who.uid, who.gid, who.name, built[0].spec.umask),
                 enter=enter,
                 write=write,
                 read=read,
+                outputs=outputs,
+                inputs=inputs,
             )
         except DirCheckError as exc:
-            raise SpecError(f"the job's directories: {exc}") from None
+            raise SpecError(f"the job's files: {exc}") from None
 
     def _check_dependencies(self, one: Built) -> None:
         dep_ids = {j for d in one.spec.dependencies for j in d.job_ids}

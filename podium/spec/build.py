@@ -83,7 +83,8 @@ class Built:
     `enter_dirs` and `write_dirs` are the directories the job's user must be able to
     enter (--chdir) and write (output directories named in the patterns), `read_paths`
     the files or directories it must be able to read (a container's image and mount
-    sources): the caller checks them as that user
+    sources), `output_files` and `input_files` the job's output and input files its
+    patterns name exactly (no pattern letters): the caller checks them as that user
     (`podium.run.identity.check_dirs_as_user`), never as root.
     """
 
@@ -92,6 +93,8 @@ class Built:
     enter_dirs: tuple[str, ...] = ()
     write_dirs: tuple[str, ...] = ()
     read_paths: tuple[str, ...] = ()
+    output_files: tuple[str, ...] = ()
+    input_files: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
 
 
@@ -113,6 +116,8 @@ def build_job(
         enter_dirs=(spec.work_dir,) if options.get("chdir") is not None else (),
         write_dirs=_output_dirs(spec),
         read_paths=_container_paths(spec),
+        output_files=_exact_files(spec, spec.output, spec.error),
+        input_files=_exact_files(spec, spec.input),
         warnings=tuple(draft.warnings),
     )
 
@@ -128,15 +133,23 @@ def _container_paths(spec: JobSpec) -> tuple[str, ...]:
 
 
 def _output_dirs(spec: JobSpec) -> tuple[str, ...]:
-    """Directories the output patterns name explicitly (no pattern letters in them)."""
+    """Directories the output patterns name explicitly (no pattern letters in them)
+    where the file's own name has pattern letters (an exact name is checked whole)."""
     found: list[str] = []
     for pattern in (spec.output, spec.error):
-        if pattern is None or "/" not in pattern:
+        if pattern is None or "/" not in pattern or "%" not in os.path.basename(pattern):
             continue
         directory = os.path.dirname(os.path.join(spec.work_dir, pattern))
         if "%" not in directory and directory not in found:
             found.append(directory)
     return tuple(found)
+
+
+def _exact_files(spec: JobSpec, *patterns: str | None) -> tuple[str, ...]:
+    """The files these patterns name exactly (no pattern letters), from the job's
+    working directory."""
+    found = (os.path.join(spec.work_dir, p) for p in patterns if p is not None and "%" not in p)
+    return tuple(dict.fromkeys(found))
 
 
 def _read(draft: Draft, req: SubmitRequest, now: float) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -35,12 +36,17 @@ def _mkfifo_as(user: str, path: Path) -> None:
 def test_a_fifo_as_output_or_input_fails_the_job_at_once_and_frees_its_gpus(
     cluster: Cluster, other_user: str
 ) -> None:
+    """Made after the submit (which refuses them: see below), as an attacker would."""
     c = cluster
     out, inp = c.work / "out.fifo", c.work / "in.fifo"
+    inp.write_text("")
+    held = ("-H", "-t", "1", "-G", "4")
+    writing = _submit(c, other_user, *held, "-o", str(out), "--wrap", "sleep 1")
+    reading = _submit(c, other_user, *held, "-i", str(inp), "--wrap", "sleep 1")
+    inp.unlink()
     _mkfifo_as(other_user, out)
     _mkfifo_as(other_user, inp)
-    writing = _submit(c, other_user, "-t", "1", "-G", "4", "-o", str(out), "--wrap", "sleep 1")
-    reading = _submit(c, other_user, "-i", str(inp), "--wrap", "sleep 1")
+    assert _run(c, other_user, "release", str(writing), str(reading)).returncode == 0
     for job_id, fifo in ((writing, out), (reading, inp)):
         job = c.wait(job_id, timeout=20)
         assert job["state"] == "FAILED", job
@@ -64,8 +70,9 @@ def held_image_lock(cluster: Cluster, other_user: str, images: dict[str, Path]) 
         os.chown(d, entry.pw_uid, entry.pw_gid)
         d.chmod(0o700)
     holder = subprocess.Popen(
-        ["flock", str(key_dir / "lock"), "sleep", "600"], **as_login(other_user)
-    )
+        ["flock", str(key_dir / "lock"), "sleep", "600"], start_new_session=True,
+        **as_login(other_user),
+    )  # fmt: skip
     deadline = time.monotonic() + 10
     while not (key_dir / "lock").exists():
         assert time.monotonic() < deadline, "flock did not take the lock"
@@ -73,7 +80,7 @@ def held_image_lock(cluster: Cluster, other_user: str, images: dict[str, Path]) 
     try:
         yield image
     finally:
-        holder.kill()
+        os.killpg(holder.pid, signal.SIGKILL)  # flock and its sleep
         holder.wait()
 
 
@@ -98,3 +105,26 @@ def test_a_start_held_up_by_the_user_still_ends_at_cancel_and_at_the_time_limit(
     assert job["state"] == "TIMEOUT", job
     free = c.submit("-G", "4", "--wrap", "true")  # nothing holds the GPUs any more
     assert c.wait(free, timeout=20)["state"] == "COMPLETED"
+
+
+def test_job_files_are_checked_at_submit_as_the_user(cluster: Cluster, other_user: str) -> None:
+    """Exact output and input names are judged at submit, as the user, in one line:
+    /dev/null is a valid output; a FIFO, a directory, a link, another user's file are
+    not; the daemon carries on."""
+    c = cluster
+    _mkfifo_as(other_user, c.work / "f")
+    (c.work / "lnk").symlink_to("/etc/passwd")
+    refused = {
+        ("-o", str(c.work / "f")): "f is a FIFO: a job's input and output must be regular",
+        ("-o", "/tmp"): "/tmp is a directory: a job's input",
+        ("-o", "/etc/passwd"): "/etc/passwd: permission denied (you cannot write it)",
+        ("-i", "lnk"): "lnk is a symbolic link: name the file itself",
+        ("-i", "missing.txt"): "missing.txt does not exist",
+        ("-e", "/root/err.txt"): "/root: permission denied (you cannot enter it)",
+    }
+    for args, why in refused.items():
+        done = _run(c, other_user, "submit", *args, "--wrap", "true")
+        assert done.returncode == 2 and why in done.stderr, (args, done.stderr)
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    ok = _submit(c, other_user, "-o", "/dev/null", "-i", "/dev/null", "--wrap", "echo x")
+    assert c.wait(ok)["state"] == "COMPLETED"

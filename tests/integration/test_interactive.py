@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import Cluster
+from tests.integration.test_permissions import PYTHONPATH, _python, as_login, other_user
 
 pytestmark = pytest.mark.integration
+__all__ = ["other_user"]  # the fixture, imported for pytest
 COMPAT_BIN = Path(__file__).resolve().parents[2] / "podium" / "compat" / "bin"
 
 
@@ -164,3 +166,26 @@ def test_salloc_runs_a_shell_whose_srun_steps_run_in_the_allocation(cluster: Clu
     term.send("exit\n")
     assert term.exit_code() == 0
     assert "salloc: Relinquishing job allocation" in term.seen.decode()
+
+
+def test_srun_and_salloc_work_for_a_user_who_cannot_write_dev(
+    cluster: Cluster, other_user: str
+) -> None:
+    """Their allocation's batch output is /dev/null (issue 26, item 5: "/dev is not
+    writable by you" refused every user but root)."""
+    c = cluster
+    env = dict(slurm_env(c), HOME="/tmp", USER=other_user, LOGNAME=other_user)
+    env.update(PODIUM_PYTHON=_python[0], PYTHONPATH=PYTHONPATH)
+    done = subprocess.run(
+        ["srun", "-n", "2", "--label", "sh", "-c", "id -un"], env=env, cwd=c.work,
+        capture_output=True, text=True, timeout=60, **as_login(other_user),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.stdout.split()) == ["0:", "1:", other_user, other_user]
+    done = subprocess.run(
+        ["salloc", "-n", "1", "srun", "true"], env=env, cwd=c.work, capture_output=True,
+        text=True, timeout=60, **as_login(other_user),
+    )  # fmt: skip
+    assert done.returncode == 0 and "Granted job allocation" in done.stderr, done.stderr
+    job = c.submit("-o", "/dev/null", "--wrap", "echo gone")
+    assert c.wait(job)["state"] == "COMPLETED"
