@@ -7,6 +7,7 @@
     ├── PermissionDenied        the caller may not act on that job or node
     ├── NotFound                no such job or node
     ├── StoreError              the state database cannot be used (corrupt, disk full)
+    │   └── StateDiskFull       its disk is full (nothing was written)
     ├── ApiError                a backend refused a request (with its HTTP status)
     └── DaemonUnavailable       the client cannot reach the daemon
 
@@ -61,6 +62,10 @@ class StoreError(PodiumError):
 
     exit_code = 1
     http_status = 503
+
+
+class StateDiskFull(StoreError):
+    """The state database could not be written: its disk is full."""
 
 
 class ApiError(PodiumError):

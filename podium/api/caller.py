@@ -21,6 +21,8 @@ class Caller(NamedTuple):
     name: str
     is_admin: bool = False
     groups: tuple[str, ...] = ()
+    cwd: str | None = None  # where the caller's process is, as the kernel says (never
+    # the request): a job's working directory there needs no look as the user
 
     def with_groups(self) -> Caller:
         """This caller with `groups` filled from the system's group database."""

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from podium.api.backend import Action
     from podium.api.selection import JobFilter, Selection
 
-RETRY_DELAYS = (0.1, 0.3, 1.0)  # seconds before each retry: at most three
+RETRY_DELAYS = (0.1, 0.3, 1.0)  # seconds before each retry; the last repeats
+RETRY_WINDOW_S = 30.0  # how long a safe request waits for a daemon that went away
 _NOT_IDEMPOTENT = ("/v1/inject",)  # doing it twice would hit a second rank
 
 
@@ -37,6 +38,37 @@ def _retry_safe(method: str, path: str, body: Any) -> bool:
     if path.split("?")[0] in ("/v1/jobs", "/v1/jobs/batch"):  # safe only with a key
         return isinstance(body, dict) and bool(body.get("idempotency_key"))
     return not path.startswith(_NOT_IDEMPOTENT)
+
+
+def _retry_window() -> float:
+    """$PODIUM_RETRY_S, else RETRY_WINDOW_S (seconds; a bad value: the default)."""
+    import os
+
+    try:
+        return max(0.0, float(os.environ.get("PODIUM_RETRY_S") or RETRY_WINDOW_S))
+    except ValueError:
+        return RETRY_WINDOW_S
+
+
+def _what(failure: OSError) -> str:
+    if isinstance(failure, FileNotFoundError):
+        return "went away and did not come back"
+    if isinstance(failure, ConnectionRefusedError):
+        return "refused the connection"
+    return "closed the connection before answering"
+
+
+def _gave_up(socket: str, failures: list[OSError], safe: bool, maybe_done: bool) -> str:
+    """The one line said when a request is given up: what happened (first, and last
+    when it differs), and whether the daemon may have carried it out."""
+    first, last = _what(failures[0]), _what(failures[-1])
+    what = first if first == last else f"{first}, then {last.removesuffix(' the connection')}"
+    if not safe:
+        return f"the daemon at {socket} {what} (not retried: it may have been carried out)"
+    where = f"the daemon at {socket} {what} (retried for {_retry_window():g} s)"
+    if maybe_done:
+        return f"{where}: it may have been carried out; for a submit, check `podium queue`"
+    return f"{where}: nothing was carried out"
 
 
 class Client:
@@ -61,10 +93,14 @@ class Client:
         """Send one request; return the status and the JSON text of a successful answer,
         or raise ApiError / DaemonUnavailable.
 
-        A request cut off on the way (connection reset or closed before the answer, or a
-        daemon restarting) is sent again, at most RETRIES times, when doing it twice does
-        no harm: reads, the idempotent changes, and submissions carrying an idempotency
-        key (the daemon then returns the job the first attempt created).
+        A request cut off on the way (connection reset or closed before the answer, a
+        daemon restarting: its socket gone or refusing) is sent again, the same, until
+        the daemon answers or `$PODIUM_RETRY_S` (RETRY_WINDOW_S) have passed, when doing
+        it twice does no harm: reads, the idempotent changes, and submissions carrying
+        an idempotency key (the daemon then returns the job the first attempt created,
+        across a restart: the key is stored with the job). Where no daemon was ever
+        reached it fails at once. When it gives up on a request the daemon may have
+        carried out, DaemonUnavailable says so (check `podium queue`).
         """
         if query:
             clean = {k: v for k, v in query.items() if v is not None}
@@ -73,19 +109,24 @@ class Client:
         payload = lightjson.dumps(body).encode() if body is not None else None
         headers = {"Content-Type": "application/json"} if payload is not None else {}
         safe = _retry_safe(method, path, body)
-        delays = RETRY_DELAYS if safe else ()
-        for attempt in range(len(delays) + 1):
+        give_up_at: float | None = None  # set at the first failure
+        maybe_done = False  # a request was sent and its answer lost
+        failures: list[OSError] = []
+        attempt = 0
+        while True:
             if self._conn is None:
                 self._conn = UnixConnection(self.socket, self.timeout)
             try:
                 response = self._conn.request(method, path, payload, headers)
                 data = response.body
                 break
-            except FileNotFoundError:
+            except FileNotFoundError as exc:
                 self.close()
-                raise DaemonUnavailable(
-                    f"no Podium daemon at {self.socket} (start one with: podium up)"
-                ) from None
+                if give_up_at is None:  # never reached: no daemon, not a restart
+                    raise DaemonUnavailable(
+                        f"no Podium daemon at {self.socket} (start one with: podium up)"
+                    ) from None
+                failures.append(exc)
             except (
                 ConnectionRefusedError,
                 ClosedEarly,
@@ -94,15 +135,15 @@ class Client:
                 TimeoutError,
             ) as exc:
                 self.close()
-                if attempt == len(delays):
-                    what = (
-                        "refused the connection"
-                        if isinstance(exc, ConnectionRefusedError)
-                        else "closed the connection before answering"
-                    )
-                    hint = "" if safe else " (not retried: it may have been carried out)"
-                    raise DaemonUnavailable(f"the daemon at {self.socket} {what}{hint}") from None
-                time.sleep(delays[attempt])
+                maybe_done = maybe_done or not isinstance(exc, ConnectionRefusedError)
+                failures.append(exc)
+            now = time.monotonic()
+            if give_up_at is None:
+                give_up_at = now + _retry_window()
+            if not safe or now >= give_up_at:
+                raise DaemonUnavailable(_gave_up(self.socket, failures, safe, maybe_done)) from None
+            time.sleep(RETRY_DELAYS[min(attempt, len(RETRY_DELAYS) - 1)])
+            attempt += 1
         if not response.getheader("Content-Type", "").startswith("application/json"):
             raise ApiError(f"the daemon answered {response.status} with non-JSON", 502)
         text = data.decode()

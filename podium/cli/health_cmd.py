@@ -45,7 +45,7 @@ def health(deep: bool, as_json: bool, config: Path | None) -> None:
     if records is None:
         path = config or paths.config_path(home)
         cluster = load_config(path) if path.exists() else default_config()
-        gpus = resolve_inventory(cluster.node.gpus)
+        gpus = resolve_inventory(cluster.node.gpus, place=str(home))
         results = run_checks(node_checks(cluster, home, gpus, nvml_probe()), deep=deep)
         records = [r.to_json() for r in results]
         home.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ class GpuInfo:
 
     @property
     def bus_id(self) -> str:
-        """The PCI bus id Xid lines name this GPU by; declared GPUs get 0000:<index>:00."""
+        """The PCI bus id Xid lines name this GPU by (a declared one's: declared_bus_id)."""
         return self.pci or declared_bus_id(self.index if self.parent is None else self.parent)
 
     @property
@@ -58,9 +59,20 @@ class GpuInfo:
         return self.uuid if self.kind in ("mig", "mps") else str(self.physical)
 
 
-def declared_bus_id(index: int) -> str:
-    """The PCI bus id a declared GPU stands at, for Xid lines: 0000:<index>:00."""
-    return f"0000:{index:02x}:00"
+DECLARED_DOMAIN = 0x8000  # declared GPUs' PCI domains: above those real GPUs sit in
+
+
+def declared_domain(place: str) -> int:
+    """The PCI domain of the GPUs a cluster declares, from `place` (its state directory):
+    two clusters on one machine (parallel test daemons) never share a bus id, and none
+    is in domain 0000, where real GPUs are, so an Xid of one never fences another's."""
+    return DECLARED_DOMAIN | (zlib.crc32(place.encode()) & 0x7FFF)
+
+
+def declared_bus_id(index: int, place: str = "") -> str:
+    """The PCI bus id declared GPU `index` of the cluster at `place` stands at, for Xid
+    lines: DDDD:<index>:00 (see declared_domain)."""
+    return f"{declared_domain(place):04x}:{index:02x}:00"
 
 
 class NvmlSeam(Protocol):
@@ -199,14 +211,16 @@ def gpu_groups(
     return []
 
 
-def declared(inv: GpuInventory) -> list[GpuInfo]:
-    """The GPUs a config declares."""
+def declared(inv: GpuInventory, place: str = "") -> list[GpuInfo]:
+    """The GPUs a config declares, at PCI bus ids of the cluster at `place` (its state
+    directory: see declared_domain)."""
     return [
         GpuInfo(
             index=i,
             type=inv.type,
             memory_mb=inv.memory_mb,
             uuid=f"declared-{i}",
+            pci=declared_bus_id(i, place),
             device=inv.devices[i] if inv.devices else "",
         )
         for i in range(inv.count)
@@ -229,13 +243,16 @@ def device_number(path: str) -> tuple[str, int, int] | None:
     return None
 
 
-def resolve_inventory(inv: GpuInventory, nvml: NvmlSeam | None = None) -> list[GpuInfo]:
-    """The node's GPUs per its config: NVML, declared, or NVML falling back to declared.
+def resolve_inventory(
+    inv: GpuInventory, nvml: NvmlSeam | None = None, place: str = ""
+) -> list[GpuInfo]:
+    """The node's GPUs per its config: NVML, declared, or NVML falling back to declared
+    (at the bus ids of the cluster whose state directory is `place`).
 
     Raises ConfigError when source is "nvml" and NVML cannot be read.
     """
     if inv.source == "declared":
-        return declared(inv)
+        return declared(inv, place)
     found = read_nvml(nvml)
     if found is None:
         if inv.source == "nvml":
@@ -243,7 +260,7 @@ def resolve_inventory(inv: GpuInventory, nvml: NvmlSeam | None = None) -> list[G
                 "node.gpus.source is nvml but NVML cannot be read on this machine "
                 "(declare the GPUs with source: declared, count, type)"
             )
-        return declared(inv)
+        return declared(inv, place)
     return found
 
 

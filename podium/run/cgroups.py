@@ -333,9 +333,8 @@ def enforcement(
         return f"accounted only: no {controller} controller (v2 or v1) is available"
 
     if layout.v2 is not None and _device_programs_work(layout.v2 / base.lstrip("/")):
-        devices = "enforced: cgroup v2 device program (eBPF)" + (
-            " and cgroup v1 devices" if "devices" in layout.v1 else ""
-        )
+        # Alone: a job the program confines is never put in a v1 devices group too.
+        devices = "enforced: cgroup v2 device program (eBPF)"
     else:
         devices = state("devices", "")
     report = {

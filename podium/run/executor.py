@@ -409,14 +409,8 @@ class LocalExecutor:
         job_dir = self.job_dir(job_id)
         with contextlib.suppress(OSError), open(job_dir / SUPERVISOR_LOG, "rb") as fh:
             text = fh.read(LOG_KEPT).decode(errors="replace").strip()
-            if text and not os.environ.get("PODIUM_KEEP_LOGS"):
+            if text:
                 log.warning("job %s: its supervisor wrote:\n%s", job_id, text)
-        import os as _o
-
-        if _o.environ.get("PODIUM_KEEP_LOGS"):
-            _o.makedirs("/tmp/suplogs", exist_ok=True)
-            with contextlib.suppress(OSError):
-                shutil.copy(job_dir / SUPERVISOR_LOG, f"/tmp/suplogs/{job_id}.log")
         shutil.rmtree(job_dir, ignore_errors=True)
         self._pids.pop(job_id, None)
 

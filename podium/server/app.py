@@ -16,13 +16,14 @@ from fastapi import FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from podium import __version__
 from podium.api.text import printable
 from podium.errors import PermissionDenied, PodiumError, SpecError
 from podium.server.controller import Caller, Controller
 from podium.server.mig_apply import parse_layout
-from podium.server.peer import SCOPE_KEY, PeerCred
+from podium.server.peer import SCOPE_KEY, PeerCred, process_cwd
 from podium.spec.build import SubmitRequest
 from podium.spec.job import JobState
 from podium.spec.request import BatchRequest
@@ -30,6 +31,8 @@ from podium.spec.validation import RequestModel
 from podium.spec.values import MAX_JOB_ID
 
 MAX_TIME_LIMIT_S = 100 * 365 * 86400
+MAX_EPOCH = 253402300799.0  # 9999-12-31T23:59:59Z: the latest time a query may name
+Epoch = Annotated[float | None, Query(ge=0, le=MAX_EPOCH, allow_inf_nan=False)]
 JobId = Annotated[int, Field(ge=1, le=MAX_JOB_ID)]
 JobIdPath = Annotated[int, Path(ge=1, le=MAX_JOB_ID)]
 
@@ -111,6 +114,13 @@ def create_app(
             raise PermissionDenied("caller unknown: connect through the unix socket")
         return controller.caller(cred.uid, cred.gid)
 
+    def submitter(request: Request) -> Caller:
+        """The caller, with the directory its process is in (a job's working directory
+        there needs no look as the user)."""
+        cred: PeerCred | None = request.scope.get(SCOPE_KEY)
+        who = caller(request)
+        return who._replace(cwd=process_cwd(cred.pid)) if cred is not None else who
+
     @app.exception_handler(PodiumError)
     async def podium_error(_: Request, exc: PodiumError) -> JSONResponse:
         return JSONResponse({"error": str(exc)}, status_code=exc.http_status)
@@ -122,6 +132,22 @@ def create_app(
         message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
         return JSONResponse(
             {"error": printable(f"invalid request: {where}: {message}")}, status_code=400
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        """Routing's own refusals (no such route, a method it does not take, a body
+        that cannot be read) in Podium's shape."""
+        where = f"{request.method} {request.url.path}"
+        if exc.status_code == 404:
+            message = f"no such route: {where} (the routes are in /openapi.json)"
+        elif exc.status_code == 405:
+            allowed = (exc.headers or {}).get("Allow") or (exc.headers or {}).get("allow")
+            message = f"{where}: method not allowed" + (f" (use {allowed})" if allowed else "")
+        else:
+            message = f"{where}: {exc.detail}"
+        return JSONResponse(
+            {"error": printable(message)}, status_code=exc.status_code, headers=exc.headers
         )
 
     @app.exception_handler(Exception)
@@ -143,20 +169,20 @@ def create_app(
 
     @app.post("/v1/jobs")
     def submit(request: Request, body: SubmitRequest) -> dict[str, Any]:
-        jobs, warnings = controller.submit(body, caller(request))
+        jobs, warnings = controller.submit(body, submitter(request))
         if not body.test_only:
             wake()
         return {"jobs": jobs, "warnings": warnings}
 
     @app.post("/v1/jobs/batch")
     def submit_batch(request: Request, body: BatchRequest) -> dict[str, Any]:
-        job_ids = controller.submit_batch(body, caller(request))
+        job_ids = controller.submit_batch(body, submitter(request))
         wake()
         return {"job_ids": job_ids}
 
     @app.post("/v1/jobs/dry-run")
     def dry_run(request: Request, body: SubmitRequest) -> dict[str, Any]:
-        return controller.dry_run(body, caller(request))
+        return controller.dry_run(body, submitter(request))
 
     @app.get("/v1/jobs")
     def list_jobs(
@@ -177,7 +203,9 @@ def create_app(
 
     @app.get("/v1/jobs/{job_id}")
     def show(
-        request: Request, job_id: JobIdPath, task: Annotated[int | None, Query(ge=0)] = None
+        request: Request,
+        job_id: JobIdPath,
+        task: Annotated[int | None, Query(ge=0, le=MAX_JOB_ID)] = None,
     ) -> dict[str, Any]:
         return controller.show(job_id, caller(request), task)
 
@@ -213,8 +241,8 @@ def create_app(
         request: Request,
         state: str | None = None,
         user: str | None = None,
-        since: float | None = None,
-        until: float | None = None,
+        since: Epoch = None,
+        until: Epoch = None,
     ) -> Response:
         caller(request)
         jobs = controller.acct(states=_states(state), user=user, since=since, until=until)

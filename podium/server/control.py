@@ -43,9 +43,10 @@ class Control:
 
     def require_admin(self, who: Caller, what: str) -> None:
         if not who.is_admin:
+            owner = user_name(self.owner_uid)
+            admins = "root" if owner == "root" else f"{owner} or root"
             raise PermissionDenied(
-                f"{what} is for the administrator ({user_name(self.owner_uid)} or root); "
-                f"you are {who.name}"
+                f"{what} is for the administrator ({admins}); you are {who.name}"
             )
 
     def select(

@@ -22,7 +22,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from podium import paths
-from podium.errors import PodiumError
+from podium.errors import PodiumError, StateDiskFull
 from podium.node.health.suite import nvml_probe
 from podium.node.inventory import (
     GpuInfo,
@@ -134,6 +134,38 @@ def close_job_files(jobs: Path) -> None:
                 os.chmod(job_dir / name, 0o600)
 
 
+def open_store(path: Path) -> Store:
+    """The daemon's store at `path`. On a full state disk, the reserve the last daemon
+    kept back (podium.reserve) is spent to open it, as a running daemon spends it, so
+    the outcomes of jobs that ended meanwhile are recorded; raises StateDiskFull where
+    there is no reserve left to spend."""
+    try:
+        return Store(path)
+    except StateDiskFull:
+        reserve = path.with_name("podium.reserve")
+        try:
+            reserve.unlink()
+        except FileNotFoundError:
+            raise StateDiskFull(
+                f"the state disk is full and its reserve is spent: make room on the "
+                f"filesystem of {path.parent} (the database is intact), then start again"
+            ) from None
+        log.error("the state disk is full: its reserve is spent on opening the database")
+        return Store(path)
+
+
+def highest_job_id_on_disk(*directories: Path) -> int:
+    """The highest job id that names an entry of these directories (checkpoints, job
+    state); 0 when none does."""
+    highest = 0
+    for directory in directories:
+        with contextlib.suppress(FileNotFoundError), os.scandir(directory) as entries:
+            for entry in entries:
+                if entry.name.isdigit():
+                    highest = max(highest, int(entry.name))
+    return highest
+
+
 # Files of HOME and of each job directory that only the daemon's owner may read.
 PRIVATE_FILES = (
     "podium.db",
@@ -231,15 +263,23 @@ def serve(home: Path, config: ClusterConfig) -> None:
     sys.setswitchinterval(0.0005)
     make_private(home)
     lock_fd = take_instance_lock(home)
-    store = Store(paths.db_path(home))
+    store = open_store(paths.db_path(home))
     if not store.keep_reserve():
         log.warning("the state disk is nearly full: no reserve for recording outcomes")
-    gpus = resolve_inventory(config.node.gpus)
+    gpus = resolve_inventory(config.node.gpus, place=str(home))
     config.node.gpus.count = len(gpus)
     running = bool(store.jobs(states=[JobState.RUNNING.value]))
     jobs = open_jobs_dir(home, config.runtime_dir, runs_recorded=running)
     log.info("job state in %s%s", jobs.path, " (tmpfs)" if jobs.on_tmpfs else "")
     close_job_files(jobs.path)
+    highest = highest_job_id_on_disk(home / "checkpoints", jobs.path)
+    if store.keep_ids_above(highest):
+        log.warning(
+            "job ids continue after %s, the highest found in %s: this database does not "
+            "know it (was it replaced?), and no id is given twice",
+            highest,
+            home,
+        )
     executor = LocalExecutor(jobs.path, lost_runs=jobs.lost_runs)
     if executor.launcher is not None:
         executor.launcher.warm_up()  # the first job need not wait for its imports

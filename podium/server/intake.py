@@ -9,6 +9,7 @@ with `test_only`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -76,8 +77,13 @@ class Intake:
         return built
 
     def _check_dirs(self, built: list[Built], who: Caller) -> None:
-        """The jobs' directories, usable by the user: one check as the user for all."""
-        enter = list(dict.fromkeys(d for b in built for d in b.enter_dirs))
+        """The jobs' directories, usable by the user: one check as the user for all (a
+        working directory the caller's process is in needs none)."""
+        here = os.path.normpath(who.cwd) if who.cwd else None
+        enter = [
+            d for d in dict.fromkeys(d for b in built for d in b.enter_dirs)
+            if os.path.normpath(d) != here
+        ]  # fmt: skip
         write = list(dict.fromkeys(d for b in built for d in b.write_dirs))
         read = list(dict.fromkeys(p for b in built for p in b.read_paths))
         outputs = list(dict.fromkeys(p for b in built for p in b.output_files))

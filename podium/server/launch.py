@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import pwd
+import stat
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -34,6 +35,30 @@ log = logging.getLogger("podium.launch")
 COMPAT_BIN = str(Path(__file__).resolve().parents[1] / "compat" / "bin")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 JobRow = Row | Mapping[str, Any]  # a stored job's row, or the same keys for a dry run
+
+
+class ForeignDirectory(Exception):
+    """A job's directory exists and is not the job user's own: it is never adopted."""
+
+
+def own_checkpoint_dir(path: Path, uid: int, gid: int) -> None:
+    """Make the job's checkpoint directory `path` (mode 0700 after the umask, given to
+    uid:gid), or keep it when it is already a directory of that user's (the job's own
+    earlier run: a requeue, auto-resume). Raises ForeignDirectory, touching nothing,
+    when it exists as anything else: another user's checkpoints are never handed over."""
+    try:
+        path.mkdir(parents=True)
+    except FileExistsError:
+        info = path.lstat()
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid:
+            raise ForeignDirectory(
+                f"its checkpoint directory {path} already exists and is not its user's "
+                f"(owner uid {info.st_uid}): move it away; Podium never hands one job's "
+                "checkpoints to another"
+            ) from None
+        return
+    if os.geteuid() == 0:
+        os.chown(path, uid, gid)
 
 
 class Planner:
@@ -153,9 +178,7 @@ class Planner:
         who = self.identity(uid, gid, user, spec.umask)
         checkpoint = self.checkpoint_dir(row, spec)
         if make_dirs and spec.checkpoint_dir is None:
-            Path(checkpoint).mkdir(parents=True, exist_ok=True)
-            if os.geteuid() == 0:
-                os.chown(checkpoint, uid, gid)
+            own_checkpoint_dir(Path(checkpoint), uid, gid)
         if make_dirs:
             self.user_container_cache(uid, gid)
         held, gpu_ids = gpu_ids, self.node.visible(gpu_ids)  # shards, MPS units: their GPU

@@ -8,6 +8,7 @@ as scope["podium.peer"]. Nothing the client sends can change them.
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import struct
 from dataclasses import dataclass
@@ -32,6 +33,15 @@ def peer_cred(sock: socket.socket | None) -> PeerCred | None:
     raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     pid, uid, gid = struct.unpack("3i", raw)
     return PeerCred(pid, uid, gid)
+
+
+def process_cwd(pid: int) -> str | None:
+    """The current directory of process `pid` (None when it cannot be read): what the
+    kernel says, so a peer cannot claim a directory it is not in."""
+    try:
+        return os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return None
 
 
 class PeerCredProtocol(H11Protocol):

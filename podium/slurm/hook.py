@@ -65,6 +65,17 @@ def drain_reason(bad: list[Result]) -> str:
     return re.sub(r"\s+", " ", text)[:200]
 
 
+def state_dir(config: ClusterConfig) -> Path:
+    """STATE_DIR: the cluster's shared directory of Podium's health state."""
+    return Path(config.slurm.state_dir or "/var/lib/podium")
+
+
+def node_state_dir(config: ClusterConfig, node: str) -> Path:
+    """Node `node`'s directory of health state: STATE_DIR/nodes/NODE (also where its
+    declared GPUs stand: podium.node.inventory.declared_bus_id)."""
+    return state_dir(config) / "nodes" / node
+
+
 class NodeHook:
     """One node's hook run: its checks, its Slurm state and its saved fault."""
 
@@ -72,14 +83,13 @@ class NodeHook:
         self.node = node
         self.config = config
         self.tools = SlurmTools(config.slurm)
-        base = Path(config.slurm.state_dir or "/var/lib/podium")
-        self.home = base / "nodes" / node
+        self.home = node_state_dir(config, node)
         self.home.mkdir(parents=True, exist_ok=True)
-        self.log = base / "health.jsonl"
+        self.log = state_dir(config) / "health.jsonl"
         self.saved = self.home / "fault.json"
 
     def checks(self, deep: bool) -> list[Result]:
-        gpus = resolve_inventory(self.config.node.gpus)
+        gpus = resolve_inventory(self.config.node.gpus, place=str(self.home))
         checks = node_checks(self.config, self.home, gpus, nvml_probe(), xid_from_end=True)
         results = run_checks(checks, deep=deep)
         append_results(self.log, self.node, results)

@@ -81,7 +81,7 @@ class Built:
     """The result of building: the spec and what only the daemon can check.
 
     `enter_dirs` and `write_dirs` are the directories the job's user must be able to
-    enter (--chdir) and write (output directories named in the patterns), `read_paths`
+    enter (its working directory) and write (output directories named in the patterns), `read_paths`
     the files or directories it must be able to read (a container's image and mount
     sources), `output_files` and `input_files` the job's output and input files its
     patterns name exactly (no pattern letters): the caller checks them as that user
@@ -113,7 +113,7 @@ def build_job(
     return Built(
         spec=spec,
         dependency_where=dep.where if dep else None,
-        enter_dirs=(spec.work_dir,) if options.get("chdir") is not None else (),
+        enter_dirs=(spec.work_dir,),
         write_dirs=_output_dirs(spec),
         read_paths=_container_paths(spec),
         output_files=_exact_files(spec, spec.output, spec.error),

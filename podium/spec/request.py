@@ -7,13 +7,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import yaml
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from podium.errors import SpecError
 from podium.spec.options import OPTIONS, Given, parse_tokens, script_directives
 from podium.spec.suggest import did_you_mean
 from podium.spec.validation import RequestModel
-from podium.spec.values import MAX_PATTERN
+from podium.spec.values import (
+    MAX_ARG_BYTES,
+    MAX_ARGS,
+    MAX_ENV_BYTES,
+    MAX_PATTERN,
+    MAX_SCRIPT_BYTES,
+)
 
 
 class SubmitRequest(RequestModel):
@@ -40,12 +46,49 @@ class SubmitRequest(RequestModel):
     @field_validator("environment")
     @classmethod
     def _environment_names(cls, env: dict[str, str]) -> dict[str, str]:
-        for name in env:
+        total = 0
+        for name, value in env.items():
             if not name or "=" in name:
                 raise ValueError(
                     f"environment variable name {name!r} must be non-empty and without '='"
                 )
+            size = len(name.encode(errors="replace")) + len(value.encode(errors="replace")) + 2
+            if size > MAX_ARG_BYTES:
+                raise ValueError(
+                    f"{name[:40]} is {size} bytes: a variable may be at most {MAX_ARG_BYTES} "
+                    "(the kernel's limit for exec); pass large data in a file"
+                )
+            total += size
+        if total > MAX_ENV_BYTES:
+            raise ValueError(
+                f"{len(env)} variables of {total} bytes: a job's environment may be at most "
+                f"{MAX_ENV_BYTES} bytes (--export=NONE or fewer variables would fit)"
+            )
         return env
+
+    @field_validator("script", "wrap", "yaml_text")
+    @classmethod
+    def _script_size(cls, text: str | None, info: ValidationInfo) -> str | None:
+        if text is not None and len(text.encode(errors="replace")) > MAX_SCRIPT_BYTES:
+            what = {"script": "the batch script", "wrap": "--wrap", "yaml_text": "the job file"}
+            raise ValueError(
+                f"{what[str(info.field_name)]} is {len(text.encode(errors='replace'))} bytes: at "
+                f"most {MAX_SCRIPT_BYTES} (Slurm's max_script_size); keep data in files"
+            )
+        return text
+
+    @field_validator("options", "script_args")
+    @classmethod
+    def _arguments(cls, args: list[str]) -> list[str]:
+        if len(args) > MAX_ARGS:
+            raise ValueError(f"{len(args)} arguments: at most {MAX_ARGS}")
+        for arg in args:
+            if len(arg.encode(errors="replace")) > MAX_ARG_BYTES:
+                raise ValueError(
+                    f"an argument of {len(arg.encode(errors='replace'))} bytes: at most "
+                    f"{MAX_ARG_BYTES} (the kernel's limit for exec)"
+                )
+        return args
 
     @field_validator("cwd")
     @classmethod

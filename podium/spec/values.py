@@ -16,6 +16,10 @@ MAX_COUNT = 2**31 - 1  # the most of anything a job may ask for (tasks, CPUs, GP
 MAX_JOB_ID = 2**32 - 2  # job ids are 32-bit, as in Slurm
 MAX_PATTERN = 4096  # PATH_MAX: the longest output pattern or directory
 MAX_PAD = 10  # the widest zero-padding of a pattern (%10j)
+MAX_SCRIPT_BYTES = 4 << 20  # a batch script, --wrap or job file (Slurm's max_script_size)
+MAX_ARG_BYTES = 128 << 10  # one argument or variable (the kernel's MAX_ARG_STRLEN)
+MAX_ENV_BYTES = 1 << 20  # a job's whole environment: half of a usual ARG_MAX, for exec
+MAX_ARGS = 10_000  # options or script arguments in one submission
 _DIGITS_RE = re.compile(r"[0-9]+")
 
 

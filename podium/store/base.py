@@ -12,8 +12,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from podium.api.usage import charged, decay
-from podium.errors import NotFound, StoreError
+from podium.errors import NotFound, StateDiskFull, StoreError
 from podium.store.brief import Row, brief_from_json
+from podium.store.integrity import APPLICATION_ID, missing, refusal
 from podium.store.schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
 
 RESERVE_BYTES = 8 << 20  # what the daemon keeps back to record outcomes on a full disk
@@ -29,7 +30,9 @@ class Database:
         """Open (or create) the database at `path`.
 
         Raises StoreError, naming the file and what to do, when an existing file is
-        empty (history would silently vanish) or fails SQLite's integrity check.
+        empty (history would silently vanish), fails SQLite's integrity check, is not
+        a Podium database, was written by a newer version, or lacks part of this
+        version's schema (podium.store.integrity); such a file is left as it was.
         """
         self.path = path
         self._changed: set[int] = set()
@@ -47,14 +50,35 @@ class Database:
                 problems = [r[0] for r in self.conn.execute("PRAGMA quick_check(3)")]
                 if problems != ["ok"]:
                     raise sqlite3.DatabaseError(problems[0])
+                why = refusal(self.conn, str(path))
+                if why is not None:
+                    self.conn.close()
+                    raise StoreError(why)
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=FULL")
             self._migrate()
+            lacking = missing(self.conn)
+            if lacking is not None:
+                raise sqlite3.DatabaseError(lacking)
         except sqlite3.DatabaseError as exc:
+            code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+            if code in (_SQLITE_FULL, _SQLITE_IOERR) and self._disk_is_full():
+                self.conn.close()
+                raise StateDiskFull(
+                    f"the state disk is full: {path} cannot be opened ({exc}); make room on "
+                    f"the filesystem of {path.parent} (the database is intact)"
+                ) from None
             raise StoreError(
                 f"{path} is damaged ({exc}): restore it from a backup, or move it aside "
                 "(with its -wal file) to start an empty cluster"
             ) from None
+
+    def _disk_is_full(self) -> bool:
+        """Whether the database's filesystem has no room left to write a page."""
+        try:
+            return shutil.disk_usage(self.path.parent).free < 64 * 1024
+        except OSError:
+            return False
 
     def _migrate(self) -> None:
         version = self.conn.execute("PRAGMA user_version").fetchone()[0]
@@ -67,6 +91,8 @@ class Database:
             self._fill_briefs()
         if version != SCHEMA_VERSION:
             self.conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        if self.conn.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+            self.conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
 
     def _fill_briefs(self) -> None:
         """Write the brief of rows stored before version 5 (unreadable specs: `{}`)."""
@@ -79,6 +105,24 @@ class Database:
 
     def close(self) -> None:
         self.conn.close()
+
+    def keep_ids_above(self, highest: int) -> bool:
+        """Make the next job id greater than `highest` (a job id found on disk that this
+        database may not know: one it was given before the database was replaced), so
+        no id is ever given twice on one state directory. Returns whether ids moved."""
+        if highest <= 0:
+            return False
+        with self.transaction(durable=True) as conn:
+            row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name='jobs'").fetchone()
+            if row is not None and row[0] >= highest:
+                return False
+            if row is None:
+                conn.execute(
+                    "INSERT INTO sqlite_sequence (name, seq) VALUES ('jobs', ?)", (highest,)
+                )
+            else:
+                conn.execute("UPDATE sqlite_sequence SET seq=? WHERE name='jobs'", (highest,))
+        return True
 
     def has_changes(self) -> bool:
         """Whether any job changed since the last `take_changed`."""
@@ -116,10 +160,10 @@ class Database:
                 raise
             with contextlib.suppress(sqlite3.Error):
                 self.conn.execute("ROLLBACK")
-            what = "is full" if code == _SQLITE_FULL else "failed a write"
-            raise StoreError(
-                f"the state disk {what}: nothing was recorded ({exc}); check the "
-                f"filesystem of {self.path.parent}"
+            full = code == _SQLITE_FULL or self._disk_is_full()
+            raise (StateDiskFull if full else StoreError)(
+                f"the state disk {'is full' if full else 'failed a write'}: nothing was "
+                f"recorded ({exc}); check the filesystem of {self.path.parent}"
             ) from None
 
     # --- the reserve: space kept back for recording running jobs' outcomes ---------

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from podium.node.inventory import declared_bus_id
 from tests.integration.conftest import make_cluster, teardown_cluster
 
 pytestmark = pytest.mark.integration
@@ -28,8 +29,10 @@ def _health(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_health_reports_an_xid_on_a_declared_gpu(tmp_path: Path) -> None:
     log = tmp_path / "kern.log"
+    bus = declared_bus_id(0, str(tmp_path))  # where the cluster in tmp_path declares GPU 0
     log.write_text(
-        "kernel: NVRM: Xid (PCI:0000:00:00): 79, pid=1, name=python, GPU has fallen off the bus.\n"
+        f"kernel: NVRM: Xid (PCI:{bus}): 79, pid=1, name=python, GPU has fallen off the bus.\n"
+        "kernel: NVRM: Xid (PCI:0000:00:00): 79, pid=1, name=python, another cluster's GPU\n"
     )
     (tmp_path / "cluster.yaml").write_text(
         "node: {name: n0, gpus: {source: declared, count: 2, type: h100}}\n"

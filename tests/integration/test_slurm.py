@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from podium.node.inventory import declared_bus_id
+from podium.slurm.hook import node_state_dir
+from podium.spec.cluster import load_config
 from tests.integration.slurm_cluster import ROOT, TERMINAL, SlurmCluster, start_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm]
@@ -154,7 +157,8 @@ def test_health_fault_requeues_two_node_job_excluding_the_node(
     victim = job["nodes"][1]
     log = slurm.directory / "nodes" / victim / "kern.log"
     with log.open("a") as fh:
-        fh.write("[  100.000000] NVRM: Xid (PCI:0000:01:00): 48, pid=1, name=python, DBE\n")
+        bus = declared_bus_id(1, str(node_state_dir(load_config(slurm.config), victim)))
+        fh.write(f"[  100.000000] NVRM: Xid (PCI:{bus}): 48, pid=1, name=python, DBE\n")
     drained = slurm.wait_node(victim, lambda n: (n["reason"] or "").startswith("podium:"), 30)
     assert "xid" in drained["reason"].lower()
     requeued = slurm.wait_job(job_id, {"PENDING", "RUNNING"}, 30)

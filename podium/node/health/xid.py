@@ -72,11 +72,13 @@ def parse_xid(line: str) -> XidEvent | None:
 
 
 def normalise_pci(pci: str) -> str:
-    """'0000:3b:00' and '00000000:3B:00.0' name the same device: compare bus and device."""
+    """'0000:3b:00' and '00000000:3B:00.0' name the same device: compare domain, bus
+    and device (a bus id without a domain is in domain 0)."""
     parts = pci.lower().split(":")
+    domain = parts[-3] if len(parts) >= 3 else "0"
     bus = parts[-2] if len(parts) >= 2 else parts[0]
     device = parts[-1].split(".")[0]
-    return f"{int(bus, 16):02x}:{int(device, 16):02x}"
+    return f"{int(domain, 16):04x}:{int(bus, 16):02x}:{int(device, 16):02x}"
 
 
 def xid_result(event: XidEvent, pci_to_gpu: dict[str, int], check: str = "xid") -> Result:

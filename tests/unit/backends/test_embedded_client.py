@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -60,11 +61,38 @@ def test_an_error_answer_becomes_its_one_line(tmp_path: Path) -> None:
     assert err.value.status == 404
 
 
-def test_a_cut_answer_to_a_read_is_retried_and_then_reported(tmp_path: Path) -> None:
+def test_a_cut_answer_to_a_read_is_retried_and_then_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PODIUM_RETRY_S", "1")
     cut = b"HTTP/1.1 200 OK\r\n" + JSON + b"Content-Length: 100\r\n\r\n{"
     client = Client(home_with(tmp_path, [cut, b"", cut, b""]))
-    with pytest.raises(DaemonUnavailable, match="closed the connection before answering"):
+    with pytest.raises(DaemonUnavailable) as gave_up:
         client.get("/v1/ping")
+    message = str(gave_up.value)
+    assert "closed the connection before answering" in message
+    assert "(retried for 1 s): it may have been carried out" in message
+
+
+def test_a_daemon_back_within_the_window_answers_the_retry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The socket gone after a cut answer (a restart) is waited for, not 'no daemon'."""
+    monkeypatch.setenv("PODIUM_RETRY_S", "10")
+    body = b'{"ok": true}'
+    ok = b"HTTP/1.1 200 OK\r\n" + JSON + b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    sock = tmp_path / "podium.sock"
+    serve(sock, [b""])  # the first answer is cut
+    client = Client(tmp_path)
+    result: list[object] = []
+    thread = threading.Thread(target=lambda: result.append(client.get("/v1/ping")))
+    thread.start()
+    time.sleep(0.3)
+    sock.unlink(missing_ok=True)  # the daemon went away ...
+    time.sleep(0.5)
+    serve(sock, [ok])  # ... and is back
+    thread.join(timeout=15)
+    assert result == [{"ok": True}]
 
 
 def test_a_cut_answer_to_a_submission_without_a_key_is_not_retried(tmp_path: Path) -> None:

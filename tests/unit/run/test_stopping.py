@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 
@@ -56,7 +57,8 @@ def test_a_time_limit_kills_the_child_and_what_it_started() -> None:
 
 
 def test_a_pending_cancel_stops_the_wait(blocked: None) -> None:
-    os.kill(os.getpid(), signal.SIGTERM)
+    # To this thread, which blocks it (a process-wide one would go to another thread).
+    signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
     assert pending_stop(None) == "CANCELLED"
     with pytest.raises(Stopped) as stop:
         call_in_child(_sleeper, None)

@@ -109,7 +109,8 @@ class Cluster:
 
     def submit(self, *options: str) -> int:
         req = SubmitRequest(wrap="true", options=list(options), cwd=str(self.work))
-        return int(self.intake.submit(req, ME, 100.0).jobs[0]["job_id"])
+        who = ME._replace(cwd=str(self.work))  # submitted from there, as by the CLI
+        return int(self.intake.submit(req, who, 100.0).jobs[0]["job_id"])
 
     def state(self, job_id: int) -> str:
         return str(self.store.job(job_id)["state"])

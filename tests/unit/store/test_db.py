@@ -161,3 +161,56 @@ def test_a_spec_stored_with_every_index_listed_reads_as_ranges(tmp_path: Path) -
     old = spec(array=ArraySpec.of(range(3))).model_dump(mode="json")
     old["array"] = {"indices": [0, 1, 2, 5], "throttle": None}  # how specs were stored before
     assert JobSpec.model_validate(old).array == ArraySpec(ranges="0-2,5")
+
+
+def test_only_a_complete_podium_database_of_a_known_version_is_opened(tmp_path: Path) -> None:
+    """Issue 26, item 4: a dropped table, a newer schema and another program's file are
+    refused in one line, and each file is left exactly as it was."""
+    import sqlite3
+
+    import pytest
+
+    from podium.errors import StoreError
+
+    def made(name: str, *sql: str) -> Path:
+        path = tmp_path / name
+        Store(path).close()
+        with sqlite3.connect(path) as conn:
+            for statement in sql:
+                conn.execute(statement)
+        return path
+
+    cases = {
+        made("dropped.db", "DROP TABLE events"): r"is damaged \(its table events is missing\)",
+        made("newer.db", "PRAGMA user_version=999"): r"newer Podium \(schema 999; this one",
+        made("alien.db", "PRAGMA application_id=1234"): r"not a Podium database \(application",
+    }
+    foreign = tmp_path / "photos.db"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE photos (id INTEGER, data BLOB)")
+    cases[foreign] = r"not a Podium database \(tables photos\)"
+    for path, why in cases.items():
+        before = path.read_bytes()
+        with pytest.raises(StoreError, match=why) as refused:
+            Store(path)
+        assert "\n" not in str(refused.value) and str(path) in str(refused.value)
+        assert path.read_bytes() == before
+    # A database of an older version (no stamp) is migrated and stamped.
+    old = made(
+        "old.db", "PRAGMA application_id=0", "PRAGMA user_version=8", "DROP TABLE mig_layouts"
+    )
+    Store(old).close()
+    with sqlite3.connect(old) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert conn.execute("PRAGMA application_id").fetchone()[0] == int.from_bytes(b"PDM1")
+
+
+def test_ids_continue_above_what_the_disk_holds(tmp_path: Path) -> None:
+    """Issue 26, item 2: a database made anew on a used state directory never gives
+    an id twice."""
+    store = Store(tmp_path / "podium.db")
+    assert not store.keep_ids_above(0)
+    assert store.keep_ids_above(41)
+    assert store.insert_jobs(spec(), uid=1, gid=1, user="u", now=1.0) == [42]
+    assert not store.keep_ids_above(10)  # never backwards
+    assert store.insert_jobs(spec(), uid=1, gid=1, user="u", now=1.0) == [43]
