@@ -91,12 +91,14 @@ def _submit(
 def demo(home: Path | None, keep: bool, timeout: float, faults: bool) -> None:
     """Run the three-researcher scenario on 4 declared GPUs and show the queue
     (--faults: the fault-tolerance scenario)."""
+    made = home is None  # a directory of the demo's own: removed after a good run
     home = (home or Path(tempfile.mkdtemp(prefix="podium-demo-"))).absolute()
     if faults:
         from podium.cli.fault_demo import run_fault_demo
 
         if not run_fault_demo(home, examples_dir(), keep, timeout):
             sys.exit(1)
+        _tidy(home, made and not keep)
         return
     work = home / "work"
     work.mkdir(parents=True, exist_ok=True)
@@ -177,3 +179,21 @@ def demo(home: Path | None, keep: bool, timeout: float, faults: bool) -> None:
             stop_daemon(home)
     if not ok:
         sys.exit(1)
+    _tidy(home, made and not keep)
+
+
+def _tidy(home: Path, remove: bool) -> None:
+    """Remove the demo's own directory (its daemon stopped); say where a kept one is."""
+    if not remove:
+        click.echo(f"(the demo's state and job outputs are in {home})")
+        return
+    import shutil
+
+    try:  # the daemon removes its socket before it has quite exited: wait for it
+        pid = int((home / "podiumd.pid").read_text())
+    except (OSError, ValueError):
+        pid = 0
+    deadline = time.monotonic() + 15
+    while pid and Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    shutil.rmtree(home, ignore_errors=True)

@@ -25,8 +25,10 @@ from podium.cli.daemon_cmds import start_daemon, stop_daemon
 from podium.cli.inject import xid_line
 from podium.errors import PodiumError
 from podium.node.inventory import declared_bus_id
+from podium.spec.cluster import HealthConfig
 
 TERMINAL = TERMINAL_STATES
+HEALTH_INTERVAL_S = HealthConfig().interval_s  # the demo keeps the default
 DECLARED = "{source: declared, count: 4, type: h100, memory_mb: 81920}"
 
 CONFIG = """\
@@ -39,7 +41,6 @@ kill_wait_s: 5
 scheduler_interval_s: 0.2
 health:
   kernel_log: {kernel_log}
-  interval_s: 0.5
   deep_interval_s: 86400
 """
 
@@ -164,7 +165,8 @@ def run_fault_demo(home: Path, examples: Path, keep: bool, timeout: float) -> bo
         )
         for e in job["events"]:
             if e["kind"] in ("start", "requeue", "end"):
-                click.echo(f"  +{e['time'] - fault_at:6.2f}s  {e['kind']:8} {e['detail'] or ''}")
+                click.echo(f"  {e['time'] - fault_at:+7.2f}s  {e['kind']:8} {e['detail'] or ''}")
+        requeued = next((e["time"] for e in job["events"] if e["kind"] == "requeue"), None)
         first_run = [r for r in read_progress(progress) if r["restart"] == 0]
         stopped_at = max(r["step"] for r in first_run)
         last_ckpt = max(r["step"] for r in first_run if r["event"] == "checkpoint")
@@ -181,8 +183,11 @@ def run_fault_demo(home: Path, examples: Path, keep: bool, timeout: float) -> bo
             f"when GPU {bad} was fenced; it resumed at step {resume['step']}: the {redone} "
             "steps since the checkpoint are redone, nothing before it"
         )
+        to_requeue = f"{requeued - fault_at:.2f}s" if requeued is not None else "not seen"
         click.echo(
-            f"fault to first step after restart: {first['t'] - fault_at:.1f}s; "
+            f"fault to requeue: {to_requeue}; fault to first step after restart: "
+            f"{first['t'] - fault_at:.1f}s (health.interval_s at its default, "
+            f"{HEALTH_INTERVAL_S:g}s: the kernel's log is followed as it is written); "
             f"job {job_id} ended {done['state']} after {done['restart_count']} restart(s)"
         )
         ok = (

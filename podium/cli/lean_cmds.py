@@ -14,7 +14,7 @@ from podium.cli import lean
     context_settings={
         "ignore_unknown_options": True,
         "allow_interspersed_args": False,
-        "help_option_names": ["--help"],
+        "help_option_names": [],  # -h and --help are submit's own: every option listed
     },
 )
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)

@@ -165,7 +165,8 @@ def show_acct(jobs: list[dict[str, Any]], title: str | None = None) -> None:
 
 
 def show_nodes(nodes: list[dict[str, Any]]) -> None:
-    """The node table, then each GPU's owner and health (HyperPod-style labels)."""
+    """The node table, then each GPU's owner and health (HyperPod-style labels), then
+    what each node enforces of a job's limits (memory, cpus, devices, processes)."""
     rows = []
     for n in nodes:
         rows.append(
@@ -211,6 +212,13 @@ def show_nodes(nodes: list[dict[str, Any]]) -> None:
             ["NODE", "GPU", "TYPE", "JOB", "HEALTH", "FAULT", "DEEP CHECK", "REASON"],
             gpu_rows,
         )
+    limits = [
+        [n["node"], resource, how]
+        for n in nodes
+        for resource, how in (n.get("enforcement") or {}).items()
+    ]
+    if limits:  # what the node's cgroups hold each job to, and what is only counted
+        table(None, ["NODE", "LIMIT", "ENFORCEMENT"], limits)
 
 
 def show_record(record: dict[str, Any], skip: Callable[[str], bool] = lambda k: False) -> None:

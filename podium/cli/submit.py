@@ -56,6 +56,7 @@ def build_request(
                 request["yaml_text"] = fh.read()
         except OSError as exc:
             raise SpecError(f"cannot read job file {path}: {exc.strerror}") from None
+        _script_named_by(request, path)
     if script_path is not None:
         try:
             with open(script_path, encoding="utf-8", errors="strict") as fh:
@@ -68,6 +69,30 @@ def build_request(
     elif "wrap" not in client_opts and "file" not in client_opts and stdin_script is not None:
         request["script"] = stdin_script
     return request, client_opts
+
+
+def _script_named_by(request: dict[str, Any], job_file: str) -> None:
+    """When the job file's `script:` names a file (one line, no #!), read it here, as
+    the user, from the job file's directory: the request then carries the script and
+    the job file the rest. A script given as text stays in the job file."""
+    from podium.spec.job_file import job_file_script_path
+
+    named = job_file_script_path(request["yaml_text"])
+    if named is None:
+        return
+    key, value, rest = named
+    script_path = os.path.join(os.path.dirname(os.path.abspath(job_file)), value)
+    try:
+        with open(script_path, encoding="utf-8", errors="strict") as fh:
+            request["script"] = fh.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not a text file"
+        raise SpecError(
+            f"job file key {key!r}: cannot read the script {script_path}: {why} (give a "
+            "path, relative to the job file, or the script's text starting with #!)"
+        ) from None
+    request["script_path"] = script_path
+    request["yaml_text"] = rest
 
 
 def batch_requests(argv: list[str], path: str) -> list[dict[str, Any]]:
@@ -108,6 +133,11 @@ def run(argv: list[str]) -> int:
     """`podium submit ARGV`: submit, print as sbatch prints, and return the exit status
     (with --wait, the job's). PodiumError propagates to the caller."""
     given, _, _ = split_command_line(argv)
+    if any(g.long == "help" for g in given):
+        from podium.cli.submit_help import submit_help
+
+        sys.stdout.write(submit_help())
+        return 0
     batch = next((g.value for g in given if g.long == "batch"), None)
     if batch is not None:
         return _run_batch(argv, str(batch), {g.long for g in given})

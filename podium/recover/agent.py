@@ -1,9 +1,11 @@
 """The health agent inside the daemon: runs checks, labels and fences what fails, and
 walks fenced nodes and GPUs down the recovery ladder (see `ladder`).
 
-- Quick checks run every `health.interval_s`; deep checks (burn-in, DCGM, NCCL) run in
-  a worker thread: on an idle node every `health.deep_interval_s`, on a job's GPUs
-  after it fails, and on a fenced target before it returns to service.
+- Quick checks run every `health.interval_s`; Xid events as soon as the kernel logs
+  them (the kernel's log is followed: podium.node.health.kernel_follow); deep checks
+  (burn-in, DCGM, NCCL) run in a worker thread: on an idle node every
+  `health.deep_interval_s`, on a job's GPUs after it fails, and on a fenced target
+  before it returns to service.
 - Every result is written as a JSON line to PODIUM_HOME/health.jsonl; findings and
   every change of a target's health are events in the database.
 - Only targets the agent fenced are returned to service by it; an admin's drain is a
@@ -28,6 +30,7 @@ from typing import Protocol
 
 from podium.node.health.base import Check, Result, Status, append_results, run_checks
 from podium.node.health.gpu import GpuChecks, GpuProbe
+from podium.node.health.kernel_follow import KernelLogFollower
 from podium.node.health.suite import node_checks
 from podium.node.health.xid import KmsgXidCheck, XidCheck, xid_text
 from podium.node.inventory import GpuInfo
@@ -119,6 +122,9 @@ class HealthAgent:
         self._next_idle_deep = now + self.h.deep_interval_s
         self._after_failure: set[int] = set()  # GPUs to deep-check once free
         self.log_path = home / "health.jsonl"
+        self._xid = next((c for c in self._quick if isinstance(c, XidCheck | KmsgXidCheck)), None)
+        self._xid_news = threading.Event()  # the follower saw an Xid: read it now
+        self._follower: KernelLogFollower | None = None
 
     # --- entry points -------------------------------------------------------------
 
@@ -127,6 +133,18 @@ class HealthAgent:
         advance the ladder, start deep checks that are due."""
         now = self.clock()
         self._finish_deep(now)
+        if (
+            self._xid is not None
+            and self._xid_news.is_set()
+            and now < self._next_quick  # else the quick checks read it now anyway
+            and self._checking.acquire(blocking=False)
+        ):
+            try:
+                self._xid_news.clear()
+                results = run_checks([self._xid])
+            finally:
+                self._checking.release()
+            self.handle(results, now)
         if now >= self._next_quick and self._checking.acquire(blocking=False):
             try:
                 self._next_quick = now + self.h.interval_s
@@ -137,12 +155,36 @@ class HealthAgent:
                 results = run_checks(self._quick)
             finally:
                 self._checking.release()
+            self._xid_news.clear()  # what the follower saw was read with them
             self.handle(results, now)
         self._advance(now)
         self._start_due_deep(now)
 
     def quick_checks(self) -> list[Check]:
         return self._quick
+
+    def follow_kernel_log(self, wake: Callable[[], None]) -> None:
+        """Follow the kernel's log as it is written (podium.node.health.kernel_follow):
+        an Xid makes the next `tick`, which `wake()` asks for at once, read it, whatever
+        `health.interval_s` is. Where the log cannot be followed, Xid events are read
+        with the other quick checks, and the log says so."""
+        check = self._xid
+        if check is None or self._follower is not None:
+            return
+
+        def news() -> None:
+            self._xid_news.set()
+            wake()
+
+        if isinstance(check, XidCheck):
+            follower = KernelLogFollower(check.log_path, False, news)
+        else:
+            follower = KernelLogFollower(check.source, True, news)
+        why = follower.start()
+        if why is not None:
+            log.warning("Xid events are read every %ss, not as written: %s", self.h.interval_s, why)
+            return
+        self._follower = follower
 
     def deep_checks(
         self, gpus: list[int] | None = None, dcgm_level: int | None = None
@@ -193,6 +235,8 @@ class HealthAgent:
         return self._deep is not None
 
     def close(self) -> None:
+        if self._follower is not None:
+            self._follower.stop()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     # --- findings -----------------------------------------------------------------

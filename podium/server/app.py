@@ -86,13 +86,19 @@ class InjectRequest(RequestModel):
 
 
 def _states(text: str | None) -> list[str] | None:
+    """The states a --state/-t list names (upper-cased; ALL, as squeue takes it: every
+    state); None when none is given. Raises SpecError on an unknown one."""
     if text is None or text == "":
         return None
     states = [s.strip().upper() for s in text.split(",") if s.strip()]
     valid = {s.value for s in JobState}
+    if "ALL" in states:
+        return sorted(valid)
     bad = [s for s in states if s not in valid]
     if bad:
-        raise SpecError(f"unknown state {bad[0]!r}: expected one of {', '.join(sorted(valid))}")
+        raise SpecError(
+            f"unknown state {bad[0]!r}: expected ALL or one of {', '.join(sorted(valid))}"
+        )
     return states
 
 

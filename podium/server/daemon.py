@@ -336,6 +336,7 @@ def serve(home: Path, config: ClusterConfig) -> None:
             running.call_soon_threadsafe(wake_event.set)
 
         watch_ended(str(jobs.path), ended)
+        agent.follow_kernel_log(ended)  # an Xid is read at once, not at the next interval
         task = asyncio.create_task(loop())
         yield
         task.cancel()

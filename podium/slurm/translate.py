@@ -40,11 +40,14 @@ MAX_SCRIPT_BYTES = 120 * 1024
 FORWARDED_SIGNALS = ("USR1", "USR2", "HUP", "ALRM", "URG")
 
 # Runs the user's script once, as a child of the batch shell, passing on the signals
-# above; `$@` holds the script's arguments. Fixed text.
+# above; `$@` holds the script's arguments. The script is kept only as the open
+# descriptor 9 (its file is unlinked at once and run as /dev/fd/9), so nothing is left
+# in $TMPDIR however the job ends (cancel, requeue, SIGKILL). Fixed text.
 BATCH_LAUNCHER = (
     """\
 f=$(mktemp "${TMPDIR:-/tmp}/podium-batch.XXXXXX") || exit 1
-printf '%s\\n' "$PODIUM_SCRIPT" > "$f" && chmod 700 "$f" || exit 1
+printf '%s\\n' "$PODIUM_SCRIPT" > "$f" && chmod 700 "$f" && exec 9<"$f" && rm -f "$f" ||
+  { rm -f "$f"; exit 1; }
 unset PODIUM_SCRIPT
 podium_child=
 """
@@ -53,11 +56,11 @@ podium_child=
         for sig in FORWARDED_SIGNALS
     )
     + """\
-"$f" "$@" <&0 &
+/dev/fd/9 "$@" <&0 &
 podium_child=$!
 while kill -0 $podium_child 2>/dev/null; do wait $podium_child; done
 wait $podium_child; podium_rc=$?
-rm -f "$f"
+exec 9<&-
 """
 )
 

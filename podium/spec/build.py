@@ -19,7 +19,7 @@ from podium.api import containers
 from podium.api.caller import Caller
 from podium.errors import SpecError
 from podium.spec.cluster import ClusterConfig
-from podium.spec.job import JobSpec
+from podium.spec.job import DEFAULT_ARRAY_OUTPUT, JobSpec
 from podium.spec.options import Given
 from podium.spec.request import Options, SubmitRequest, gather
 from podium.spec.sizes import read_nodes, read_sizes
@@ -192,6 +192,7 @@ def _read(draft: Draft, req: SubmitRequest, now: float) -> None:
         out["kill_on_invalid_dep"] = g.value == "yes"
     if (g := raw.get("array")) is not None:
         out["array"] = array_spec(g, draft.config.max_array_size)
+        out.setdefault("output", DEFAULT_ARRAY_OUTPUT)  # as sbatch: array id _ task id
     if (g := raw.get("signal")) is not None:
         out["signal"] = signal_spec(g)
 

@@ -66,6 +66,10 @@ class ArraySpec(Frozen):
 ExclusiveMode = Literal["none", "node", "user"]
 
 
+DEFAULT_OUTPUT = "podium-%j.out"  # sbatch's slurm-%j.out, with Podium's name
+DEFAULT_ARRAY_OUTPUT = "podium-%A_%a.out"  # an array task's: sbatch's slurm-%A_%a.out
+
+
 class JobSpec(Frozen):
     """A job request resolved against the cluster: everything the scheduler and the
     executor need, nothing about how a backend runs it."""
@@ -90,7 +94,7 @@ class JobSpec(Frozen):
     mem_request: tuple[str, int] | None = None  # the option as given: ("mem-per-gpu", MiB)
     time_limit_s: int | None = None
     time_min_s: int | None = None
-    output: str = "podium-%j.out"
+    output: str = DEFAULT_OUTPUT
     error: str | None = None
     input: str | None = None
     open_mode: Literal["truncate", "append"] = "truncate"

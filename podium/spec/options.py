@@ -135,6 +135,7 @@ OPTIONS: dict[str, Option] = _table(
     Option("dry-run", arg="none", scope="cli"),
     Option("quiet", "Q", arg="none", scope="cli"),
     Option("batch", scope="cli"),
+    Option("help", "h", arg="none", scope="cli"),
 )
 
 _ONE_NODE = "the embedded cluster is a single node"

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import yaml
 from pydantic import Field, ValidationInfo, field_validator
 
 from podium.errors import SpecError
+from podium.spec.job_file import JOB_FILE_KEYS, yaml_mapping
 from podium.spec.options import OPTIONS, Given, parse_tokens, script_directives
 from podium.spec.suggest import did_you_mean
 from podium.spec.validation import RequestModel
@@ -146,26 +146,26 @@ class Options:
 
 
 def _yaml_options(text: str) -> tuple[list[Given], str | None, str | None, list[str]]:
-    """Read a job YAML file: option keys plus script/command/args."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise SpecError(f"job file: not valid YAML{where}") from None
-    if not isinstance(data, dict):
-        raise SpecError("job file: expected a mapping of option names to values")
+    """Read a job YAML file: option keys (sbatch's long names, `_` or `-`) plus script
+    (its text), command (or wrap) and args."""
+    data = yaml_mapping(text)
     given: list[Given] = []
     script = command = None
     args: list[str] = []
-    extra_keys = {"script", "command", "args"}
     for key, value in data.items():
         name = str(key).replace("_", "-")
         where = f"job file key {key!r}"
-        if name == "script":
+        if JOB_FILE_KEYS.get(name) == "script":
             script = str(value)
+            if not script.startswith("#!"):
+                raise SpecError(
+                    f"{where}: expected the script's text starting with #! (podium submit "
+                    "-f reads a script named by its path itself)"
+                )
             continue
-        if name == "command":
+        if JOB_FILE_KEYS.get(name) == "command":
+            if command is not None:
+                raise SpecError(f"{where}: give 'command' or 'wrap', not both")
             command = str(value)
             continue
         if name == "args":
@@ -174,11 +174,13 @@ def _yaml_options(text: str) -> tuple[list[Given], str | None, str | None, list[
             args = [str(a) for a in value]
             continue
         opt = OPTIONS.get(name)
-        if opt is None or opt.scope == "cli":
-            hint = did_you_mean(
-                name, [o for o in OPTIONS if OPTIONS[o].scope != "cli"] + sorted(extra_keys)
+        if opt is not None and opt.scope == "cli":
+            raise SpecError(
+                f"{where}: --{name} steers podium submit itself: give it on the command line"
             )
-            raise SpecError(f"{where}: unknown key{hint}")
+        if opt is None:
+            hint = did_you_mean(name, [*OPTIONS, *JOB_FILE_KEYS])
+            raise SpecError(f"{where}: unknown key{hint}; keys are sbatch's long option names")
         if opt.arg == "none" or (opt.arg == "optional" and isinstance(value, bool)):
             if not isinstance(value, bool):
                 raise SpecError(f"{where}: expected true or false")

@@ -44,12 +44,16 @@ def _machine_gpus(count: int | None) -> int:
 
 @pytest.mark.parametrize("gpus", [None, 1, 2], ids=["this-machine", "1-gpu", "2-gpus"])
 def test_demo_runs_the_seed_scenario(tmp_path: Path, gpus: int | None) -> None:
+    """On this machine as a new user runs it (no --home: a temporary directory of its
+    own, removed after the run); else with --home, kept for the checks below."""
     home = tmp_path / "home"
+    as_new_user = gpus is None
+    env = dict(_replay(tmp_path, gpus), TMPDIR=str(tmp_path))
     result = subprocess.run(
-        [PODIUM, "demo", "--home", str(home)],
+        [PODIUM, "demo"] if as_new_user else [PODIUM, "demo", "--home", str(home)],
         capture_output=True,
         text=True,
-        env=_replay(tmp_path, gpus),
+        env=env,
         timeout=600,
     )
     assert result.returncode == 0, result.stdout + result.stderr
@@ -73,8 +77,10 @@ def test_demo_runs_the_seed_scenario(tmp_path: Path, gpus: int | None) -> None:
     assert "accounting" in out and out.count("COMPLETED") >= 3
     for model, steps in (("bert", 60), ("gpt", 100), ("resnet", 20)):
         assert re.search(rf"\] done: {steps} steps", out), model
-        assert list(home.glob(f"checkpoints/*/{model}.pt")), model
+        assert as_new_user or list(home.glob(f"checkpoints/*/{model}.pt")), model
     assert not (home / "podium.sock").exists()  # the demo stopped its daemon
+    if as_new_user:  # nothing of the demo is left behind (issue 26, item 17)
+        assert not list(tmp_path.glob("podium-demo-*")), list(tmp_path.iterdir())
 
 
 @pytest.mark.parametrize("gpus", [None, 2], ids=["this-machine", "2-gpus"])
@@ -97,6 +103,9 @@ def test_fault_demo_resumes_on_healthy_gpus_from_the_last_checkpoint(
     steps = re.search(r"last checkpoint at step (\d+);.* it resumed at step (\d+)", out)
     assert steps and steps[1] == steps[2], out
     assert "requeue  NODE_FAIL: health: Xid 79 on GPU" in out
+    assert "+-" not in out  # times before the fault are signed as such (item 19)
+    took = re.search(r"fault to requeue: ([0-9.]+)s", out)
+    assert took and float(took[1]) < 5, out  # health.interval_s is 30 s: Xids are followed
     assert "ended COMPLETED after 1 restart(s)" in out
     progress = [line for line in (home / "work" / "progress.jsonl").read_text().splitlines()]
     assert '"restart": 1' in progress[-1]

@@ -74,6 +74,22 @@ def test_exit_codes_queue_hold_cancel(slurm: SlurmCluster, tmp_path: Path) -> No
     assert row["state"] == "PENDING" and row["held"]
     slurm.podium("cancel", str(held))
     assert slurm.wait_job(held, TERMINAL)["state"] == "CANCELLED"
+    # Cancelled while it runs (SIGTERM, then SIGKILL to a script that ignores it), the
+    # job leaves nothing in its TMPDIR: the batch script lives as a descriptor only.
+    tmp = tmp_path / "tmpdir"
+    tmp.mkdir()
+    tmp.chmod(0o777)
+    stubborn = _submit(
+        slurm, f"--export=ALL,TMPDIR={tmp}", "--wrap", "trap '' TERM; echo up; sleep 600",
+        cwd=tmp_path,
+    )  # fmt: skip
+    slurm.wait_job(stubborn, {"RUNNING"})
+    deadline = time.monotonic() + 30
+    while not list(tmp_path.glob(f"podium-{stubborn}.out")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    slurm.podium("cancel", str(stubborn))
+    assert slurm.wait_job(stubborn, TERMINAL, 60)["state"] == "CANCELLED"
+    assert list(tmp.iterdir()) == []
 
 
 def test_bad_input_is_one_line_and_exit_2(slurm: SlurmCluster, tmp_path: Path) -> None:
