@@ -186,23 +186,23 @@ def check_dirs_as_user(
         return
     kind, _, rest = done.stdout.partition("\n")
     path, _, what = rest.rstrip("\n").partition("\n")
-    if kind == "missing":
-        raise DirCheckError(f"{path} is not a directory you can see")
-    if kind == "denied":
-        raise DirCheckError(f"{path}: permission denied (you cannot enter it)")
-    if kind == "readonly":
-        raise DirCheckError(f"{path} is not writable by you")
-    if kind == "absent":
-        raise DirCheckError(f"{path} does not exist (or is hidden from you)")
-    if kind == "unreadable":
-        raise DirCheckError(f"{path}: permission denied (you cannot read it)")
-    if kind == "unwritable":
-        raise DirCheckError(f"{path}: permission denied (you cannot write it)")
-    if kind == "link":
-        raise DirCheckError(f"{path} is a symbolic link: name the file itself")
-    if kind == "notfile":
-        raise DirCheckError(f"{path} is a {what}: {JOB_FILES}")
-    raise DirCheckError(f"cannot check directories as uid {who.uid}: {done.stderr.strip()}")
+    message = _FINDINGS.get(kind)
+    if message is None:
+        raise DirCheckError(f"cannot check directories as uid {who.uid}: {done.stderr.strip()}")
+    raise DirCheckError(message.format(path=path, what=what, job_files=JOB_FILES))
+
+
+# What each finding of _CHECK_SCRIPT tells the user ({what}: a FIFO, a socket, ...).
+_FINDINGS = {
+    "missing": "{path} is not a directory you can see",
+    "denied": "{path}: permission denied (you cannot enter it)",
+    "readonly": "{path} is not writable by you",
+    "absent": "{path} does not exist (or is hidden from you)",
+    "unreadable": "{path}: permission denied (you cannot read it)",
+    "unwritable": "{path}: permission denied (you cannot write it)",
+    "link": "{path} is a symbolic link: name the file itself",
+    "notfile": "{path} is a {what}: {job_files}",
+}
 
 
 __all__ = ["DEFAULT_UMASK", "JOB_FILES", "DirCheckError", "Identity", "check_dirs_as_user"]

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
+from tests.integration.http_wire import read_message
 
 pytestmark = pytest.mark.integration
 
@@ -314,23 +315,6 @@ class _DropFirstSubmitAnswer(threading.Thread):
         self.dropped = 0
         self.stop = threading.Event()
 
-    @staticmethod
-    def _read_message(sock: socket.socket) -> bytes:
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = sock.recv(65536)
-            if not chunk:
-                return data
-            data += chunk
-        head, _, body = data.partition(b"\r\n\r\n")
-        length = 0
-        for line in head.split(b"\r\n"):
-            if line.lower().startswith(b"content-length:"):
-                length = int(line.split(b":")[1])
-        while len(body) < length:
-            body += sock.recv(65536)
-        return head + b"\r\n\r\n" + body
-
     def run(self) -> None:
         while not self.stop.is_set():
             try:
@@ -340,7 +324,7 @@ class _DropFirstSubmitAnswer(threading.Thread):
             with client:
                 client.settimeout(10)
                 while True:
-                    request = self._read_message(client)
+                    request = read_message(client)
                     if not request:
                         break
                     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as up:

@@ -19,6 +19,7 @@ import pytest
 
 from podium.cli.inject import xid_line
 from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
+from tests.integration.http_wire import read_message
 from tests.integration.test_permissions import _python, _run, _user_env, as_login, other_user
 from tests.integration.test_resiliency import gpu_health, health_cluster, nodes, until
 
@@ -76,35 +77,17 @@ class LossyProxy:
         self.sock.bind(self.path)
         self.sock.listen(8)
 
-    @staticmethod
-    def _message(conn: socket.socket) -> bytes:
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = conn.recv(65536)
-            if not chunk:
-                return data
-            data += chunk
-        head, _, body = data.partition(b"\r\n\r\n")
-        length = 0
-        for line in head.split(b"\r\n")[1:]:
-            name, _, value = line.partition(b":")
-            if name.strip().lower() == b"content-length":
-                length = int(value)
-        while len(body) < length:
-            body += conn.recv(65536)
-        return head + b"\r\n\r\n" + body
-
     def _relay(self, request: bytes) -> bytes:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as up:
             up.connect(self.daemon)
             up.sendall(request)
             self.forwarded += 1
-            return self._message(up)
+            return read_message(up)
 
     def _serve(self) -> None:
         conn, _ = self.sock.accept()
         with conn:
-            self._relay(self._message(conn))  # carried out; the answer is lost
+            self._relay(read_message(conn))  # carried out; the answer is lost
         os.unlink(self.path)
         self.sock.close()
         if self.away_s is None:
@@ -117,7 +100,7 @@ class LossyProxy:
             except OSError:
                 return
             with conn:
-                while request := self._message(conn):
+                while request := read_message(conn):
                     conn.sendall(self._relay(request))
 
     def close(self) -> None:

@@ -27,7 +27,7 @@ log = logging.getLogger("podium.agent")
 
 XID_MARKER = b"NVRM: Xid"
 FILE_POLL_S = 0.2  # how often a kernel-log file is looked at (no inotify in the stdlib)
-STOP_POLL_S = 1.0  # how soon a follower of /dev/kmsg notices stop()
+STOP_POLL_S = 1.0  # the longest stop() waits for the thread to end
 
 
 class KernelLogFollower:
@@ -39,6 +39,7 @@ class KernelLogFollower:
         self.is_kmsg = is_kmsg
         self.on_xid = on_xid
         self._stop = threading.Event()
+        self._wake: int | None = None  # written by stop(): ends a poll of /dev/kmsg at once
         self._thread: threading.Thread | None = None
 
     def start(self) -> str | None:
@@ -48,7 +49,8 @@ class KernelLogFollower:
             if self.is_kmsg:
                 fd = os.open(self.source, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
                 os.lseek(fd, 0, os.SEEK_END)  # the next record written from now on
-                target: Callable[[], None] = lambda: self._follow_kmsg(fd)  # noqa: E731
+                woken, self._wake = os.pipe2(os.O_CLOEXEC)
+                target: Callable[[], None] = lambda: self._follow_kmsg(fd, woken)  # noqa: E731
             else:
                 start = _size_and_inode(self.source)
                 target = lambda: self._follow_file(*start)  # noqa: E731
@@ -59,21 +61,25 @@ class KernelLogFollower:
         return None
 
     def stop(self) -> None:
-        """Ask the thread to end (within STOP_POLL_S) and wait for it."""
+        """End the thread (at once: its wait is woken) and wait for it. Idempotent."""
         self._stop.set()
+        if self._wake is not None:
+            os.close(self._wake)  # the poll sees the pipe's end
+            self._wake = None
         if self._thread is not None:
-            self._thread.join(timeout=2 * STOP_POLL_S)
+            self._thread.join(timeout=STOP_POLL_S)
 
-    def _follow_kmsg(self, fd: int) -> None:
+    def _follow_kmsg(self, fd: int, woken: int) -> None:
         try:
             while not self._stop.is_set():
-                ready, _, _ = select.select([fd], [], [], STOP_POLL_S)
-                if ready and self._xid_in(_kmsg_records(fd)):
+                ready, _, _ = select.select([fd, woken], [], [])
+                if fd in ready and self._xid_in(_kmsg_records(fd)):
                     self.on_xid()
         except Exception:  # a follower must not take the daemon down
             log.exception("following %s stopped; Xid events are read every interval", self.source)
         finally:
             os.close(fd)
+            os.close(woken)
 
     def _follow_file(self, offset: int, inode: int) -> None:
         try:

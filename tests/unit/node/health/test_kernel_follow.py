@@ -52,3 +52,20 @@ def test_a_source_that_cannot_be_opened_says_why(tmp_path: Path) -> None:
     assert "cannot follow" in (follower.start() or "")
     follower = KernelLogFollower(tmp_path / "missing", True, lambda: None)
     assert "No such file" in (follower.start() or "")
+
+
+def test_stop_ends_a_kmsg_follower_at_once() -> None:
+    """A daemon's stop must not wait on the kernel's next message."""
+    import os
+
+    import pytest
+
+    if not os.access("/dev/kmsg", os.R_OK):
+        pytest.skip("/dev/kmsg is not readable here")
+    follower = KernelLogFollower(Path("/dev/kmsg"), True, lambda: None)
+    assert follower.start() is None
+    time.sleep(0.1)
+    started = time.monotonic()
+    follower.stop()
+    assert time.monotonic() - started < 0.5
+    follower.stop()  # twice is harmless
