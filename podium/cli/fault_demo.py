@@ -24,7 +24,6 @@ from podium.cli import render
 from podium.cli.daemon_cmds import start_daemon, stop_daemon
 from podium.cli.inject import xid_line
 from podium.errors import PodiumError
-from podium.node.inventory import declared_bus_id
 from podium.spec.cluster import HealthConfig
 
 TERMINAL = TERMINAL_STATES
@@ -92,7 +91,7 @@ def run_fault_demo(home: Path, examples: Path, keep: bool, timeout: float) -> bo
     started = start_daemon(home)
     client = EmbeddedBackend(home)
     node = client.nodes()[0]
-    bus_ids = {g["index"]: g.get("bus_id") for g in node["gpus"]}
+    bus_ids = {g["index"]: g["bus_id"] for g in node["gpus"]}  # as the agent knows them
     what = f"{len(real)} real GPUs" if use_real else "4 declared GPUs"
     click.echo(
         f"Embedded cluster up (daemon pid {started['pid']}), {what}; "
@@ -146,8 +145,7 @@ def run_fault_demo(home: Path, examples: Path, keep: bool, timeout: float) -> bo
             f"now at step {reached}\n"
         )
         with open(kernel_log, "a") as fh:
-            bus_id = bus_ids.get(bad) or declared_bus_id(bad)
-            fh.write(xid_line(bus_id, 79, time.clock_gettime(time.CLOCK_BOOTTIME)))
+            fh.write(xid_line(bus_ids[bad], 79, time.clock_gettime(time.CLOCK_BOOTTIME)))
         fault_at = time.time()
         click.echo(f">>> Xid 79 (GPU has fallen off the bus) written for GPU {bad}\n")
 

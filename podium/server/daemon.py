@@ -50,6 +50,7 @@ from podium.spec.cluster import (
     load_config,
 )
 from podium.spec.job import JobState
+from podium.store.base import reserve_path
 from podium.store.db import Store
 from podium.store.mig_layouts import MigLayouts
 
@@ -142,9 +143,8 @@ def open_store(path: Path) -> Store:
     try:
         return Store(path)
     except StateDiskFull:
-        reserve = path.with_name("podium.reserve")
         try:
-            reserve.unlink()
+            reserve_path(path).unlink()
         except FileNotFoundError:
             raise StateDiskFull(
                 f"the state disk is full and its reserve is spent: make room on the "

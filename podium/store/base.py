@@ -22,6 +22,11 @@ _SQLITE_FULL = 13
 _SQLITE_IOERR = 10
 
 
+def reserve_path(db_path: Path) -> Path:
+    """The reserve kept beside the database at `db_path` (podium.reserve)."""
+    return db_path.with_name("podium.reserve")
+
+
 class Database:
     """The embedded database at `path` (created on first use): the connection, its
     schema, transactions, the disk reserve, fair-share usage, nodes and events."""
@@ -170,7 +175,7 @@ class Database:
 
     @property
     def reserve_path(self) -> Path:
-        return self.path.with_name("podium.reserve")
+        return reserve_path(self.path)
 
     @property
     def reserve_released(self) -> bool:
