@@ -34,26 +34,66 @@ def read_options(
     args: list[str], valued: Mapping[str, str], flags: Mapping[str, str], unsupported: str
 ) -> tuple[list[tuple[str, str]], list[str]]:
     """`args` as (name, value) pairs in order, by the names `valued` (options that take
-    a value) and `flags` (bare options, value "") map them to, and the other words.
-    An option in neither raises ValueError ending with `unsupported`."""
+    a value) and `flags` (bare options, value "") map them to, and the other words;
+    a repeated option gives a pair each time. Read as getopt_long reads Slurm's: `-x
+    VALUE`, `-xVALUE`, `--long VALUE`, `--long=VALUE`, bundled short flags (`-nX`,
+    `-nu NAME`), and `--` ending the options. An option in neither raises ValueError
+    ending with `unsupported`."""
     given: list[tuple[str, str]] = []
     words: list[str] = []
     i = 0
     while i < len(args):
         word = args[i]
+        i += 1
+        if word == "--":
+            words.extend(args[i:])
+            break
         key, eq, value = word.partition("=")
-        if key in valued:
+        if key.startswith("--") and key in valued:
             if not eq:
-                i += 1
                 if i == len(args):
                     raise ValueError(f"{key} needs a value")
                 value = args[i]
+                i += 1
             given.append((valued[key], value))
         elif word in flags:
             given.append((flags[word], ""))
-        elif word.startswith("-"):
+        elif word.startswith("-") and not word.startswith("--") and len(word) > 1:
+            i = _short_options(word, args, i, valued, flags, unsupported, given)
+        elif word.startswith("-") and len(word) > 1:
             raise ValueError(f"option {word} is not supported here ({unsupported})")
         else:
             words.append(word)
-        i += 1
     return given, words
+
+
+def _short_options(
+    word: str,
+    args: list[str],
+    i: int,
+    valued: Mapping[str, str],
+    flags: Mapping[str, str],
+    unsupported: str,
+    given: list[tuple[str, str]],
+) -> int:
+    """Read one word of short options (`-n`, `-nX`, `-j17`, `-nu` taking the next
+    word) into `given`; the index of the next word."""
+    at = 1
+    while at < len(word):
+        option = "-" + word[at]
+        at += 1
+        if option in flags:
+            given.append((flags[option], ""))
+        elif option in valued:
+            value = word[at:]
+            if not value:
+                if i == len(args):
+                    raise ValueError(f"{option} needs a value")
+                value = args[i]
+                i += 1
+            given.append((valued[option], value))
+            return i
+        else:
+            shown = option if at == 2 else f"{option} (in {word})"
+            raise ValueError(f"option {shown} is not supported here ({unsupported})")
+    return i

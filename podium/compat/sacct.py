@@ -18,16 +18,33 @@ from typing import Any
 
 from podium.api.times import format_duration
 from podium.compat.args import job_ids, read_options
+from podium.compat.squeue import COMPACT
 
 SACCT_VALUED = {"-j": "jobs", "--jobs": "jobs", "-u": "user", "--user": "user"}
-SACCT_VALUED |= {"-s": "state", "--state": "state", "-o": "format", "--format": "format"}
+SACCT_VALUED |= {"--uid": "user", "-s": "state", "--state": "state", "-o": "format"}
+SACCT_VALUED |= {"--format": "format", "--name": "name", "-A": "account"}
+SACCT_VALUED |= {"--accounts": "account", "-r": "partition", "--partition": "partition"}
+# accepted: Podium keeps every job it ran, on its one cluster
 SACCT_VALUED |= {"-S": "starttime", "--starttime": "starttime", "-E": "endtime"}
-SACCT_VALUED |= {"--endtime": "endtime"}  # accepted: Podium keeps every job it ran
+SACCT_VALUED |= {"--endtime": "endtime", "-M": "clusters", "--clusters": "clusters"}
 SACCT_FLAGS = {"-X": "allocations", "--allocations": "allocations", "-n": "noheader"}
 SACCT_FLAGS |= {"--noheader": "noheader", "-P": "parsable2", "--parsable2": "parsable2"}
 SACCT_FLAGS |= {"-p": "parsable", "--parsable": "parsable", "-a": "all", "--allusers": "all"}
+SACCT_FLAGS |= {"--json": "json", "-L": "all_clusters", "--allclusters": "all_clusters"}
+SACCT_FLAGS |= {"-D": "duplicates", "--duplicates": "duplicates", "--noconvert": "noconvert"}
+SACCT_FLAGS |= {"-T": "truncate", "--truncate": "truncate"}
+# options whose values add to one list each time they are given, as sacct's do
+LISTS = ("jobs", "user", "state", "name", "account", "partition")
 DEFAULT = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode"
 Row = Mapping[str, Any]
+
+
+def _acct_state(job: Row) -> str:
+    """A job's state as accounting has it: a COMPLETING job's is the end it was given
+    (CANCELLED: scancel's), as slurmdbd records it at once."""
+    if job["state"] == "COMPLETING":
+        return str(job.get("ending") or "RUNNING")
+    return str(job["state"])
 
 
 def _exit(r: Row) -> str:
@@ -48,7 +65,7 @@ FIELDS: dict[str, tuple[str, int, Callable[[Row], Any], Callable[[Row, Row], Any
     "account": ("Account", 10, lambda j: j["account"], lambda j, s: j["account"]),
     "user": ("User", 9, lambda j: j["user"], lambda j, s: ""),
     "alloccpus": ("AllocCPUS", 10, lambda j: j["cpus"], lambda j, s: j["cpus"]),
-    "state": ("State", 10, lambda j: j["state"], lambda j, s: s["state"]),
+    "state": ("State", 10, _acct_state, lambda j, s: s["state"]),
     "exitcode": ("ExitCode", 8, _exit, lambda j, s: _exit(s)),
     "elapsed": (
         "Elapsed",
@@ -91,6 +108,31 @@ FIELDS: dict[str, tuple[str, int, Callable[[Row], Any], Callable[[Row, Row], Any
         lambda j, s: "",
     ),
     "workdir": ("WorkDir", 20, lambda j: j["work_dir"], lambda j, s: ""),
+    "reason": ("Reason", 20, lambda j: j.get("reason") or "None", lambda j, s: "None"),
+    "qos": ("QOS", 10, lambda j: j.get("qos") or "", lambda j, s: ""),
+    "comment": ("Comment", 20, lambda j: j.get("comment") or "", lambda j, s: ""),
+    "submit": (
+        "Submit",
+        19,
+        lambda j: (j.get("submit_time") or "Unknown")[:19],
+        lambda j, s: (s["start_time"] or "Unknown")[:19],
+    ),
+    "elapsedraw": (
+        "ElapsedRaw",
+        10,
+        lambda j: int(j["elapsed_s"]),
+        lambda j, s: int(s["elapsed_s"]),
+    ),
+    "timelimitraw": (
+        "TimelimitRaw",
+        12,
+        lambda j: "UNLIMITED" if j.get("time_limit_s") is None else j["time_limit_s"] // 60,
+        lambda j, s: "",
+    ),
+    "reqcpus": ("ReqCPUS", 8, lambda j: j["cpus"], lambda j, s: ""),
+    "reqmem": ("ReqMem", 10, lambda j: f"{j.get('mem_mb') or 0}M", lambda j, s: ""),
+    "uid": ("UID", 6, lambda j: j.get("uid") if j.get("uid") is not None else "", lambda j, s: ""),
+    "cluster": ("Cluster", 10, lambda j: "podium", lambda j, s: ""),
 }
 
 
@@ -110,29 +152,64 @@ def _tres(cpus: int, gpus: int, kind: str | None = None) -> str:
 
 
 def sacct(args: list[str], acct: Callable[[], list[dict[str, Any]]]) -> str:
-    """sacct's output for `args`, from `acct()` (job records, each with its steps)."""
+    """sacct's output for `args`, from `acct()` (job records, each with its steps;
+    pending jobs too, a pending array's tasks as one "12_[0-3%2]" record)."""
     given, words = read_options(args, SACCT_VALUED, SACCT_FLAGS, "see docs/slurm-compat.md")
     if words:
         raise ValueError(f"unexpected argument {words[0]!r} (job ids go with -j)")
     opts = dict(given)
+    lists: dict[str, set[str]] = {}
+    for name, value in given:
+        if name in LISTS:
+            lists.setdefault(name, set()).update(v.strip() for v in value.split(",") if v.strip())
     columns = [_column(name) for name in (opts.get("format") or DEFAULT).split(",") if name]
-    jobs = acct()
-    if "jobs" in opts:
-        wanted = set(job_ids(opts["jobs"]))
-        jobs = [j for j in jobs if j["job_id"] in wanted or j.get("array_job_id") in wanted]
-    if "user" in opts:
-        users = set(opts["user"].split(","))
-        jobs = [j for j in jobs if j["user"] in users]
-    if "state" in opts:
-        states = {s.strip().upper() for s in opts["state"].split(",")}
-        jobs = [j for j in jobs if j["state"] in states]
+    wanted, steps_of = _job_and_step_ids(lists.get("jobs", set()))
+    states = {s.upper() for s in lists.get("state", ())}
+    jobs = [
+        j
+        for j in acct()
+        if (not wanted or j["job_id"] in wanted or j.get("array_job_id") in wanted)
+        and (
+            "user" not in lists or j["user"] in lists["user"] or str(j.get("uid")) in lists["user"]
+        )
+        and (not states or _acct_state(j) in states or COMPACT.get(_acct_state(j)) in states)
+        and ("name" not in lists or j["name"] in lists["name"])
+        and ("account" not in lists or j["account"] in lists["account"])
+        and ("partition" not in lists or j["partition"] in lists["partition"])
+    ]
+    if "json" in opts:
+        from podium.compat.sacct_json import sacct_json
+
+        return sacct_json(jobs, [_acct_state(j) for j in jobs], steps="allocations" not in opts)
     rows: list[list[str]] = []
     for job in jobs:
-        rows.append([str(get(job)) for _, _, get, _ in columns])
-        if "allocations" not in opts:
+        only = steps_of.get(job["job_id"])  # `-j 12.0`: that step's line alone
+        if only is None:
+            rows.append([str(get(job)) for _, _, get, _ in columns])
+        if "allocations" not in opts or only is not None:
             for step in job.get("steps", []):
-                rows.append([str(get(job, step)) for _, _, _, get in columns])
+                if only is None or str(step["step_id"]) in only:
+                    rows.append([str(get(job, step)) for _, _, _, get in columns])
     return _table(columns, rows, "noheader" not in opts, opts)
+
+
+def _job_and_step_ids(words: set[str]) -> tuple[set[int], dict[int, set[str]]]:
+    """The job ids `-j` names, and the steps named of those it names only by step
+    (`12.0`, `12.batch`); raises ValueError in sacct's words."""
+    jobs: set[int] = set()
+    whole: set[int] = set()
+    steps: dict[int, set[str]] = {}
+    for word in words:
+        base, dot, step = word.partition(".")
+        (job_id,) = job_ids(base)
+        jobs.add(job_id)
+        if not dot:
+            whole.add(job_id)
+        elif step and (step.isdigit() or step in ("batch", "extern")):
+            steps.setdefault(job_id, set()).add(step)
+        else:
+            raise ValueError(f"invalid job step {word!r}: expected 12.0 or 12.batch")
+    return jobs, {j: s for j, s in steps.items() if j not in whole}
 
 
 def _column(spec: str) -> tuple[str, int, Callable[[Row], Any], Callable[[Row, Row], Any]]:
@@ -166,36 +243,88 @@ def _table(
 
 SINFO_FLAGS = {"-N": "node", "--Node": "node", "-h": "noheader", "--noheader": "noheader"}
 SINFO_FLAGS |= {"-a": "all", "--all": "all", "-l": "long", "--long": "long"}
+SINFO_FLAGS |= {"--noconvert": "noconvert", "-e": "exact", "--exact": "exact"}  # accepted
+SINFO_VALUED = {"-o": "format", "--format": "format", "-p": "partition", "--partition": "partition"}
+SINFO_VALUED |= {"-n": "nodes", "--nodes": "nodes", "-t": "states", "--states": "states"}
 STATE_NAMES = {"drained": "drain", "draining": "drng", "allocated": "alloc"}
+SUMMARY = "%9P %.5a %.10l %.6D %6t %N"
+BY_NODE = "%10N %.5D %9P %5t"
+Line = Mapping[str, Any]  # a node as one partition lists it: its record and "partition"
+
+
+def _gres(n: Line) -> str:
+    gpus, kind = n.get("gpus_total") or 0, n.get("gpu_type")
+    return (f"gpu:{kind}:{gpus}" if kind else f"gpu:{gpus}") if gpus else "(null)"
+
+
+def _cpus_aiot(n: Line) -> str:
+    alloc, total = n["cpus_alloc"], n["cpus_total"]
+    other = total if _long_state(n) in ("drained", "down") else 0
+    return f"{alloc}/{total - alloc - other if not other else 0}/{other}/{total}"
+
+
+def _long_state(n: Line) -> str:
+    return str(n["state"])
+
+
+def _short_state(n: Line) -> str:
+    state = _long_state(n)
+    return STATE_NAMES.get(state, state)[:5]
+
+
+# letter -> (title, -, value): as squeue's FIELDS, for squeue's renderer
+SINFO_FIELDS: dict[str, tuple[str, tuple[str, ...], Callable[[Line], Any]]] = {
+    "P": ("PARTITION", (), lambda n: n["partition"]),
+    "R": ("PARTITION", (), lambda n: n["partition"]),
+    "a": ("AVAIL", (), lambda n: "up"),
+    "l": ("TIMELIMIT", (), lambda n: "infinite"),
+    "D": ("NODES", (), lambda n: n["count"]),
+    "N": ("NODELIST", (), lambda n: n["names"]),
+    "n": ("HOSTNAMES", (), lambda n: n["names"]),
+    "t": ("STATE", (), _short_state),
+    "T": ("STATE", (), _long_state),
+    "c": ("CPUS", (), lambda n: n["cpus_total"]),
+    "C": ("CPUS(A/I/O/T)", (), _cpus_aiot),
+    "m": ("MEMORY", (), lambda n: n["mem_total_mb"]),
+    "e": ("FREE_MEM", (), lambda n: n["mem_total_mb"] - n["mem_alloc_mb"]),
+    "G": ("GRES", (), _gres),
+    "f": ("AVAIL_FEATURES", (), lambda n: ",".join(n.get("features") or []) or "(null)"),
+    "E": ("REASON", (), lambda n: n.get("reason") or "none"),
+}
 
 
 def sinfo(args: list[str], nodes: list[dict[str, Any]]) -> str:
-    """sinfo's default summary (or -N, one line per node) of `nodes`."""
-    given, words = read_options(args, {}, SINFO_FLAGS, "use -N, -h, -a or -l")
+    """sinfo's summary (or -N, one line per node; or -o FORMAT) of `nodes`: nodes whose
+    fields print alike share a line, as sinfo groups them. `-p`, `-n`, `-t` filter."""
+    given, words = read_options(args, SINFO_VALUED, SINFO_FLAGS, "see docs/slurm-compat.md")
     if words:
         raise ValueError(f"unexpected argument {words[0]!r}")
     opts = dict(given)
-    lines = []
-    if "node" in opts:
-        if "noheader" not in opts:
-            lines.append(f"{'NODELIST':<10} {'NODES':>5} {'PARTITION':<9} {'STATE':<5}")
-        for n in nodes:
-            for part in n["partitions"] or ["main"]:
-                lines.append(f"{n['node']:<10} {1:>5} {part:<9} {_state(n):<5}")
-        return "\n".join(lines)
-    if "noheader" not in opts:
-        lines.append(f"{'PARTITION':<9} {'AVAIL':>5} {'TIMELIMIT':>10} {'NODES':>6} "
-                     f"{'STATE':<6} NODELIST")  # fmt: skip
-    groups: dict[tuple[str, str], list[str]] = {}
+    fmt = opts.get("format") or (BY_NODE if "node" in opts else SUMMARY)
+    from podium.compat.squeue import render
+
+    render([], fmt, False, SINFO_FIELDS)  # a bad format is refused first
+    wanted = {k: set(v.split(",")) for k, v in opts.items() if k in ("partition", "nodes")}
+    states = {s.lower() for s in opts.get("states", "").split(",") if s}
+    lines: list[dict[str, Any]] = []
     for n in nodes:
         for part in n["partitions"] or ["main"]:
-            groups.setdefault((part, _state(n)), []).append(n["node"])
-    for (part, state), names in groups.items():
-        lines.append(f"{part:<9} {'up':>5} {'infinite':>10} {len(names):>6} {state:<6} "
-                     f"{','.join(names)}")  # fmt: skip
-    return "\n".join(lines)
-
-
-def _state(node: Mapping[str, Any]) -> str:
-    state = str(node["state"])
-    return STATE_NAMES.get(state, state)[:5]
+            if part not in wanted.get("partition", {part}) or n["node"] not in wanted.get(
+                "nodes", {n["node"]}
+            ):
+                continue
+            if states and not states & {_long_state(n), _short_state(n)}:
+                continue
+            lines.append(dict(n, partition=part))
+    grouped: dict[str, dict[str, Any]] = {}
+    order: list[str] = []
+    for line in lines:  # one line per node with -N; else nodes alike share one
+        key = render([dict(line, count=0, names="")], fmt, False, SINFO_FIELDS)
+        key += line["node"] if "node" in opts else ""
+        if key not in grouped:
+            grouped[key] = dict(line, count=0, names=[])
+            order.append(key)
+        grouped[key]["count"] += 1
+        grouped[key]["names"].append(line["node"])
+    rows = [dict(grouped[k], names=",".join(grouped[k]["names"])) for k in order]
+    return render(rows, fmt, "noheader" not in opts, SINFO_FIELDS)

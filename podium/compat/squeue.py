@@ -92,9 +92,15 @@ FILTER_KEYS = ("job_id", "array_job_id", "user", "state", "name")  # what -u -j 
 ARRAY_KEYS = ("array_task_id", "array_task_string", "display_id")  # what -r reads
 
 
-def render(jobs: Sequence[Mapping[str, Any]], fmt: str, header: bool) -> str:
+def render(
+    jobs: Sequence[Mapping[str, Any]],
+    fmt: str,
+    header: bool,
+    fields: Mapping[str, tuple[str, tuple[str, ...], Callable[[Mapping[str, Any]], Any]]] = FIELDS,
+) -> str:
     """The jobs as squeue prints them with `fmt` (its %[.][width]letter fields; a '.'
-    right-justifies, a width pads or cuts, as in squeue)."""
+    right-justifies, a width pads or cuts, as in squeue); sinfo passes its own
+    `fields`."""
     parts: list[tuple[str, bool, int | None, str | None]] = []  # (text, right, width, key)
     at = 0
     for match in _FIELD_RE.finditer(fmt):
@@ -103,8 +109,9 @@ def render(jobs: Sequence[Mapping[str, Any]], fmt: str, header: bool) -> str:
         right, width, key = bool(match.group(1)), match.group(2), match.group(3)
         if key == "%":
             parts.append(("%", False, None, None))
-        elif key not in FIELDS:
-            raise ValueError(f"format field %{key} is not supported here: use one of {_known()}")
+        elif key not in fields:
+            known = " ".join(f"%{k}" for k in fields)
+            raise ValueError(f"format field %{key} is not supported here: use one of {known}")
         else:
             parts.append(("", right, int(width) if width else None, key))
         at = match.end()
@@ -123,13 +130,9 @@ def render(jobs: Sequence[Mapping[str, Any]], fmt: str, header: bool) -> str:
             out.append(value)
         return "".join(out).rstrip()
 
-    lines = [line(lambda k: FIELDS[k][0])] if header else []
-    lines += [line(lambda k, j=job: str(FIELDS[k][2](j))) for job in jobs]  # type: ignore[misc]
+    lines = [line(lambda k: fields[k][0])] if header else []
+    lines += [line(lambda k, j=job: str(fields[k][2](j))) for job in jobs]  # type: ignore[misc]
     return "\n".join(lines)
-
-
-def _known() -> str:
-    return " ".join(f"%{k}" for k in FIELDS)
 
 
 def slurm_json(job: Mapping[str, Any]) -> dict[str, Any]:

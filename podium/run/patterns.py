@@ -1,4 +1,4 @@
-"""Expansion of output file patterns (%x, %j, %u, %A, %a, %N, %n, %t, %%)."""
+"""Expansion of output file patterns (%x, %j, %J, %s, %u, %A, %a, %N, %n, %t, %%)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,9 @@ def expand(
 ) -> str:
     """Expand an sbatch filename pattern.
 
-    %j job id, %x job name, %u user, %A array master id (job id if not an array),
-    %a array task id (4294967294 if not an array, as in Slurm), %N node, %n node
+    %j job id, %J job id and step (a batch script's output: the job id alone, as
+    sbatch's), %s step ("batch"), %x job name, %u user, %A array master id (job id if
+    not an array), %a array task id (4294967294 if not an array, as in Slurm), %N node, %n node
     index (0), %t task rank (left as %t when `task_id` is None), %% a percent sign.
     A number after % zero-pads numeric values ("%4a" -> "0007").
     """
@@ -31,8 +32,10 @@ def expand(
         value: str | int
         if letter == "%":
             return "%"
-        if letter == "j":
+        if letter in "jJ":
             value = job_id
+        elif letter == "s":
+            return "batch"
         elif letter == "x":
             value = name
         elif letter == "u":

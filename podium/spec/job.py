@@ -66,8 +66,8 @@ class ArraySpec(Frozen):
 ExclusiveMode = Literal["none", "node", "user"]
 
 
-DEFAULT_OUTPUT = "podium-%j.out"  # sbatch's slurm-%j.out, with Podium's name
-DEFAULT_ARRAY_OUTPUT = "podium-%A_%a.out"  # an array task's: sbatch's slurm-%A_%a.out
+DEFAULT_OUTPUT = "slurm-%j.out"  # sbatch's: scripts and tools look for slurm-<id>.out
+DEFAULT_ARRAY_OUTPUT = "slurm-%A_%a.out"  # an array task's, as sbatch names it
 
 
 class JobSpec(Frozen):

@@ -216,7 +216,7 @@ def dependencies(g: Given) -> tuple[tuple[Dependency, ...], bool]:
 
 
 _PATTERN_RE = re.compile(r"%(\d*)(.)")
-_PATTERN_LETTERS = "%AajNntux"
+_PATTERN_LETTERS = "%AaJjNnstux"
 
 
 def output_pattern(g: Given) -> str:
@@ -233,7 +233,8 @@ def output_pattern(g: Given) -> str:
         if match.group(2) not in _PATTERN_LETTERS:
             raise option_error(
                 g,
-                f"unknown pattern %{match.group(2)}: expected %%, %A, %a, %j, %N, %n, %t, %u, %x",
+                f"unknown pattern %{match.group(2)}: expected %%, %A, %a, %J, %j, %N, %n, %s, "
+                "%t, %u, %x",
             )
     return text
 

@@ -113,13 +113,13 @@ def test_submit_wait_on_an_array_waits_for_every_task_and_gives_the_worst_code(
 
 
 def test_array_tasks_write_where_sbatch_would_name_them(cluster: Cluster) -> None:
-    """Issue 26, item 14: an array's default output is podium-%A_%a.out (sbatch's
-    slurm-%A_%a.out), a plain job's podium-%j.out."""
+    """Issue 26, item 14: an array's default output is slurm-%A_%a.out (as sbatch's
+    default), a plain job's slurm-%j.out (issue 27: sbatch's names)."""
     c = cluster
     array = c.submit("--array=1-3", "--wrap", "echo task $SLURM_ARRAY_TASK_ID")
     c.wait_array(array, 3)
     for task in (1, 2, 3):
-        assert (c.work / f"podium-{array}_{task}.out").read_text() == f"task {task}\n"
+        assert (c.work / f"slurm-{array}_{task}.out").read_text() == f"task {task}\n"
     plain = c.submit("--wrap", "echo plain")
     c.wait(plain)
-    assert (c.work / f"podium-{plain}.out").read_text() == "plain\n"
+    assert (c.work / f"slurm-{plain}.out").read_text() == "plain\n"

@@ -92,7 +92,7 @@ def test_down_keeps_running_jobs_and_up_adopts_them(cluster: Cluster) -> None:
     c.start()
     job = c.wait(job_id, timeout=20)
     assert job["state"] == "COMPLETED"
-    assert (c.work / f"podium-{job_id}.out").read_text() == "finished\n"
+    assert (c.work / f"slurm-{job_id}.out").read_text() == "finished\n"
 
 
 def test_crash_between_commit_and_launch_launches_once(cluster: Cluster) -> None:

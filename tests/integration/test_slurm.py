@@ -85,7 +85,7 @@ def test_exit_codes_queue_hold_cancel(slurm: SlurmCluster, tmp_path: Path) -> No
     )  # fmt: skip
     slurm.wait_job(stubborn, {"RUNNING"})
     deadline = time.monotonic() + 30
-    while not list(tmp_path.glob(f"podium-{stubborn}.out")) and time.monotonic() < deadline:
+    while not list(tmp_path.glob(f"slurm-{stubborn}.out")) and time.monotonic() < deadline:
         time.sleep(0.2)
     slurm.podium("cancel", str(stubborn))
     assert slurm.wait_job(stubborn, TERMINAL, 60)["state"] == "CANCELLED"

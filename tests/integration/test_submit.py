@@ -97,10 +97,10 @@ def test_default_output_file_and_separate_error(shared_cluster: Cluster) -> None
     c = shared_cluster
     job_id = c.submit("--wrap", "echo to-out; echo to-err >&2")
     c.wait(job_id)
-    assert (c.work / f"podium-{job_id}.out").read_text() == "to-out\nto-err\n"
+    assert (c.work / f"slurm-{job_id}.out").read_text() == "to-out\nto-err\n"
     job_id = c.submit("-e", "err-%j.txt", "--wrap", "echo to-out; echo to-err >&2")
     c.wait(job_id)
-    assert (c.work / f"podium-{job_id}.out").read_text() == "to-out\n"
+    assert (c.work / f"slurm-{job_id}.out").read_text() == "to-out\n"
     assert (c.work / f"err-{job_id}.txt").read_text() == "to-err\n"
 
 

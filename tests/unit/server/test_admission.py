@@ -18,7 +18,7 @@ def test_defaults_come_from_cluster_and_partition() -> None:
     assert (spec.partition, spec.qos, spec.account) == ("main", "normal", "alice")
     assert spec.time_limit_s == 3600 and spec.ntasks == 1 and spec.cpus == 1
     assert spec.mem_mb == 4000  # memory per CPU = node memory / node CPUs
-    assert spec.output == "podium-%j.out" and spec.requeue is True
+    assert spec.output == "slurm-%j.out" and spec.requeue is True
 
 
 @pytest.mark.parametrize(
