@@ -131,6 +131,11 @@ class Backend:
         alone acts on that task only); the ids it acted on."""
         return self._control(action, selection)
 
+    def send_signal(self, selection: Selection, sig: int, scope: str = "steps") -> list[int]:
+        """`scancel --signal`: `sig` to the selected running jobs' srun steps ("steps"),
+        batch shell ("batch") or every process ("full"); the ids signalled."""
+        return self._send_signal(selection, sig, scope)
+
     def acct(self, which: JobFilter | None = None) -> list[dict[str, Any]]:
         """Jobs that started or ended (accounting, like sacct)."""
         return self._acct(which or _all_current())
@@ -215,6 +220,9 @@ class Backend:
         raise NotImplementedError
 
     def _control(self, action: Action, selection: Selection) -> list[int]:
+        raise NotImplementedError
+
+    def _send_signal(self, selection: Selection, sig: int, scope: str) -> list[int]:
         raise NotImplementedError
 
     def _acct(self, which: JobFilter) -> list[dict[str, Any]]:

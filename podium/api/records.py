@@ -26,6 +26,7 @@ class JobRecord(TypedDict):
     uid: int | None
     account: str
     state: str  # a Slurm job state (podium.api.states)
+    ending: str | None  # a COMPLETING job's end (CANCELLED), given before its processes are gone
     reason: str | None
     partition: str
     qos: str

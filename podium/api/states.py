@@ -11,6 +11,7 @@ class JobState(StrEnum):
 
     PENDING = "PENDING"
     RUNNING = "RUNNING"
+    COMPLETING = "COMPLETING"  # running, its end given (scancel): its processes being stopped
     COMPLETED = "COMPLETED"
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
@@ -21,7 +22,12 @@ class JobState(StrEnum):
     OUT_OF_MEMORY = "OUT_OF_MEMORY"
 
     def is_terminal(self) -> bool:
-        return self not in (JobState.PENDING, JobState.RUNNING, JobState.REQUEUED)
+        return self not in (
+            JobState.PENDING,
+            JobState.RUNNING,
+            JobState.COMPLETING,
+            JobState.REQUEUED,
+        )
 
 
 #: The names of the states a job never leaves.

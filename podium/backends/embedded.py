@@ -264,6 +264,13 @@ class EmbeddedBackend(Backend):
         done: list[int] = self.client.post(f"/v1/jobs/{action}", body)[key]
         return done
 
+    def _send_signal(self, selection: Selection, sig: int, scope: str) -> list[int]:
+        body: dict[str, Any] = {"job_ids": list(selection.job_ids), "signal": sig, "scope": scope}
+        if selection.tasks:
+            body["tasks"] = [list(t) for t in selection.tasks]
+        done: list[int] = self.client.post("/v1/jobs/signal", body)["signalled"]
+        return done
+
     def _set_time_limit(self, job_id: int, seconds: int | None) -> dict[str, Any]:
         job: dict[str, Any] = self.client.post(
             f"/v1/jobs/{job_id}/time-limit", {"time_limit_s": seconds}

@@ -28,9 +28,11 @@ if TYPE_CHECKING:
     from podium.api.backend import Backend
 
 SCANCEL_OPTIONS = {"-u": "user", "--user": "user", "-n": "name", "--name": "name"}
-SCANCEL_OPTIONS |= {"-t": "state", "--state": "state"}
+SCANCEL_OPTIONS |= {"-t": "state", "--state": "state", "-s": "signal", "--signal": "signal"}
+SCANCEL_FLAGS = {"-b": "batch", "--batch": "batch", "-f": "full", "--full": "full"}
+SCANCEL_FLAGS |= {"-Q": "quiet", "--quiet": "quiet"}
 TOOL_NAMES = "scontrol, sbatch, scancel, squeue, srun, salloc, sacct or sinfo"
-USAGE = "scontrol: error: expected show hostnames|job|node, update, requeue, hold or release"
+USAGE = "scontrol: error: expected show hostnames|job|node|config, update, requeue, hold or release"
 
 
 def main(argv: Sequence[str]) -> int:
@@ -90,9 +92,17 @@ def squeue(args: list[str]) -> int:
 
 
 def sacct(args: list[str]) -> int:
+    """sacct over the jobs that ran and those still waiting (slurmdbd records a job at
+    submit: sacct lists it PENDING), in job id order."""
     from podium.compat.sacct import sacct as run
 
-    return _print(run(args, lambda: _backend().acct(JobFilter(finished=True))))
+    def jobs() -> list[dict[str, Any]]:
+        backend = _backend()
+        ran = backend.acct(JobFilter(finished=True))
+        waiting = [dict(j, steps=[]) for j in backend.jobs(JobFilter(states=("PENDING",)))]
+        return sorted(ran + waiting, key=lambda j: int(j["job_id"]))
+
+    return _print(run(args, jobs))
 
 
 def sinfo(args: list[str]) -> int:
@@ -130,7 +140,11 @@ def scontrol(args: list[str]) -> int:
 
             print("\n".join(hostlist(expr)))
             return 0
-        if what == "job":
+        if what == "config":
+            from podium.compat.show_config import show_config
+
+            return _print(show_config(_backend().ping()))
+        if what in ("job", "jobid"):
             return _show_job(names[0] if names else os.environ.get("SLURM_JOB_ID", ""))
         if what == "node":
             return _show_nodes(names[0] if names else None)
@@ -138,6 +152,8 @@ def scontrol(args: list[str]) -> int:
         return _update(rest)
     if verb in ("requeue", "hold", "release") and rest:
         ids, tasks = job_refs(rest)
+        if verb == "requeue":
+            _outlive_own_job()
         _backend().control(verb, Selection(ids, tasks=tasks))  # type: ignore[arg-type]
         return 0
     raise ValueError(USAGE.removeprefix("scontrol: error: "))
@@ -151,11 +167,20 @@ def sbatch(args: list[str]) -> int:
 
 
 def scancel(args: list[str]) -> int:
-    """Cancel jobs by id and/or -u/-n/-t, printing nothing on success."""
-    given, words = read_options(args, SCANCEL_OPTIONS, {}, "use -u, -n, -t or ids")
+    """Cancel jobs by id and/or -u/-n/-t, printing nothing on success; with
+    `-s/--signal SIG`, send SIG to their steps instead (`-b`: the batch shell alone,
+    `-f`: every process of the job), as scancel does."""
+    given, words = read_options(args, SCANCEL_OPTIONS, SCANCEL_FLAGS, "use -u, -n, -t, -s or ids")
     filters = dict(given)
     ids, tasks = job_refs(words)
     states = filters.get("state")
+    if "signal" in filters:
+        if not ids and not tasks:
+            raise ValueError("--signal needs job ids")
+        scope = "full" if "full" in filters else "batch" if "batch" in filters else "steps"
+        _outlive_own_job()
+        _backend().send_signal(Selection(ids, tasks=tasks), signal_number(filters["signal"]), scope)
+        return 0
     selection = Selection(
         ids,
         filters.get("user"),
@@ -163,8 +188,36 @@ def scancel(args: list[str]) -> int:
         tuple(s.strip().upper() for s in states.split(",")) if states else None,
         tasks,
     )
+    _outlive_own_job()
     _backend().control("cancel", selection)
     return 0
+
+
+def signal_number(text: str) -> int:
+    """A signal by number, or by name with or without SIG (USR2, SIGUSR2, usr2)."""
+    import signal
+
+    word = text.strip().upper()
+    if word.isdigit() and 0 < int(word) < 65:
+        return int(word)
+    try:
+        return int(signal.Signals["SIG" + word.removeprefix("SIG")])
+    except KeyError:
+        raise ValueError(
+            f"invalid signal {text!r}: expected a name like USR1, SIGTERM or a number 1-64"
+        ) from None
+
+
+def _outlive_own_job() -> None:
+    """Inside a job, ignore the SIGTERM that a requeue or cancel of this very job sends
+    to its processes, this one among them: the command finishes and exits 0 once its
+    request is answered, as Slurm's does (its reply comes before the job is signalled).
+    submitit's checkpoint handler runs `scontrol requeue $SLURM_JOB_ID` and fails the
+    job when that is killed. KillWait's SIGKILL still ends a command that hangs."""
+    if os.environ.get("SLURM_JOB_ID") or os.environ.get("PODIUM_JOB_ID"):
+        import signal
+
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def _update(words: list[str]) -> int:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from podium.run import job_signals
 from podium.run.cgroups import read_pids
 from podium.run.contain import process_alive, session_members
 from podium.run.files import (
@@ -280,6 +281,14 @@ class LocalExecutor:
         asked for the requeue must not run again)."""
         write_atomic(self.job_dir(job_id) / REQUEUE_FILE, {"signal": int(signal.SIGTERM)})
         return self._signal(job_id, signal.SIGUSR1)
+
+    def send_signal(self, job_id: int, sig: int, scope: str) -> bool:
+        """`scancel --signal`: have the job's supervisor send `sig` to `scope` (see
+        podium.run.job_signals); SIGCHLD wakes it. False if none is alive."""
+        if not self._lock_held(self.job_dir(job_id)):
+            return False
+        job_signals.send(self.job_dir(job_id), sig, scope)
+        return self._signal(job_id, signal.SIGCHLD)
 
     def live_steps(self, job_id: int) -> list[dict[str, Any]]:
         """A running job's steps so far: the batch step (running since the supervisor

@@ -12,6 +12,11 @@ Contract:
   behave as files do for a job's output (/dev/null, /dev/zero, /dev/full, /dev/random,
   /dev/urandom). Anything else (a FIFO, a socket, a directory, a block device, another
   device) raises JobFileError naming the path and what would be right.
+- An output file whose directory is missing, where the user could make that directory,
+  is waited for up to OUTPUT_DIR_WAIT_S: clients make a job's log directory once
+  sbatch has printed its id (submitit's `logs/%j/`), and Slurm's slower launch lets
+  them win that race. The wait costs nothing when the directory is there; a directory
+  that never comes fails the job as before, with the same one line.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import time
 from typing import NamedTuple
 
 from podium.run.identity import JOB_FILES
@@ -27,6 +33,9 @@ from podium.run.identity import JOB_FILES
 MEMORY_DEVICES = {
     (1, 3): "null", (1, 5): "zero", (1, 7): "full", (1, 8): "random", (1, 9): "urandom",
 }  # fmt: skip
+
+
+OUTPUT_DIR_WAIT_S = 10.0  # how long a missing output directory the user could make is awaited
 
 
 class JobFileError(Exception):
@@ -88,6 +97,38 @@ def open_job_file(path: str, flags: int) -> int:
     return fd
 
 
+def _could_be_made(directory: str) -> bool:
+    """Whether the caller could make `directory`: its nearest existing ancestor is a
+    directory it may write and search."""
+    parent = directory
+    while True:
+        try:
+            info = os.stat(parent)
+        except FileNotFoundError:
+            up = os.path.dirname(parent)
+            if up == parent:
+                return False
+            parent = up
+            continue
+        except OSError:
+            return False
+        return stat.S_ISDIR(info.st_mode) and os.access(parent, os.W_OK | os.X_OK)
+
+
+def open_output(path: str, flags: int, wait_s: float = OUTPUT_DIR_WAIT_S) -> int:
+    """`open_job_file` for an output: when its directory is missing but the caller
+    could make it, wait up to `wait_s` for it to appear (see the module's contract)."""
+    directory = os.path.dirname(path) or "."
+    if os.path.isdir(directory) or not _could_be_made(directory):
+        return open_job_file(path, flags)
+    deadline = time.monotonic() + wait_s
+    pause = 0.005
+    while not os.path.isdir(directory) and time.monotonic() < deadline:
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
+    return open_job_file(path, flags)
+
+
 def open_task_files(files: TaskFiles) -> tuple[int, int, int]:
     """(stdin, stdout, stderr) descriptors for `files`, opened by the calling process
     (the task's child, already the user). Raises JobFileError."""
@@ -97,11 +138,19 @@ def open_task_files(files: TaskFiles) -> tuple[int, int, int]:
         if files.stdin is not None
         else os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
     )
-    stdout = open_job_file(files.stdout, out_flags)
+    stdout = open_output(files.stdout, out_flags)
     stderr = stdout
     if files.stderr is not None and files.stderr != files.stdout:
-        stderr = open_job_file(files.stderr, out_flags)
+        stderr = open_output(files.stderr, out_flags)
     return stdin, stdout, stderr
 
 
-__all__ = ["MEMORY_DEVICES", "JobFileError", "TaskFiles", "open_job_file", "open_task_files"]
+__all__ = [
+    "MEMORY_DEVICES",
+    "OUTPUT_DIR_WAIT_S",
+    "JobFileError",
+    "TaskFiles",
+    "open_job_file",
+    "open_output",
+    "open_task_files",
+]

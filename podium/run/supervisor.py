@@ -14,7 +14,8 @@ Contract:
   the time limit does the same with state TIMEOUT. SIGUSR1 means preempt: the job's
   --signal (or SIGTERM), the grace time, SIGKILL, state PREEMPTED. SIGUSR2 means its
   hardware failed: SIGKILL at once, state NODE_FAIL (the GPU is gone; nothing the job
-  could still do would be trusted).
+  could still do would be trusted). SIGCHLD also wakes it to deliver the signals
+  users sent (podium.run.job_signals).
 - With a heartbeat timeout, the job must touch PODIUM_HEARTBEAT_FILE at least that
   often (counted from its start); when it does not, it is hung: SIGTERM, the grace
   time, SIGKILL, state FAILED with reason "hang: ..." and fault "hang".
@@ -46,6 +47,7 @@ from podium.run.files import (
     write_atomic,
 )
 from podium.run.job_files import TaskFiles
+from podium.run.job_signals import Inbox
 from podium.run.patterns import expand
 from podium.run.ports import free_port
 from podium.run.results import keep_result_room, load_plan, record_result, result_record
@@ -223,6 +225,14 @@ class Supervisor:
             return
         signal_steps(self._steps(), sig, self.contain.members())
 
+    def _deliver(self, sig: int, scope: str) -> None:
+        """`scancel --signal`: to the running steps, the batch shell (-b) or every
+        process of the job (-f), as Slurm sends it (podium.run.job_signals)."""
+        if scope == "full":
+            self.contain.signal_all(sig)
+        else:
+            self._signal_tasks(sig, scope == "batch")
+
     def _steps(self) -> list[dict[str, Any]]:
         """The job's steps as its srun calls recorded them (read as the job's user)."""
         with job_identity(self.plan).entered():
@@ -259,11 +269,14 @@ class Supervisor:
         limits = Deadline(
             self.job_dir, self.start, plan.time_limit_s, plan.signal_num, plan.signal_before_s
         )
+        inbox = Inbox(self.job_dir)
         while True:
             self._reap()
             if not self._running():
                 return
             limits.refresh()
+            for sig, scope in inbox.new():  # scancel --signal
+                self._deliver(sig, scope)
             now = time.time()
             if limits.signal_at is not None and now >= limits.signal_at:
                 self._signal_tasks(plan.signal_num or signal.SIGTERM, plan.signal_batch_only)

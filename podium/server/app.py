@@ -51,6 +51,16 @@ class Selection(RequestModel):
     states: list[str] | None = None
 
 
+class SignalRequest(RequestModel):
+    """A signal for running jobs (scancel --signal): to their srun steps, their batch
+    shell (-b) or every process (-f)."""
+
+    job_ids: list[JobId] = Field(default_factory=list, max_length=100_000)
+    tasks: list[tuple[JobId, TaskIndex]] = Field(default_factory=list, max_length=100_000)
+    signal: int = Field(ge=1, le=64)
+    scope: Literal["steps", "batch", "full"] = "steps"
+
+
 class TimeLimit(RequestModel):
     """A job's new time limit in seconds (scontrol update TimeLimit=); null: none."""
 
@@ -171,6 +181,9 @@ def create_app(
             "node": controller.node.name,
             "you": who.name,
             "admin": who.is_admin,
+            "cluster_name": controller.config.cluster_name,
+            "kill_wait_s": controller.config.kill_wait_s,
+            "max_array_size": controller.config.max_array_size,
         }
 
     @app.post("/v1/jobs")
@@ -222,6 +235,12 @@ def create_app(
         done = controller.cancel(who, body.job_ids, body.user, body.name, states, body.tasks)
         wake()
         return {"cancelled": done}
+
+    @app.post("/v1/jobs/signal")
+    def send_signal(request: Request, body: SignalRequest) -> dict[str, Any]:
+        who = caller(request)
+        done = controller.send_signal(who, body.job_ids, body.tasks, body.signal, body.scope)
+        return {"signalled": done}
 
     @app.post("/v1/jobs/hold")
     def hold(request: Request, body: Selection) -> dict[str, Any]:

@@ -153,6 +153,35 @@ class Control:
             done.append(r["job_id"])
         return sorted(done)
 
+    def send_signal(
+        self,
+        who: Caller,
+        job_ids: list[int],
+        tasks: Sequence[tuple[int, int]],
+        sig: int,
+        scope: str,
+    ) -> list[int]:
+        """`scancel --signal=SIG [-b|-f]`: `sig` to the selected running jobs' steps,
+        batch shell or every process (`scope`); a job that is not running is refused,
+        as Slurm refuses it."""
+        rows = self.select(who, job_ids, None, None, None, ACTIVE, tasks)
+        idle = [r for r in rows if r["state"] != RUNNING]
+        if idle:
+            raise SpecError(
+                f"job {idle[0]['job_id']} is {idle[0]['state']}: only a running job gets a signal"
+            )
+        done = []
+        for r in rows:
+            if self.reactor.effects.send_signal(r["job_id"], sig, scope):
+                done.append(r["job_id"])
+                self.store.event(
+                    self.reactor.clock(),
+                    "signal",
+                    job_id=r["job_id"],
+                    detail=f"signal {sig} to {scope}, by {who.name}",
+                )
+        return sorted(done)
+
     def set_time_limit(self, who: Caller, job_id: int, seconds: int | None) -> list[int]:
         """`scontrol update JobId=N TimeLimit=...` (every task, for an array's id): a
         pending or running job's owner may lower its limit, an administrator may also

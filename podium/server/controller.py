@@ -250,6 +250,17 @@ class Controller:
         with self.lock:
             return self.control.cancel(who, job_ids, user, name, states, tasks)
 
+    def send_signal(
+        self,
+        who: Caller,
+        job_ids: list[int],
+        tasks: Sequence[tuple[int, int]],
+        sig: int,
+        scope: str,
+    ) -> list[int]:
+        with self.lock:
+            return self.control.send_signal(who, job_ids, tasks, sig, scope)
+
     def set_time_limit(self, who: Caller, job_id: int, seconds: int | None) -> list[int]:
         with self.lock:
             return self.control.set_time_limit(who, job_id, seconds)

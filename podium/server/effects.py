@@ -49,6 +49,9 @@ class Effects(Protocol):
     def fail(self, job_id: int, reason: str, gpu: int | None) -> bool:
         """Stop a running job at once because its hardware failed (NODE_FAIL)."""
 
+    def send_signal(self, job_id: int, sig: int, scope: str) -> bool:
+        """Have a running job's processes in `scope` (steps, batch, full) get `sig`."""
+
     def poll(self, job_id: int) -> Poll:
         """How the job's run stands: running, ended (with its result), vanished,
         unlaunched or lost (its state gone with a restarted machine)."""
@@ -112,6 +115,9 @@ class LocalEffects:
 
     def fail(self, job_id: int, reason: str, gpu: int | None) -> bool:
         return self.executor.fail(job_id, reason, gpu)
+
+    def send_signal(self, job_id: int, sig: int, scope: str) -> bool:
+        return self.executor.send_signal(job_id, sig, scope)
 
     def poll(self, job_id: int) -> Poll:
         return self.executor.poll(job_id)

@@ -65,8 +65,10 @@ class RunEnds:
         self._specs.pop(job_id, None)
 
     def request_cancel(self, job_id: int) -> None:
-        """A running job was cancelled: its end is recorded CANCELLED."""
+        """A running job was cancelled: it shows COMPLETING (accounting: CANCELLED) at
+        once, and its end is recorded CANCELLED once its processes are gone."""
         self._cancel_requested.add(job_id)
+        self.store.mark_ending(job_id, JobState.CANCELLED, self.clock())
         self.effects.cancel(job_id)
 
     def fail_jobs(self, job_ids: list[int], reason: str, gpu: int | None) -> None:

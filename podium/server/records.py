@@ -85,6 +85,7 @@ def job_record(
     gpu_ids = json.loads(row["gpu_ids"]) if row["gpu_ids"] else []
     share = units(gpu_ids) if units is not None and gpu_ids else None
     spec = brief(row)  # {} when unreadable: such a job still lists
+    ending = row["ending"] if "ending" in row.keys() else None  # noqa: SIM118 (sqlite3.Row)
     deps = spec.get("dependencies") or []
     sep = "?" if spec.get("dependency_any") else ","
     dependency = (
@@ -100,7 +101,8 @@ def job_record(
         "user": row["user"],
         "uid": row["uid"],
         "account": row["account"],
-        "state": row["state"],
+        "state": "COMPLETING" if ending and row["state"] == "RUNNING" else row["state"],
+        "ending": ending,
         "reason": row["reason"],
         "partition": row["partition"],
         "qos": row["qos"],

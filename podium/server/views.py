@@ -116,7 +116,7 @@ class Views:
         jobs = [j for j in self.jobs(**filters) if j["start_time"] is not None or j["end_time"]]
         steps = StepTable(self.store).of_jobs(j["job_id"] for j in jobs)
         for job in jobs:
-            if job["state"] == "RUNNING":  # the steps so far, from the job's own files
+            if job["state"] in ("RUNNING", "COMPLETING"):  # the steps so far, from its files
                 live = self.reactor.effects.live_steps(job["job_id"])
                 for s in live:
                     s.update(node=job["node"] or "", gpus=s["gpus"] or job["gpu_ids"])

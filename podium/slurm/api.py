@@ -182,6 +182,14 @@ class SlurmBackend(Backend):
             self.tools.run(["scontrol", action, ",".join(names)])
         return ids + [a for a, _ in selection.tasks]
 
+    def _send_signal(self, selection: Selection, sig: int, scope: str) -> list[int]:
+        names = [*map(str, selection.job_ids), *(f"{a}_{i}" for a, i in selection.tasks)]
+        if not names:
+            return []
+        where = {"steps": [], "batch": ["--batch"], "full": ["--full"]}[scope]
+        self.tools.run(["scancel", f"--signal={sig}", *where, *names])
+        return list(selection.job_ids) + [a for a, _ in selection.tasks]
+
     def _set_time_limit(self, job_id: int, seconds: int | None) -> dict[str, Any]:
         limit = "UNLIMITED" if seconds is None else str(max(1, -(-seconds // 60)))  # minutes
         self.tools.run(["scontrol", "update", f"JobId={job_id}", f"TimeLimit={limit}"])

@@ -183,6 +183,7 @@ def job_record(job: dict[str, Any], now: float) -> dict[str, Any]:
         "uid": number(job.get("user_id")),
         "account": _text(job.get("account")) or "",
         "state": state,
+        "ending": None,  # Slurm shows its CG jobs as RUNNING here
         "slurm_state": "+".join(states(job.get("job_state"))),
         "reason": reason,
         "partition": job.get("partition") or "",
@@ -365,6 +366,7 @@ def jobcomp_record(line: str) -> dict[str, Any] | None:
         "uid": int(uid_match.group(1)) if uid_match else None,
         "account": _text(fields.get("Account")) or "",
         "state": state,
+        "ending": None,  # Slurm shows its CG jobs as RUNNING here
         "partition": fields.get("Partition", ""),
         "qos": _text(fields.get("QOS")) or "",
         "reason": "None",

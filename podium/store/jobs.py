@@ -257,7 +257,10 @@ class JobStore(JobChanges):
         args: list[Any] = []
         if states is not None:
             state_list = list(states)
-            clauses.append(f"state IN ({','.join('?' * len(state_list))})")
+            clause = f"state IN ({','.join('?' * len(state_list))})"
+            if "COMPLETING" in state_list:  # RUNNING rows with their end given (listings)
+                clause = f"({clause} OR (state='RUNNING' AND ending IS NOT NULL))"
+            clauses.append(clause)
             args.extend(state_list)
         if user is not None:
             clauses.append("user=?")
@@ -381,12 +384,26 @@ class JobStore(JobChanges):
         """RUNNING -> a terminal state. Returns False if the job was not RUNNING."""
         with self.transaction() as conn:
             cur = conn.execute(
-                """UPDATE jobs SET state=?, exit_code=?, signal=?, end_time=?, reason=?
-                   WHERE job_id=? AND state='RUNNING'""",
+                """UPDATE jobs SET state=?, exit_code=?, signal=?, end_time=?, reason=?,
+                     ending=NULL WHERE job_id=? AND state='RUNNING'""",
                 (state.value, exit_code, signal, end_time, reason, job_id),
             )
             if cur.rowcount == 1:
                 self._event(conn, end_time, "end", job_id=job_id, detail=state.value)
+        self._changed.add(job_id)
+        return cur.rowcount == 1
+
+    def mark_ending(self, job_id: int, state: JobState, now: float) -> bool:
+        """A RUNNING job is given its end (`state`, CANCELLED) while its processes are
+        stopped: listings show it COMPLETING, accounting `state`, until `mark_ended`
+        records how it ended. False if the job was not RUNNING."""
+        with self.transaction() as conn:
+            cur = conn.execute(
+                "UPDATE jobs SET ending=? WHERE job_id=? AND state='RUNNING'",
+                (state.value, job_id),
+            )
+            if cur.rowcount == 1:
+                self._event(conn, now, "ending", job_id=job_id, detail=state.value)
         self._changed.add(job_id)
         return cur.rowcount == 1
 
@@ -395,7 +412,7 @@ class JobStore(JobChanges):
         with self.transaction() as conn:
             conn.execute(
                 """UPDATE jobs SET state='PENDING', reason='None', start_time=NULL, node=NULL,
-                     gpu_ids=NULL WHERE job_id=? AND state='RUNNING'""",
+                     gpu_ids=NULL, ending=NULL WHERE job_id=? AND state='RUNNING'""",
                 (job_id,),
             )
             self._event(conn, now, "relaunch", job_id=job_id, detail="supervisor never started")
@@ -420,7 +437,7 @@ class JobStore(JobChanges):
             cur = conn.execute(
                 """UPDATE jobs SET state='PENDING', reason='None', start_time=NULL,
                      end_time=NULL, node=NULL, gpu_ids=NULL, exit_code=NULL, signal=NULL,
-                     restart_count=restart_count + 1,
+                     ending=NULL, restart_count=restart_count + 1,
                      exclude=COALESCE(?, exclude),
                      checkpoint_mtime=COALESCE(?, checkpoint_mtime),
                      stalled_restarts=COALESCE(?, stalled_restarts)
@@ -460,7 +477,8 @@ class JobStore(JobChanges):
         with self.transaction(durable=True) as conn:
             cur = conn.execute(
                 """UPDATE jobs SET state='PENDING', held=1, reason=?, start_time=NULL,
-                     node=NULL, gpu_ids=NULL WHERE job_id=? AND state IN ('PENDING','RUNNING')""",
+                     node=NULL, gpu_ids=NULL, ending=NULL
+                   WHERE job_id=? AND state IN ('PENDING','RUNNING')""",
                 (reason, job_id),
             )
             if cur.rowcount == 1:

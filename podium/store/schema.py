@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -164,5 +164,11 @@ CREATE TABLE IF NOT EXISTS mig_layouts (
     changed REAL NOT NULL,
     PRIMARY KEY (node, gpu)
 );
+""",
+    # Version 10: the end already given to a running job whose processes are still
+    # being stopped (CANCELLED at scancel): listings show it COMPLETING and accounting
+    # shows that end at once, as Slurm's do; NULL otherwise.
+    10: """
+ALTER TABLE jobs ADD COLUMN ending TEXT;
 """,
 }

@@ -27,7 +27,10 @@ def test_scontrol_show_hostnames(capsys: pytest.CaptureFixture[str]) -> None:
     [
         (["scontrol", "frobnicate"], "expected show hostnames|job|node"),
         (["scontrol", "requeue", "12x"], "invalid job id '12x'"),
-        (["scancel", "--signal=USR1", "3"], "option --signal=USR1 is not supported here"),
+        (["scancel", "--signal=USR9", "3"], "invalid signal 'USR9': expected a name like USR1"),
+        (["scancel", "--signal=USR1"], "--signal needs job ids"),
+        (["scancel", "--frobnicate", "3"], "option --frobnicate is not supported here"),
+        (["scancel", "-bz", "3"], "option -z (in -bz) is not supported here"),
         (["scancel", "-u"], "-u needs a value"),
         (["sattach", "12.0"], "no tool 'sattach'"),
         (["scontrol", "update", "JobId=12"], "update of nothing is not supported here"),

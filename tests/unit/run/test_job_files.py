@@ -55,3 +55,27 @@ def test_task_files_share_one_descriptor_when_error_goes_with_output(tmp_path: P
     finally:
         for fd in set(fds):
             os.close(fd)
+
+
+def test_a_missing_output_directory_the_user_could_make_is_awaited(tmp_path: Path) -> None:
+    """Issue 27, item 1: submitit makes logs/<id>/ after sbatch printed the id; the
+    output opens once the directory appears. One that could not be made (its parent
+    is a file) fails at once; one that never comes fails after the wait."""
+    import threading
+    import time
+
+    from podium.run.job_files import open_output
+
+    later = tmp_path / "logs" / "12"
+    threading.Timer(0.3, lambda: later.mkdir(parents=True)).start()
+    started = time.monotonic()
+    fd = open_output(str(later / "12_0_log.out"), WRITE, wait_s=5)
+    os.close(fd)
+    assert 0.25 < time.monotonic() - started < 3 and (later / "12_0_log.out").exists()
+    (tmp_path / "file").write_text("")
+    started = time.monotonic()
+    with pytest.raises(JobFileError, match=r"No such file or directory|Not a directory"):
+        open_output(str(tmp_path / "file" / "sub" / "out"), WRITE, wait_s=5)
+    assert time.monotonic() - started < 0.5
+    with pytest.raises(JobFileError, match="No such file or directory"):
+        open_output(str(tmp_path / "never" / "out"), WRITE, wait_s=0.2)

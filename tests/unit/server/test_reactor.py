@@ -64,6 +64,10 @@ class Recorded:
         self.signals.append(("fail", job_id))
         return True
 
+    def send_signal(self, job_id: int, sig: int, scope: str) -> bool:
+        self.signals.append((f"signal {sig} {scope}", job_id))
+        return True
+
     def poll(self, job_id: int) -> Poll:
         if job_id in self.lost:
             return Poll("lost")

@@ -78,6 +78,27 @@ def test_a_job_starts_at_most_once(tmp_path: Path) -> None:
     assert kinds == ["submit", "start", "end"]
 
 
+def test_a_cancelled_running_job_lists_completing_until_it_ends(tmp_path: Path) -> None:
+    """Issue 27, item 3: scancel gives a running job its end at once (COMPLETING in
+    listings, CANCELLED to accounting) while its processes are stopped; the end,
+    once recorded, clears it."""
+    from podium.server.records import job_record
+
+    store = Store(tmp_path / "db")
+    (job_id,) = store.insert_jobs(spec(), uid=1, gid=1, user="u", now=1.0)
+    store.mark_running([RunningStart(job_id, "n", (0,), 1, 1, "o", "e")], now=2.0)
+    assert store.mark_ending(job_id, JobState.CANCELLED, now=3.0)
+    (row,) = store.jobs(states=["COMPLETING"])
+    record = job_record(row, now=4.0)
+    assert (record["state"], record["ending"]) == ("COMPLETING", "CANCELLED")
+    assert store.jobs(states=["RUNNING"]) == [row]  # the scheduler's view: still holding
+    store.mark_ended(job_id, state=JobState.CANCELLED, exit_code=None, signal=None, end_time=5)
+    record = job_record(store.job(job_id), now=6.0)
+    assert (record["state"], record["ending"]) == ("CANCELLED", None)
+    assert not store.mark_ending(job_id, JobState.CANCELLED, now=7.0)  # ended: no change
+    assert [e["kind"] for e in store.events(job_id)] == ["submit", "start", "ending", "end"]
+
+
 def test_state_survives_reopen(tmp_path: Path) -> None:
     store = Store(tmp_path / "db")
     ids = store.insert_jobs(spec(), uid=1, gid=1, user="u", now=1.0)
@@ -197,7 +218,11 @@ def test_only_a_complete_podium_database_of_a_known_version_is_opened(tmp_path: 
         assert path.read_bytes() == before
     # A database of an older version (no stamp) is migrated and stamped.
     old = made(
-        "old.db", "PRAGMA application_id=0", "PRAGMA user_version=8", "DROP TABLE mig_layouts"
+        "old.db",
+        "PRAGMA application_id=0",
+        "PRAGMA user_version=8",
+        "DROP TABLE mig_layouts",
+        "ALTER TABLE jobs DROP COLUMN ending",
     )
     Store(old).close()
     with sqlite3.connect(old) as conn:
