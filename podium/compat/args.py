@@ -51,10 +51,7 @@ def read_options(
         key, eq, value = word.partition("=")
         if key.startswith("--") and key in valued:
             if not eq:
-                if i == len(args):
-                    raise ValueError(f"{key} needs a value")
-                value = args[i]
-                i += 1
+                value, i = _next_word(key, args, i)
             given.append((valued[key], value))
         elif word in flags:
             given.append((flags[word], ""))
@@ -87,13 +84,17 @@ def _short_options(
         elif option in valued:
             value = word[at:]
             if not value:
-                if i == len(args):
-                    raise ValueError(f"{option} needs a value")
-                value = args[i]
-                i += 1
+                value, i = _next_word(option, args, i)
             given.append((valued[option], value))
             return i
         else:
             shown = option if at == 2 else f"{option} (in {word})"
             raise ValueError(f"option {shown} is not supported here ({unsupported})")
     return i
+
+
+def _next_word(option: str, args: list[str], i: int) -> tuple[str, int]:
+    """The value of `option` given as the next word, `args[i]`, and the index after it."""
+    if i == len(args):
+        raise ValueError(f"{option} needs a value")
+    return args[i], i + 1

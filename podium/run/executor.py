@@ -147,6 +147,7 @@ class LocalExecutor:
                 REQUEUE_FILE,
                 TASKS_FILE,
                 LIMIT_FILE,
+                job_signals.SIGNALS_FILE,  # a signal sent to the last run is not this one's
             ):
                 (job_dir / stale).unlink(missing_ok=True)
             self._fresh_step_dir(job_dir / STEPS_DIR, plan.uid, plan.gid)

@@ -127,3 +127,36 @@ def test_after_a_lost_launcher_the_lock_tells_whether_the_supervisor_was_forked(
         fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
     os.close(probe)
     os.close(fd)
+
+
+def test_a_signal_reaches_the_batch_shell_and_none_is_left_for_the_next_run(
+    tmp_path: Path,
+) -> None:
+    """scancel --signal -b through the executor: the supervisor, woken, delivers it to
+    the batch shell; a relaunch of the same job (a requeue) starts with no requests."""
+    from podium.run.job_signals import SIGNALS_FILE
+
+    executor = LocalExecutor(tmp_path / "jobs", warm=False)
+    mark = tmp_path / "got-usr1"
+    plan = dataclasses.replace(
+        plan_of(7, tmp_path),
+        argv=["/bin/sh", "-c", f"trap 'touch {mark}; exit 0' USR1; touch {mark}.ready; "
+              "while :; do sleep 0.05; done"],
+    )  # fmt: skip
+    try:
+        executor.launch(plan, "#!/bin/sh\n")
+        deadline = time.monotonic() + 20
+        while not Path(f"{mark}.ready").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert executor.send_signal(7, signal.SIGUSR1, "batch")
+        poll = ended(executor, 7)
+        assert mark.exists() and poll.result is not None and poll.result.state == "COMPLETED"
+        assert (executor.job_dir(7) / SIGNALS_FILE).exists()
+        settle(executor)
+        executor.launch(dataclasses.replace(plan, argv=["/bin/true"]), "#!/bin/sh\n")
+        assert not (executor.job_dir(7) / SIGNALS_FILE).exists()
+        ended(executor, 7)
+        settle(executor)
+        assert not executor.send_signal(7, signal.SIGUSR1, "batch")  # none supervises it
+    finally:
+        executor.close()
