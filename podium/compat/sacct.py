@@ -247,8 +247,8 @@ SINFO_FLAGS |= {"--noconvert": "noconvert", "-e": "exact", "--exact": "exact"}  
 SINFO_VALUED = {"-o": "format", "--format": "format", "-p": "partition", "--partition": "partition"}
 SINFO_VALUED |= {"-n": "nodes", "--nodes": "nodes", "-t": "states", "--states": "states"}
 STATE_NAMES = {"drained": "drain", "draining": "drng", "allocated": "alloc"}
-SUMMARY = "%9P %.5a %.10l %.6D %6t %N"
-BY_NODE = "%10N %.5D %9P %5t"
+SUMMARY = "%9P %.5a %.10l %.6D %.6t %N"  # sinfo 22.05's default
+BY_NODE = "%10N %.6D %9P %6t"  # sinfo -N's, names up to 10 wide
 Line = Mapping[str, Any]  # a node as one partition lists it: its record and "partition"
 
 

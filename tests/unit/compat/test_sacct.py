@@ -63,9 +63,9 @@ def test_bad_arguments_say_what_is_wrong(args: list[str], words: str) -> None:
 def test_sinfo_summary_and_per_node() -> None:
     nodes = [{"node": "node0", "state": "mixed", "partitions": ["main", "gpu"]}]
     assert sinfo([], nodes).splitlines() == [
-        "PARTITION AVAIL  TIMELIMIT  NODES STATE  NODELIST",
-        "main         up   infinite      1 mixed  node0",
-        "gpu          up   infinite      1 mixed  node0",
+        "PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST",  # as Slurm 22.05's sinfo
+        "main         up   infinite      1  mixed node0",
+        "gpu          up   infinite      1  mixed node0",
     ]
     assert sinfo(["-N", "-h"], [dict(nodes[0], state="drained")]).splitlines()[0].split() == [
         "node0", "1", "main", "drain"]  # fmt: skip
