@@ -95,7 +95,8 @@ def test_a_cancel_shows_at_once_while_the_job_is_stopped(slow_kill: Cluster) -> 
 
 def test_scancel_signal_reaches_steps_the_batch_shell_or_all(slow_kill: Cluster) -> None:
     """submitit's job._interrupt(): `scancel ID --signal USR2` reaches the srun steps,
-    not the batch shell (as Slurm's); `-b` the batch shell alone; `-f` both."""
+    not the batch shell; `-b` the batch shell alone; `-f` both (the same as a real
+    Slurm 22.05 did with this script)."""
     c = slow_kill
     log = c.work / "signals.log"
     script = c.script(
@@ -117,14 +118,16 @@ while :; do sleep 0.1; done
     wait_for(log, "batch-usr1")
     assert log.read_text().count("step-usr1") == 1
     assert slurm(c, "scancel", "-f", "-s", "10", str(job)).returncode == 0
-    text = wait_for(log, "step-usr1\n" * 1)
     deadline = time.monotonic() + 10
+    text = log.read_text()
     while (
         text.count("step-usr1") < 2 or text.count("batch-usr1") < 2
     ) and time.monotonic() < deadline:
         time.sleep(0.1)
         text = log.read_text()
-    assert text.count("step-usr1") == 2 and text.count("batch-usr1") == 2, text
+    # -f: every process, srun among them, which forwards it to its step too: the step
+    # may see it twice (two close signals can also merge into one trap run)
+    assert text.count("step-usr1") >= 2 and text.count("batch-usr1") == 2, text
     bad = slurm(c, "scancel", "--signal=USR9", str(job))
     assert bad.returncode == 1 and "invalid signal 'USR9'" in bad.stderr
     assert slurm(c, "scancel", str(job)).returncode == 0
