@@ -1,14 +1,17 @@
 """`sacct` and `sinfo` over Podium's records, in Slurm's default layouts.
 
 sacct: each job, then its steps (ID.batch, ID.0, ...), with the default columns
-`JobID JobName Partition Account AllocCPUS State ExitCode`. Options: `-j/--jobs`,
-`-u/--user`, `-s/--state`, `-X/--allocations` (no steps), `-n/--noheader`,
+`JobID JobName Partition Account AllocCPUS State ExitCode`. Options: `-j/--jobs`
+(`12.0`: that step alone), `-u/--user`, `-s/--state`, `--name`, `-A`, `-r` (each
+repeated option adds to its list), `-X/--allocations` (no steps), `-n/--noheader`,
 `-P/--parsable2` (`|` between fields, no padding), `-p/--parsable` (a `|` after each),
-`-o/--format` with the fields in FIELDS (`Name%20` widths too), `-a/--allusers`
-(accepted: every user's jobs are listed unless -u).
+`-o/--format` with the fields in FIELDS (`Name%20` widths too), `--json`
+(podium.compat.sacct_json), `-a/--allusers` (every user's jobs are listed unless -u);
+`-S`, `-E`, `-M`, `-L`, `-D`, `-T` and `--noconvert` are accepted and change nothing.
 
 sinfo: one line per partition and node state, `PARTITION AVAIL TIMELIMIT NODES STATE
-NODELIST`; `-N/--Node` one line per node; `-h/--noheader`.
+NODELIST`; `-N/--Node` one line per node; `-o/--format` with SINFO_FIELDS;
+`-h/--noheader`; `-p`, `-n`, `-t` filter.
 """
 
 from __future__ import annotations

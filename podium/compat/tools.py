@@ -4,10 +4,11 @@ and output forms batch scripts rely on. Errors are one line on stderr, as Slurm'
 
 - `scontrol show hostnames [LIST]` (default `$SLURM_JOB_NODELIST`), one name a line;
 - `scontrol show job [ID]` (default `$SLURM_JOB_ID`) and `scontrol show node [NAME]`,
-  as `Key=Value` lines;
+  as `Key=Value` lines; `scontrol show config` (podium.compat.show_config);
 - `scontrol requeue|hold|release ID[,ID...]`;
 - `sbatch` is `podium submit` (the same options, `--parsable` included);
-- `scancel ID... [-u USER] [-n NAME] [-t STATES]`, silent as scancel is.
+- `scancel ID... [-u USER] [-n NAME] [-t STATES]`, silent as scancel is, and
+  `scancel --signal=SIG [-b|-f] ID...`.
 """
 
 from __future__ import annotations
