@@ -63,12 +63,14 @@ def test_an_xid_in_the_kernel_log_file_restarts_the_job_within_seconds() -> None
 
 def test_an_xid_from_the_kernel_itself_restarts_the_job_within_seconds() -> None:
     """Through the real /dev/kmsg (the default source), as the driver writes it; the
-    GPU's bus id is this test cluster's own, so no other daemon reading the kernel's
-    log fences anything."""
+    GPU's bus id is this test cluster's own, so a second daemon following the same
+    kernel log (a bystander) fences nothing and keeps its node in service."""
     if os.geteuid() != 0 or not os.access(KMSG, os.R_OK | os.W_OK):
         pytest.skip("needs root and a readable, writable /dev/kmsg")
     c = _default_interval_cluster(log_file=False)
+    bystander = _default_interval_cluster(log_file=False)
     c.start()
+    bystander.start()
     try:
 
         def write(bus: str) -> None:
@@ -79,5 +81,10 @@ def test_an_xid_from_the_kernel_itself_restarts_the_job_within_seconds() -> None
                 os.close(fd)
 
         assert _fault_to_requeue(c, write) < 5
+        time.sleep(1)  # the bystander follows the same log as fast
+        node = nodes(bystander)
+        assert node["state"] not in ("drained", "draining"), node
+        assert not any(g["health"]["fenced"] for g in node["gpus"]), node["gpus"]
     finally:
+        teardown_cluster(bystander)
         teardown_cluster(c)

@@ -82,8 +82,18 @@ def normalise_pci(pci: str) -> str:
 
 
 def xid_result(event: XidEvent, pci_to_gpu: dict[str, int], check: str = "xid") -> Result:
-    """The finding for one Xid event, by the catalogue."""
+    """The finding for one Xid event, by the catalogue. An Xid on a PCI device that is
+    none of this node's GPUs (where they are known) is another owner's: noted, never
+    acted on. The kernel log is the machine's, so a second daemon or a demo on the same
+    machine must not drain this one's node."""
     gpu = pci_to_gpu.get(normalise_pci(event.pci))
+    if gpu is None and pci_to_gpu:
+        return Result(
+            check,
+            Status.OK,
+            f"Xid {event.code} on PCI {event.pci}: not one of this node's GPUs (ignored)",
+            details={"xid": event.code, "pci": event.pci, "text": event.text},
+        )
     action = action_for(event.code)
     status = Status.CRITICAL if action in (Action.REBOOT, Action.RESET) else Status.WARNING
     meaning = MEANING.get(event.code, "see NVIDIA's Xid catalogue")

@@ -47,6 +47,19 @@ def test_xid_check_reads_new_lines_per_gpu(tmp_path: Path) -> None:
     assert XidCheck(tmp_path / "none.log", PCI).run()[0].status is Status.UNKNOWN
 
 
+def test_an_xid_on_another_owners_device_is_noted_not_acted_on(tmp_path: Path) -> None:
+    """The kernel log is the machine's: an Xid on a PCI device that is none of this
+    node's GPUs (another daemon's declared GPU, a demo's) must not drain this node;
+    with no GPUs known, the node itself is still suspect."""
+    log = tmp_path / "kern.log"
+    log.write_text("kernel: NVRM: Xid (PCI:d253:00:00): 79, pid=1, name=demo, fallen\n")
+    (result,) = XidCheck(log, PCI).run()
+    assert (result.status, result.action, result.gpu) == (Status.OK, Action.NONE, None)
+    assert "not one of this node's GPUs" in result.reason
+    (unknown,) = XidCheck(log, {}).run()
+    assert (unknown.status, unknown.action) == (Status.CRITICAL, Action.REBOOT)
+
+
 def test_nccl_tests_parsing_and_busbw() -> None:
     run = parse_nccl_tests((DATA / "all_reduce_h100_ok.txt").read_text())
     assert run.ranks == 8 and len(run.rows) == 5 and run.avg_busbw == 477.141
