@@ -262,8 +262,9 @@ def _gres(n: Line) -> str:
 
 def _cpus_aiot(n: Line) -> str:
     alloc, total = n["cpus_alloc"], n["cpus_total"]
-    other = total if _long_state(n) in ("drained", "down") else 0
-    return f"{alloc}/{total - alloc - other if not other else 0}/{other}/{total}"
+    if _long_state(n) in ("drained", "down"):  # none idle: all counted as other
+        return f"{alloc}/0/{total}/{total}"
+    return f"{alloc}/{total - alloc}/0/{total}"
 
 
 def _long_state(n: Line) -> str:

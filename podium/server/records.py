@@ -85,7 +85,7 @@ def job_record(
     gpu_ids = json.loads(row["gpu_ids"]) if row["gpu_ids"] else []
     share = units(gpu_ids) if units is not None and gpu_ids else None
     spec = brief(row)  # {} when unreadable: such a job still lists
-    ending = row["ending"] if "ending" in row.keys() else None  # noqa: SIM118 (sqlite3.Row)
+    ending = row["ending"]
     deps = spec.get("dependencies") or []
     sep = "?" if spec.get("dependency_any") else ","
     dependency = (
