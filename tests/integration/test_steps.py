@@ -130,9 +130,12 @@ srun sh -c 'echo $$ > {c.work}/pid-$SLURM_PROCID; exec sleep 60'
     )
     job_id = c.submit(str(script))
     deadline = time.monotonic() + 20
-    while not (c.work / "pid-1").exists() and time.monotonic() < deadline:
+    files = [c.work / f"pid-{r}" for r in (0, 1)]
+    # each file is made, then written: wait until both hold their pid
+    while not all(f.exists() and f.read_text().endswith("\n") for f in files):
+        assert time.monotonic() < deadline, "the step's tasks did not start"
         time.sleep(0.05)
-    pids = [int((c.work / f"pid-{r}").read_text()) for r in (0, 1)]
+    pids = [int(f.read_text()) for f in files]
     c.cli("cancel", str(job_id), check=True)
     assert c.wait(job_id)["state"] == "CANCELLED"
     for pid in pids:
