@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import textwrap
 
-from podium.spec.options import OPTIONS, REFUSED
+from podium.spec.options import OPTIONS, SLURM_ONLY
 
 # group title -> [(long name, value shown after "=", what it does)], in sbatch's order
 GROUPS: dict[str, list[tuple[str, str, str]]] = {
@@ -138,10 +138,10 @@ def submit_help() -> str:
     for title, entries in GROUPS.items():
         out += ["", f"{title}:"]
         out += [_line(_flags(long, value), text) for long, value, text in entries]
-    refused = ", ".join(f"--{name}" for name in sorted(REFUSED) if name not in OPTIONS)
+    engine_only = ", ".join(f"--{name}" for name in sorted(SLURM_ONLY))
     out += ["", *textwrap.wrap(
-        "sbatch options this cluster cannot honour are refused with the reason when given: "
-        f"{refused}.", 88,
+        "sbatch options only Slurm itself honours go to sbatch on backend: slurm; the "
+        f"embedded cluster refuses them with the reason when given: {engine_only}.", 88,
     )]  # fmt: skip
     out += [
         "",

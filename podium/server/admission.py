@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from podium.api.containers import is_image_path
 from podium.api.mig import model_for, profiles
@@ -24,9 +25,68 @@ from podium.spec.values import option_error, positive_int
 
 _ACCOUNT_RE = re.compile(r"^[A-Za-z0-9_.@-]+$")
 
+_ONE_NODE = "the embedded cluster is a single node"
+_NO_TOPOLOGY = "CPU topology is not modelled: CPUs are allocated by count"
+_NO_BURST_BUFFER = "the embedded cluster has no burst buffers"
+_NO_OCI = "OCI bundles are not supported: use --container-image (Pyxis, backend: slurm)"
+EMBEDDED_REFUSES: Mapping[str, str] = {
+    "uid": "jobs run as the submitting user (connect as that user instead)",
+    "gid": "jobs run with the submitting user's groups",
+    "clusters": "the embedded cluster is one cluster (use backend: slurm for several)",
+    "reservation": "the embedded cluster has no advance reservations",
+    "licenses": "the embedded cluster tracks no licenses",
+    "oversubscribe": "Podium never oversubscribes CPUs, GPUs or memory",
+    "network": f"{_ONE_NODE}: there is no interconnect to configure",
+    "switches": f"{_ONE_NODE}: there are no network switches to pick",
+    "deadline": "deadlines are not enforced yet (use --time and --begin)",
+    "burst-buffer": _NO_BURST_BUFFER,
+    "bb": _NO_BURST_BUFFER,
+    "bbf": _NO_BURST_BUFFER,
+    "container": _NO_OCI,
+    "container-id": _NO_OCI,
+    "reboot": f"{_ONE_NODE}: it cannot be rebooted for one job",
+    "cpu-freq": "CPU frequency control is not available on the embedded cluster",
+    "gpu-freq": "GPU frequency control is not available on the embedded cluster",
+    "power": "power management is not available on the embedded cluster",
+    "distribution": "task distribution is not modelled: CPUs are allocated by count",
+    "sockets-per-node": _NO_TOPOLOGY,
+    "cores-per-socket": _NO_TOPOLOGY,
+    "threads-per-core": _NO_TOPOLOGY,
+    "core-spec": "core specialisation is not modelled: CPUs are allocated by count",
+    "thread-spec": "core specialisation is not modelled: CPUs are allocated by count",
+    "mem-bind": "NUMA memory binding is not done yet",
+    "gpu-bind": "GPUs are bound per job through CUDA_VISIBLE_DEVICES (use --gpus-per-task)",
+    "extra-node-info": _NO_TOPOLOGY,
+    "tmp": "local scratch space is not tracked",
+    "x11": "batch jobs have no X11 display",
+    "get-user-env": "the environment comes from the submitting shell (see --export)",
+    "export-file": "use --export with NAME=value pairs",
+    "propagate": "resource limits are not propagated to jobs",
+    "no-kill": f"{_ONE_NODE}: losing it always ends the job",
+    "profile": "per-job profiling is not collected yet",
+    "acctg-freq": "accounting is sampled by the daemon, not per job",
+    "prefer": "node features are matched with --constraint",
+    "cluster-constraint": "the embedded cluster is one cluster",
+    "priority": "only an administrator may set a priority (use --nice or --qos)",
+    "delay-boot": f"{_ONE_NODE}: it is never rebooted for a job",
+    "mcs-label": "MCS labels are not supported",
+    "spread-job": f"{_ONE_NODE}: a job cannot be spread",
+    "use-min-nodes": f"{_ONE_NODE}: a job always uses one node",
+    "resv-ports": "ports are given through MASTER_PORT",
+    "ignore-pbs": "PBS directives are never read",
+    "tres-per-task": "use --cpus-per-task and --gpus-per-task",
+    "ntasks-per-gpu": "use --ntasks with --gpus-per-task",
+    "ntasks-per-socket": _NO_TOPOLOGY,
+    "sockets": _NO_TOPOLOGY,
+}
+
 
 class EmbeddedAdmission:
-    """The embedded cluster's rules (`podium.spec.build.Admission`)."""
+    """The embedded cluster's rules (`podium.spec.build.Admission`). It honours none of
+    the engine-only options (`podium.spec.options.SLURM_ONLY`): each is refused with
+    the reason in REFUSES."""
+
+    REFUSES: ClassVar[Mapping[str, str]] = EMBEDDED_REFUSES
 
     def admit(self, draft: Draft) -> None:
         """Fill in the cluster's defaults; raise when this node cannot run the job."""

@@ -9,6 +9,8 @@ partition's time limit from the cluster config when the job gives none.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import ClassVar
 
 from podium.errors import SpecError
 from podium.spec.build import Draft
@@ -17,8 +19,26 @@ from podium.spec.values import option_error
 _SLURM_NAME_RE = re.compile(r"^[A-Za-z0-9_.@,-]+$")
 
 
+_ONE_CLUSTER = (
+    "Podium follows jobs on the one Slurm cluster its config names: submit with that "
+    "cluster's config instead"
+)
+SLURM_REFUSES: Mapping[str, str] = {
+    "uid": "sbatch runs as the submitting user, and so does the job",
+    "gid": "sbatch runs with the submitting user's groups, and so does the job",
+    "clusters": _ONE_CLUSTER,
+    "cluster-constraint": _ONE_CLUSTER,
+    "container": "the Slurm backend runs containers through Pyxis: use --container-image",
+    "container-id": "the Slurm backend runs containers through Pyxis: use --container-image",
+}
+
+
 class SlurmAdmission:
-    """The Slurm backend's rules (`podium.spec.build.Admission`)."""
+    """The Slurm backend's rules (`podium.spec.build.Admission`). Every engine-only
+    option (`podium.spec.options.SLURM_ONLY`) but those in REFUSES goes to sbatch as
+    given, and Slurm judges it."""
+
+    REFUSES: ClassVar[Mapping[str, str]] = SLURM_REFUSES
 
     def admit(self, draft: Draft) -> None:
         """Keep names as given; refuse what sbatch's translation cannot say."""

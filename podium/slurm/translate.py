@@ -213,6 +213,7 @@ def sbatch_options(spec: JobSpec) -> list[str]:
     if spec.wckey:
         opts.append(("wckey", spec.wckey))
     opts.extend(spec.binding)
+    opts.extend(spec.engine_options)
     if spec.mail_types:
         opts.append(("mail-type", ",".join(spec.mail_types)))
     if spec.mail_user:
@@ -272,6 +273,9 @@ def _all_values(spec: JobSpec) -> Iterable[tuple[str, str]]:
             yield what, value
     for arg in spec.script_args:
         yield "the script argument", arg
+    for name, option_value in spec.engine_options:
+        if option_value is not None:
+            yield f"--{name}", option_value
     for mount in spec.container_mounts:
         yield "the container mount", mount
 

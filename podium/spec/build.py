@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from podium.api import containers
 from podium.api.caller import Caller
 from podium.errors import SpecError
 from podium.spec.cluster import ClusterConfig
 from podium.spec.job import DEFAULT_ARRAY_OUTPUT, JobSpec
-from podium.spec.options import Given
+from podium.spec.options import SLURM_ONLY, Given
 from podium.spec.request import Options, SubmitRequest, gather
 from podium.spec.sizes import read_nodes, read_sizes
 from podium.spec.suggest import did_you_mean
@@ -69,7 +70,13 @@ class Draft:
 
 
 class Admission(Protocol):
-    """A backend's rules over sbatch semantics (one per backend, beside it)."""
+    """A backend's rules over sbatch semantics (one per backend, beside it).
+
+    REFUSES names the engine-only options (`SLURM_ONLY`) this backend cannot honour,
+    with the reason; the others reach its engine through `JobSpec.engine_options`.
+    """
+
+    REFUSES: ClassVar[Mapping[str, str]]
 
     def admit(self, draft: Draft) -> None:
         """Fill in the backend's defaults in `draft.fields`, or raise SpecError or
@@ -105,6 +112,7 @@ def build_job(
     Unsatisfiable."""
     options, script, script_args = gather(req)
     draft = Draft(options, {"script": script, "script_args": tuple(script_args)}, config, who)
+    draft.fields["engine_options"] = _engine_options(options, admission.REFUSES)
     _read(draft, req, now)
     admission.admit(draft)
     _check_signal(draft)
@@ -120,6 +128,21 @@ def build_job(
         input_files=_exact_files(spec, spec.input),
         warnings=tuple(draft.warnings),
     )
+
+
+def _engine_options(
+    options: Options, refuses: Mapping[str, str]
+) -> tuple[tuple[str, str | None], ...]:
+    """The engine-only options given, in SLURM_ONLY's order; raise SpecError naming
+    where the first one this backend refuses came from, with its reason."""
+    found = []
+    for name in SLURM_ONLY:
+        if (g := options.get(name)) is None:
+            continue
+        if (why := refuses.get(name)) is not None:
+            raise SpecError(f"{g.where}: --{name} cannot be honoured: {why}")
+        found.append((name, g.value))
+    return tuple(found)
 
 
 def _container_paths(spec: JobSpec) -> tuple[str, ...]:

@@ -117,6 +117,10 @@ class JobSpec(Frozen):
     # --gres-flags): Slurm applies them; the embedded cluster records them and gives
     # CPUs by count (docs/slurm-compat.md).
     binding: tuple[tuple[str, str], ...] = ()
+    # sbatch options only the backend's engine interprets (`podium.spec.options.
+    # SLURM_ONLY`), as given, that its admission did not refuse: the Slurm backend
+    # writes them into #SBATCH lines; the embedded cluster refuses every one.
+    engine_options: tuple[tuple[str, str | None], ...] = ()
     mail_types: tuple[str, ...] = ()
     mail_user: str | None = None
     constraint: str | None = None

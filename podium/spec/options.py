@@ -3,9 +3,10 @@
 Standard library only: the `podium submit` client uses this module to find the
 script among its arguments without loading any server-side library.
 
-Every option Podium knows is in OPTIONS; options that exist in sbatch but cannot be
-honoured on an embedded single-node cluster are in REFUSED with the reason. Anything
-else is unknown and gets a did-you-mean suggestion. Nothing is silently ignored.
+Every option Podium knows is in OPTIONS; the sbatch options that only a backend's
+engine can honour are also in SLURM_ONLY, and each backend's admission refuses those
+it cannot, with the reason. Anything else is unknown and gets a did-you-mean
+suggestion. Nothing is silently ignored.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from typing import Literal
 
     ArgKind = Literal["none", "required", "optional"]
-    Scope = Literal["any", "cli", "podium"]
+    Scope = Literal["any", "cli", "podium", "slurm"]
 
 
 class Option(Fields):
@@ -27,7 +28,8 @@ class Option(Fields):
 
     `scope` is "cli" for options that only make sense on the command line (they
     steer the client, like --wait, or replace the script, like --wrap), and "podium"
-    for Podium's own options, which sbatch does not know (not valid in #SBATCH lines).
+    for Podium's own options, which sbatch does not know (not valid in #SBATCH lines),
+    "slurm" for sbatch's options that only a backend's engine can honour (SLURM_ONLY).
     """
 
     __slots__ = ("arg", "long", "scope", "short")
@@ -138,65 +140,66 @@ OPTIONS: dict[str, Option] = _table(
     Option("help", "h", arg="none", scope="cli"),
 )
 
-_ONE_NODE = "the embedded cluster is a single node"
-REFUSED: dict[str, str] = {
-    "uid": "jobs run as the submitting user (connect as that user instead)",
-    "gid": "jobs run with the submitting user's groups",
-    "clusters": "the embedded cluster is one cluster (use backend: slurm for several)",
-    "reservation": "the embedded cluster has no advance reservations",
-    "licenses": "the embedded cluster tracks no licenses",
-    "oversubscribe": "Podium never oversubscribes CPUs, GPUs or memory",
-    "network": f"{_ONE_NODE}: there is no interconnect to configure",
-    "switches": f"{_ONE_NODE}: there are no network switches to pick",
-    "deadline": "deadlines are not enforced yet (use --time and --begin)",
-    "burst-buffer": "the embedded cluster has no burst buffers",
-    "bb": "the embedded cluster has no burst buffers",
-    "bbf": "the embedded cluster has no burst buffers",
-    "container": "OCI bundles are not supported: use --container-image (Pyxis, backend: slurm)",
-    "container-id": "OCI bundles are not supported: use --container-image (Pyxis, backend: slurm)",
-    "reboot": f"{_ONE_NODE}: it cannot be rebooted for one job",
-    "cpu-freq": "CPU frequency control is not available on the embedded cluster",
-    "gpu-freq": "GPU frequency control is not available on the embedded cluster",
-    "power": "power management is not available on the embedded cluster",
-    "distribution": "task distribution is not modelled: CPUs are allocated by count",
-    "sockets-per-node": "CPU topology is not modelled: CPUs are allocated by count",
-    "cores-per-socket": "CPU topology is not modelled: CPUs are allocated by count",
-    "threads-per-core": "CPU topology is not modelled: CPUs are allocated by count",
-    "core-spec": "core specialisation is not modelled: CPUs are allocated by count",
-    "thread-spec": "core specialisation is not modelled: CPUs are allocated by count",
-    "mem-bind": "NUMA memory binding is not done yet",
-    "gpu-bind": "GPUs are bound per job through CUDA_VISIBLE_DEVICES (use --gpus-per-task)",
-    "extra-node-info": "CPU topology is not modelled: CPUs are allocated by count",
-    "tmp": "local scratch space is not tracked",
-    "x11": "batch jobs have no X11 display",
-    "get-user-env": "the environment comes from the submitting shell (see --export)",
-    "export-file": "use --export with NAME=value pairs",
-    "propagate": "resource limits are not propagated to jobs",
-    "no-kill": f"{_ONE_NODE}: losing it always ends the job",
-    "profile": "per-job profiling is not collected yet",
-    "acctg-freq": "accounting is sampled by the daemon, not per job",
-    "prefer": "node features are matched with --constraint",
-    "cluster-constraint": "the embedded cluster is one cluster",
-    "priority": "only an administrator may set a priority (use --nice or --qos)",
-    "delay-boot": f"{_ONE_NODE}: it is never rebooted for a job",
-    "mcs-label": "MCS labels are not supported",
-    "spread-job": f"{_ONE_NODE}: a job cannot be spread",
-    "use-min-nodes": f"{_ONE_NODE}: a job always uses one node",
-    "resv-ports": "ports are given through MASTER_PORT",
-    "ignore-pbs": "PBS directives are never read",
-    "batch": "node features are matched with --constraint",
-    "tres-per-task": "use --cpus-per-task and --gpus-per-task",
-    "ntasks-per-gpu": "use --ntasks with --gpus-per-task",
-    "ntasks-per-socket": "CPU topology is not modelled: CPUs are allocated by count",
-    "sockets": "CPU topology is not modelled: CPUs are allocated by count",
-}
+# sbatch options Podium reads but does not interpret itself. Each backend's admission
+# declares which of them it refuses, with the reason (`REFUSES`, next to its Backend's
+# CANNOT table), and hands the others to its engine: the Slurm backend writes them into
+# the job's #SBATCH lines; the embedded cluster refuses them all.
+SLURM_ONLY: dict[str, Option] = _table(
+    Option("uid", scope="slurm"),
+    Option("gid", scope="slurm"),
+    Option("clusters", "M", scope="slurm"),
+    Option("cluster-constraint", scope="slurm"),
+    Option("reservation", scope="slurm"),
+    Option("licenses", "L", scope="slurm"),
+    Option("oversubscribe", "s", arg="none", scope="slurm"),
+    Option("network", scope="slurm"),
+    Option("switches", scope="slurm"),
+    Option("deadline", scope="slurm"),
+    Option("burst-buffer", scope="slurm"),
+    Option("bb", scope="slurm"),
+    Option("bbf", scope="slurm"),
+    Option("container", scope="slurm"),
+    Option("container-id", scope="slurm"),
+    Option("reboot", arg="none", scope="slurm"),
+    Option("cpu-freq", scope="slurm"),
+    Option("gpu-freq", scope="slurm"),
+    Option("power", scope="slurm"),
+    Option("distribution", "m", scope="slurm"),
+    Option("sockets-per-node", scope="slurm"),
+    Option("cores-per-socket", scope="slurm"),
+    Option("threads-per-core", scope="slurm"),
+    Option("core-spec", "S", scope="slurm"),
+    Option("thread-spec", scope="slurm"),
+    Option("mem-bind", scope="slurm"),
+    Option("gpu-bind", scope="slurm"),
+    Option("extra-node-info", "B", scope="slurm"),
+    Option("tmp", scope="slurm"),
+    Option("x11", arg="optional", scope="slurm"),
+    Option("get-user-env", arg="optional", scope="slurm"),
+    Option("export-file", scope="slurm"),
+    Option("propagate", arg="optional", scope="slurm"),
+    Option("no-kill", arg="optional", scope="slurm"),
+    Option("profile", scope="slurm"),
+    Option("acctg-freq", scope="slurm"),
+    Option("prefer", scope="slurm"),
+    Option("priority", scope="slurm"),
+    Option("delay-boot", scope="slurm"),
+    Option("mcs-label", scope="slurm"),
+    Option("spread-job", arg="none", scope="slurm"),
+    Option("use-min-nodes", arg="none", scope="slurm"),
+    Option("resv-ports", arg="optional", scope="slurm"),
+    Option("ignore-pbs", arg="none", scope="slurm"),
+    Option("tres-per-task", scope="slurm"),
+    Option("ntasks-per-gpu", scope="slurm"),
+    Option("ntasks-per-socket", scope="slurm"),
+    Option("sockets", scope="slurm"),
+)
+OPTIONS.update(SLURM_ONLY)
 
 _SHORT: dict[str, Option] = {o.short: o for o in OPTIONS.values() if o.short}
 
 
 def _unknown(name: str, where: str, dashes: str) -> SpecError:
-    if name in REFUSED:
-        return SpecError(f"{where}: {dashes}{name} cannot be honoured: {REFUSED[name]}")
     hint = did_you_mean(name, OPTIONS, prefix="--")
     return SpecError(f"{where}: unknown option {dashes}{name}{hint}")
 

@@ -233,3 +233,27 @@ def test_harmless_directives_reach_slurm(slurm: SlurmCluster, tmp_path: Path) ->
     assert job["state"] == "COMPLETED", job
     # Slurm 22.05 sets no SLURM_MEM_PER_NODE for --mem=0 (the embedded cluster neither).
     assert (tmp_path / f"{job_id}.out").read_text() == "mem=\n"
+
+
+def test_a_reservation_is_honoured_on_the_slurm_backend(
+    slurm: SlurmCluster, tmp_path: Path
+) -> None:
+    # Issue 28: --reservation was refused with the embedded cluster's reason on every
+    # backend; Slurm has advance reservations, so the job goes into one.
+    slurm.scontrol(
+        "create", "reservation", "ReservationName=podium-r28", "Users=root",
+        "StartTime=now", "Duration=10", "Nodes=debug-st-g-4",
+    )  # fmt: skip
+    try:
+        job_id = _submit(
+            slurm, "--reservation=podium-r28", "-o", str(tmp_path / "%j.out"),
+            "--wrap", "hostname", cwd=tmp_path,
+        )  # fmt: skip
+        assert "Reservation=podium-r28" in slurm.scontrol("show", "job", str(job_id))
+        job = slurm.wait_job(job_id, TERMINAL)
+        assert job["state"] == "COMPLETED", job
+        assert job["nodes"] == ["debug-st-g-4"], job
+    finally:
+        slurm.scontrol("delete", "ReservationName=podium-r28")
+    done = slurm.podium("submit", "--reservation=nope", "--wrap", "true", cwd=tmp_path, check=False)
+    assert done.returncode != 0 and len(done.stderr.strip().splitlines()) == 1, done.stderr

@@ -110,6 +110,34 @@ def test_golden_scripts_are_valid_bash() -> None:
         assert done.returncode == 0, (path, done.stderr)
 
 
+def test_engine_only_options_reach_sbatch_and_refusals_are_per_backend() -> None:
+    text = _script(["--reservation=maint", "-L", "matlab:2", "--oversubscribe", "--gpu-bind=none"])
+    for line in (
+        "#SBATCH --reservation=maint",
+        "#SBATCH --licenses=matlab:2",
+        "#SBATCH --oversubscribe",
+        "#SBATCH --gpu-bind=none",
+    ):
+        assert line in text.splitlines(), line
+    with pytest.raises(SpecError, match=r"--uid cannot be honoured: sbatch runs as the submitting"):
+        _script(["--uid=0"])
+    with pytest.raises(SpecError, match=r"--clusters cannot be honoured: .*one Slurm cluster"):
+        _script(["-M", "other"])
+    with pytest.raises(Unsatisfiable, match=r"--reservation .* line break"):
+        _script(["--reservation=a\n#SBATCH --uid=0"])
+    embedded = default_config(gpus=0, cpus=8)
+    req = SubmitRequest(options=["--reservation=maint"], cwd="/work", script="#!/bin/sh\n")
+    with pytest.raises(SpecError, match="--reservation cannot be honoured: the embedded cluster"):
+        build_job(req, embedded, WHO, NOW, EmbeddedAdmission())
+
+
+def test_every_engine_only_option_has_the_embedded_reason() -> None:
+    from podium.server.admission import EMBEDDED_REFUSES
+    from podium.spec.options import SLURM_ONLY
+
+    assert set(EMBEDDED_REFUSES) == set(SLURM_ONLY)
+
+
 def test_refused_with_the_reason() -> None:
     with pytest.raises(Unsatisfiable, match="heartbeat"):
         _script(["--heartbeat-timeout=60"])

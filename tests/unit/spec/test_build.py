@@ -275,6 +275,8 @@ def test_any_option_value_is_refused_cleanly_or_fits_the_database(
 class Recording:
     """An admission that keeps what sbatch's reading gave it and fills in names."""
 
+    REFUSES = {"uid": "no"}
+
     def __init__(self) -> None:
         self.seen: Draft | None = None
 

@@ -27,9 +27,14 @@ def test_unknown_option_suggests_the_nearest() -> None:
         parse_tokens(["--gpu=2"], "x")
 
 
-def test_refused_option_gives_the_reason() -> None:
-    with pytest.raises(SpecError, match=r"--reservation cannot be honoured: .*no advance"):
-        parse_tokens(["--reservation=r1"], "x")
+def test_engine_only_options_are_read_for_the_backend_to_judge() -> None:
+    given, _ = parse_tokens(["--reservation=r1", "-M", "c2", "-s", "--x11"], "x")
+    assert [(g.long, g.value) for g in given] == [
+        ("reservation", "r1"),
+        ("clusters", "c2"),
+        ("oversubscribe", None),
+        ("x11", None),
+    ]
 
 
 @pytest.mark.parametrize(
