@@ -50,6 +50,13 @@ class JobFilter(Fields):
         self.since = since
         self.until = until
 
+    def listed_states(self) -> tuple[str, ...] | None:
+        """The states a listing shows: those named, else every state (None) for
+        `finished`, else pending and running."""
+        if self.states is not None:
+            return tuple(self.states)
+        return None if self.finished else ("PENDING", "RUNNING")
+
 
 class BadJobId(ValueError):
     """A word that names no job; `text` is the word."""

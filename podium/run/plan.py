@@ -10,6 +10,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+@dataclass(frozen=True)
+class Grant:
+    """What one start of a job holds on its node: made once from the scheduler's
+    decision (`podium.server.local_node.LocalNode.grant_of`) and carried unchanged
+    into the launch plan, the job's SLURM_* variables and its tasks' environment."""
+
+    units: tuple[int, ...]  # the node's devices held as picked: GPUs, MIG slices, shards, MPS
+    gpu_ids: tuple[int, ...]  # the GPUs the job sees: a shard or MPS unit as its GPU, once
+    cuda_names: tuple[str, ...]  # per gpu_ids: its CUDA_VISIBLE_DEVICES name (index or UUID)
+    cpus: int
+    mem_mb: int
+    cpu_ids: tuple[int, ...] = ()  # the CPU ids given (empty where CPUs are only counted)
+
+    def cuda_names_by_index(self) -> str:
+        """ "index=UUID,..." for the GPUs CUDA must see by UUID (a MIG slice, an MPS
+        server's GPU); "" for none. What srun in the job reads (PODIUM_CUDA_NAMES)."""
+        pairs = zip(self.gpu_ids, self.cuda_names, strict=True)
+        return ",".join(f"{i}={name}" for i, name in pairs if name != str(i))
+
+
 @dataclass
 class TaskPlan:
     """One task of a job: its rank on the node and the GPUs it sees."""
@@ -63,6 +83,7 @@ class LaunchPlan:
     hide_gpus: bool = False  # CUDA_VISIBLE_DEVICES names no device (declared GPUs only)
     cgroup_v2_base: str | None = None  # the v2 group jobs go under (None: the supervisor's)
     container: dict[str, Any] | None = None  # podium.run.container.prepare's request
+    cuda_names: list[str] = field(default_factory=list)  # per gpu_ids: Grant.cuda_names
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:

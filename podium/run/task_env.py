@@ -17,10 +17,18 @@ CUDA_NAMES = "PODIUM_CUDA_NAMES"  # "index=UUID,...": GPUs CUDA must see by UUID
 
 
 def cuda_visible(gpu_ids: Iterable[int], env: Mapping[str, str]) -> str:
-    """CUDA_VISIBLE_DEVICES for these GPU indices: each GPU's index, or the UUID that
-    $PODIUM_CUDA_NAMES in the job's environment maps it to (a MIG slice, an MPS GPU)."""
+    """CUDA_VISIBLE_DEVICES for these GPU indices inside a running job (srun's steps,
+    which see only the job's environment): each GPU's index, or the UUID that
+    $PODIUM_CUDA_NAMES maps it to (the job's Grant, written by its plan)."""
     names = dict(item.split("=", 1) for item in env.get(CUDA_NAMES, "").split(",") if "=" in item)
     return ",".join(names.get(str(g), str(g)) for g in gpu_ids)
+
+
+def _task_cuda_visible(plan: LaunchPlan, task: TaskPlan) -> str:
+    """CUDA_VISIBLE_DEVICES for one task: each of its GPUs by its name in the plan's
+    grant (`LaunchPlan.cuda_names`: the index, or a MIG slice's or MPS GPU's UUID)."""
+    names = dict(zip(plan.gpu_ids, getattr(plan, "cuda_names", ()), strict=False))
+    return ",".join(names.get(g, str(g)) for g in task.gpu_ids)
 
 
 def task_environment(
@@ -61,9 +69,7 @@ def task_environment(
         LOCAL_WORLD_SIZE=str(ntasks),
         CUDA_DEVICE_ORDER="PCI_BUS_ID",
         CUDA_VISIBLE_DEVICES=(
-            ""
-            if getattr(plan, "hide_gpus", False)
-            else cuda_visible(task.gpu_ids, plan.environment)
+            "" if getattr(plan, "hide_gpus", False) else _task_cuda_visible(plan, task)
         ),
     )
     env.update(  # this task's place, as srun(1) names it; the job's are in the plan

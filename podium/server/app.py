@@ -10,106 +10,37 @@ import asyncio
 import json
 import os
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from fastapi import FastAPI, Path, Query, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from podium import __version__
 from podium.api.text import printable
 from podium.errors import PermissionDenied, PodiumError, SpecError
+from podium.server.bodies import (
+    DrainRequest,
+    Epoch,
+    HealthRequest,
+    InjectRequest,
+    JobIdPath,
+    MigApplyRequest,
+    ResumeRequest,
+    SelectionBody,
+    SignalRequest,
+    TimeLimit,
+    job_filter,
+)
 from podium.server.controller import Caller, Controller
+from podium.server.dry_run import dry_run_record
+from podium.server.mig_advisor import advice_now
 from podium.server.mig_apply import parse_layout
 from podium.server.peer import SCOPE_KEY, PeerCred, process_cwd
 from podium.spec.build import SubmitRequest
-from podium.spec.job import JobState
 from podium.spec.request import BatchRequest
-from podium.spec.validation import RequestModel
 from podium.spec.values import MAX_JOB_ID
-
-MAX_TIME_LIMIT_S = 100 * 365 * 86400
-MAX_EPOCH = 253402300799.0  # 9999-12-31T23:59:59Z: the latest time a query may name
-Epoch = Annotated[float | None, Query(ge=0, le=MAX_EPOCH, allow_inf_nan=False)]
-JobId = Annotated[int, Field(ge=1, le=MAX_JOB_ID)]
-JobIdPath = Annotated[int, Path(ge=1, le=MAX_JOB_ID)]
-
-
-TaskIndex = Annotated[int, Field(ge=0, le=MAX_JOB_ID)]
-
-
-class Selection(RequestModel):
-    """Jobs to act on: ids, array tasks as [array id, index], and/or filters (as
-    scancel)."""
-
-    job_ids: list[JobId] = Field(default_factory=list, max_length=100_000)
-    tasks: list[tuple[JobId, TaskIndex]] = Field(default_factory=list, max_length=100_000)
-    user: str | None = None
-    name: str | None = None
-    states: list[str] | None = None
-
-
-class SignalRequest(RequestModel):
-    """A signal for running jobs (scancel --signal): to their srun steps, their batch
-    shell (-b) or every process (-f)."""
-
-    job_ids: list[JobId] = Field(default_factory=list, max_length=100_000)
-    tasks: list[tuple[JobId, TaskIndex]] = Field(default_factory=list, max_length=100_000)
-    signal: int = Field(ge=1, le=64)
-    scope: Literal["steps", "batch", "full"] = "steps"
-
-
-class TimeLimit(RequestModel):
-    """A job's new time limit in seconds (scontrol update TimeLimit=); null: none."""
-
-    time_limit_s: int | None = Field(ge=1, le=MAX_TIME_LIMIT_S)
-
-
-class DrainRequest(RequestModel):
-    reason: str
-
-
-class ResumeRequest(RequestModel):
-    gpu: int | None = Field(default=None, ge=0, le=1023)
-
-
-class MigApplyRequest(RequestModel):
-    gpu: int = Field(ge=0, le=1023)
-    layout: str = Field(max_length=512)  # profiles joined by commas, or "whole"
-
-
-class HealthRequest(RequestModel):
-    deep: bool = False
-
-
-class InjectRequest(RequestModel):
-    """A fault: a hung rank (SIGSTOP) or a killed one (SIGKILL) of a running job, or an
-    Xid for one GPU written where the health agent reads the kernel's messages."""
-
-    kind: Literal["hang", "kill", "xid"]
-    job_id: JobId | None = None
-    rank: int = Field(default=0, ge=0, le=MAX_JOB_ID)
-    gpu: int | None = Field(default=None, ge=0, le=1023)
-    code: int = Field(default=79, ge=1, le=999)
-
-
-def _states(text: str | None) -> list[str] | None:
-    """The states a --state/-t list names (upper-cased; ALL, as squeue takes it: every
-    state); None when none is given. Raises SpecError on an unknown one."""
-    if text is None or text == "":
-        return None
-    states = [s.strip().upper() for s in text.split(",") if s.strip()]
-    valid = {s.value for s in JobState}
-    if "ALL" in states:
-        return sorted(valid)
-    bad = [s for s in states if s not in valid]
-    if bad:
-        raise SpecError(
-            f"unknown state {bad[0]!r}: expected ALL or one of {', '.join(sorted(valid))}"
-        )
-    return states
 
 
 def fast_json(data: Any) -> Response:
@@ -186,22 +117,29 @@ def create_app(
             "max_array_size": controller.config.max_array_size,
         }
 
+    call = controller.locked
+    intake, views, control = controller.intake, controller.views, controller.control
+
     @app.post("/v1/jobs")
     def submit(request: Request, body: SubmitRequest) -> dict[str, Any]:
-        jobs, warnings = controller.submit(body, submitter(request))
+        who, clock = submitter(request), controller.clock
+        jobs, warnings = call(lambda: intake.submit(body, who, clock()))
         if not body.test_only:
             wake()
         return {"jobs": jobs, "warnings": warnings}
 
     @app.post("/v1/jobs/batch")
     def submit_batch(request: Request, body: BatchRequest) -> dict[str, Any]:
-        job_ids = controller.submit_batch(body, submitter(request))
+        who, clock, jobs = submitter(request), controller.clock, list(body.jobs)
+        job_ids = call(lambda: intake.submit_batch(jobs, who, clock(), body.idempotency_key))
         wake()
         return {"job_ids": job_ids}
 
     @app.post("/v1/jobs/dry-run")
     def dry_run(request: Request, body: SubmitRequest) -> dict[str, Any]:
-        return controller.dry_run(body, submitter(request))
+        who, clock = submitter(request), controller.clock
+        spec = call(lambda: intake.check(body, who, clock())).spec
+        return dry_run_record(spec, who, controller.planner)
 
     @app.get("/v1/jobs")
     def list_jobs(
@@ -213,12 +151,9 @@ def create_app(
         fields: str | None = None,
     ) -> Response:
         caller(request)
-        states = _states(state)
-        if states is None and not all:
-            states = [JobState.PENDING.value, JobState.RUNNING.value]
+        which = job_filter(state, user, name, finished=all)
         wanted = [f.strip() for f in fields.split(",")] if fields is not None else None
-        text = controller.jobs_json(states=states, user=user, name=name, fields=wanted)
-        return Response(text, media_type="application/json")
+        return Response(call(views.jobs_json, which, wanted), media_type="application/json")
 
     @app.get("/v1/jobs/{job_id}")
     def show(
@@ -226,38 +161,39 @@ def create_app(
         job_id: JobIdPath,
         task: Annotated[int | None, Query(ge=0, le=MAX_JOB_ID)] = None,
     ) -> dict[str, Any]:
-        return controller.show(job_id, caller(request), task)
+        return call(views.show, job_id, caller(request), task)
 
     @app.post("/v1/jobs/cancel")
-    def cancel(request: Request, body: Selection) -> dict[str, Any]:
-        states = _states(",".join(body.states)) if body.states else None
-        who = caller(request)
-        done = controller.cancel(who, body.job_ids, body.user, body.name, states, body.tasks)
+    def cancel(request: Request, body: SelectionBody) -> dict[str, Any]:
+        selection, who = body.selection(), caller(request)
+        done = call(control.cancel, who, selection)
         wake()
         return {"cancelled": done}
 
     @app.post("/v1/jobs/signal")
     def send_signal(request: Request, body: SignalRequest) -> dict[str, Any]:
         who = caller(request)
-        done = controller.send_signal(who, body.job_ids, body.tasks, body.signal, body.scope)
-        return {"signalled": done}
+        return {
+            "signalled": call(control.send_signal, who, body.selection(), body.signal, body.scope)
+        }
 
     @app.post("/v1/jobs/hold")
-    def hold(request: Request, body: Selection) -> dict[str, Any]:
-        return {"held": controller.hold(caller(request), body.job_ids, True, body.tasks)}
+    def hold(request: Request, body: SelectionBody) -> dict[str, Any]:
+        return {"held": call(control.hold, caller(request), body.selection(), True)}
 
     @app.post("/v1/jobs/{job_id}/time-limit")
     def time_limit(request: Request, job_id: JobIdPath, body: TimeLimit) -> dict[str, Any]:
-        controller.set_time_limit(caller(request), job_id, body.time_limit_s)
-        return controller.show(job_id, caller(request))
+        who = caller(request)
+        call(control.set_time_limit, who, job_id, body.time_limit_s)
+        return call(views.show, job_id, who)
 
     @app.post("/v1/jobs/requeue")
-    def requeue(request: Request, body: Selection) -> dict[str, Any]:
-        return {"requeued": controller.requeue(caller(request), body.job_ids, body.tasks)}
+    def requeue(request: Request, body: SelectionBody) -> dict[str, Any]:
+        return {"requeued": call(control.requeue, caller(request), body.selection())}
 
     @app.post("/v1/jobs/release")
-    def release(request: Request, body: Selection) -> dict[str, Any]:
-        done = controller.hold(caller(request), body.job_ids, False, body.tasks)
+    def release(request: Request, body: SelectionBody) -> dict[str, Any]:
+        done = call(control.hold, caller(request), body.selection(), False)
         wake()
         return {"released": done}
 
@@ -270,41 +206,61 @@ def create_app(
         until: Epoch = None,
     ) -> Response:
         caller(request)
-        jobs = controller.acct(states=_states(state), user=user, since=since, until=until)
-        return fast_json({"jobs": jobs})
+        which = job_filter(state, user, finished=True, since=since, until=until)
+        return fast_json({"jobs": call(views.acct, which)})
 
     @app.get("/v1/priority")
     def priority(request: Request) -> Response:
         caller(request)
-        return fast_json({"jobs": controller.priorities()})
+        return fast_json({"jobs": call(views.priorities)})
 
     @app.get("/v1/mig/advice")
     def mig_advice(request: Request) -> dict[str, Any]:
         caller(request)
-        return controller.mig_advice()
+        return advice_now(controller.reactor, controller.config.node.gpus.type)
 
     @app.post("/v1/mig/apply")
     def mig_apply(request: Request, body: MigApplyRequest) -> dict[str, Any]:
-        answer = controller.mig_apply(caller(request), body.gpu, parse_layout(body.layout))
+        who, layout = caller(request), parse_layout(body.layout)
+
+        def plan() -> dict[str, Any]:
+            running = controller.reactor.running_rows()
+            return controller.migs.request(
+                who.name, who.is_admin, body.gpu, layout, running, controller.clock()
+            )
+
+        answer = call(plan)
         wake()
         return answer
 
     @app.get("/v1/share")
     def share(request: Request) -> dict[str, Any]:
-        return {"shares": controller.share(), "access": controller.access(caller(request))}
+        return {"shares": call(views.share), "access": views.access(caller(request))}
 
     @app.get("/v1/nodes")
     def nodes(request: Request) -> dict[str, Any]:
         caller(request)
-        return {"nodes": controller.nodes()}
+        return {"nodes": call(views.nodes)}
 
     @app.post("/v1/nodes/{node}/drain")
     def drain(request: Request, node: str, body: DrainRequest) -> dict[str, Any]:
-        return controller.drain(caller(request), node, body.reason)
+        who = caller(request)
+
+        def drained() -> dict[str, Any]:
+            control.drain(who, node, body.reason)
+            return views.nodes()[0]
+
+        return call(drained)
 
     @app.post("/v1/nodes/{node}/resume")
     def resume(request: Request, node: str, body: ResumeRequest | None = None) -> dict[str, Any]:
-        result = controller.resume(caller(request), node, body.gpu if body else None)
+        who = caller(request)
+
+        def resumed() -> dict[str, Any]:
+            control.resume(who, node, body.gpu if body else None)
+            return views.nodes()[0]
+
+        result = call(resumed)
         wake()
         return result
 
@@ -317,7 +273,7 @@ def create_app(
         if body.deep and not who.is_admin:
             raise PermissionDenied("deep health checks are for the administrator")
         results = await asyncio.to_thread(agent.run_now, body.deep)
-        await asyncio.to_thread(controller.handle_health, results)
+        await asyncio.to_thread(call, agent.handle, results, controller.clock())
         wake()
         return {"node": controller.node.name, "results": [r.to_json() for r in results]}
 
@@ -327,11 +283,11 @@ def create_app(
         if body.kind == "xid":
             if body.gpu is None:
                 raise SpecError("an Xid needs the GPU: podium inject xid --gpu N")
-            where = controller.inject_xid(who, body.gpu, body.code)
+            where = call(control.inject_xid, who, body.gpu, body.code)
             return {"kind": "xid", "gpu": body.gpu, "code": body.code, "written_to": where}
         if body.job_id is None:
             raise SpecError(f"a {body.kind} needs the job: podium inject {body.kind} JOB")
-        pid = controller.inject(who, body.kind, body.job_id, body.rank)
+        pid = call(control.inject, who, body.kind, body.job_id, body.rank)
         return {"job_id": body.job_id, "rank": body.rank, "pid": pid, "kind": body.kind}
 
     @app.post("/v1/shutdown")

@@ -12,6 +12,7 @@ import signal
 from collections.abc import Callable, Sequence
 
 from podium.api.caller import Caller, user_name
+from podium.api.selection import JobFilter, Selection
 from podium.api.states import PreemptMode
 from podium.api.times import format_duration
 from podium.errors import NotFound, PermissionDenied, SpecError
@@ -21,6 +22,7 @@ from podium.run.executor import LocalExecutor
 from podium.server.reactor import Reactor
 from podium.spec.job import JobState
 from podium.store.db import Row
+from podium.store.mig_layouts import MigLayouts
 
 PENDING, RUNNING = JobState.PENDING.value, JobState.RUNNING.value
 ACTIVE = (PENDING, RUNNING)
@@ -34,8 +36,10 @@ class Control:
         reactor: Reactor,
         executor: LocalExecutor,
         agent: Callable[[], HealthAgent | None],
+        mig_plans: MigLayouts | None = None,
     ) -> None:
         self.reactor = reactor
+        self.mig_plans = mig_plans
         self.store = reactor.store
         self.executor = executor
         self.agent = agent
@@ -50,19 +54,15 @@ class Control:
             )
 
     def select(
-        self,
-        who: Caller,
-        job_ids: list[int],
-        user: str | None,
-        name: str | None,
-        states: list[str] | None,
-        allowed_states: tuple[str, ...],
-        tasks: Sequence[tuple[int, int]] = (),
+        self, who: Caller, selection: Selection, allowed_states: tuple[str, ...] = ACTIVE
     ) -> list[Row]:
-        """The jobs a request names (ids, array tasks, or --user/--name/--state
-        filters), refused whole when any belongs to someone else and the caller is no
-        admin. A task named alone that is still pending in its array's row is given a
-        row of its own first (as Slurm splits it), after its owner is checked."""
+        """The jobs `selection` names (ids, array tasks, or --user/--name/--state
+        filters, those among `allowed_states`), refused whole when any belongs to
+        someone else and the caller is no admin. A task named alone that is still
+        pending in its array's row is given a row of its own first (as Slurm splits
+        it), after its owner is checked."""
+        job_ids, tasks = selection.job_ids, selection.tasks
+        user, name, states = selection.user, selection.name, selection.states
         if user is not None and user != who.name and not who.is_admin:
             raise PermissionDenied(f"you are {who.name}: you may act only on your own jobs")
         if job_ids or tasks:
@@ -77,7 +77,7 @@ class Control:
                 raise SpecError("name jobs by id, or select them with --user, --name or --state")
             if not who.is_admin and user is None:
                 user = who.name
-            rows = self.store.jobs(states=allowed_states, user=user, name=name)
+            rows = self.store.jobs(JobFilter(states=allowed_states, user=user, name=name))
         picked = [
             r
             for r in rows
@@ -112,17 +112,9 @@ class Control:
             rows.append(row)
         return rows
 
-    def cancel(
-        self,
-        who: Caller,
-        job_ids: list[int],
-        user: str | None = None,
-        name: str | None = None,
-        states: list[str] | None = None,
-        tasks: Sequence[tuple[int, int]] = (),
-    ) -> list[int]:
+    def cancel(self, who: Caller, selection: Selection) -> list[int]:
         """Cancel pending jobs at once and ask supervisors to stop running ones."""
-        rows = self.select(who, job_ids, user, name, states, ACTIVE, tasks)
+        rows = self.select(who, selection)
         now = self.reactor.clock()
         pending = [r["job_id"] for r in rows if r["state"] == PENDING]
         done = self.store.cancel_pending(pending, now)
@@ -132,12 +124,10 @@ class Control:
                 done.append(r["job_id"])
         return sorted(done)
 
-    def requeue(
-        self, who: Caller, job_ids: list[int], tasks: Sequence[tuple[int, int]] = ()
-    ) -> list[int]:
+    def requeue(self, who: Caller, selection: Selection) -> list[int]:
         """Stop running jobs and queue them again with the same id and a raised restart
         count, as `scontrol requeue` does (a job that said --no-requeue is refused)."""
-        rows = self.select(who, job_ids, None, None, None, ACTIVE, tasks)
+        rows = self.select(who, selection)
         done = []
         for r in rows:
             if r["state"] != RUNNING:
@@ -153,18 +143,11 @@ class Control:
             done.append(r["job_id"])
         return sorted(done)
 
-    def send_signal(
-        self,
-        who: Caller,
-        job_ids: list[int],
-        tasks: Sequence[tuple[int, int]],
-        sig: int,
-        scope: str,
-    ) -> list[int]:
+    def send_signal(self, who: Caller, selection: Selection, sig: int, scope: str) -> list[int]:
         """`scancel --signal=SIG [-b|-f]`: `sig` to the selected running jobs' steps,
         batch shell or every process (`scope`); a job that is not running is refused,
         as Slurm refuses it."""
-        rows = self.select(who, job_ids, None, None, None, ACTIVE, tasks)
+        rows = self.select(who, selection)
         idle = [r for r in rows if r["state"] != RUNNING]
         if idle:
             raise SpecError(
@@ -188,7 +171,7 @@ class Control:
         raise it (Slurm's rule); never past its partition's maximum. A running job's
         supervisor takes the new limit at once (its --signal then comes ahead of the
         new end). The ids changed."""
-        rows = [r for r in self.select(who, [job_id], None, None, None, ACTIVE)]
+        rows = self.select(who, Selection((job_id,)))
         live = [r for r in rows if r["state"] in (PENDING, RUNNING)]
         if not live:
             raise SpecError(
@@ -220,10 +203,9 @@ class Control:
         self.reactor.wake()
         return done
 
-    def hold(
-        self, who: Caller, job_ids: list[int], held: bool, tasks: Sequence[tuple[int, int]] = ()
-    ) -> list[int]:
-        rows = self.select(who, job_ids, None, None, None, ACTIVE, tasks)
+    def hold(self, who: Caller, selection: Selection, held: bool) -> list[int]:
+        """Hold (`held`) or release the selected pending jobs; the ids changed."""
+        rows = self.select(who, selection)
         return self.store.set_held(
             [r["job_id"] for r in rows if r["state"] == PENDING], held, self.reactor.clock()
         )
@@ -259,6 +241,9 @@ class Control:
             )
         if drained and gpu is None:
             self.store.set_node_state(node, "up", None, who.uid, now)
+        if self.mig_plans is not None:  # resumed as it is: a planned MIG layout is moot
+            for g in [gpu] if gpu is not None else [g.index for g in gpus]:
+                self.mig_plans.drop_plan(node, g)
         self.reactor.wake()
 
     def inject(self, who: Caller, kind: str, job_id: int, rank: int) -> int:

@@ -22,6 +22,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from podium import paths
+from podium.api.selection import JobFilter
 from podium.errors import PodiumError, StateDiskFull
 from podium.node.health.suite import nvml_probe
 from podium.node.inventory import (
@@ -268,7 +269,7 @@ def serve(home: Path, config: ClusterConfig) -> None:
         log.warning("the state disk is nearly full: no reserve for recording outcomes")
     gpus = resolve_inventory(config.node.gpus, place=str(home))
     config.node.gpus.count = len(gpus)
-    running = bool(store.jobs(states=[JobState.RUNNING.value]))
+    running = bool(store.jobs(JobFilter(states=(JobState.RUNNING.value,))))
     jobs = open_jobs_dir(home, config.runtime_dir, runs_recorded=running)
     log.info("job state in %s%s", jobs.path, " (tmpfs)" if jobs.on_tmpfs else "")
     close_job_files(jobs.path)
@@ -297,7 +298,7 @@ def serve(home: Path, config: ClusterConfig) -> None:
         mig_apply=controller.migs.apply,
     )
     controller.attach_agent(agent)
-    counts = controller.recover()
+    counts = controller.reactor.recover()
     log.info("recovered running jobs: %s", counts)
     kept = set(controller.reactor.running_job_ids())
     if executor.forget_others(kept):
@@ -320,7 +321,7 @@ def serve(home: Path, config: ClusterConfig) -> None:
             wake_event.clear()
             due = config.scheduler_interval_s
             try:
-                due = await asyncio.to_thread(controller.cycle)
+                due = await asyncio.to_thread(controller.housekeeping.cycle)
             except Exception:
                 log.exception("scheduling pass failed")
             with contextlib.suppress(TimeoutError):

@@ -15,7 +15,9 @@ from typing import Any, Protocol
 
 from podium.api.text import printable
 from podium.run.executor import LocalExecutor, Poll
+from podium.run.plan import Grant, LaunchPlan
 from podium.server.launch import Planner
+from podium.server.starting import StartingJob
 from podium.spec.job import JobSpec
 from podium.store.db import Row
 
@@ -25,16 +27,8 @@ log = logging.getLogger("podium.effects")
 class Effects(Protocol):
     """The side effects of the reactor's transitions."""
 
-    def launch(
-        self,
-        row: Row,
-        spec: JobSpec,
-        gpu_ids: list[int],
-        cpus: int,
-        mem_mb: int,
-        cpu_ids: tuple[int, ...],
-    ) -> None:
-        """Start the job's run with this allocation; raise when it cannot start."""
+    def launch(self, job: StartingJob, spec: JobSpec, grant: Grant) -> None:
+        """Start the job's run with this grant; raise when it cannot start."""
 
     def cancel(self, job_id: int) -> bool:
         """Ask a running job to stop (CANCELLED); False when nothing runs it."""
@@ -91,18 +85,16 @@ class LocalEffects:
         self.mail_command = planner.config.mail_command
         self.record = record  # (job id, detail): a mail event in the job's history
 
-    def launch(
-        self,
-        row: Row,
-        spec: JobSpec,
-        gpu_ids: list[int],
-        cpus: int,
-        mem_mb: int,
-        cpu_ids: tuple[int, ...],
-    ) -> None:
-        script = str(self.executor.job_dir(row["job_id"]) / "script")
-        plan = self.planner.plan(row, spec, gpu_ids, cpus, mem_mb, cpu_ids, script)
-        self.executor.launch(plan, spec.script)
+    def plan(
+        self, job: StartingJob, spec: JobSpec, grant: Grant, make_dirs: bool = True
+    ) -> LaunchPlan:
+        """The first half of a start: the plan its supervisor would run (a dry run
+        stops here, with `make_dirs` off)."""
+        script = str(self.executor.job_dir(job.job_id) / "script")
+        return self.planner.plan(job, spec, grant, script, make_dirs)
+
+    def launch(self, job: StartingJob, spec: JobSpec, grant: Grant) -> None:
+        self.executor.launch(self.plan(job, spec, grant), spec.script)
 
     def cancel(self, job_id: int) -> bool:
         return self.executor.cancel(job_id)

@@ -171,7 +171,7 @@ class RunEnds:
             state = JobState.NODE_FAIL.value
         spec = self.spec(row)
         if state in (JobState.FAILED.value, JobState.NODE_FAIL.value):
-            newest = newest_checkpoint(self.planner.checkpoint_dir(row, spec))
+            newest = newest_checkpoint(self.planner.checkpoint_dir(row["job_id"], spec))
             before = row["checkpoint_mtime"]
             verdict = decide(
                 Ended(

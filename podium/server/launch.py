@@ -1,5 +1,5 @@
-"""Launch planning: from a job's row, spec and allocation to the LaunchPlan its
-supervisor runs, with the files, identity, limits and environment it needs.
+"""Launch planning: from a starting job, its spec and its Grant to the LaunchPlan
+its supervisor runs, with the files, identity, limits and environment it needs.
 
 The only side effect is creating the job's default checkpoint directory (owned by
 the job's user); the plan itself is data (what `podium submit --dry-run` prints).
@@ -13,7 +13,7 @@ import os
 import pwd
 import stat
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +22,11 @@ from podium.run.container import IMPORT_ENV
 from podium.run.identity import Identity
 from podium.run.nvidia import driver_files
 from podium.run.patterns import expand
-from podium.run.plan import LaunchPlan, TaskPlan
+from podium.run.plan import Grant, LaunchPlan, TaskPlan
 from podium.run.task_env import CUDA_NAMES
 from podium.server.local_node import LocalNode
 from podium.server.slurm_env import job_variables, without_inherited
+from podium.server.starting import StartingJob
 from podium.spec.cluster import ClusterConfig
 from podium.spec.job import JobSpec
 from podium.store.db import Row
@@ -34,7 +35,6 @@ from podium.store.db import Row
 log = logging.getLogger("podium.launch")
 COMPAT_BIN = str(Path(__file__).resolve().parents[1] / "compat" / "bin")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
-JobRow = Row | Mapping[str, Any]  # a stored job's row, or the same keys for a dry run
 
 
 class ForeignDirectory(Exception):
@@ -79,22 +79,22 @@ class Planner:
             return Identity(self.owner_uid, os.getegid(), tuple(os.getgroups()), umask)
         return Identity.of(uid, gid, user, umask)
 
-    def output_path(self, row: JobRow, spec: JobSpec, pattern: str) -> str:
+    def output_path(self, job: StartingJob, spec: JobSpec, pattern: str) -> str:
         """An output pattern expanded for this job (%t is left for the supervisor)."""
         expanded = expand(
             pattern,
-            job_id=row["job_id"],
-            name=row["name"],
-            user=row["user"],
+            job_id=job.job_id,
+            name=job.name,
+            user=job.user,
             node=self.node.name,
-            array_job_id=row["array_job_id"],
-            array_task_id=row["array_task_id"],
+            array_job_id=job.array_job_id,
+            array_task_id=job.array_task_id,
         )
         return os.path.join(spec.work_dir, expanded)
 
-    def checkpoint_dir(self, row: JobRow, spec: JobSpec) -> str:
+    def checkpoint_dir(self, job_id: int, spec: JobSpec) -> str:
         """The job's PODIUM_CHECKPOINT_DIR: --checkpoint-dir, else one per job id."""
-        return spec.checkpoint_dir or str(self.home / "checkpoints" / str(row["job_id"]))
+        return spec.checkpoint_dir or str(self.home / "checkpoints" / str(job_id))
 
     def free_cpu_ids(self, running: Iterable[Row]) -> list[int]:
         """The node's CPU ids none of these running jobs holds (empty when CPUs are
@@ -106,18 +106,12 @@ class Planner:
             held.update(json.loads(r["cpu_ids"] or "[]"))
         return [c for c in self.node.cpu_ids if c not in held]
 
-    def environment(
-        self, row: JobRow, spec: JobSpec, gpu_ids: list[int], cpus: int, mem_mb: int
-    ) -> dict[str, str]:
+    def environment(self, job: StartingJob, spec: JobSpec, grant: Grant) -> dict[str, str]:
         """The job's base environment: what it exported (less another job's Slurm
         variables), Slurm's variables for this job, and Slurm's commands first on the
         PATH, talking to this cluster (`podium.compat`)."""
         env = without_inherited(spec.environment)
-        env.update(
-            job_variables(
-                row, spec, self.node.name, gpu_ids, cpus, mem_mb, self.config.cluster_name
-            )
-        )
+        env.update(job_variables(job, spec, self.node.name, grant, self.config.cluster_name))
         env["PATH"] = f"{COMPAT_BIN}:{env.get('PATH') or DEFAULT_PATH}"
         env.pop(CUDA_NAMES, None)  # another job's (plan sets the job's own)
         env["PODIUM_PYTHON"] = sys.executable
@@ -125,7 +119,7 @@ class Planner:
         return env
 
     def mps_share(
-        self, held: list[int], spec: JobSpec, uid: int, gid: int, start: bool
+        self, held: tuple[int, ...], spec: JobSpec, uid: int, gid: int, start: bool
     ) -> dict[str, str]:
         """The MPS variables of a job holding MPS units (none otherwise); with `start`,
         its GPU's MPS control daemon is started for the user if it does not run
@@ -146,54 +140,37 @@ class Planner:
             env["PODIUM_MPS_NOTE"] = why  # the job can tell it runs without a server
         return env
 
-    def cuda_names(self, held: list[int]) -> str:
-        """ "index=UUID,..." for the devices among `held` that CUDA_VISIBLE_DEVICES must
-        name by UUID ("" for none): a MIG slice (MIG-...), and an MPS share's GPU (by
-        the index the job sees), since an MPS server started for one GPU's UUID
-        renumbers its clients' devices."""
-        mine = set(held)
-        names: dict[int, str] = {}
-        for d in self.node.devices:
-            if d.index in mine and d.kind == "mig":
-                names[d.index] = d.uuid
-            elif d.index in mine and d.kind == "mps":
-                names[d.physical] = d.uuid
-        return ",".join(f"{i}={uuid}" for i, uuid in names.items())
-
     def plan(
         self,
-        row: JobRow,
+        job: StartingJob,
         spec: JobSpec,
-        gpu_ids: list[int],
-        cpus: int,
-        mem_mb: int,
-        cpu_ids: tuple[int, ...],
+        grant: Grant,
         script_path: str,
         make_dirs: bool = True,
     ) -> LaunchPlan:
-        """What the job's supervisor needs: its allocation (GPUs, CPUs and the CPU ids
-        picked for it, memory), identity, files, limits and environment. With
-        `make_dirs`, the default checkpoint directory is created for the user."""
-        uid, gid, user = row["uid"], row["gid"], row["user"]
+        """What the job's supervisor needs: its grant, identity, files, limits and
+        environment. With `make_dirs`, the default checkpoint directory and the user's
+        container cache are created (a real start; a dry run makes nothing)."""
+        uid, gid, user = job.uid, job.gid, job.user
         who = self.identity(uid, gid, user, spec.umask)
-        checkpoint = self.checkpoint_dir(row, spec)
+        checkpoint = self.checkpoint_dir(job.job_id, spec)
         if make_dirs and spec.checkpoint_dir is None:
             own_checkpoint_dir(Path(checkpoint), uid, gid)
         if make_dirs:
             self.user_container_cache(uid, gid)
-        held, gpu_ids = gpu_ids, self.node.visible(gpu_ids)  # shards, MPS units: their GPU
-        environment = self.environment(row, spec, gpu_ids, cpus, mem_mb)
+        held, gpu_ids = grant.units, list(grant.gpu_ids)
+        environment = self.environment(job, spec, grant)
         environment.update(self.mps_share(held, spec, uid, gid, start=make_dirs))
-        names = self.cuda_names(held)
-        if names:  # CUDA_VISIBLE_DEVICES by UUID (task_env, srun)
+        names = grant.cuda_names_by_index()
+        if names:  # for srun in the job: CUDA_VISIBLE_DEVICES by UUID
             environment[CUDA_NAMES] = names
         # The batch script runs once, as the batch step, with all of the job's GPUs;
         # its srun calls start the job's tasks (podium.compat.srun).
         tasks = [TaskPlan(procid=0, localid=0, gpu_ids=list(gpu_ids))]
         sig = spec.signal
         return LaunchPlan(
-            job_id=row["job_id"],
-            name=row["name"],
+            job_id=job.job_id,
+            name=job.name,
             user=user,
             uid=uid,
             gid=gid,
@@ -210,25 +187,26 @@ class Planner:
             open_mode=spec.open_mode,
             node=self.node.name,
             gpu_ids=gpu_ids,
-            cpus=cpus,
+            cuda_names=list(grant.cuda_names),
+            cpus=grant.cpus,
             cpus_per_task=spec.cpus_per_task,
             time_limit_s=spec.time_limit_s,
             kill_wait_s=self.config.kill_wait_s,
             signal_num=sig.signum if sig else None,
             signal_before_s=sig.seconds_before if sig else 60,
             signal_batch_only=sig.batch_only if sig else False,
-            array_job_id=row["array_job_id"],
-            array_task_id=row["array_task_id"],
-            restart_count=row["restart_count"],
+            array_job_id=job.array_job_id,
+            array_task_id=job.array_task_id,
+            restart_count=job.restart_count,
             checkpoint_dir=checkpoint,
-            partition=row["partition"],
-            qos=row["qos"],
-            account=row["account"],
+            partition=job.partition,
+            qos=job.qos,
+            account=job.account,
             proctrack=self.config.proctrack,
             heartbeat_timeout_s=spec.heartbeat_timeout_s,
-            mem_mb=mem_mb,
-            cpu_ids=list(cpu_ids),
-            deny_devices=[list(d) for d in self.node.denied_devices(held)],
+            mem_mb=grant.mem_mb,
+            cpu_ids=list(grant.cpu_ids),
+            deny_devices=[list(d) for d in self.node.denied_devices(list(held))],
             hide_gpus=self.node.hide_gpus,
             cgroup_v2_base=self.node.cgroup_v2_base,
             container=self.container_request(spec, uid, held) if spec.container_image else None,
@@ -265,7 +243,9 @@ class Planner:
             if g.index in parents and g.device
         ]
 
-    def container_request(self, spec: JobSpec, uid: int, gpu_ids: list[int]) -> dict[str, Any]:
+    def container_request(
+        self, spec: JobSpec, uid: int, gpu_ids: tuple[int, ...]
+    ) -> dict[str, Any]:
         """What the supervisor needs to make the job's container (podium.run.container):
         Pyxis' options, the user's image cache, the home to mount, the GPUs' devices."""
         try:

@@ -3,11 +3,13 @@ jobs may not open, and what the daemon can enforce there. Filled once at start."
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from podium.node.inventory import GpuInfo, device_number, node_cpu_ids
 from podium.node.slices import schedulable
 from podium.run.bpfdev import Device
+from podium.run.plan import Grant
 from podium.spec.cluster import ClusterConfig
 
 
@@ -101,6 +103,31 @@ class LocalNode:
             if seen not in out:
                 out.append(seen)
         return out
+
+    def grant_of(
+        self, units: Sequence[int], cpus: int, mem_mb: int, cpu_ids: Sequence[int] = ()
+    ) -> Grant:
+        """The Grant of a start holding the devices `units` (as the scheduler
+        picked them), `cpus` CPUs (these `cpu_ids` where CPUs are given by id) and
+        `mem_mb`: the GPUs the job sees, each with its name for CUDA_VISIBLE_DEVICES
+        (a MIG slice by its UUID; an MPS share's GPU by the UUID its MPS server was
+        started for, since the server renumbers its clients' devices)."""
+        mine = set(units)
+        names: dict[int, str] = {}
+        for d in self.devices:
+            if d.index in mine and d.kind == "mig":
+                names[d.index] = d.uuid
+            elif d.index in mine and d.kind == "mps":
+                names[d.physical] = d.uuid
+        seen = tuple(self.visible(list(units)))
+        return Grant(
+            units=tuple(units),
+            gpu_ids=seen,
+            cuda_names=tuple(names.get(g, str(g)) for g in seen),
+            cpus=cpus,
+            mem_mb=mem_mb,
+            cpu_ids=tuple(cpu_ids),
+        )
 
     def denied_devices(self, gpu_ids: list[int]) -> list[Device]:
         """The devices a job holding `gpu_ids` must not open: every other GPU's (a

@@ -14,6 +14,7 @@ from podium.node.mig_config import mig_parted, podium_lines, slurm_lines
 from podium.sched.mig_advice import WHOLE, Advice, GpuNow, Running, Waiting, advise
 from podium.sched.model import PendingJob
 from podium.server.local_node import LocalNode
+from podium.server.reactor import Reactor
 from podium.server.records import spec_gpu_ids
 from podium.store.db import Row
 
@@ -123,3 +124,16 @@ def _change(c: Any) -> dict[str, Any]:
 
 
 __all__ = ["Advice", "advice_record", "demand", "end_estimate", "finite", "gpus_now"]
+
+
+def advice_now(reactor: Reactor, gpu_type: str) -> dict[str, Any]:
+    """The advisor's answer for the pending queue as it is now: the running jobs, the
+    queue and its last priorities are read under the reactor's lock, the advice is
+    worked out after it is released."""
+    with reactor.lock:
+        running = reactor.running_rows()
+        reactor.queue.refresh()
+        pending = list(reactor.queue.jobs.values())
+        last = reactor.last
+        priority = {j: f.total for j, f in last.priorities.items()} if last else {}
+    return advice_record(reactor.node, gpu_type, running, pending, priority, reactor.clock())

@@ -24,9 +24,11 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
+from podium.api.selection import JobFilter
 from podium.api.states import Reason
 from podium.api.text import printable
 from podium.errors import StoreError
+from podium.run.plan import Grant
 from podium.sched import (
     Allocation,
     Decisions,
@@ -51,6 +53,7 @@ from podium.server.snapshot import (
     node_view,
     share_inputs,
 )
+from podium.server.starting import StartingJob
 from podium.spec.cluster import ClusterConfig
 from podium.spec.job import JobSpec, JobState
 from podium.store.db import Row, RunningStart, Store
@@ -138,7 +141,7 @@ class Reactor:
         self._wanted = True
 
     def running_rows(self) -> list[Row]:
-        return self.store.jobs(states=[RUNNING])
+        return self.store.jobs(JobFilter(states=(RUNNING,)))
 
     def gpu_jobs(self) -> dict[int, list[int]]:
         """Physical GPU index -> the running jobs on it: the one holding it whole, or
@@ -332,46 +335,41 @@ class Reactor:
         starts = self._split_arrays(starts)
         rows = {r["job_id"]: r for r in self.store.rows_of([s.job_id for s in starts])}
         records = []
+        planned: dict[int, tuple[StartingJob, JobSpec, Grant]] = {}
         free_cpus = self.planner.free_cpu_ids(self.running_rows())
         for start in starts:
             row = rows[start.job_id]
             try:
-                spec = self.spec(row)
-                stdout = self.planner.output_path(row, spec, spec.output)
-                stderr = self.planner.output_path(row, spec, spec.error) if spec.error else stdout
+                job, spec = StartingJob.of_row(row), self.spec(row)
+                stdout = self.planner.output_path(job, spec, spec.output)
+                stderr = self.planner.output_path(job, spec, spec.error) if spec.error else stdout
             except Exception as exc:
                 self.hold_broken(start.job_id, "cannot plan its start", exc)
                 continue
             take = tuple(free_cpus[: start.cpus]) if len(free_cpus) >= start.cpus else ()
             free_cpus = free_cpus[start.cpus :]
+            grant = self.node.grant_of(start.gpu_indices, start.cpus, start.mem_mb, take)
+            planned[start.job_id] = (job, spec, grant)
             records.append(
                 RunningStart(
                     start.job_id,
                     self.node.name,
-                    start.gpu_indices,
-                    start.cpus,
-                    start.mem_mb,
+                    grant.units,
+                    grant.cpus,
+                    grant.mem_mb,
                     stdout,
                     stderr,
-                    take,
+                    grant.cpu_ids,
                 )
             )
         marked = set(self.store.mark_running(records, self.clock()))
-        cpu_ids = {r.job_id: r.cpu_ids for r in records}
         for start in starts:
             if start.job_id not in marked:
                 continue
             row = rows[start.job_id]
+            job, spec, grant = planned[start.job_id]
             try:
-                spec = self.spec(row)
-                self.effects.launch(
-                    row,
-                    spec,
-                    list(start.gpu_indices),
-                    start.cpus,
-                    start.mem_mb,
-                    cpu_ids.get(start.job_id, ()),
-                )
+                self.effects.launch(job, spec, grant)
             except Exception as exc:
                 self.hold_broken(start.job_id, "launch failed", exc)
                 continue

@@ -13,12 +13,12 @@ another job gets its own, not its parent's.
 from __future__ import annotations
 
 import socket
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
 
 from podium.api import arrays
+from podium.run.plan import Grant
+from podium.server.starting import StartingJob
 from podium.spec.job import JobSpec
-from podium.store.db import Row
 
 # Inherited SLURM_* names that describe another job or step (sbatch overrides them).
 _NOT_INHERITED_PREFIXES = (
@@ -58,23 +58,18 @@ def per_node(value: int, nodes: int) -> str:
 
 
 def job_variables(
-    row: Row | Mapping[str, Any],
-    spec: JobSpec,
-    node: str,
-    gpu_ids: Sequence[int],
-    cpus: int,
-    mem_mb: int,
-    cluster_name: str,
+    job: StartingJob, spec: JobSpec, node: str, grant: Grant, cluster_name: str
 ) -> dict[str, str]:
     """The job-wide SLURM_* variables of a job starting on `node` with this
-    allocation. Variables sbatch sets only when an option was given (--ntasks-per-node,
+    grant. Variables sbatch sets only when an option was given (--ntasks-per-node,
     --gpus and its kin, --mem and its kin) are set only then; SLURM_CPUS_PER_TASK is
     always set (1 unless -c said otherwise), which scripts that test it read the same."""
-    job_id, nodes = str(row["job_id"]), spec.nodes
+    job_id, nodes = str(job.job_id), spec.nodes
+    gpu_ids, cpus, mem_mb = grant.gpu_ids, grant.cpus, grant.mem_mb
     env = {
         "SLURM_JOB_ID": job_id,
         "SLURM_JOBID": job_id,
-        "SLURM_JOB_NAME": str(row["name"]),
+        "SLURM_JOB_NAME": job.name,
         "SLURM_JOB_NODELIST": node,
         "SLURM_NODELIST": node,
         "SLURM_JOB_NUM_NODES": str(nodes),
@@ -87,14 +82,14 @@ def job_variables(
         "SLURM_GPUS_ON_NODE": str(len(gpu_ids)),
         "SLURM_SUBMIT_DIR": spec.submit_dir,
         "SLURM_SUBMIT_HOST": socket.gethostname(),
-        "SLURM_JOB_PARTITION": str(row["partition"]),
-        "SLURM_JOB_ACCOUNT": str(row["account"]),
-        "SLURM_JOB_QOS": str(row["qos"]),
-        "SLURM_JOB_USER": str(row["user"]),
-        "SLURM_JOB_UID": str(row["uid"]),
-        "SLURM_JOB_GID": str(row["gid"]),
+        "SLURM_JOB_PARTITION": job.partition,
+        "SLURM_JOB_ACCOUNT": job.account,
+        "SLURM_JOB_QOS": job.qos,
+        "SLURM_JOB_USER": job.user,
+        "SLURM_JOB_UID": str(job.uid),
+        "SLURM_JOB_GID": str(job.gid),
         "SLURM_CLUSTER_NAME": cluster_name,
-        "SLURM_RESTART_COUNT": str(row["restart_count"]),
+        "SLURM_RESTART_COUNT": str(job.restart_count),
         "SLURMD_NODENAME": node,
     }
     if gpu_ids:
@@ -116,11 +111,11 @@ def job_variables(
             option, "SLURM_MEM_PER_GPU"
         )
         env[name] = str(mem_mb if option == "mem" else amount)
-    if row["array_job_id"] is not None and spec.array is not None:
+    if job.array_job_id is not None and spec.array is not None:
         ranges = arrays.parse(spec.array.ranges)
         env.update(
-            SLURM_ARRAY_JOB_ID=str(row["array_job_id"]),
-            SLURM_ARRAY_TASK_ID=str(row["array_task_id"]),
+            SLURM_ARRAY_JOB_ID=str(job.array_job_id),
+            SLURM_ARRAY_TASK_ID=str(job.array_task_id),
             SLURM_ARRAY_TASK_COUNT=str(arrays.count(ranges)),
             SLURM_ARRAY_TASK_MIN=str(arrays.lowest(ranges)),
             SLURM_ARRAY_TASK_MAX=str(max(r[-1] for r in ranges)),

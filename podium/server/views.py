@@ -7,12 +7,13 @@ Nothing here changes state. Callers hold the reactor's lock.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
 from podium.api.caller import Caller, group_names
 from podium.api.records import JOB_KEYS
+from podium.api.selection import JobFilter
 from podium.api.text import printable
 from podium.errors import PermissionDenied, SpecError
 from podium.node.inventory import GpuInfo
@@ -97,23 +98,15 @@ class Views:
         self.node = reactor.node
         self.agent = agent
 
-    def jobs(
-        self,
-        *,
-        states: Iterable[str] | None = None,
-        user: str | None = None,
-        name: str | None = None,
-        since: float | None = None,
-        until: float | None = None,
-    ) -> list[dict[str, Any]]:
-        now = self.reactor.clock()
-        rows = self.store.jobs(states=states, user=user, name=name, since=since, until=until)
-        return job_records(rows, now, self.node.gpu_units)
+    def jobs(self, which: JobFilter) -> list[dict[str, Any]]:
+        """The JobRecords of the jobs `which` selects, oldest first."""
+        rows = self.store.jobs(which)
+        return job_records(rows, self.reactor.clock(), self.node.gpu_units)
 
-    def acct(self, **filters: Any) -> list[dict[str, Any]]:
-        """The jobs that ran (or run), each with its `steps` (StepRecords), as sacct
-        lists a job and then its steps."""
-        jobs = [j for j in self.jobs(**filters) if j["start_time"] is not None or j["end_time"]]
+    def acct(self, which: JobFilter) -> list[dict[str, Any]]:
+        """The jobs `which` selects that ran (or run), each with its `steps`
+        (StepRecords), as sacct lists a job and then its steps."""
+        jobs = [j for j in self.jobs(which) if j["start_time"] is not None or j["end_time"]]
         steps = StepTable(self.store).of_jobs(j["job_id"] for j in jobs)
         for job in jobs:
             if job["state"] in ("RUNNING", "COMPLETING"):  # the steps so far, from its files
@@ -128,16 +121,7 @@ class Views:
             job["steps"] = step_records(job, rows)
         return jobs
 
-    def jobs_json(
-        self,
-        *,
-        states: Iterable[str] | None = None,
-        user: str | None = None,
-        name: str | None = None,
-        since: float | None = None,
-        until: float | None = None,
-        fields: list[str] | None = None,
-    ) -> str:
+    def jobs_json(self, which: JobFilter, fields: list[str] | None = None) -> str:
         """`{"jobs": [...]}` as JSON text, what GET /v1/jobs answers; with `fields`
         (JobRecord keys), only those, as `table_json` rows."""
         if fields is not None:
@@ -147,8 +131,7 @@ class Views:
                     f"fields: {unknown[0] if unknown else 'none'!r} is not a job record key; "
                     f"expected some of {', '.join(JOB_KEYS)}"
                 )
-        rows = self.store.jobs(states=states, user=user, name=name, since=since, until=until)
-        entries = self.records.entries(rows, self.reactor.clock())
+        entries = self.records.entries(self.store.jobs(which), self.reactor.clock())
         if fields is not None:
             return table_json(entries, fields)
         if not entries:
@@ -184,7 +167,7 @@ class Views:
 
     def nodes(self) -> list[dict[str, Any]]:
         node = self.node
-        running = self.store.jobs(states=[RUNNING])
+        running = self.store.jobs(JobFilter(states=(RUNNING,)))
         owner = gpu_owners(running)
         cpus_alloc = sum(r["cpus"] for r in running)
         mem_alloc = sum(r["mem_mb"] for r in running)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from podium.api import arrays
+from podium.api.selection import JobFilter
 from podium.errors import NotFound
 from podium.spec.job import JobSpec, JobState
 from podium.store.brief import LIST_COLUMNS, SPEC_COLUMN, Row, brief_of
@@ -240,44 +241,10 @@ class JobStore(JobChanges):
             ).fetchall()
         return rows
 
-    def jobs(
-        self,
-        *,
-        states: Iterable[str] | None = None,
-        user: str | None = None,
-        name: str | None = None,
-        since: float | None = None,
-        until: float | None = None,
-        limit: int | None = None,
-        qos: str | None = None,
-    ) -> list[Row]:
-        """Jobs filtered by state, user, name, QoS and [since, until] overlap; oldest
-        first; without the stored spec (`spec_of` needs `job()`)."""
-        clauses: list[str] = []
-        args: list[Any] = []
-        if states is not None:
-            state_list = list(states)
-            clause = f"state IN ({','.join('?' * len(state_list))})"
-            if "COMPLETING" in state_list:  # RUNNING rows with their end given (listings)
-                clause = f"({clause} OR (state='RUNNING' AND ending IS NOT NULL))"
-            clauses.append(clause)
-            args.extend(state_list)
-        if user is not None:
-            clauses.append("user=?")
-            args.append(user)
-        if name is not None:
-            clauses.append("name=?")
-            args.append(name)
-        if qos is not None:
-            clauses.append("qos=?")
-            args.append(qos)
-        if since is not None:
-            clauses.append("(end_time IS NULL OR end_time >= ?)")
-            args.append(since)
-        if until is not None:
-            clauses.append("submit_time <= ?")
-            args.append(until)
-        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+    def jobs(self, which: JobFilter, limit: int | None = None) -> list[Row]:
+        """The jobs `which` selects (`job_where`), oldest first, at most `limit`; without
+        the stored spec (`spec_of` needs `job()`)."""
+        where, args = job_where(which)
         tail = f" LIMIT {int(limit)}" if limit else ""
         return self.conn.execute(
             f"SELECT {LIST_COLUMNS} FROM jobs {where} ORDER BY job_id{tail}", args
@@ -497,3 +464,37 @@ class JobStore(JobChanges):
                 "WHERE job_id = ?",
                 [(mib, job_id) for job_id, mib in peaks.items()],
             )
+
+
+# A JobFilter's plain fields: each one given adds its clause, with its value as the
+# clause's one parameter. States, which may be many, are `_state_clause`'s.
+_FILTER_CLAUSES = (
+    ("user", "user=?"),
+    ("name", "name=?"),
+    ("since", "(end_time IS NULL OR end_time >= ?)"),  # [since, until] overlaps the job
+    ("until", "submit_time <= ?"),
+)
+
+
+def job_where(which: JobFilter) -> tuple[str, list[Any]]:
+    """The WHERE clause (empty when it selects every job) and its parameters for the
+    jobs `which` lists: its states (`JobFilter.listed_states`), user, name, and
+    [since, until] overlap."""
+    clauses: list[str] = []
+    args: list[Any] = []
+    states = which.listed_states()
+    if states is not None:
+        clauses.append(_state_clause(len(states), "COMPLETING" in states))
+        args.extend(states)
+    for field, clause in _FILTER_CLAUSES:
+        if (value := getattr(which, field)) is not None:
+            clauses.append(clause)
+            args.append(value)
+    return (f"WHERE {' AND '.join(clauses)}" if clauses else ""), args
+
+
+def _state_clause(count: int, completing: bool) -> str:
+    """`state IN (?, ...)`; COMPLETING, which is no stored state, means the RUNNING
+    rows whose end is given."""
+    clause = f"state IN ({','.join('?' * count)})"
+    return f"({clause} OR (state='RUNNING' AND ending IS NOT NULL))" if completing else clause

@@ -56,3 +56,15 @@ def test_cuda_names_a_slice_by_its_uuid_inside_and_outside_a_container() -> None
     visible: list[dict[str, object]] = [{"index": 0}, {"index": 1}]  # slice 3's GPU, GPU 1
     assert renumbered("1,MIG-y", visible) == "1,MIG-y"
     assert renumbered("GPU-b", visible) == "GPU-b"  # an MPS share's GPU
+
+
+def test_a_grant_names_each_gpu_as_cuda_must_see_it() -> None:
+    gpus = [GpuInfo(0, "h100", 81920, "GPU-a"), GpuInfo(1, "h100", 81920, "GPU-b")]
+    slices = [GpuInfo(2, "3g.40gb", 40960, "MIG-x", parent=0, kind="mig")]
+    config = ClusterConfig.model_validate({"node": {"name": "n0", "cpus": 4, "memory_mb": 1000}})
+    n = LocalNode.from_config(config, gpus, slices)
+    grant = n.grant_of((1, 2), 2, 500, (0, 1))
+    assert (grant.units, grant.gpu_ids, grant.cuda_names) == ((1, 2), (1, 2), ("1", "MIG-x"))
+    assert (grant.cpus, grant.mem_mb, grant.cpu_ids) == (2, 500, (0, 1))
+    assert grant.cuda_names_by_index() == "2=MIG-x"  # what srun in the job reads
+    assert cuda_visible([2, 1], {CUDA_NAMES: grant.cuda_names_by_index()}) == "MIG-x,1"

@@ -11,11 +11,12 @@ import pytest
 from podium.api.caller import Caller
 from podium.node.inventory import declared
 from podium.run.executor import Poll
-from podium.run.plan import JobResult
+from podium.run.plan import Grant, JobResult
 from podium.server.intake import Intake
 from podium.server.launch import Planner
 from podium.server.local_node import LocalNode
 from podium.server.reactor import PERIODIC_PASS_S, Reactor
+from podium.server.starting import StartingJob
 from podium.spec.build import SubmitRequest
 from podium.spec.cluster import GpuInventory, default_config
 from podium.spec.job import JobSpec
@@ -37,16 +38,8 @@ class Recorded:
         self.forgotten: list[tuple[int, str]] = []  # (job, its state when let go)
         self.store: Store | None = None
 
-    def launch(
-        self,
-        row: Row,
-        spec: JobSpec,
-        gpu_ids: list[int],
-        cpus: int,
-        mem_mb: int,
-        cpu_ids: tuple[int, ...],
-    ) -> None:
-        self.launched.append((row["job_id"], gpu_ids))
+    def launch(self, job: StartingJob, spec: JobSpec, grant: Grant) -> None:
+        self.launched.append((job.job_id, list(grant.units)))
 
     def cancel(self, job_id: int) -> bool:
         self.signals.append(("cancel", job_id))

@@ -6,10 +6,11 @@ from typing import Any
 
 from podium.api import arrays
 from podium.api.caller import Caller
-from podium.run.plan import LaunchPlan, TaskPlan
+from podium.run.plan import Grant, LaunchPlan, TaskPlan
 from podium.run.task_env import task_environment
 from podium.server.admission import EmbeddedAdmission
 from podium.server.slurm_env import job_variables, per_node, without_inherited
+from podium.server.starting import StartingJob
 from podium.spec.build import SubmitRequest, build_job
 from podium.spec.job import JobSpec
 from tests.unit.spec.test_build import NOW, config
@@ -20,7 +21,11 @@ def spec_of(*options: str) -> JobSpec:
     return build_job(req, config(), Caller(1000, 1000, "alice"), NOW, EmbeddedAdmission()).spec
 
 
-def row(**kw: Any) -> dict[str, Any]:
+def grant(gpu_ids: tuple[int, ...], cpus: int, mem_mb: int) -> Grant:
+    return Grant(gpu_ids, gpu_ids, tuple(str(g) for g in gpu_ids), cpus, mem_mb)
+
+
+def row(**kw: Any) -> StartingJob:
     base = {
         "job_id": 42,
         "name": "train",
@@ -34,7 +39,7 @@ def row(**kw: Any) -> dict[str, Any]:
         "array_job_id": None,
         "array_task_id": None,
     }
-    return {**base, **kw}
+    return StartingJob.of_row({**base, **kw})
 
 
 def test_the_forms_slurm_writes() -> None:
@@ -49,7 +54,7 @@ def test_the_forms_slurm_writes() -> None:
 
 def test_a_job_gets_sbatchs_variables() -> None:
     spec = spec_of("-n", "2", "-c", "3", "--gpus=h100:2", "--mem=8G", "--ntasks-per-node=2")
-    env = job_variables(row(), spec, "node0", [1, 3], 6, 8192, "lab")
+    env = job_variables(row(), spec, "node0", grant((1, 3), 6, 8192), "lab")
     assert env["SLURM_JOB_ID"] == env["SLURM_JOBID"] == "42"
     assert env["SLURM_JOB_NODELIST"] == env["SLURM_NODELIST"] == "node0"
     assert (env["SLURM_NTASKS"], env["SLURM_NPROCS"], env["SLURM_TASKS_PER_NODE"]) == ("2",) * 3
@@ -68,7 +73,9 @@ def test_a_job_gets_sbatchs_variables() -> None:
 
 def test_an_array_task_knows_its_array() -> None:
     spec = spec_of("--array=0-12:4%2")
-    env = job_variables(row(array_job_id=40, array_task_id=8), spec, "node0", [], 1, 4000, "x")
+    env = job_variables(
+        row(array_job_id=40, array_task_id=8), spec, "node0", grant((), 1, 4000), "x"
+    )
     assert env["SLURM_ARRAY_JOB_ID"] == "40" and env["SLURM_ARRAY_TASK_ID"] == "8"
     assert [env[f"SLURM_ARRAY_TASK_{k}"] for k in ("COUNT", "MIN", "MAX", "STEP")] == [
         "4",
@@ -121,7 +128,7 @@ def plan_environment() -> dict[str, str]:
         for mem in ("--mem=1G", "--mem-per-cpu=1G", "--mem-per-gpu=1G"):
             spec = spec_of("-n", "2", "--ntasks-per-node=2", gpus, mem, "--array=0-3")
             row_ = row(array_job_id=1, array_task_id=0)
-            env.update(job_variables(row_, spec, "node0", [0, 1], 2, 1024, "c"))
+            env.update(job_variables(row_, spec, "node0", grant((0, 1), 2, 1024), "c"))
     plan = LaunchPlan(
         job_id=1, name="t", user="u", uid=1, gid=1, groups=[], argv=["/x"], work_dir="/",
         submit_dir="/", environment=env, tasks=[TaskPlan(0, 0, [0])], stdout="o",

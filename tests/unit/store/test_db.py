@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from podium.api.selection import JobFilter
 from podium.spec.job import ArraySpec, JobSpec, JobState
 from podium.store.db import RunningStart, Store, spec_of
 from podium.store.schema import SCHEMA_VERSION
@@ -88,10 +89,12 @@ def test_a_cancelled_running_job_lists_completing_until_it_ends(tmp_path: Path) 
     (job_id,) = store.insert_jobs(spec(), uid=1, gid=1, user="u", now=1.0)
     store.mark_running([RunningStart(job_id, "n", (0,), 1, 1, "o", "e")], now=2.0)
     assert store.mark_ending(job_id, JobState.CANCELLED, now=3.0)
-    (row,) = store.jobs(states=["COMPLETING"])
+    (row,) = store.jobs(JobFilter(states=("COMPLETING",)))
     record = job_record(row, now=4.0)
     assert (record["state"], record["ending"]) == ("COMPLETING", "CANCELLED")
-    assert store.jobs(states=["RUNNING"]) == [row]  # the scheduler's view: still holding
+    assert store.jobs(JobFilter(states=("RUNNING",))) == [
+        row
+    ]  # the scheduler's view: still holding
     store.mark_ended(job_id, state=JobState.CANCELLED, exit_code=None, signal=None, end_time=5)
     record = job_record(store.job(job_id), now=6.0)
     assert (record["state"], record["ending"]) == ("CANCELLED", None)

@@ -1,0 +1,71 @@
+"""The daemon loop's rounds between requests: collect ended runs, stop idle MPS
+servers, sample GPU memory, let the health agent look, and run a scheduling pass when
+one is due. Runs on a worker thread; takes the reactor's lock only where it reads or
+changes shared state."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from podium.node.gpu_memory import by_job, process_memory
+from podium.recover.agent import HealthAgent
+from podium.run.executor import LocalExecutor
+from podium.server.reactor import Reactor
+from podium.server.records import spec_gpu_ids
+
+
+class Housekeeping:
+    """One embedded cluster's loop work. `agent` gives the node's health agent, if one
+    is attached; `real_gpus` says whether NVML can be asked for GPU memory."""
+
+    def __init__(
+        self,
+        reactor: Reactor,
+        executor: LocalExecutor,
+        agent: Callable[[], HealthAgent | None],
+        real_gpus: bool,
+    ) -> None:
+        self.reactor = reactor
+        self.executor = executor
+        self.agent = agent
+        self.real_gpus = real_gpus
+        self._next_memory_sample = 0.0
+
+    def cycle(self) -> float:
+        """Collect ended runs, let the health agent look, and run a pass when one is
+        due. Returns how long until a pass is due (the loop also wakes on changes)."""
+        reactor = self.reactor
+        reactor.collect()
+        if reactor.planner.mps.live:
+            self.stop_idle_mps()
+        if self.real_gpus and reactor.clock() >= self._next_memory_sample:
+            self._next_memory_sample = reactor.clock() + reactor.config.health.interval_s
+            self.sample_gpu_memory()
+        agent = self.agent()
+        if agent is not None:
+            with reactor.lock:
+                agent.tick()
+        if reactor.pass_due() == 0.0:
+            reactor.run_pass()
+        return reactor.pass_due()
+
+    def sample_gpu_memory(self) -> None:
+        """Raise each running job's GPU memory high-water mark to what its processes
+        hold now, as NVML reports them (podium.node.gpu_memory)."""
+        used = process_memory()
+        if not used:
+            return
+        with self.reactor.lock:
+            running = [r["job_id"] for r in self.reactor.running_rows()]
+        sessions = {s: j for j in running if (s := self.executor.session(j)) is not None}
+        self.reactor.store.raise_gpu_memory(by_job(used, sessions))
+
+    def stop_idle_mps(self) -> None:
+        """Stop the MPS control daemons whose GPU has no running MPS job of their user
+        left (podium.node.mps)."""
+        node = self.reactor.node
+        units = {d.index: d.physical for d in node.devices if d.kind == "mps"}
+        with self.reactor.lock:
+            rows = self.reactor.running_rows()
+        in_use = {(units[g], r["uid"]) for r in rows for g in spec_gpu_ids(r) if g in units}
+        self.reactor.planner.mps.stop_idle(in_use)
