@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from podium.api.backend import Backend
+    from podium.spec.options import CommandLine
 
 
 def _token(g: Given) -> str:
@@ -30,10 +31,11 @@ def _umask() -> int:
 
 
 def build_request(
-    args: list[str], stdin_script: str | None = None
+    args: list[str] | CommandLine, stdin_script: str | None = None
 ) -> tuple[dict[str, Any], dict[str, Given]]:
-    """Turn `podium submit` arguments into the API request and the client-side options."""
-    given, script_path, script_args = split_command_line(args)
+    """Turn `podium submit` arguments (or the CommandLine split from them) into the
+    API request and the client-side options."""
+    given, script_path, script_args = split_command_line(args) if isinstance(args, list) else args
     client_opts = {g.long: g for g in given if OPTIONS[g.long].scope == "cli"}
     tokens = [_token(g) for g in given if OPTIONS[g.long].scope != "cli"]
     request: dict[str, Any] = {
@@ -95,13 +97,13 @@ def _script_named_by(request: dict[str, Any], job_file: str) -> None:
     request["yaml_text"] = rest
 
 
-def batch_requests(argv: list[str], path: str) -> list[dict[str, Any]]:
+def batch_requests(command: CommandLine, path: str) -> list[dict[str, Any]]:
     """The requests of `--batch FILE`: one job per line of FILE, its `podium submit`
     arguments (shell-quoted; blank lines and # comments skipped) after the options
-    given on the command line, which apply to every job."""
+    given on the command line (`command`), which apply to every job."""
     import shlex
 
-    given, script_path, _ = split_command_line(argv)
+    given, script_path, _ = command
     if script_path is not None:
         raise SpecError(f"give either a script ({script_path}) or --batch FILE, not both")
     common = [_token(g) for g in given if g.long != "batch"]
@@ -132,7 +134,8 @@ def batch_requests(argv: list[str], path: str) -> list[dict[str, Any]]:
 def run(argv: list[str]) -> int:
     """`podium submit ARGV`: submit, print as sbatch prints, and return the exit status
     (with --wait, the job's). PodiumError propagates to the caller."""
-    given, _, _ = split_command_line(argv)
+    line = split_command_line(argv)  # once: every step below reads this split
+    given, script_path, _ = line
     if any(g.long == "help" for g in given):
         from podium.cli.submit_help import submit_help
 
@@ -140,13 +143,12 @@ def run(argv: list[str]) -> int:
         return 0
     batch = next((g.value for g in given if g.long == "batch"), None)
     if batch is not None:
-        return _run_batch(argv, str(batch), {g.long for g in given})
+        return _run_batch(line, str(batch), {g.long for g in given})
     stdin_script = None
-    if not sys.stdin.isatty():
-        given, script_path, _ = split_command_line(argv)
-        if script_path is None and not any(g.long in ("wrap", "file") for g in given):
-            stdin_script = sys.stdin.read() or None  # empty stdin: nothing was given
-    request, opts = build_request(argv, stdin_script)
+    named = script_path is not None or any(g.long in ("wrap", "file") for g in given)
+    if not named and not sys.stdin.isatty():
+        stdin_script = sys.stdin.read() or None  # empty stdin: nothing was given
+    request, opts = build_request(line, stdin_script)
     if "script" not in request and "wrap" not in request and "yaml_text" not in request:
         raise SpecError('nothing to run: give a batch script, --wrap "CMD" or -f job.yaml')
     backend = open_backend()
@@ -183,10 +185,10 @@ def run(argv: list[str]) -> int:
     return 0
 
 
-def _run_batch(argv: list[str], path: str, flags: set[str]) -> int:
+def _run_batch(line: CommandLine, path: str, flags: set[str]) -> int:
     """Submit every job of a batch file at once (all or none); print as sbatch would
     for each, and wait for them all with --wait."""
-    requests = batch_requests(argv, path)
+    requests = batch_requests(line, path)
     backend = open_backend()
     groups = backend.submit_batch(requests, os.urandom(18).hex())
     if "json" in flags:

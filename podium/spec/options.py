@@ -17,10 +17,12 @@ from podium.spec.suggest import did_you_mean
 
 TYPE_CHECKING = False  # typing itself (which loads re) is not loaded on the lean path
 if TYPE_CHECKING:
-    from typing import Literal
+    from typing import Literal, TypeAlias
 
     ArgKind = Literal["none", "required", "optional"]
     Scope = Literal["any", "cli", "podium", "slurm"]
+    # `podium submit`'s arguments split: the options, the script's path, its arguments.
+    CommandLine: TypeAlias = tuple[list["Given"], str | None, list[str]]
 
 
 class Option(Fields):
@@ -265,7 +267,7 @@ def parse_tokens(
     return given, []
 
 
-def split_command_line(argv: list[str]) -> tuple[list[Given], str | None, list[str]]:
+def split_command_line(argv: list[str]) -> CommandLine:
     """Split `podium submit` arguments into (options, script path, script args)."""
     given, rest = parse_tokens(argv, "command line", stop_at_positional=True)
     if not rest:
