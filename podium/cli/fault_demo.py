@@ -76,9 +76,9 @@ def run_fault_demo(home: Path, examples: Path, keep: bool, timeout: float) -> bo
     work.mkdir(parents=True, exist_ok=True)
     kernel_log = home / "kern.log"
     kernel_log.touch()
-    from podium.cli.demo import real_gpus
+    from podium.node.inventory import read_nvml
 
-    real = real_gpus()
+    real = read_nvml() or []  # the machine's NVIDIA GPUs (none without a driver)
     # Resuming on healthy GPUs needs as many left after one is fenced: with G >= 2
     # real GPUs the job takes G//2; with fewer, four GPUs are declared.
     use_real = len(real) >= 2
