@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from podium.run.container import prepare, remove
+from podium.run.containers.lifecycle import prepare, remove
 from podium.run.identity import Identity
 from podium.run.job_files import TaskFiles
 from podium.run.spawn import spawn_task

@@ -41,8 +41,8 @@ from bench.embedded import (
     slurm_testbed,
 )
 from podium.api.states import TERMINAL_STATES
+from podium.backends.slurm import parse
 from podium.sim.traces import read_tiresias
-from podium.slurm import parse
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = ROOT.parent / "shared" / "traces" / "tiresias_60_job.csv"

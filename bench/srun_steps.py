@@ -41,7 +41,7 @@ from bench.embedded import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-COMPAT_BIN = ROOT / "podium" / "compat" / "bin"
+COMPAT_BIN = ROOT / "podium" / "slurm_commands" / "bin"
 EMBEDDED = embedded_config(cpus=16, gpus=8)
 SLURM = slurm_definition("bench", nodes=1, cpus=16, gpus=8)
 # Run inside the job: STEPS x `srun -n 4 date +%s%N`; for each, the seconds until the

@@ -1,5 +1,5 @@
 """Pyxis' container options as sbatch and srun read them: their names, the forms of
-their values, and the request the runtime (podium.run.container) takes.
+their values, and the request the runtime (podium.run.containers.lifecycle) takes.
 
 Standard library only: srun's fast path and the supervisor read it.
 """

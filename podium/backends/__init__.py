@@ -21,12 +21,12 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from podium.api.backend import Backend
+    from podium.api.backend_protocol import Backend
 
-# name -> (module, class): the implementations of podium.api.backend.Backend
+# name -> (module, class): the implementations of podium.api.backend_protocol.Backend
 BACKENDS = {
-    "embedded": ("podium.backends.embedded", "EmbeddedBackend"),
-    "slurm": ("podium.slurm.api", "SlurmBackend"),
+    "embedded": ("podium.backends.embedded.client", "EmbeddedBackend"),
+    "slurm": ("podium.backends.slurm.backend", "SlurmBackend"),
 }
 
 
@@ -73,7 +73,7 @@ def open_backend(home: Path | None = None, timeout: float = 60.0) -> Backend:
     else:
         from pathlib import Path
 
-        from podium.spec.cluster import load_config
+        from podium.config.cluster import load_config
 
         backend = backend_class(load_config(Path(path)), home)
     return backend

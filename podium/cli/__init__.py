@@ -1,5 +1,5 @@
 """The `podium` command: a thin client of the daemon's REST API.
 
 Kept lean on purpose: `podium submit` imports click, the standard library and
-`podium.spec.options`; Rich is loaded only to draw tables.
+`podium.jobspec.options`; Rich is loaded only to draw tables.
 """

@@ -19,13 +19,13 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "down": ("podium.cli.daemon_cmds", "down", "Stop the daemon; running jobs keep running."),
     "submit": ("podium.cli.lean_cmds", "submit", "Submit a batch script (sbatch options)."),
     "queue": ("podium.cli.lean_cmds", "queue", "List pending and running jobs."),
-    "show": ("podium.cli.jobs", "show", "Show one job in full."),
-    "logs": ("podium.cli.jobs", "logs", "Print a job's output (-f to follow)."),
+    "show": ("podium.cli.job_cmds", "show", "Show one job in full."),
+    "logs": ("podium.cli.job_cmds", "logs", "Print a job's output (-f to follow)."),
     "cancel": ("podium.cli.lean_cmds", "cancel", "Cancel jobs by id or filter."),
-    "hold": ("podium.cli.jobs", "hold", "Hold pending jobs."),
-    "release": ("podium.cli.jobs", "release", "Release held jobs."),
-    "requeue": ("podium.cli.jobs", "requeue", "Stop running jobs and queue them again."),
-    "acct": ("podium.cli.jobs", "acct", "Accounting: finished and running jobs."),
+    "hold": ("podium.cli.job_cmds", "hold", "Hold pending jobs."),
+    "release": ("podium.cli.job_cmds", "release", "Release held jobs."),
+    "requeue": ("podium.cli.job_cmds", "requeue", "Stop running jobs and queue them again."),
+    "acct": ("podium.cli.job_cmds", "acct", "Accounting: finished and running jobs."),
     "priority": ("podium.cli.sched_cmds", "priority", "Pending jobs' priority factors (sprio)."),
     "share": ("podium.cli.sched_cmds", "share", "Fair share per account and user (sshare)."),
     "nodes": ("podium.cli.nodes", "nodes", "Node state, GPU owners and health."),
@@ -35,7 +35,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "health": ("podium.cli.health_cmd", "health", "Run the node's health checks now."),
     "slurm": ("podium.cli.slurm_cmds", "slurm", "Render a Slurm cluster's config from YAML."),
     "slurm-commands": (
-        "podium.compat.install",
+        "podium.slurm_commands.install",
         "slurm_commands",
         "Install Slurm's scontrol, sbatch, scancel, squeue (served by Podium) into a dir.",
     ),
@@ -71,7 +71,7 @@ class LazyGroup(click.Group):
     ) -> tuple[str | None, click.Command | None, list[str]]:
         name = args[0] if args else ""
         if name and not name.startswith("-") and name not in COMMANDS:
-            from podium.spec.suggest import did_you_mean
+            from podium.api.suggest import did_you_mean
 
             raise click.UsageError(f"no command {name!r}{did_you_mean(name, COMMANDS, quote=True)}")
         return super().resolve_command(ctx, args)

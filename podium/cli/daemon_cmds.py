@@ -12,7 +12,7 @@ import click
 
 from podium import paths
 from podium.api.selection import JobFilter
-from podium.backends.embedded import EmbeddedBackend
+from podium.backends.embedded.client import EmbeddedBackend
 from podium.errors import DaemonUnavailable, PodiumError
 
 

@@ -24,7 +24,7 @@ import click
 
 from podium.api.selection import JobFilter
 from podium.api.states import TERMINAL_STATES
-from podium.backends.embedded import EmbeddedBackend
+from podium.backends.embedded.client import EmbeddedBackend
 from podium.cli import render
 from podium.cli.daemon_cmds import start_daemon, stop_daemon
 from podium.cli.submit import build_request

@@ -19,12 +19,12 @@ from typing import Any
 import click
 
 from podium.api.states import TERMINAL_STATES
-from podium.backends.embedded import EmbeddedBackend
+from podium.backends.embedded.client import EmbeddedBackend
 from podium.cli import render
 from podium.cli.daemon_cmds import start_daemon, stop_daemon
 from podium.cli.inject import xid_line
+from podium.config.cluster import HealthConfig
 from podium.errors import PodiumError
-from podium.spec.cluster import HealthConfig
 
 TERMINAL = TERMINAL_STATES
 HEALTH_INTERVAL_S = HealthConfig().interval_s  # the demo keeps the default

@@ -9,10 +9,10 @@ from typing import Any
 import click
 
 from podium import paths
-from podium.backends.embedded import EmbeddedBackend
+from podium.backends.embedded.client import EmbeddedBackend
 from podium.cli import render
 from podium.errors import DaemonUnavailable
-from podium.node.health.base import Status, worst_status
+from podium.node.health.check_results import Status, worst_status
 
 
 @click.command()
@@ -29,10 +29,10 @@ def health(deep: bool, as_json: bool, config: Path | None) -> None:
 
     With a daemon running, it runs them: results are stored as events and faults are
     acted on (fence, requeue). Without one, or with --config, they run here."""
-    from podium.node.health.base import append_results, run_checks
+    from podium.config.cluster import default_config, load_config
+    from podium.node.health.check_results import append_results, run_checks
     from podium.node.health.suite import node_checks, nvml_probe
     from podium.node.inventory import resolve_inventory
-    from podium.spec.cluster import default_config, load_config
 
     home = paths.home()
     records = None

@@ -9,9 +9,9 @@ import click
 
 from podium.cli import render
 from podium.errors import SpecError
-from podium.run.images.cache import Cache
-from podium.run.images.importer import import_image
-from podium.run.images.reference import ImageError
+from podium.run.containers.images.cache import Cache
+from podium.run.containers.images.importer import import_image
+from podium.run.containers.images.reference import ImageError
 
 
 @click.group()

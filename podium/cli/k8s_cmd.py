@@ -31,10 +31,10 @@ def k8s() -> None:
 def device_plugin_cmd(config: Path | None, mig_parted: Path | None) -> None:
     """Print the device plugin's config file: migStrategy mixed for MIG slices,
     sharing.timeSlicing for shards, sharing.mps for MPS (one mode per node)."""
+    from podium.config.cluster import load_config
     from podium.errors import ConfigError
     from podium.node.k8s_config import device_plugin, gpu_operator_mig
     from podium.node.mig_config import CONFIG_NAME
-    from podium.spec.cluster import load_config
 
     path = config or paths.config_path()
     if not path.exists():

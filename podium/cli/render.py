@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from podium.api.backend import records_json
+from podium.api.backend_protocol import records_json
 from podium.api.text import printable
 from podium.api.times import format_duration
 

@@ -129,7 +129,7 @@ def sim(
     if node_list is not None:
         cluster = read_alibaba_nodes(node_list)
     elif config is not None:
-        from podium.spec.cluster import load_config
+        from podium.config.cluster import load_config
 
         node = load_config(config).node
         cluster = [

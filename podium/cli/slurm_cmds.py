@@ -38,9 +38,9 @@ def render(
     definition: Path, out: Path | None, testbed: Path | None, port_base: int, python: str | None
 ) -> None:
     """Render DEFINITION (ParallelCluster-style YAML) into Slurm's config files."""
-    from podium.slurm.definition import load_definition
-    from podium.slurm.render import Testbed
-    from podium.slurm.render import render as render_files
+    from podium.backends.slurm.conf_files import Testbed
+    from podium.backends.slurm.conf_files import render as render_files
+    from podium.backends.slurm.definition import load_definition
 
     try:
         text = definition.read_text()

@@ -9,14 +9,14 @@ import time
 
 from podium.backends import open_backend
 from podium.errors import SpecError
-from podium.spec.options import OPTIONS, Given, split_command_line
+from podium.jobspec.options import OPTIONS, Given, split_command_line
 
 TYPE_CHECKING = False  # typing itself is not loaded on the lean path
 if TYPE_CHECKING:
     from typing import Any
 
-    from podium.api.backend import Backend
-    from podium.spec.options import CommandLine
+    from podium.api.backend_protocol import Backend
+    from podium.jobspec.options import CommandLine
 
 
 def _token(g: Given) -> str:
@@ -77,7 +77,7 @@ def _script_named_by(request: dict[str, Any], job_file: str) -> None:
     """When the job file's `script:` names a file (one line, no #!), read it here, as
     the user, from the job file's directory: the request then carries the script and
     the job file the rest. A script given as text stays in the job file."""
-    from podium.spec.job_file import job_file_script_path
+    from podium.jobspec.job_file import job_file_script_path
 
     named = job_file_script_path(request["yaml_text"])
     if named is None:

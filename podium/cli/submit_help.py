@@ -1,12 +1,12 @@
 """`podium submit --help` (and -h): every option, grouped as `sbatch --help` groups
 them, then Pyxis' container options, Podium's own and the client's. Each option of
-podium.spec.options.OPTIONS has a line here (a test holds it to that)."""
+podium.jobspec.options.OPTIONS has a line here (a test holds it to that)."""
 
 from __future__ import annotations
 
 import textwrap
 
-from podium.spec.options import OPTIONS, SLURM_ONLY
+from podium.jobspec.options import OPTIONS, SLURM_ONLY
 
 # group title -> [(long name, value shown after "=", what it does)], in sbatch's order
 GROUPS: dict[str, list[tuple[str, str, str]]] = {

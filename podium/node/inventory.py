@@ -16,9 +16,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from podium.config.cluster import GpuInventory
 from podium.errors import ConfigError
 from podium.node.nvml_replay import load_nvml
-from podium.spec.cluster import GpuInventory
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ enabled, so that combination is refused.
 
 from __future__ import annotations
 
+from podium.config.cluster import GpuInventory
 from podium.errors import ConfigError
 from podium.node.mig_config import CONFIG_NAME, mig_parted
-from podium.spec.cluster import GpuInventory
 
 RESOURCE = "nvidia.com/gpu"
 

@@ -27,7 +27,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from podium.node.health.base import Action, Result, Status, skipped
+from podium.node.health.check_results import Action, Result, Status, skipped
 
 log = logging.getLogger("podium.mps")
 

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from podium.api.mig import COMPUTE_SLICES, model_for, place
+from podium.config.cluster import GpuInventory
 from podium.node.inventory import GpuInfo, NvmlSeam, from_nvml, nvml_session, nvml_text
-from podium.spec.cluster import GpuInventory
 
 NVML_DEVICE_MIG_ENABLE = 1
 _PROFILE_RE = re.compile(r"(\d+g\.\d+gb)")

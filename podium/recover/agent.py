@@ -28,7 +28,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
-from podium.node.health.base import Check, Result, Status, append_results, run_checks
+from podium.config.cluster import ClusterConfig
+from podium.node.health.check_results import Check, Result, Status, append_results, run_checks
 from podium.node.health.gpu import GpuChecks, GpuProbe
 from podium.node.health.kernel_follow import KernelLogFollower
 from podium.node.health.suite import node_checks
@@ -46,8 +47,7 @@ from podium.recover.ladder import (
     next_step,
     on_fault,
 )
-from podium.spec.cluster import ClusterConfig
-from podium.store.health import HealthTable
+from podium.store.health_table import HealthTable
 
 log = logging.getLogger("podium.agent")
 

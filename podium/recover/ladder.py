@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from podium.api.health import MIG_APPLY_FAILED, Health, Label, Remedy
-from podium.node.health.base import Action, Result, Status
+from podium.node.health.check_results import Action, Result, Status
 
 
 @dataclass(frozen=True)

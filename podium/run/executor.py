@@ -37,7 +37,7 @@ from typing import Any
 
 from podium.run import job_signals
 from podium.run.cgroups import read_pids
-from podium.run.contain import process_alive, session_members
+from podium.run.containment import process_alive, session_members
 from podium.run.files import (
     CONTAINMENT_FILE,
     FAULT_FILE,

@@ -82,7 +82,7 @@ class LaunchPlan:
     deny_devices: list[list[Any]] = field(default_factory=list)  # ["c", major, minor]
     hide_gpus: bool = False  # CUDA_VISIBLE_DEVICES names no device (declared GPUs only)
     cgroup_v2_base: str | None = None  # the v2 group jobs go under (None: the supervisor's)
-    container: dict[str, Any] | None = None  # podium.run.container.prepare's request
+    container: dict[str, Any] | None = None  # podium.run.containers.lifecycle.prepare's request
     cuda_names: list[str] = field(default_factory=list)  # per gpu_ids: Grant.cuda_names
     extra: dict[str, Any] = field(default_factory=dict)
 

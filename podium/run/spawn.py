@@ -40,7 +40,7 @@ def spawn_task(
     the supervisor's), sets `umask`, opens its standard files as that user
     (podium.run.job_files: a FIFO or a hung file system blocks only the child), and
     closes every other descriptor. With
-    `container` (from podium.run.container.prepare), it then enters the container as
+    `container` (from podium.run.containers.lifecycle.prepare), it then enters the container as
     the user, and `argv[0]` is opened before and run from its descriptor, so a batch
     script on the host runs inside; `cwd` is then the container's workdir.
     Raises SpawnError with the child's reason if it could not exec (a file it could
@@ -79,7 +79,7 @@ def spawn_task(
             for fd, target in zip(open_task_files(files), (0, 1, 2), strict=True):
                 os.dup2(fd, target)
             if container is not None:
-                from podium.run.container import enter
+                from podium.run.containers.lifecycle import enter
 
                 program = os.open(argv[0], os.O_RDONLY)
                 os.set_inheritable(program, True)  # a script's interpreter reads it by /dev/fd

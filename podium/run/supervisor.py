@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from podium.run.cgroups import Limits
-from podium.run.contain import ContainmentError, JobContainment, reap_children
+from podium.run.containment import ContainmentError, JobContainment, reap_children
 from podium.run.deadline import Deadline
 from podium.run.endwatch import notify_ended
 from podium.run.files import (
@@ -154,7 +154,7 @@ class Supervisor:
         container = None
         request = getattr(plan, "container", None)
         if request:
-            from podium.run.container import prepare
+            from podium.run.containers.lifecycle import prepare
 
             run = f"job-{plan.job_id}-{os.getpid()}"
             try:  # in a child: a user's image path, lock or registry cannot hold the job
@@ -308,8 +308,8 @@ class Supervisor:
 
     def save_container(self) -> None:
         """--container-save: the container as the first task left it, saved as the
-        job's user (podium.run.container_save); a failure fails the job with why."""
-        from podium.run.container_save import save
+        job's user (podium.run.containers.save); a failure fails the job with why."""
+        from podium.run.containers.save import save
 
         container = self.container
         assert container is not None
@@ -415,7 +415,7 @@ def main(argv: list[str]) -> int:
     if sup.container and sup.container.get("save") and sup.final_state is None:
         sup.save_container()  # the tasks ended by themselves: save what they left
     if sup.container_state:  # the tasks' writable layers (a named one stays)
-        from podium.run.container import remove
+        from podium.run.containers.lifecycle import remove
 
         with job_identity(plan).entered():
             remove(sup.container_state)

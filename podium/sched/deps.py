@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from enum import Enum
 
 from podium.api.states import TERMINAL_STATES
-from podium.spec.job import Dependency
+from podium.jobspec.job import Dependency
 
 _TERMINAL = TERMINAL_STATES
 _NOT_STARTED = {"PENDING", "REQUEUED"}

@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from podium.api.states import Exclusive, PreemptMode
+from podium.jobspec.job import Dependency
 from podium.sched.priority import Factors, PriorityWeights
-from podium.spec.job import Dependency
 
 
 @dataclass(frozen=True)

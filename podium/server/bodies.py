@@ -10,10 +10,10 @@ from fastapi import Path, Query
 from pydantic import Field
 
 from podium.api.selection import JobFilter, Selection
+from podium.config.validation import RequestModel
 from podium.errors import SpecError
-from podium.spec.job import JobState
-from podium.spec.validation import RequestModel
-from podium.spec.values import MAX_JOB_ID
+from podium.jobspec.job import JobState
+from podium.jobspec.values import MAX_JOB_ID
 
 MAX_TIME_LIMIT_S = 100 * 365 * 86400
 MAX_EPOCH = 253402300799.0  # 9999-12-31T23:59:59Z: the latest time a query may name

@@ -16,11 +16,11 @@ from podium.api.selection import JobFilter, Selection
 from podium.api.states import PreemptMode
 from podium.api.times import format_duration
 from podium.errors import NotFound, PermissionDenied, SpecError
+from podium.jobspec.job import JobState
 from podium.recover.agent import HealthAgent
 from podium.recover.ladder import Health, Label
 from podium.run.executor import LocalExecutor
 from podium.server.reactor import Reactor
-from podium.spec.job import JobState
 from podium.store.db import Row
 from podium.store.mig_layouts import MigLayouts
 

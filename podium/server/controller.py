@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import ParamSpec, TypeVar
 
 from podium.api.caller import Caller, user_name
+from podium.config.cluster import ClusterConfig
 from podium.node.inventory import from_nvml
 from podium.recover.agent import HealthAgent
 from podium.run.executor import LocalExecutor
@@ -29,9 +30,8 @@ from podium.server.local_node import LocalNode
 from podium.server.mig_apply import MigApplier
 from podium.server.reactor import Reactor
 from podium.server.views import Views
-from podium.spec.cluster import ClusterConfig
 from podium.store.db import Store
-from podium.store.health import HealthTable
+from podium.store.health_table import HealthTable
 from podium.store.mig_layouts import MigLayouts
 
 P = ParamSpec("P")

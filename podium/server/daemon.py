@@ -23,7 +23,15 @@ from fastapi import FastAPI
 
 from podium import paths
 from podium.api.selection import JobFilter
+from podium.config.cluster import (
+    ClusterConfig,
+    GpuInventory,
+    default_config,
+    dump_config,
+    load_config,
+)
 from podium.errors import PodiumError, StateDiskFull
+from podium.jobspec.job import JobState
 from podium.node.health.suite import nvml_probe
 from podium.node.inventory import (
     GpuInfo,
@@ -39,19 +47,11 @@ from podium.run.cgroups import current_layout, enforcement, prepare_v2_base
 from podium.run.endwatch import watch_ended
 from podium.run.executor import LocalExecutor
 from podium.run.rundir import close_jobs_dir, open_jobs_dir
-from podium.server.app import create_app
 from podium.server.controller import Controller
 from podium.server.local_node import LocalNode
 from podium.server.peer import PeerCredProtocol
-from podium.spec.cluster import (
-    ClusterConfig,
-    GpuInventory,
-    default_config,
-    dump_config,
-    load_config,
-)
-from podium.spec.job import JobState
-from podium.store.base import reserve_path
+from podium.server.rest_api import create_app
+from podium.store.database import reserve_path
 from podium.store.db import Store
 from podium.store.mig_layouts import MigLayouts
 

@@ -12,9 +12,9 @@ from typing import Any
 
 from podium.api.caller import Caller
 from podium.errors import SpecError
+from podium.jobspec.job import JobSpec
 from podium.server.launch import Planner
 from podium.server.starting import StartingJob
-from podium.spec.job import JobSpec
 
 SCRIPT_PLACEHOLDER = "SCRIPT"  # the batch script's path, known once the job is stored
 

@@ -14,11 +14,11 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from podium.api.text import printable
+from podium.jobspec.job import JobSpec
 from podium.run.executor import LocalExecutor, Poll
 from podium.run.plan import Grant, LaunchPlan
 from podium.server.launch import Planner
 from podium.server.starting import StartingJob
-from podium.spec.job import JobSpec
 from podium.store.db import Row
 
 log = logging.getLogger("podium.effects")

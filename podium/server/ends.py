@@ -10,17 +10,17 @@ import json
 import logging
 from collections.abc import Callable
 
+from podium.config.cluster import ClusterConfig
+from podium.jobspec.job import JobSpec, JobState
 from podium.recover.resume import Ended, decide, newest_checkpoint
 from podium.run.executor import Poll
 from podium.sched.accounting import requeued_after_preemption, run_usage
 from podium.server.effects import Effects
+from podium.server.job_rows import spec_gpu_ids
 from podium.server.launch import Planner
 from podium.server.policy import half_life_s
-from podium.server.records import spec_gpu_ids
-from podium.spec.cluster import ClusterConfig
-from podium.spec.job import JobSpec, JobState
 from podium.store.db import Row, Store, spec_of
-from podium.store.steps import StepTable
+from podium.store.step_table import StepTable
 
 log = logging.getLogger("podium.ends")
 

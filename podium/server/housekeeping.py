@@ -10,8 +10,8 @@ from collections.abc import Callable
 from podium.node.gpu_memory import by_job, process_memory
 from podium.recover.agent import HealthAgent
 from podium.run.executor import LocalExecutor
+from podium.server.job_rows import spec_gpu_ids
 from podium.server.reactor import Reactor
-from podium.server.records import spec_gpu_ids
 
 
 class Housekeeping:

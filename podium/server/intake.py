@@ -17,14 +17,14 @@ from typing import Any, NamedTuple
 
 from podium.api.caller import Caller, user_name
 from podium.api.records import would_queue
+from podium.config.cluster import ClusterConfig
 from podium.errors import PermissionDenied, SpecError, StoreError
+from podium.jobspec.build import Built, SubmitRequest, build_job
+from podium.jobspec.job import JobSpec, JobState
 from podium.run.identity import DirCheckError, check_dirs_as_user
-from podium.server.admission import EmbeddedAdmission
+from podium.server.embedded_admission import EmbeddedAdmission
+from podium.server.job_rows import job_record
 from podium.server.launch import Planner
-from podium.server.records import job_record
-from podium.spec.build import Built, SubmitRequest, build_job
-from podium.spec.cluster import ClusterConfig
-from podium.spec.job import JobSpec, JobState
 from podium.store.db import Row, Store
 
 ACTIVE = (JobState.PENDING.value, JobState.RUNNING.value)

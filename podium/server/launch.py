@@ -17,23 +17,23 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from podium.config.cluster import ClusterConfig
+from podium.jobspec.job import JobSpec
 from podium.node.mps import MpsServers, Share
-from podium.run.container import IMPORT_ENV
+from podium.run.containers.lifecycle import IMPORT_ENV
+from podium.run.containers.nvidia import driver_files
 from podium.run.identity import Identity
-from podium.run.nvidia import driver_files
 from podium.run.patterns import expand
 from podium.run.plan import Grant, LaunchPlan, TaskPlan
 from podium.run.task_env import CUDA_NAMES
 from podium.server.local_node import LocalNode
 from podium.server.slurm_env import job_variables, without_inherited
 from podium.server.starting import StartingJob
-from podium.spec.cluster import ClusterConfig
-from podium.spec.job import JobSpec
 from podium.store.db import Row
 
-# Slurm's commands for jobs (podium/compat/bin): a path, not an import (compat is above).
+# Slurm's commands for jobs (podium/slurm_commands/bin): a path, not an import (it ranks above).
 log = logging.getLogger("podium.launch")
-COMPAT_BIN = str(Path(__file__).resolve().parents[1] / "compat" / "bin")
+COMPAT_BIN = str(Path(__file__).resolve().parents[1] / "slurm_commands" / "bin")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
@@ -109,7 +109,7 @@ class Planner:
     def environment(self, job: StartingJob, spec: JobSpec, grant: Grant) -> dict[str, str]:
         """The job's base environment: what it exported (less another job's Slurm
         variables), Slurm's variables for this job, and Slurm's commands first on the
-        PATH, talking to this cluster (`podium.compat`)."""
+        PATH, talking to this cluster (`podium.slurm_commands`)."""
         env = without_inherited(spec.environment)
         env.update(job_variables(job, spec, self.node.name, grant, self.config.cluster_name))
         env["PATH"] = f"{COMPAT_BIN}:{env.get('PATH') or DEFAULT_PATH}"
@@ -165,7 +165,7 @@ class Planner:
         if names:  # for srun in the job: CUDA_VISIBLE_DEVICES by UUID
             environment[CUDA_NAMES] = names
         # The batch script runs once, as the batch step, with all of the job's GPUs;
-        # its srun calls start the job's tasks (podium.compat.srun).
+        # its srun calls start the job's tasks (podium.jobsteps.srun).
         tasks = [TaskPlan(procid=0, localid=0, gpu_ids=list(gpu_ids))]
         sig = spec.signal
         return LaunchPlan(
@@ -213,7 +213,7 @@ class Planner:
         )
 
     def user_container_cache(self, uid: int, gid: int) -> None:
-        """Make the user's container cache (podium.run.container) once, so that the
+        """Make the user's container cache (podium.run.containers.lifecycle) once, so that the
         job's srun steps, run as the user, can keep images there too."""
         cache = self.home / "containers" / str(uid)
         if not cache.is_dir():
@@ -222,7 +222,7 @@ class Planner:
                 os.chown(cache, uid, gid)
 
     def driver_files(self) -> list[str]:
-        """The NVIDIA driver's files a container with GPUs may get (podium.run.nvidia):
+        """The NVIDIA driver's files a container with GPUs may get (podium.run.containers.nvidia):
         what the declared GPUs declare, else what this host's linker knows (looked up
         once)."""
         declared = self.config.node.gpus.driver_files
@@ -246,7 +246,7 @@ class Planner:
     def container_request(
         self, spec: JobSpec, uid: int, gpu_ids: tuple[int, ...]
     ) -> dict[str, Any]:
-        """What the supervisor needs to make the job's container (podium.run.container):
+        """What the supervisor needs to make the job's container (podium.run.containers.lifecycle):
         Pyxis' options, the user's image cache, the home to mount, the GPUs' devices."""
         try:
             home = pwd.getpwuid(uid).pw_dir

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from podium.config.cluster import ClusterConfig
 from podium.node.inventory import GpuInfo, device_number, node_cpu_ids
 from podium.node.slices import schedulable
 from podium.run.bpfdev import Device
 from podium.run.plan import Grant
-from podium.spec.cluster import ClusterConfig
 
 
 @dataclass

@@ -13,9 +13,9 @@ from podium.api.mig import model_for, profiles
 from podium.node.mig_config import mig_parted, podium_lines, slurm_lines
 from podium.sched.mig_advice import WHOLE, Advice, GpuNow, Running, Waiting, advise
 from podium.sched.model import PendingJob
+from podium.server.job_rows import spec_gpu_ids
 from podium.server.local_node import LocalNode
 from podium.server.reactor import Reactor
-from podium.server.records import spec_gpu_ids
 from podium.store.db import Row
 
 MAX_TASKS = 64  # a pending array stands for at most this many jobs in the advice

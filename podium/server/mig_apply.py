@@ -29,16 +29,16 @@ from typing import Any
 
 from podium.api.health import Health, Label, Remedy
 from podium.api.mig import MigLayoutError, model_for, place
+from podium.config.cluster import ClusterConfig
 from podium.errors import PermissionDenied, SpecError
 from podium.node.inventory import GpuInfo, NvmlSeam
 from podium.node.mig_config import CONFIG_NAME, mig_parted
 from podium.node.slices import declared_slices, layouts, read_nvml_slices
+from podium.server.job_rows import spec_gpu_ids
 from podium.server.local_node import LocalNode
 from podium.server.mig_advisor import end_estimate, finite
-from podium.server.records import spec_gpu_ids
-from podium.spec.cluster import ClusterConfig
 from podium.store.db import Row
-from podium.store.health import HealthTable
+from podium.store.health_table import HealthTable
 from podium.store.mig_layouts import MigLayouts
 
 Runner = Callable[..., "subprocess.CompletedProcess[str]"]

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from podium.api.states import PreemptMode
+from podium.api.timefmt import parse_duration
+from podium.config.cluster import ClusterConfig
 from podium.sched import accounting
 from podium.sched.fairshare import Association
 from podium.sched.model import Policy, QosLimits
 from podium.sched.priority import PriorityWeights
-from podium.spec.cluster import ClusterConfig
-from podium.spec.timefmt import parse_duration
 
 
 def policy_from_config(config: ClusterConfig) -> Policy:

@@ -27,7 +27,9 @@ from typing import NamedTuple
 from podium.api.selection import JobFilter
 from podium.api.states import Reason
 from podium.api.text import printable
+from podium.config.cluster import ClusterConfig
 from podium.errors import StoreError
+from podium.jobspec.job import JobSpec, JobState
 from podium.run.plan import Grant
 from podium.sched import (
     Allocation,
@@ -41,10 +43,10 @@ from podium.sched import (
 from podium.sched.fairshare import user_factors
 from podium.server.effects import Effects
 from podium.server.ends import RunEnds
+from podium.server.job_rows import gpu_owners, spec_gpu_ids
 from podium.server.launch import Planner
 from podium.server.local_node import LocalNode
 from podium.server.policy import half_life_s, policy_from_config
-from podium.server.records import gpu_owners, spec_gpu_ids
 from podium.server.snapshot import (
     PendingQueue,
     allocation,
@@ -54,10 +56,8 @@ from podium.server.snapshot import (
     share_inputs,
 )
 from podium.server.starting import StartingJob
-from podium.spec.cluster import ClusterConfig
-from podium.spec.job import JobSpec, JobState
 from podium.store.db import Row, RunningStart, Store
-from podium.store.health import HealthTable
+from podium.store.health_table import HealthTable
 
 log = logging.getLogger("podium.reactor")
 

@@ -16,9 +16,9 @@ import socket
 from collections.abc import Mapping
 
 from podium.api import arrays
+from podium.jobspec.job import JobSpec
 from podium.run.plan import Grant
 from podium.server.starting import StartingJob
-from podium.spec.job import JobSpec
 
 # Inherited SLURM_* names that describe another job or step (sbatch overrides them).
 _NOT_INHERITED_PREFIXES = (

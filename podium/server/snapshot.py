@@ -15,17 +15,17 @@ from typing import Any
 
 from podium.api import arrays
 from podium.api.states import Exclusive
+from podium.config.cluster import ClusterConfig
+from podium.jobspec.job import Dependency
 from podium.recover.ladder import Label
 from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot
 from podium.sched.accounting import live_usage
 from podium.sched.fairshare import Association
+from podium.server.job_rows import spec_gpu_ids
 from podium.server.local_node import LocalNode
 from podium.server.policy import share_tree
-from podium.server.records import spec_gpu_ids
-from podium.spec.cluster import ClusterConfig
-from podium.spec.job import Dependency
 from podium.store.db import Row, Store
-from podium.store.health import HealthTable
+from podium.store.health_table import HealthTable
 
 log = logging.getLogger("podium.snapshot")
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from podium.api.caller import Caller
-from podium.spec.job import JobSpec
+from podium.jobspec.job import JobSpec
 from podium.store.db import Row
 
 

@@ -16,13 +16,12 @@ from podium.api.records import JOB_KEYS
 from podium.api.selection import JobFilter
 from podium.api.text import printable
 from podium.errors import PermissionDenied, SpecError
+from podium.jobspec.job import JobState
 from podium.node.inventory import GpuInfo
 from podium.recover.agent import HealthAgent
 from podium.recover.ladder import Health
 from podium.sched.fairshare import fairshare_table
-from podium.server.local_node import LocalNode
-from podium.server.reactor import RUNNING, Reactor
-from podium.server.records import (
+from podium.server.job_rows import (
     GpuUnits,
     gpu_owners,
     job_record,
@@ -30,10 +29,11 @@ from podium.server.records import (
     spec_gpu_ids,
     step_records,
 )
+from podium.server.local_node import LocalNode
+from podium.server.reactor import RUNNING, Reactor
 from podium.server.snapshot import allocation, share_inputs
-from podium.spec.job import JobState
 from podium.store.db import Row, spec_of
-from podium.store.steps import StepTable
+from podium.store.step_table import StepTable
 
 PENDING = JobState.PENDING.value
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from podium.spec.job import JobSpec
+from podium.jobspec.job import JobSpec
 
 Row = sqlite3.Row
 # Every column but the stored spec (script and environment included): what listings read.

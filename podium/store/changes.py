@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from podium.store.base import Database
 from podium.store.brief import SPEC_VALUE
+from podium.store.database import Database
 
 
 class JobChanges(Database):

@@ -8,7 +8,6 @@ read without the whole spec).
 
 from __future__ import annotations
 
-from podium.store.base import RESERVE_BYTES, Database
 from podium.store.brief import (
     BRIEF_FIELDS,
     LIST_COLUMNS,
@@ -18,7 +17,8 @@ from podium.store.brief import (
     brief_of,
     spec_of,
 )
-from podium.store.jobs import JobStore, RunningStart
+from podium.store.database import RESERVE_BYTES, Database
+from podium.store.job_table import JobStore, RunningStart
 
 
 class Store(JobStore):

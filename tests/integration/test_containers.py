@@ -1,4 +1,4 @@
-"""Containers on the embedded cluster (podium.run.container): Pyxis' options, enroot's
+"""Containers on the embedded cluster (podium.run.containers.lifecycle): Pyxis' options, enroot's
 way (an unprivileged user namespace, the image as an overlay, no daemon).
 
 The images are made here, offline: a busybox-static root with a marker file, an
@@ -14,7 +14,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import pytest
 from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
 from tests.integration.test_cleanup import _gone
 from tests.integration.test_permissions import _run, other_user
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 __all__ = ["other_user"]  # the fixture, imported for pytest
@@ -167,11 +167,11 @@ def test_a_stopped_container_job_leaves_no_process_and_no_mount(
         *limit, "--wrap", "sleep 300 & echo $! > /pids/child; echo $$ > /pids/shell; wait",
     )  # fmt: skip
     c.wait(job_id, {"RUNNING"})
-    deadline = time.monotonic() + 20
-    while not ((pids / "child").exists() and (pids / "shell").exists()):
-        assert time.monotonic() < deadline, "the job did not start its processes"
-        time.sleep(0.05)
-    time.sleep(0.1)
+
+    def written(name: str) -> bool:  # a whole line: the pid and echo's newline
+        return (pids / name).exists() and (pids / name).read_text().endswith("\n")
+
+    wait_until(lambda: written("child") and written("shell"), "the job starts its processes")
     procs = [int((pids / name).read_text()) for name in ("child", "shell")]
     if how == "cancel":
         c.cli("cancel", str(job_id), check=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from podium.run.container import image_cache_key
+from podium.run.containers.lifecycle import image_cache_key
 from tests.integration.conftest import Cluster
 from tests.integration.test_containers import images
 from tests.integration.test_permissions import _run, as_login, other_user

@@ -19,7 +19,7 @@ from tests.integration.test_permissions import PYTHONPATH, _python, as_login, ot
 
 pytestmark = pytest.mark.integration
 __all__ = ["other_user"]  # the fixture, imported for pytest
-COMPAT_BIN = Path(__file__).resolve().parents[2] / "podium" / "compat" / "bin"
+COMPAT_BIN = Path(__file__).resolve().parents[2] / "podium" / "slurm_commands" / "bin"
 
 
 def slurm_env(c: Cluster) -> dict[str, str]:

@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from tests.integration.conftest import Cluster
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -55,7 +56,8 @@ def test_kill9_and_restart_loses_nothing(cluster: Cluster) -> None:
     assert c.cli("queue").returncode == 1  # nobody answers, and says so
     for pid in supervisors.values():
         assert psutil.pid_exists(pid), "jobs must outlive the daemon"
-    time.sleep(1.0)  # the short job ends with no daemon to see it
+    ended = c.home / "jobs" / str(short) / "result.json"  # its supervisor's record
+    wait_until(ended.exists, f"job {short} ends with no daemon to see it")
 
     c.start()
     jobs = {

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from podium.backends.slurm.hook import node_state_dir
+from podium.config.cluster import load_config
 from podium.node.inventory import declared_bus_id
-from podium.slurm.hook import node_state_dir
-from podium.spec.cluster import load_config
 from tests.integration.slurm_cluster import ROOT, TERMINAL, SlurmCluster, start_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm]

@@ -5,7 +5,7 @@ against a real daemon with `podium slurm-commands install DIR` first on PATH.
 
 Every command a client runs is logged; the commands, normalized (ids, paths, run ids),
 must be those in tests/integration/golden/slurm_clients/CLIENT.txt: a client that starts
-using another command or option is seen here, and tests/unit/compat/test_client_outputs.py
+using another command or option is seen here, and tests/unit/slurm_commands/test_client_outputs.py
 replays those the clients parse against the shims' output. PODIUM_UPDATE_GOLDEN=1 rewrites
 the lists (review the diff).
 """

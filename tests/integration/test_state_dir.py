@@ -16,6 +16,7 @@ import pytest
 
 from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
 from tests.integration.test_permissions import _run, other_user
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 __all__ = ["other_user"]  # the fixture, imported for pytest
@@ -127,7 +128,8 @@ def test_up_on_a_full_state_disk_spends_the_reserve_and_records_outcomes() -> No
         _stop(state)  # the jobs keep running and end while the daemon is down
         subprocess.run(["dd", "if=/dev/zero", f"of={mount / 'filler'}", "bs=1M"],
                        capture_output=True)  # fmt: skip
-        time.sleep(3)
+        results = [home / "jobs" / str(job) / "result.json" for job in jobs]
+        wait_until(lambda: all(r.exists() for r in results), "the jobs end with no daemon")
         up = state.cli("up")
         assert up.returncode == 0, up.stderr
         for job in jobs:

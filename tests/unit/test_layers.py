@@ -20,24 +20,26 @@ RANKS = {
     "api": 0,
     "paths": 0,
     "runtime": 0,
-    # the job spec and the package's version
-    "spec": 1,
-    "__init__": 1,
+    # the cluster config, then the job spec read against it; the package's version
+    "config": 1,
+    "jobspec": 2,
+    "__init__": 2,
     # pure policy, the database, the local executor: none of them knows the others
-    "sched": 2,
-    "store": 2,
-    "run": 2,
-    # the node (inventory, health checks), then what recovery does about it
-    "node": 3,
-    "recover": 4,
-    # backends and tools over them
-    "slurm": 5,
+    "sched": 3,
+    "store": 3,
+    "run": 3,
+    # the node (inventory, health checks); job steps inside a running job (srun)
+    "node": 4,
+    "jobsteps": 4,
+    # what recovery does about a node's faults; trace replay through the same policy
+    "recover": 5,
     "sim": 5,
+    # the embedded daemon, and the backends: the CLI's side of each cluster
     "server": 6,
-    "backends": 6,  # the CLI's side of each backend (the embedded one talks to server/)
-    "cli": 7,
-    "compat": 8,  # Slurm's commands inside jobs: over the CLI (sbatch is podium submit)
-    "__main__": 8,
+    "backends": 7,  # embedded/ talks to server/ over HTTP, never by import
+    "cli": 8,
+    "slurm_commands": 9,  # Slurm's commands over Podium: sbatch is podium submit
+    "__main__": 9,
 }
 
 
@@ -106,3 +108,14 @@ def test_no_import_cycle() -> None:
     for m in graph:
         if m not in state and (cycle := visit(m, [])):
             raise AssertionError("import cycle: " + " -> ".join(cycle))
+
+
+def test_no_module_name_is_repeated_across_packages() -> None:
+    # A name says what a module does: two modules of one name in different packages
+    # (tools.py, records.py, ...) make a reader open both to learn which is meant.
+    seen: dict[str, list[str]] = {}
+    for module, path in _modules().items():
+        leaf = module.rsplit(".", 1)[-1]
+        if path.stem not in ("__init__", "__main__") and module.count(".") > 1:
+            seen.setdefault(leaf, []).append(module)
+    assert {n: ms for n, ms in seen.items() if len(ms) > 1} == {}

@@ -16,7 +16,8 @@ def test_client_path_does_not_load_server_libraries() -> None:
     import sys
 
     code = (
-        "import sys; import podium.cli.main, podium.cli.submit, podium.cli.jobs, podium.backends;"
+        "import sys; import podium.cli.main, podium.cli.submit, podium.cli.job_cmds;"
+        "import podium.backends;"
         "print(','.join(m for m in ('pydantic','fastapi','uvicorn','rich','yaml','httpx','psutil')"
         " if m in sys.modules))"
     )

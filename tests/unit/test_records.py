@@ -18,13 +18,13 @@ from podium.api.records import (
     NodeRecord,
     WouldQueueRecord,
 )
-from podium.server.records import job_record
-from podium.slurm import parse
-from podium.slurm.api import _sacct_record
-from podium.spec.job import JobSpec, JobState
+from podium.backends.slurm import parse
+from podium.backends.slurm.backend import _sacct_record
+from podium.jobspec.job import JobSpec, JobState
+from podium.server.job_rows import job_record
 from podium.store.db import RunningStart, Store
 
-DATA = Path(__file__).resolve().parent / "slurm" / "data"
+DATA = Path(__file__).resolve().parent / "backends" / "slurm" / "data"
 HINTS = typing.get_type_hints(JobRecord)
 
 
@@ -140,7 +140,7 @@ def _check(record: dict[str, Any], hints: dict[str, Any], what: str) -> list[str
 
 def test_the_embedded_daemon_node_record(tmp_path: Path) -> None:
     from podium.server.views import Views
-    from tests.unit.server.test_reactor import Cluster
+    from tests.unit.server.harness import Cluster
 
     c = Cluster(tmp_path)
     c.submit("--gpus=1")
@@ -168,5 +168,5 @@ def test_test_only_replies_agree() -> None:
     embedded = would_queue_of(spec)
     assert set(embedded) == set(WouldQueueRecord.__annotations__)
     assert embedded["state"] == "WOULD_QUEUE" and embedded["gpus"] == 2
-    source = Path(parse.__file__).with_name("api.py").read_text()
+    source = Path(parse.__file__).with_name("backend.py").read_text()
     assert "would_queue(" in source and "_would_be" not in source  # one builder for both

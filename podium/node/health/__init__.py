@@ -7,6 +7,6 @@ on machines without one. Inputs reach them through seams (NVML, a kernel-log fil
 recorded tool output), so every check is tested with real recorded input.
 """
 
-from podium.node.health.base import Action, Check, Result, Status, run_checks
+from podium.node.health.check_results import Action, Check, Result, Status, run_checks
 
 __all__ = ["Action", "Check", "Result", "Status", "run_checks"]

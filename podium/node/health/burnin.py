@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-from podium.node.health.base import Action, Result, Status, skipped
+from podium.node.health.check_results import Action, Result, Status, skipped
 
 NAME = "burn_in"
 

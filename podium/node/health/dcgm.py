@@ -11,7 +11,7 @@ import re
 import shutil
 import subprocess
 
-from podium.node.health.base import Action, Result, Status, skipped
+from podium.node.health.check_results import Action, Result, Status, skipped
 
 _ROW_RE = re.compile(r"^\|\s*([^|]+?)\s*\|\s*(Pass|Fail|Warn|Skip)\b([^|]*)\|", re.IGNORECASE)
 

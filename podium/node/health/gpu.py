@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from podium.node.health.base import Action, Result, Status
+from podium.node.health.check_results import Action, Result, Status
 
 
 class GpuProbe(Protocol):

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from podium.node.health.base import Action, Result, Status
+from podium.node.health.check_results import Action, Result, Status
 
 
 def _all_reduce(n: int) -> float:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from podium.node.health.base import Check, Result, skipped
+from podium.config.cluster import ClusterConfig
 from podium.node.health.burnin import BurnInCheck
+from podium.node.health.check_results import Check, Result, skipped
 from podium.node.health.dcgm import DcgmDiagCheck
 from podium.node.health.gpu import GpuChecks, GpuProbe, GpuThresholds, NvmlProbe
 from podium.node.health.nccl import NcclBandwidthCheck
@@ -13,7 +14,6 @@ from podium.node.health.system import DiskSpaceCheck, MountCheck
 from podium.node.health.xid import KmsgXidCheck, XidCheck
 from podium.node.inventory import GpuInfo, from_nvml
 from podium.node.mps import MpsCheck, MpsServers
-from podium.spec.cluster import ClusterConfig
 
 
 def nvml_probe() -> GpuProbe | None:

@@ -6,7 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
-from podium.node.health.base import Action, Result, Status
+from podium.node.health.check_results import Action, Result, Status
 
 
 class DiskSpaceCheck:

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from podium.node.health.base import Action, Result, Status
+from podium.node.health.check_results import Action, Result, Status
 
 REBOOT = {79}
 DRAIN_RESET = {48, 64, 74, 95, 119, 120}

@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 PODIUM = ROOT / "scripts" / "podium"  # the installed `podium` command
-SBATCH = "import sys; from podium.compat.entry import main; sys.exit(main(sys.argv[1:]))"
+SBATCH = "import sys; from podium.slurm_commands.entry import main; sys.exit(main(sys.argv[1:]))"
 
 # Never on submit, cancel or sbatch; queue and squeue may also load `re` (squeue's
 # format parsing) but nothing else here.
@@ -24,7 +24,7 @@ HEAVY = {
     "click", "pydantic", "yaml", "fastapi", "uvicorn", "starlette", "httpx", "psutil",
     "asyncio", "http", "email", "urllib", "typing", "json", "enum", "socket", "pathlib",
     "dataclasses", "inspect", "datetime", "secrets", "hashlib", "difflib", "shlex",
-    "selectors", "subprocess", "podium.spec.build", "podium.spec.job", "podium.store",
+    "selectors", "subprocess", "podium.jobspec.build", "podium.jobspec.job", "podium.store",
 }  # fmt: skip
 QUEUE_ALLOWED = frozenset({"re", "enum"})  # squeue's format fields are read with a regex
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from podium.cli.submit_help import GROUPS, submit_help
-from podium.spec.options import OPTIONS, SLURM_ONLY
+from podium.jobspec.options import OPTIONS, SLURM_ONLY
 
 
 def test_every_option_is_listed_once() -> None:

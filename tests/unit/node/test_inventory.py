@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from podium.config.cluster import GpuInventory
 from podium.errors import ConfigError
 from podium.node.inventory import gpu_type_name, resolve_inventory
-from podium.spec.cluster import GpuInventory
 
 
 @dataclass

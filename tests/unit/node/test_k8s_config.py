@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from podium.config.cluster import GpuInventory
 from podium.errors import ConfigError
 from podium.node.k8s_config import device_plugin, gpu_operator_mig
-from podium.spec.cluster import GpuInventory
 
 GOLDEN = Path(__file__).with_name("golden")
 

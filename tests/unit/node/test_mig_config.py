@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from podium.config.cluster import parse_config
 from podium.node.mig_config import as_json, mig_parted, podium_lines, slurm_lines
-from podium.spec.cluster import parse_config
 
 GOLDEN = Path(__file__).with_name("golden")
 LAYOUTS = {

@@ -7,7 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from podium.node.health.base import Action, Status
+from podium.node.health.check_results import Action, Status
 from podium.node.mps import MpsCheck, MpsServers, Share, memory_limit
 
 H100 = Share(gpu=1, uuid="GPU-b", gpu_memory_mb=81920, held=50, units=100)

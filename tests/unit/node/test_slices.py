@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from podium.config.cluster import ClusterConfig, GpuInventory, parse_config
 from podium.errors import ConfigError
 from podium.node.inventory import GpuInfo, declared, read_nvml
 from podium.node.nvml_replay import RecordedNvml
@@ -20,7 +21,6 @@ from podium.node.slices import (
     schedulable,
 )
 from podium.server.local_node import LocalNode
-from podium.spec.cluster import ClusterConfig, GpuInventory, parse_config
 
 MIG_H100 = Path(__file__).parent / "data" / "nvml-h100-mig.json"
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from podium.node.health.base import Action, Result, Status
+from podium.config.cluster import ClusterConfig
+from podium.node.health.check_results import Action, Result, Status
 from podium.node.inventory import GpuInfo
 from podium.recover.agent import HealthAgent
 from podium.recover.ladder import Label
-from podium.spec.cluster import ClusterConfig
 from podium.store.db import Store
-from podium.store.health import HealthTable
+from podium.store.health_table import HealthTable
 
 DISK = Result("disk", Status.CRITICAL, "/ is 95% full", Action.DRAIN)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from podium.node.health.base import Action, Result, Status
+from podium.node.health.check_results import Action, Result, Status
 from podium.recover.ladder import (
     Health,
     Label,

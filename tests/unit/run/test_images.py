@@ -1,4 +1,4 @@
-"""Importing container images (podium.run.images): sources parsed from hostile text,
+"""Importing container images (podium.run.containers.images): sources parsed from hostile text,
 layers applied as Docker applies them and never outside the root, OCI layouts,
 docker-archives and a registry behind the token flow turned into squashfs files,
 and the per-user cache with its size limit."""
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from podium.run.images import reference, rootfs
-from podium.run.images.archives import file_layer
-from podium.run.images.cache import Cache, parse_size
-from podium.run.images.importer import ensure, import_image
-from podium.run.images.reference import ImageError
+from podium.run.containers.images import reference, rootfs
+from podium.run.containers.images.archives import file_layer
+from podium.run.containers.images.cache import Cache, parse_size
+from podium.run.containers.images.importer import ensure, import_image
+from podium.run.containers.images.reference import ImageError
 from tests import imagekit
 from tests.imagekit import Entry
 

@@ -1,4 +1,4 @@
-"""The NVIDIA driver inside a container (podium.run.nvidia, podium.run.container_gpus):
+"""The NVIDIA driver inside a container (podium.run.containers.nvidia, podium.run.containers.gpus):
 what ldconfig's list yields, what NVIDIA_VISIBLE_DEVICES and NVIDIA_DRIVER_CAPABILITIES
 ask, where the files go, which /proc entries are hidden and how CUDA numbers the GPUs
 inside. No GPU needed: the host's files are made in a temporary directory."""
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from podium.run import nvidia
-from podium.run.container_gpus import hidden_entries, renumbered
+from podium.run.containers import nvidia
+from podium.run.containers.gpus import hidden_entries, renumbered
 
 LDCONFIG = """\
 1234 libs found in cache `/etc/ld.so.cache'

@@ -3,8 +3,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from podium.jobspec.job import Dependency
 from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot, schedule
-from podium.spec.job import Dependency
 
 NODE = NodeView("n0", cpus=8, memory_mb=16000, gpus=tuple(GpuSlot(i, "h100") for i in range(4)))
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from podium.api.caller import Caller
+from podium.config.cluster import ClusterConfig, GpuInventory
 from podium.errors import SpecError, Unsatisfiable
-from podium.server.admission import EmbeddedAdmission
-from podium.spec.build import SubmitRequest, build_job
-from podium.spec.cluster import ClusterConfig, GpuInventory
-from podium.spec.job import JobSpec
-from tests.unit.spec.test_build import ME, NOW, build, config
+from podium.jobspec.build import SubmitRequest, build_job
+from podium.jobspec.job import JobSpec
+from podium.server.embedded_admission import EmbeddedAdmission
+from tests.unit.jobspec.test_build import ME, NOW, build, config
 
 
 def test_defaults_come_from_cluster_and_partition() -> None:

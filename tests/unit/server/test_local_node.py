@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 
+from podium.config.cluster import ClusterConfig
 from podium.node.inventory import GpuInfo
-from podium.run.container_gpus import renumbered
+from podium.run.containers.gpus import renumbered
 from podium.run.task_env import CUDA_NAMES, cuda_visible
 from podium.server.local_node import LocalNode
-from podium.spec.cluster import ClusterConfig
 
 
 def number(path: str) -> tuple[str, int, int]:

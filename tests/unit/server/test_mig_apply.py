@@ -12,15 +12,15 @@ from typing import Any
 import pytest
 
 from podium.api.health import Label, Remedy
+from podium.config.cluster import ClusterConfig, parse_config
 from podium.errors import PermissionDenied, SpecError
 from podium.node.inventory import declared, read_nvml
 from podium.node.nvml_replay import RecordedNvml
 from podium.node.slices import resolve_slices
 from podium.server.local_node import LocalNode
 from podium.server.mig_apply import MigApplier, parse_layout
-from podium.spec.cluster import ClusterConfig, parse_config
 from podium.store.db import Store
-from podium.store.health import HealthTable
+from podium.store.health_table import HealthTable
 from podium.store.mig_layouts import MigLayouts
 
 MIG_H100 = Path(__file__).parents[1] / "node" / "data" / "nvml-h100-mig.json"

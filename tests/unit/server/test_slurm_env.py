@@ -6,14 +6,14 @@ from typing import Any
 
 from podium.api import arrays
 from podium.api.caller import Caller
+from podium.jobspec.build import SubmitRequest, build_job
+from podium.jobspec.job import JobSpec
 from podium.run.plan import Grant, LaunchPlan, TaskPlan
 from podium.run.task_env import task_environment
-from podium.server.admission import EmbeddedAdmission
+from podium.server.embedded_admission import EmbeddedAdmission
 from podium.server.slurm_env import job_variables, per_node, without_inherited
 from podium.server.starting import StartingJob
-from podium.spec.build import SubmitRequest, build_job
-from podium.spec.job import JobSpec
-from tests.unit.spec.test_build import NOW, config
+from tests.unit.jobspec.test_build import NOW, config
 
 
 def spec_of(*options: str) -> JobSpec:

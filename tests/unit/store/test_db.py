@@ -3,7 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from podium.api.selection import JobFilter
-from podium.spec.job import ArraySpec, JobSpec, JobState
+from podium.jobspec.job import ArraySpec, JobSpec, JobState
 from podium.store.db import RunningStart, Store, spec_of
 from podium.store.schema import SCHEMA_VERSION
 
@@ -83,7 +83,7 @@ def test_a_cancelled_running_job_lists_completing_until_it_ends(tmp_path: Path) 
     """Issue 27, item 3: scancel gives a running job its end at once (COMPLETING in
     listings, CANCELLED to accounting) while its processes are stopped; the end,
     once recorded, clears it."""
-    from podium.server.records import job_record
+    from podium.server.job_rows import job_record
 
     store = Store(tmp_path / "db")
     (job_id,) = store.insert_jobs(spec(), uid=1, gid=1, user="u", now=1.0)
@@ -132,7 +132,7 @@ def test_requeue_keeps_exclusions_and_progress(tmp_path: Path) -> None:
 
 def test_health_records_and_faults(tmp_path: Path) -> None:
     from podium.recover.ladder import Health, Label, Remedy
-    from podium.store.health import HealthTable
+    from podium.store.health_table import HealthTable
 
     store = Store(tmp_path / "db")
     assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION

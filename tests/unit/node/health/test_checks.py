@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from podium.node.health.base import Action, Result, Status, run_checks, strongest_action, worst
+from podium.node.health.check_results import (
+    Action,
+    Result,
+    Status,
+    run_checks,
+    strongest_action,
+    worst,
+)
 from podium.node.health.dcgm import DcgmDiagCheck, parse_dcgm_diag
 from podium.node.health.gpu import GpuChecks, GpuThresholds, NvmlProbe
 from podium.node.health.nccl import NcclBandwidthCheck, bus_bandwidth, parse_nccl_tests

@@ -1,0 +1,56 @@
+"""The Slurm backend's admission: Slurm owns nodes, partitions, QoS and accounts.
+
+`podium.jobspec.build` reads a submission as sbatch would; Slurm checks most of it again
+itself, so this module only keeps what reaches sbatch well-formed: names as Slurm
+writes them (the empty string is Slurm's default), one node count, and the default
+partition's time limit from the cluster config when the job gives none.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import ClassVar
+
+from podium.errors import SpecError
+from podium.jobspec.build import Draft
+from podium.jobspec.values import option_error
+
+_SLURM_NAME_RE = re.compile(r"^[A-Za-z0-9_.@,-]+$")
+
+
+_ONE_CLUSTER = (
+    "Podium follows jobs on the one Slurm cluster its config names: submit with that "
+    "cluster's config instead"
+)
+SLURM_REFUSES: Mapping[str, str] = {
+    "uid": "sbatch runs as the submitting user, and so does the job",
+    "gid": "sbatch runs with the submitting user's groups, and so does the job",
+    "clusters": _ONE_CLUSTER,
+    "cluster-constraint": _ONE_CLUSTER,
+    "container": "the Slurm backend runs containers through Pyxis: use --container-image",
+    "container-id": "the Slurm backend runs containers through Pyxis: use --container-image",
+}
+
+
+class SlurmAdmission:
+    """The Slurm backend's rules (`podium.jobspec.build.Admission`). Every engine-only
+    option (`podium.jobspec.options.SLURM_ONLY`) but those in REFUSES goes to sbatch as
+    given, and Slurm judges it."""
+
+    REFUSES: ClassVar[Mapping[str, str]] = SLURM_REFUSES
+
+    def admit(self, draft: Draft) -> None:
+        """Keep names as given; refuse what sbatch's translation cannot say."""
+        out = draft.fields
+        if draft.max_nodes != out["nodes"]:
+            g = draft.given("nodes")
+            assert g is not None
+            raise option_error(g, "a node range is not supported: give one count (e.g. --nodes=2)")
+        for key in ("partition", "qos", "account"):
+            out[key] = draft.options.text(key) or ""
+            if out[key] and not _SLURM_NAME_RE.match(out[key]):
+                raise SpecError(
+                    f"--{key}={out[key]!r}: expected a Slurm name (letters, digits, _.-)"
+                )
+        out.setdefault("time_limit_s", draft.config.default_partition.default_time_s)

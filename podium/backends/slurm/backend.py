@@ -1,0 +1,301 @@
+"""The Slurm backend: Podium's Backend protocol served by a Slurm cluster.
+
+`SlurmBackend` fills in the same hooks as the embedded backend, with the same JSON
+records, so every `podium` command works unchanged on `backend: slurm`. Jobs are
+built and checked by Podium (`podium.jobspec.build`), translated to sbatch
+(`translate`), and read back from `squeue --json` / `sinfo --json` or slurmrestd
+(`parse`). What has no Slurm meaning is declared in `CANNOT`, with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from podium import __version__, paths
+from podium.api import arrays
+from podium.api.backend_protocol import Backend, Feature
+from podium.api.caller import Caller, this_process
+from podium.api.records import would_queue
+from podium.api.selection import JobFilter, Selection
+from podium.backends.slurm import parse
+from podium.backends.slurm.admission import SlurmAdmission
+from podium.backends.slurm.commands import SlurmError, SlurmRest, SlurmTools
+from podium.backends.slurm.translate import sbatch_script
+from podium.config.cluster import ClusterConfig
+from podium.errors import ApiError
+from podium.jobspec.build import SubmitRequest, build_job
+from podium.jobspec.job import JobSpec
+
+if TYPE_CHECKING:
+    from podium.api.backend_protocol import Action
+
+ACTIVE = ("PENDING", "RUNNING")
+
+
+def submitter(config: ClusterConfig) -> Caller:
+    """The user running this command (with their groups when an allow-list names some)."""
+    who = this_process()
+    return who.with_groups() if config.names_groups else who
+
+
+def state_dir(config: ClusterConfig, home: Path) -> str:
+    """The shared directory for checkpoints and job state on this cluster."""
+    return config.slurm.state_dir or str(home / "slurm")
+
+
+def build_script(config: ClusterConfig, body: dict[str, Any], home: Path) -> tuple[JobSpec, str]:
+    """The job a submit request asks for, and its sbatch script (what `podium submit
+    --dry-run` prints). Raises SpecError/Unsatisfiable with the reason."""
+    who = submitter(config)
+    spec = build_job(SubmitRequest(**body), config, who, time.time(), SlurmAdmission()).spec
+    python = config.slurm.python or sys.executable
+    return spec, sbatch_script(spec, python, state_dir(config, home))
+
+
+class SlurmBackend(Backend):
+    """Podium's API over one Slurm cluster (CLI tools, or slurmrestd for reads)."""
+
+    name = "slurm"
+    CANNOT: ClassVar[Mapping[str, str]] = {
+        Feature.PRIORITIES: "priorities come from Slurm: use sprio",
+        Feature.FAIR_SHARE: "fair share comes from Slurm: use sshare",
+        Feature.HEALTH: "health checks run on the nodes as Slurm's HealthCheckProgram "
+        "(podium slurm health-hook); run `podium health --config FILE` on a node",
+        Feature.FAULT_INJECTION: "fault injection acts on the embedded cluster's daemon",
+        Feature.GPU_RESUME: "Slurm drains whole nodes: resume the node, not one GPU",
+        Feature.SHUTDOWN: "slurmctld is stopped by its administrator, not by podium down",
+        Feature.BATCH: "sbatch takes one job at a time and cannot take several all or none: "
+        "use --array for many alike",
+        Feature.MIG_ADVICE: "Slurm's nodes are partitioned by their admins and Podium does not "
+        "see their pending GRES demand per node: run podium mig advise on an embedded node",
+        Feature.MIG_APPLY: "Slurm expects MIG slices partitioned before slurmd starts: drain "
+        "the node, apply the layout (nvidia-mig-parted), restart slurmd, resume the node",
+    }
+
+    def __init__(self, config: ClusterConfig, home: Path | None = None) -> None:
+        self.config = config
+        self.home = home or paths.home()
+        self.tools = SlurmTools(config.slurm)
+        self.reader: SlurmTools | SlurmRest = (
+            SlurmRest(config.slurm) if config.slurm.via == "rest" else self.tools
+        )
+
+    def _ping(self) -> dict[str, Any]:
+        version = self.tools.run(["sinfo", "--version"]).strip()
+        who = submitter(self.config)
+        return {
+            "version": __version__,
+            "pid": None,
+            "node": self.config.cluster_name,
+            "you": who.name,
+            "admin": who.is_admin,
+            "backend": "slurm",
+            "slurm": version,
+        }
+
+    def _dry_run(self, request: Mapping[str, Any]) -> str:
+        return build_script(self.config, dict(request), self.home)[1]
+
+    def _submit(self, request: Mapping[str, Any]) -> list[dict[str, Any]]:
+        body = dict(request)
+        spec, script = build_script(self.config, body, self.home)
+        env = dict(spec.environment)
+        if body.get("test_only"):
+            self.tools.run(["sbatch", "--test-only"], stdin=script, env=env, cwd=spec.submit_dir)
+            return [
+                dict(
+                    would_queue(
+                        name=spec.name,
+                        gpus=spec.gpus,
+                        cpus=spec.cpus,
+                        mem_mb=spec.mem_mb,
+                        partition=spec.partition or "(Slurm's default)",
+                        qos=spec.qos or "(default)",
+                        time_limit_s=spec.time_limit_s,
+                        array_tasks=spec.array.count if spec.array else None,
+                    )
+                )
+            ]
+        out = self.tools.run(["sbatch", "--parsable"], stdin=script, env=env, cwd=spec.submit_dir)
+        job_id = int(out.strip().split(";")[0])
+        for _ in range(20):  # slurmctld lists a new job at once; allow a short lag
+            found = [j for j in self._records() if j["job_id"] == job_id]
+            if found:
+                return found[:1]
+            time.sleep(0.05)
+        raise ApiError(f"sbatch accepted job {job_id} but squeue does not list it", 502)
+
+    def _records(self) -> list[dict[str, Any]]:
+        now = time.time()
+        return [parse.job_record(j, now) for j in self.reader.jobs()]
+
+    def _jobs(self, which: JobFilter) -> list[dict[str, Any]]:
+        return _select(self._records(), which)
+
+    def _job(self, job_id: int, task: int | None) -> dict[str, Any]:
+        def wanted(j: dict[str, Any]) -> bool:
+            if task is None:
+                return bool(j["job_id"] == job_id)
+            if j.get("array_job_id") != job_id:
+                return False
+            pending = j.get("array_task_string")
+            return j.get("array_task_id") == task or (
+                pending is not None and arrays.holds(arrays.parse(pending), task)
+            )
+
+        found = [j for j in self._records() if wanted(j)]
+        if not found:
+            found = [j for j in self._accounting() if wanted(j)]
+        if not found:
+            which = f"{job_id}_{task}" if task is not None else str(job_id)
+            raise ApiError(f"no job {which} on the Slurm cluster", 404)
+        record = found[0]
+        job_id = record["job_id"]
+        if not record.get("stdout") and record["state"] != "PENDING":
+            fields = self.tools.show_job(job_id)
+            for key, field in (("stdout", "StdOut"), ("stderr", "StdErr")):
+                raw = _path(fields.get(field))
+                record[key] = parse.output_path(raw, record) if raw else None
+        return record
+
+    def _control(self, action: Action, selection: Selection) -> list[int]:
+        ids = list(selection.job_ids)
+        records = self._records()
+        if action == "cancel" and not ids and not selection.tasks:
+            which = JobFilter(states=selection.states, user=selection.user, name=selection.name)
+            ids = [j["job_id"] for j in _select(records, which)]
+        if not ids and not selection.tasks:
+            return []
+        known = {j["job_id"] for j in records} | {j.get("array_job_id") for j in records}
+        missing = [i for i in ids + [a for a, _ in selection.tasks] if i not in known]
+        if missing:
+            raise ApiError(f"no job {missing[0]} on the Slurm cluster", 404)
+        names = [*map(str, ids), *(f"{a}_{i}" for a, i in selection.tasks)]  # Slurm splits
+        if action == "cancel":
+            self.tools.run(["scancel", *names])
+        else:
+            self.tools.run(["scontrol", action, ",".join(names)])
+        return ids + [a for a, _ in selection.tasks]
+
+    def _send_signal(self, selection: Selection, sig: int, scope: str) -> list[int]:
+        names = [*map(str, selection.job_ids), *(f"{a}_{i}" for a, i in selection.tasks)]
+        if not names:
+            return []
+        where = {"steps": [], "batch": ["--batch"], "full": ["--full"]}[scope]
+        self.tools.run(["scancel", f"--signal={sig}", *where, *names])
+        return list(selection.job_ids) + [a for a, _ in selection.tasks]
+
+    def _set_time_limit(self, job_id: int, seconds: int | None) -> dict[str, Any]:
+        limit = "UNLIMITED" if seconds is None else str(max(1, -(-seconds // 60)))  # minutes
+        self.tools.run(["scontrol", "update", f"JobId={job_id}", f"TimeLimit={limit}"])
+        return self._job(job_id, None)
+
+    def _accounting(self) -> list[dict[str, Any]]:
+        """Ended jobs: sacct --json where slurmdbd runs, else the jobcomp text log."""
+        try:
+            data = self.tools.json(["sacct", "--json", "--allusers"])
+            now = time.time()
+            return [_sacct_record(j, now) for j in data.get("jobs") or []]
+        except SlurmError:
+            pass
+        location = self.tools.config_value("JobCompLoc")
+        if not location or not os.path.isfile(location):
+            return []
+        with open(location, errors="replace") as fh:
+            records = [parse.jobcomp_record(line) for line in fh]
+        return [r for r in records if r is not None]
+
+    def _acct(self, which: JobFilter) -> list[dict[str, Any]]:
+        ended = {j["job_id"]: j for j in self._accounting()}
+        for job in self._records():
+            if job["state"] != "PENDING":
+                ended.setdefault(job["job_id"], job)
+        jobs = _select(list(ended.values()), which.replace(finished=True))
+        if which.since is not None:
+            since = which.since
+            jobs = [j for j in jobs if (j.get("end_epoch") or time.time()) >= since]
+        if which.until is not None:
+            until = which.until
+            jobs = [j for j in jobs if (j.get("start_epoch") or 0) <= until]
+        return jobs
+
+    def _nodes(self) -> list[dict[str, Any]]:
+        jobs = self._records()
+        return [parse.node_record(n, jobs) for n in self.reader.nodes()]
+
+    def _known_node(self, node: str) -> None:
+        known = {n["node"] for n in self._nodes()}
+        if node not in known:
+            raise ApiError(f"no node {node!r}; nodes: {', '.join(sorted(known))}", 404)
+
+    def _drain(self, node: str, reason: str) -> dict[str, Any]:
+        self._known_node(node)
+        reason = reason.strip()
+        if not reason or "\n" in reason:
+            raise ApiError("a drain needs a one-line --reason", 400)
+        self.tools.run(
+            ["scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}"]
+        )
+        return self._node(node)
+
+    def _resume(self, node: str, gpu: int | None) -> dict[str, Any]:
+        self._known_node(node)
+        self.tools.run(["scontrol", "update", f"nodename={node}", "state=resume"])
+        return self._node(node)
+
+    def _node(self, node: str) -> dict[str, Any]:
+        return next(n for n in self._nodes() if n["node"] == node)
+
+
+def _select(jobs: list[dict[str, Any]], which: JobFilter) -> list[dict[str, Any]]:
+    """The jobs `which` selects (state, user, name; pending and running ones unless it
+    names states or asks for finished ones), by job id."""
+    wanted = {s.strip().upper() for s in which.states or () if s.strip()}
+    if not wanted and not which.finished:
+        wanted = set(ACTIVE)
+    if wanted:
+        jobs = [j for j in jobs if j["state"] in wanted]
+    if which.user:
+        jobs = [j for j in jobs if j["user"] == which.user]
+    if which.name:
+        jobs = [j for j in jobs if j["name"] == which.name]
+    return sorted(jobs, key=lambda j: j["job_id"])
+
+
+def _path(value: str | None) -> str | None:
+    return value if value and value not in ("(null)", "/dev/null") else None
+
+
+def _sacct_record(job: dict[str, Any], now: float) -> dict[str, Any]:
+    """A `sacct --json` job (slurmdbd) as a job record: its own field names, mapped."""
+    times = job.get("time") or {}
+    state = job.get("state") or {}
+    return parse.job_record(
+        {
+            "job_id": job.get("job_id"),
+            "name": job.get("name"),
+            "user_name": job.get("user"),
+            "account": job.get("account"),
+            "partition": job.get("partition"),
+            "qos": job.get("qos"),
+            "job_state": state.get("current") if isinstance(state, dict) else state,
+            "state_reason": state.get("reason") if isinstance(state, dict) else None,
+            "nodes": job.get("nodes"),
+            "submit_time": times.get("submission"),
+            "start_time": times.get("start"),
+            "end_time": times.get("end"),
+            "exit_code": job.get("exit_code"),
+            "restart_cnt": (job.get("required") or {}).get("restarts"),
+            "current_working_directory": job.get("working_directory"),
+            "wckey": job.get("wckey"),
+            "comment": (job.get("comment") or {}).get("job")
+            if isinstance(job.get("comment"), dict)
+            else job.get("comment"),
+        },
+        now,
+    )

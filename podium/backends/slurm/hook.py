@@ -1,0 +1,210 @@
+"""Podium's health checks as Slurm's HealthCheckProgram, Prolog and Epilog.
+
+`python -m podium.backends.slurm.hook health|prolog|epilog`, run by slurmd on node
+$SLURMD_NODENAME with PODIUM_CONFIG naming the cluster's Podium config.
+
+- Every hook runs the node's quick checks. A critical result whose action is drain,
+  reset, reboot or replace drains the node with a reason starting `podium:`, and
+  requeues the jobs running there that asked for auto-resume (`--auto-resume=N`),
+  with the node added to their excluded nodes.
+- `health` also looks after nodes Podium drained: once the fault's remedy is done (a
+  GPU reset command run; for a reboot, a new boot id), it runs the deep checks and
+  resumes the node when they pass, or says why in the reason when they fail. Nodes
+  drained by anyone else (a reason not starting `podium:`) are never touched.
+- `prolog` exits 1 on a failing check, so Slurm does not start the job there (Slurm
+  drains the node and requeues the job held, by its own rules).
+
+Per-node state (the fault and boot id, the Xid log offset) lives under
+STATE_DIR/nodes/NODE; results are appended to STATE_DIR/health.jsonl.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from podium.backends.slurm import parse
+from podium.backends.slurm.commands import SlurmError, SlurmTools
+from podium.config.cluster import ClusterConfig, load_config
+from podium.node.health.check_results import Action, Result, Status, append_results, run_checks
+from podium.node.health.suite import node_checks, nvml_probe
+from podium.node.inventory import resolve_inventory
+from podium.recover.agent import read_boot_id
+from podium.recover.ladder import assess
+from podium.run.files import read_json, write_atomic
+
+PREFIX = "podium:"
+
+
+def _config(node: str) -> ClusterConfig:
+    path = os.environ.get("PODIUM_CONFIG")
+    if not path:
+        raise SystemExit("podium hook: PODIUM_CONFIG is not set (the rendered hook sets it)")
+    config = load_config(Path(path))
+    health = config.health
+    if health.kernel_log and "{node}" in health.kernel_log:
+        health = health.model_copy(update={"kernel_log": health.kernel_log.format(node=node)})
+    return config.model_copy(update={"health": health})
+
+
+def faults(results: list[Result]) -> list[Result]:
+    """The results that take a node out of service: those the recovery ladder fences."""
+    return [r for r in results if (f := assess(r)) is not None and f.remedy is not None]
+
+
+def drain_reason(bad: list[Result]) -> str:
+    """One line, starting `podium:`, that names the first fault (and a reboot if due)."""
+    first = bad[0]
+    text = f"{PREFIX} {first.check}: {first.reason}"
+    if any(r.action is Action.REBOOT for r in bad):
+        text += " (needs reboot)"
+    return re.sub(r"\s+", " ", text)[:200]
+
+
+def state_dir(config: ClusterConfig) -> Path:
+    """STATE_DIR: the cluster's shared directory of Podium's health state."""
+    return Path(config.slurm.state_dir or "/var/lib/podium")
+
+
+def node_state_dir(config: ClusterConfig, node: str) -> Path:
+    """Node `node`'s directory of health state: STATE_DIR/nodes/NODE (also where its
+    declared GPUs stand: podium.node.inventory.declared_bus_id)."""
+    return state_dir(config) / "nodes" / node
+
+
+class NodeHook:
+    """One node's hook run: its checks, its Slurm state and its saved fault."""
+
+    def __init__(self, node: str, config: ClusterConfig) -> None:
+        self.node = node
+        self.config = config
+        self.tools = SlurmTools(config.slurm)
+        self.home = node_state_dir(config, node)
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.log = state_dir(config) / "health.jsonl"
+        self.saved = self.home / "fault.json"
+
+    def checks(self, deep: bool) -> list[Result]:
+        gpus = resolve_inventory(self.config.node.gpus, place=str(self.home))
+        checks = node_checks(self.config, self.home, gpus, nvml_probe(), xid_from_end=True)
+        results = run_checks(checks, deep=deep)
+        append_results(self.log, self.node, results)
+        return results
+
+    def slurm_state(self) -> tuple[str, str]:
+        """(state, reason) as sinfo prints them: ("drained", "podium: ...")."""
+        out = self.tools.run(["sinfo", "-h", "-N", "-n", self.node, "-o", "%T|%E"])
+        first = out.splitlines()[0] if out.strip() else "unknown|"
+        state, _, reason = first.partition("|")
+        return state.strip().lower(), reason.strip()
+
+    def drain(self, reason: str) -> None:
+        self.tools.run(
+            ["scontrol", "update", f"nodename={self.node}", "state=drain", f"reason={reason}"]
+        )
+
+    def requeue_auto_resume_jobs(self) -> list[int]:
+        """Requeue this node's running auto-resume jobs, excluding the node; their ids."""
+        now = time.time()
+        done = []
+        for raw in self.tools.jobs():
+            job = parse.job_record(raw, now)
+            if job["state"] != "RUNNING" or self.node not in job["nodes"]:
+                continue
+            if auto_resume_of(self.tools, job["job_id"]) <= 0:
+                continue
+            try:
+                self.tools.run(["scontrol", "requeue", str(job["job_id"])])
+            except SlurmError as exc:
+                print(f"podium hook: requeue {job['job_id']}: {exc}", file=sys.stderr)
+                continue
+            excluded = sorted(set(job["excluded_nodes"]) | {self.node})
+            self.tools.run(
+                [
+                    "scontrol",
+                    "update",
+                    f"jobid={job['job_id']}",
+                    f"ExcNodeList={','.join(excluded)}",
+                ]
+            )
+            done.append(job["job_id"])
+        return done
+
+    def on_fault(self, bad: list[Result]) -> None:
+        state, reason = self.slurm_state()
+        if not reason.startswith(PREFIX) and ("drain" not in state or not reason):
+            self.drain(drain_reason(bad))
+        remedy = "reboot" if any(r.action is Action.REBOOT for r in bad) else "reset"
+        gpus = sorted({r.gpu for r in bad if r.gpu is not None})
+        if not self.saved.exists():
+            self._save({"remedy": remedy, "boot_id": read_boot_id(), "gpus": gpus, "done": False})
+        self.requeue_auto_resume_jobs()
+
+    def recover(self) -> None:
+        """Bring back a node Podium drained, once its remedy is done and a deep check passes."""
+        state, reason = self.slurm_state()
+        if "drain" not in state or not reason.startswith(PREFIX):
+            return
+        saved = self._load()
+        if saved.get("remedy") == "reboot" and saved.get("boot_id") == read_boot_id():
+            return  # waiting for the reboot (reboot_command or an operator)
+        command = self.config.health.reset_command
+        if saved.get("remedy") == "reset" and command and not saved.get("done"):
+            listed = saved.get("gpus")
+            for gpu in listed if isinstance(listed, list) and listed else [0]:
+                subprocess.run(
+                    self.config.health.remedy_argv("reset", int(gpu)),
+                    timeout=self.config.health.action_timeout_s,
+                    check=False,
+                )
+            saved["done"] = True
+            self._save(saved)
+        results = self.checks(deep=True)
+        failed = [r for r in results if r.status is Status.CRITICAL]
+        if failed:
+            self.drain(f"{PREFIX} deep check failed: {failed[0].check}: {failed[0].reason}"[:200])
+            return
+        self.tools.run(["scontrol", "update", f"nodename={self.node}", "state=resume"])
+        self.saved.unlink(missing_ok=True)
+
+    def _load(self) -> dict[str, object]:
+        return read_json(self.saved) or {}
+
+    def _save(self, data: dict[str, object]) -> None:
+        write_atomic(self.saved, data)
+
+
+def auto_resume_of(tools: SlurmTools, job_id: int) -> int:
+    """The job's --auto-resume limit, read from its batch script (0 if none)."""
+    try:
+        script = tools.run(["scontrol", "write", "batch_script", str(job_id), "-"])
+    except SlurmError:
+        return 0
+    match = re.search(r"^export PODIUM_AUTO_RESUME=(\d+)$", script, re.M)
+    return int(match.group(1)) if match else 0
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1 or argv[0] not in ("health", "prolog", "epilog"):
+        print("usage: python -m podium.backends.slurm.hook health|prolog|epilog", file=sys.stderr)
+        return 2
+    node = os.environ.get("SLURMD_NODENAME")
+    if not node:
+        print("podium hook: SLURMD_NODENAME is not set (slurmd sets it)", file=sys.stderr)
+        return 2
+    hook = NodeHook(node, _config(node))
+    bad = faults(hook.checks(deep=False))
+    if bad:
+        hook.on_fault(bad)
+        return 1 if argv[0] == "prolog" else 0
+    if argv[0] == "health":
+        hook.recover()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

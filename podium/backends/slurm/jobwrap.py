@@ -1,0 +1,123 @@
+"""The job wrapper: runs inside a Slurm batch job, before and after its tasks.
+
+`python -m podium.backends.slurm.jobwrap start` refuses a restart the auto-resume policy does
+not allow (the limit, or no progress since the last restart); `... end CODE` requeues
+the job when CODE is one of its requeue exit codes, else exits with CODE. The policy
+is the embedded cluster's (`podium.recover.resume.decide`). Node faults themselves are
+requeued by Slurm (NODE_FAIL) or by the health hook (a `podium:` drain).
+
+Inputs come from the environment the generated script exports: SLURM_JOB_ID,
+SLURM_RESTART_COUNT, PODIUM_AUTO_RESUME, PODIUM_REQUEUE_EXIT, PODIUM_NO_REQUEUE_EXIT,
+PODIUM_CHECKPOINT_DIR, PODIUM_STATE_DIR.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from podium.recover.resume import Ended, decide, newest_checkpoint
+from podium.run.files import read_json, write_atomic
+
+
+def _codes(name: str) -> tuple[int, ...]:
+    return tuple(int(c) for c in os.environ.get(name, "").split(",") if c.strip())
+
+
+def _state_path() -> Path:
+    base = Path(os.environ.get("PODIUM_STATE_DIR") or "/tmp") / "slurm-jobs"
+    return base / f"{os.environ.get('SLURM_JOB_ID', 'local')}.json"
+
+
+def _load() -> dict[str, float | int | None]:
+    return read_json(_state_path()) or {}
+
+
+def _save(data: dict[str, float | int | None]) -> None:
+    path = _state_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, data)
+
+
+def _say(message: str) -> None:
+    print(f"podium: {message}", file=sys.stderr, flush=True)
+
+
+def start() -> int:
+    """0 when this run may go ahead; 1 (with the reason on stderr) when it may not."""
+    restart = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
+    auto = int(os.environ.get("PODIUM_AUTO_RESUME") or 0)
+    checkpoint = os.environ.get("PODIUM_CHECKPOINT_DIR")
+    if checkpoint:
+        Path(checkpoint).mkdir(parents=True, exist_ok=True)
+    state = _load()
+    newest = newest_checkpoint(checkpoint) if checkpoint else None
+    if restart > 0 and auto > 0:
+        before = state.get("checkpoint_mtime")
+        verdict = decide(
+            Ended(
+                state="NODE_FAIL",
+                exit_code=None,
+                signal=None,
+                fault=True,
+                auto_resume=auto,
+                restart_count=restart - 1,
+                stalled_restarts=int(state.get("stalled_restarts") or 0),
+                progressed=newest is not None and (before is None or newest > before),
+            )
+        )
+        if not verdict.requeue:
+            _say(f"not restarted: {verdict.reason}")
+            return 1
+        state["stalled_restarts"] = verdict.stalled_restarts
+        _say(f"restart {restart} of {auto} on {os.environ.get('SLURM_JOB_NODELIST', '?')}")
+    state["checkpoint_mtime"] = newest
+    state["restart_count"] = restart
+    _save(state)
+    return 0
+
+
+def end(code: int) -> int:
+    """Requeue the job when `code` is a requeue exit code the policy allows; else `code`."""
+    auto = int(os.environ.get("PODIUM_AUTO_RESUME") or 0)
+    if code == 0 or auto <= 0:
+        return code
+    verdict = decide(
+        Ended(
+            state="FAILED",
+            exit_code=code,
+            signal=None,
+            fault=False,
+            auto_resume=auto,
+            restart_count=int(os.environ.get("SLURM_RESTART_COUNT") or 0),
+            requeue_exit_codes=_codes("PODIUM_REQUEUE_EXIT"),
+            no_requeue_exit_codes=_codes("PODIUM_NO_REQUEUE_EXIT"),
+        )
+    )
+    if not verdict.requeue:
+        _say(f"not requeued: {verdict.reason}")
+        return code
+    _say(f"requeued: {verdict.reason}")
+    job = os.environ["SLURM_JOB_ID"]
+    if not job.isdigit():
+        _say(f"not requeued: SLURM_JOB_ID {job!r} is not a job id")
+        return code
+    done = subprocess.run(["scontrol", "requeue", "--", job], capture_output=True, text=True)
+    if done.returncode != 0:
+        _say(f"scontrol requeue {job} failed: {done.stderr.strip()}")
+    return code
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["start"]:
+        return start()
+    if len(argv) == 2 and argv[0] == "end" and argv[1].isdigit():
+        return end(int(argv[1]))
+    print("usage: python -m podium.backends.slurm.jobwrap start | end EXIT_CODE", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

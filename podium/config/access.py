@@ -1,0 +1,129 @@
+"""Config sections for who may use what and in which order: QoS levels, accounts,
+user defaults, priority weights, fair share and the scheduler's limits."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from podium.api.timefmt import parse_duration
+from podium.config.common import Closed
+
+
+class Qos(Closed):
+    """A quality-of-service level: its priority, whom it may preempt, how its own jobs
+    are preempted, and per-user limits (Slurm's QOS record)."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    priority: int = Field(ge=0)
+    preempt: list[str] = Field(default_factory=list, description="QoS this one may preempt")
+    preempt_mode: Literal["requeue", "cancel"] = "requeue"
+    max_gpus_per_user: int | None = Field(default=None, ge=0)
+    max_jobs_per_user: int | None = Field(default=None, ge=0)
+    max_submit_jobs_per_user: int | None = Field(default=None, ge=0)
+    allow_users: list[str] = Field(
+        default_factory=list, description="users who may submit with it (both empty: anyone)"
+    )
+    allow_groups: list[str] = Field(
+        default_factory=list, description="Unix groups whose members may submit with it"
+    )
+
+    def open_to(self, user: str, groups: Collection[str]) -> bool:
+        """Whether `user` (a member of `groups`) may use this QoS."""
+        return _allowed(self.allow_users, self.allow_groups, user, groups)
+
+
+class UserShare(Closed):
+    """A user inside an account, with its shares."""
+
+    name: str
+    shares: int = Field(default=1, ge=0)
+
+
+class Account(Closed):
+    """An account with its shares, its members, the QoS its jobs may use, and a GPU cap
+    for the whole group (Slurm's account associations)."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.@-]+$")
+    shares: int = Field(default=1, ge=0)
+    users: list[UserShare] = Field(
+        default_factory=list, description="members (with allow_groups both empty: any user)"
+    )
+    allow_groups: list[str] = Field(
+        default_factory=list, description="Unix groups whose members may charge it"
+    )
+    allow_qos: list[str] = Field(
+        default_factory=list, description="QoS its jobs may use (AllowQos; empty: any)"
+    )
+    max_gpus: int | None = Field(default=None, ge=0)
+
+    def open_to(self, user: str, groups: Collection[str]) -> bool:
+        """Whether `user` (a member of `groups`) may charge jobs to this account."""
+        return _allowed([u.name for u in self.users], self.allow_groups, user, groups)
+
+
+class UserDefaults(Closed):
+    """A user's defaults (Slurm's DefaultAccount)."""
+
+    name: str
+    default_account: str
+
+
+def _allowed(users: list[str], groups: list[str], user: str, member_of: Collection[str]) -> bool:
+    if not users and not groups:
+        return True
+    return user in users or any(g in member_of for g in groups)
+
+
+class PriorityConfig(Closed):
+    """Weights of the multifactor priority (Slurm's PriorityWeight*)."""
+
+    weight_age: float = Field(default=1000, ge=0)
+    weight_fairshare: float = Field(default=10000, ge=0)
+    weight_qos: float = Field(default=100000, ge=0)
+    weight_jobsize: float = Field(default=1000, ge=0)
+    weight_partition: float = Field(default=1000000, ge=0)
+    max_age: str = "7-00:00:00"
+    favor_small: bool = False
+
+    @field_validator("max_age")
+    @classmethod
+    def _valid_age(cls, value: str) -> str:
+        parse_duration(value)
+        return value
+
+
+class FairshareConfig(Closed):
+    """Usage charged for fair share: GPU-seconds plus cpu_weight x CPU-seconds."""
+
+    half_life: str = "7-00:00:00"
+    cpu_weight: float = Field(default=0.0, ge=0)
+
+    @field_validator("half_life")
+    @classmethod
+    def _valid_half_life(cls, value: str) -> str:
+        parse_duration(value)
+        return value
+
+
+class SchedulerConfig(Closed):
+    """What scheduling passes may do."""
+
+    backfill: bool = True
+    preemption: bool = True
+    preempt_exempt_time: str = Field(default="0:00", description="minimum run before preemption")
+
+    @field_validator("preempt_exempt_time")
+    @classmethod
+    def _valid_exempt(cls, value: str) -> str:
+        if value not in ("0", "0:00"):
+            parse_duration(value)
+        return value
+
+    @property
+    def preempt_exempt_s(self) -> float:
+        if self.preempt_exempt_time in ("0", "0:00"):
+            return 0.0
+        return float(parse_duration(self.preempt_exempt_time) or 0)

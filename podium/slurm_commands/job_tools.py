@@ -1,0 +1,365 @@
+"""Slurm's `scontrol`, `sbatch` and `scancel` over Podium's Backend: the subcommands
+and output forms batch scripts rely on. Errors are one line on stderr, as Slurm's
+(`scontrol: error: ...`), with exit code 1.
+
+- `scontrol show hostnames [LIST]` (default `$SLURM_JOB_NODELIST`), one name a line;
+- `scontrol show job [ID]` (default `$SLURM_JOB_ID`) and `scontrol show node [NAME]`,
+  as `Key=Value` lines; `scontrol show config` (podium.slurm_commands.show_config);
+- `scontrol requeue|hold|release ID[,ID...]`;
+- `sbatch` is `podium submit` (the same options, `--parsable` included);
+- `scancel ID... [-u USER] [-n NAME] [-t STATES]`, silent as scancel is, and
+  `scancel --signal=SIG [-b|-f] ID...`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from podium.api.selection import JobFilter, Selection
+from podium.errors import PodiumError
+from podium.slurm_commands.args import job_ids, job_refs, read_options
+
+TYPE_CHECKING = False  # typing itself is not loaded: squeue and scancel run in loops
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+    from typing import Any
+
+    from podium.api.backend_protocol import Backend
+
+SCANCEL_OPTIONS = {"-u": "user", "--user": "user", "-n": "name", "--name": "name"}
+SCANCEL_OPTIONS |= {"-t": "state", "--state": "state", "-s": "signal", "--signal": "signal"}
+SCANCEL_FLAGS = {"-b": "batch", "--batch": "batch", "-f": "full", "--full": "full"}
+SCANCEL_FLAGS |= {"-Q": "quiet", "--quiet": "quiet"}
+TOOL_NAMES = "scontrol, sbatch, scancel, squeue, srun, salloc, sacct or sinfo"
+USAGE = "scontrol: error: expected show hostnames|job|node|config, update, requeue, hold or release"
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run `argv[0]` (scontrol, sbatch or scancel) with the rest of `argv`."""
+    if not argv:
+        print(
+            "podium.slurm_commands: name a tool: scontrol, sbatch, scancel, squeue, srun or salloc",
+            file=sys.stderr,
+        )
+        return 1
+    tool, args = argv[0], list(argv[1:])
+    tools: dict[str, Callable[[list[str]], int]] = {
+        "scontrol": scontrol,
+        "sbatch": sbatch,
+        "scancel": scancel,
+        "squeue": squeue,
+        "salloc": salloc,
+        "srun": _srun,
+        "sacct": sacct,
+        "sinfo": sinfo,
+    }
+    run = tools.get(tool)
+    if run is None:
+        print(
+            f"podium.slurm_commands: no tool {tool!r}: "
+            "scontrol, sbatch, scancel, squeue, srun or salloc",
+            file=sys.stderr,
+        )
+        return 1
+    try:
+        code = run(args)
+        sys.stdout.flush()
+        return code
+    except (PodiumError, ValueError) as exc:
+        print(f"{tool}: error: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # `scontrol show job | head -n 1`: the reader had enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _print(text: str) -> int:
+    if text:
+        print(text)
+    return 0
+
+
+def squeue(args: list[str]) -> int:
+    """squeue over this cluster, fetching only the record keys its format reads."""
+    from podium.slurm_commands.squeue import squeue as run
+
+    def jobs_of(every: bool, keys: tuple[str, ...] | None) -> list[dict[str, Any]]:
+        which = JobFilter(finished=every)
+        backend = _backend()
+        return backend.jobs(which) if keys is None else backend.jobs_table(keys, which)
+
+    return run(args, jobs_of)
+
+
+def sacct(args: list[str]) -> int:
+    """sacct over the jobs that ran and those still waiting (slurmdbd records a job at
+    submit: sacct lists it PENDING), in job id order."""
+    from podium.slurm_commands.sacct import sacct as run
+
+    def jobs() -> list[dict[str, Any]]:
+        backend = _backend()
+        ran = backend.acct(JobFilter(finished=True))
+        waiting = [dict(j, steps=[]) for j in backend.jobs(JobFilter(states=("PENDING",)))]
+        return sorted(ran + waiting, key=lambda j: int(j["job_id"]))
+
+    return _print(run(args, jobs))
+
+
+def sinfo(args: list[str]) -> int:
+    from podium.slurm_commands.sacct import sinfo as run
+
+    return _print(run(args, _backend().nodes()))
+
+
+def _srun(args: list[str]) -> int:
+    from podium.slurm_commands.entry import srun_main
+
+    return srun_main(args)
+
+
+def salloc(args: list[str]) -> int:
+    """An allocation, and the command (default: the user's shell) run in it on this
+    terminal, as salloc(1); `srun` inside it starts steps there."""
+    from podium.slurm_commands.attach import allocate_and_run
+
+    return allocate_and_run("salloc", args)
+
+
+def scontrol(args: list[str]) -> int:
+    """The subcommands above; anything else is refused with what is known."""
+    if not args:
+        raise ValueError(USAGE.removeprefix("scontrol: error: "))
+    verb, rest = args[0].lower(), args[1:]
+    if verb == "show" and rest:
+        what, names = rest[0].lower(), rest[1:]
+        if what in ("hostnames", "hostname"):
+            expr = names[0] if names else os.environ.get("SLURM_JOB_NODELIST", "")
+            if not expr:
+                raise ValueError("show hostnames needs a host list or $SLURM_JOB_NODELIST")
+            from podium.api.hostlist import hostlist
+
+            print("\n".join(hostlist(expr)))
+            return 0
+        if what == "config":
+            from podium.slurm_commands.show_config import show_config
+
+            return _print(show_config(_backend().ping()))
+        if what in ("job", "jobid"):
+            return _show_job(names[0] if names else os.environ.get("SLURM_JOB_ID", ""))
+        if what == "node":
+            return _show_nodes(names[0] if names else None)
+    if verb == "update" and rest:
+        return _update(rest)
+    if verb in ("requeue", "hold", "release") and rest:
+        ids, tasks = job_refs(rest)
+        if verb == "requeue":
+            _outlive_own_job()
+        _backend().control(verb, Selection(ids, tasks=tasks))  # type: ignore[arg-type]
+        return 0
+    raise ValueError(USAGE.removeprefix("scontrol: error: "))
+
+
+def sbatch(args: list[str]) -> int:
+    """`podium submit` with the same arguments."""
+    from podium.cli.main import main as podium
+
+    return int(podium(["submit", *args]) or 0)
+
+
+def scancel(args: list[str]) -> int:
+    """Cancel jobs by id and/or -u/-n/-t, printing nothing on success; with
+    `-s/--signal SIG`, send SIG to their steps instead (`-b`: the batch shell alone,
+    `-f`: every process of the job), as scancel does."""
+    given, words = read_options(args, SCANCEL_OPTIONS, SCANCEL_FLAGS, "use -u, -n, -t, -s or ids")
+    filters = dict(given)
+    ids, tasks = job_refs(words)
+    states = filters.get("state")
+    if "signal" in filters:
+        if not ids and not tasks:
+            raise ValueError("--signal needs job ids")
+        scope = "full" if "full" in filters else "batch" if "batch" in filters else "steps"
+        _outlive_own_job()
+        _backend().send_signal(Selection(ids, tasks=tasks), signal_number(filters["signal"]), scope)
+        return 0
+    selection = Selection(
+        ids,
+        filters.get("user"),
+        filters.get("name"),
+        tuple(s.strip().upper() for s in states.split(",")) if states else None,
+        tasks,
+    )
+    _outlive_own_job()
+    _backend().control("cancel", selection)
+    return 0
+
+
+def signal_number(text: str) -> int:
+    """A signal by number, or by name with or without SIG (USR2, SIGUSR2, usr2)."""
+    import signal
+
+    word = text.strip().upper()
+    if word.isdigit() and 0 < int(word) < 65:
+        return int(word)
+    try:
+        return int(signal.Signals["SIG" + word.removeprefix("SIG")])
+    except KeyError:
+        raise ValueError(
+            f"invalid signal {text!r}: expected a name like USR1, SIGTERM or a number 1-64"
+        ) from None
+
+
+def _outlive_own_job() -> None:
+    """Inside a job, ignore the SIGTERM that a requeue or cancel of this very job sends
+    to its processes, this one among them: the command finishes and exits 0 once its
+    request is answered, as Slurm's does (its reply comes before the job is signalled).
+    submitit's checkpoint handler runs `scontrol requeue $SLURM_JOB_ID` and fails the
+    job when that is killed. KillWait's SIGKILL still ends a command that hangs."""
+    if os.environ.get("SLURM_JOB_ID") or os.environ.get("PODIUM_JOB_ID"):
+        import signal
+
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def _update(words: list[str]) -> int:
+    """`scontrol update JobId=N TimeLimit=T`: T in Slurm's forms (minutes, [D-]H:M:S,
+    UNLIMITED), or +T/-T to add to or take from the current limit."""
+    fields: dict[str, str] = {}
+    for word in words:
+        key, eq, value = word.partition("=")
+        if not eq:
+            raise ValueError(f"update expects Key=Value words, not {word!r}")
+        fields[key.lower()] = value
+    job_text = fields.pop("jobid", None) or fields.pop("job", None)
+    if not job_text:
+        raise ValueError("update needs JobId=ID (and TimeLimit=...)")
+    if "timelimit" not in fields or len(fields) > 1:
+        other = next((k for k in fields if k != "timelimit"), "nothing")
+        raise ValueError(f"update of {other} is not supported here: TimeLimit is")
+    from podium.api.timefmt import parse_duration
+
+    (job_id,) = job_ids(job_text)[:1]
+    text = fields["timelimit"].strip()
+    backend = _backend()
+    if text.upper() in ("UNLIMITED", "INFINITE"):
+        seconds: int | None = None
+    elif text[:1] in ("+", "-"):
+        current = backend.job(job_id).get("time_limit_s")
+        if current is None:
+            raise ValueError(f"job {job_id} has no time limit to add to or take from")
+        delta = parse_duration(text[1:]) or 0
+        seconds = current + delta if text[0] == "+" else current - delta
+        if seconds < 1:
+            raise ValueError(f"{text} would leave job {job_id} no time")
+    else:
+        seconds = parse_duration(text)
+    backend.set_time_limit(job_id, seconds)
+    return 0
+
+
+def _backend() -> Backend:
+    from podium.backends import open_backend
+
+    return open_backend()
+
+
+def _show_job(text: str) -> int:
+    if not text:
+        raise ValueError("show job needs a job id (or $SLURM_JOB_ID)")
+    ids, tasks = job_refs([text.split(",")[0]])
+    print(format_job(_backend().job(*((ids[0], None) if ids else tasks[0]))))
+    return 0
+
+
+def _show_nodes(name: str | None) -> int:
+    nodes = [n for n in _backend().nodes() if name is None or n["node"] == name]
+    if not nodes:
+        raise ValueError(f"node {name} not found")
+    print("\n\n".join(format_node(n) for n in nodes))
+    return 0
+
+
+def slurm_time(epoch: float | None) -> str:
+    """Slurm's timestamp form: local time, seconds, no zone ("Unknown" for none)."""
+    if epoch is None:
+        return "Unknown"
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(epoch))
+
+
+def slurm_duration(seconds: float | None) -> str:
+    """Slurm's [D-]HH:MM:SS ("UNLIMITED" for none)."""
+    if seconds is None:
+        return "UNLIMITED"
+    whole = int(seconds)
+    days, rest = divmod(whole, 86400)
+    clock = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+    return f"{days}-{clock}" if days else clock
+
+
+def format_job(job: Mapping[str, Any]) -> str:
+    """A job record as `scontrol show job` writes it: Key=Value, a few to a line."""
+    code, sig = job.get("exit_code"), job.get("signal")
+    tres = f"cpu={job['cpus']},mem={job.get('mem_mb') or 0}M,node={job['node_count']}"
+    if job["gpus"]:
+        tres += f",gres/gpu={job['gpus']}"
+    lines = [
+        [("JobId", job["job_id"]), ("JobName", job["name"])],
+        [("UserId", f"{job['user']}({job.get('uid')})"), ("Account", job["account"])],
+        [("Partition", job["partition"]), ("QOS", job["qos"]), ("Nice", job["nice"])],
+        [("JobState", job["state"]), ("Reason", job.get("reason") or "None")],
+        [("Requeue", 1), ("Restarts", job["restart_count"])],
+        [("ExitCode", f"{code or 0}:{sig or 0}"), ("RunTime", slurm_duration(job["elapsed_s"]))],
+        [("TimeLimit", slurm_duration(job.get("time_limit_s")))],
+        [("SubmitTime", slurm_time(job.get("submit_epoch")))],
+        [
+            ("StartTime", slurm_time(job.get("start_epoch"))),
+            ("EndTime", slurm_time(job.get("end_epoch"))),
+        ],
+        [("NodeList", job.get("node") or "(null)"), ("NumNodes", job["node_count"])],
+        [("NumCPUs", job["cpus"]), ("NumTasks", job.get("ntasks") or 1)],
+        [("TRES", tres)],
+        [("WorkDir", job["work_dir"])],
+        [("StdOut", job.get("stdout") or "(null)")],
+        [("StdErr", job.get("stderr") or "(null)")],
+    ]
+    if job.get("array_job_id") is not None:
+        lines.insert(
+            1, [("ArrayJobId", job["array_job_id"]), ("ArrayTaskId", job["array_task_id"])]
+        )
+    if job.get("comment"):
+        lines.append([("Comment", job["comment"])])
+    if job.get("wckey"):
+        lines.append([("WCKey", job["wckey"])])
+    text = [" ".join(f"{k}={v}" for k, v in line) for line in lines]
+    return text[0] + "".join(f"\n   {t}" for t in text[1:])
+
+
+def format_node(node: Mapping[str, Any]) -> str:
+    """A node record as `scontrol show node` writes it."""
+    gpus = node.get("gpus_total") or 0
+    kind = node.get("gpu_type")
+    gres = f"gpu:{kind}:{gpus}" if kind and gpus else (f"gpu:{gpus}" if gpus else "(null)")
+    listed = node.get("gpus") or []
+    if any(g.get("parent") is not None or g.get("share") for g in listed):
+        kinds: dict[str, int] = {}  # one gres type per MIG profile, as Slurm lists them
+        shares: dict[str, int] = {}  # mps:100, shard:4 (Slurm: separate GRES)
+        for g in listed:
+            kinds[g["type"]] = kinds.get(g["type"], 0) + 1
+            if g.get("share"):
+                kind = g["share"]["kind"]
+                shares[kind] = shares.get(kind, 0) + g["share"]["units"]
+        gres = ",".join(
+            [f"gpu:{t}:{n}" for t, n in kinds.items()] + [f"{k}:{n}" for k, n in shares.items()]
+        )
+    lines = [
+        [("NodeName", node["node"])],
+        [("CPUAlloc", node["cpus_alloc"]), ("CPUTot", node["cpus_total"])],
+        [("RealMemory", node["mem_total_mb"]), ("AllocMem", node["mem_alloc_mb"])],
+        [("Gres", gres), ("GresUsed", f"gpu:{node.get('gpus_used') or 0}")],
+        [("State", str(node["state"]).upper()), ("Reason", node.get("reason") or "(null)")],
+        [("Partitions", ",".join(node.get("partitions") or []))],
+        [("AvailableFeatures", ",".join(node.get("features") or []) or "(null)")],
+    ]
+    text = [" ".join(f"{k}={v}" for k, v in line) for line in lines]
+    return text[0] + "".join(f"\n   {t}" for t in text[1:])

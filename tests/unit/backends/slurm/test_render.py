@@ -1,0 +1,95 @@
+"""Cluster definition -> Slurm's files: golden files, and bad definitions refused."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from podium.backends.slurm.conf_files import Testbed as Layout
+from podium.backends.slurm.conf_files import nodes, render
+from podium.backends.slurm.definition import load_definition
+from podium.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[4]
+GOLDEN = Path(__file__).with_name("golden")
+
+
+def _example() -> str:
+    return (ROOT / "examples" / "slurm" / "cluster.yaml").read_text()
+
+
+@pytest.mark.parametrize("name", ["slurm.conf", "gres.conf", "cgroup.conf", "podium.yaml"])
+def test_golden_cluster_files(name: str) -> None:
+    files = render(load_definition(_example(), "cluster.yaml"), "/opt/podium/bin/python")
+    path = GOLDEN / f"lab-{name}"
+    if os.environ.get("PODIUM_UPDATE_GOLDEN"):
+        path.write_text(files[name])
+    assert files[name] == path.read_text()
+
+
+def test_nodes_are_named_like_parallelcluster() -> None:
+    names = [n.name for n in nodes(load_definition(_example(), "x"))]
+    assert names == [
+        "gpu-st-h100-1",
+        "gpu-st-h100-2",
+        "gpu-dy-h100-1",
+        "gpu-dy-h100-2",
+        "shared-st-a100mig-1",
+    ]
+
+
+def test_power_programs_make_dynamic_nodes_cloud_nodes() -> None:
+    text = _example().replace(
+        "    ScaledownIdletime: 10\n",
+        "    ScaledownIdletime: 10\n    ResumeProgram: /opt/r\n    SuspendProgram: /opt/s\n",
+    )
+    conf = render(load_definition(text, "x"), "py")["slurm.conf"]
+    assert "SuspendTime=600" in conf and "ResumeProgram=/opt/r" in conf
+    assert "NodeName=gpu-dy-h100-1 " in conf and conf.count("State=CLOUD") == 2
+
+
+def test_testbed_layout_and_sharing_modes() -> None:
+    lines = _example().replace("Mode: mig", "Mode: mps").splitlines()
+    text = "\n".join(line for line in lines if "Mig:" not in line)
+    files = render(load_definition(text, "x"), "py", Layout("/tmp/tb", "host", 19000))
+    conf = files["slurm.conf"]
+    assert "SlurmctldHost=host(127.0.0.1)" in conf and "SlurmctldPort=19017" in conf
+    assert "Gres=gpu:a100:8,mps:800" in conf and "GresTypes=gpu,mps" in conf
+    assert (
+        "NodeName=shared-st-a100mig-1 Name=mps Count=800 File=/tmp/tb/dev/nvidia[0-7]"
+        in files["gres.conf"]
+    )
+    assert "TB_NODES=" in files["testbed.env"]
+    assert "exec py -m podium.backends.slurm.hook health" in files["podium-health.sh"]
+
+
+def test_a_mixed_mig_layout_as_podiums_config_gives_it() -> None:
+    text = _example().replace(
+        "Mig: {Profile: 1g.10gb, PerGpu: 7}", "Layout: [3g.40gb, 2g.20gb, 1g.10gb, 1g.10gb]"
+    )
+    files = render(load_definition(text, "x"), "py", Layout("/tmp/tb", "host", 19000))
+    assert "Gres=gpu:3g.40gb:8,gpu:2g.20gb:8,gpu:1g.10gb:16" in files["slurm.conf"]
+    gres = files["gres.conf"]
+    assert "NodeName=shared-st-a100mig-1 Name=gpu Type=3g.40gb File=/tmp/tb/dev/nvidia[0-7]" in gres
+    assert "Name=gpu Type=1g.10gb File=/tmp/tb/dev/nvidia[16-31]" in gres
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (("MinCount: 2", "MinCount: 9"), "MinCount 9 exceeds MaxCount 4"),
+        (
+            ("Mig: {Profile: 1g.10gb, PerGpu: 7}", "Layout: [4g.40gb, 4g.40gb]"),
+            "Sharing.Layout: A100 80GB: at most 1 x 4g.40gb",
+        ),
+        (("InstanceType: p5.48xlarge", "InstanceType: p9.huge"), "unknown InstanceType"),
+        (("Mig: {Profile: 1g.10gb, PerGpu: 7}", "Typo: 1"), "Typo"),
+        (("Scheduler: slurm", "Scheduler: awsbatch"), "Scheduler"),
+    ],
+)
+def test_bad_definitions_are_one_line_errors(change: tuple[str, str], words: str) -> None:
+    with pytest.raises(ConfigError, match=words) as err:
+        load_definition(_example().replace(*change), "cluster.yaml")
+    assert "\n" not in str(err.value) and str(err.value).startswith("cluster.yaml: ")

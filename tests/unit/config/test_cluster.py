@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from podium.config.cluster import default_config, dump_config, load_config, parse_config
+from podium.errors import ConfigError
+
+
+def test_default_has_partition_and_three_qos_levels() -> None:
+    config = default_config(gpus=4, cpus=8)
+    assert config.default_partition.name == "main"
+    assert {q.name: q.priority for q in config.qos} == {"high": 1000, "normal": 100, "low": 10}
+    assert config.node.gpus.source == "declared" and config.node.gpus.count == 4
+    assert config.node.cpus == 8
+
+
+def test_dump_and_load_round_trip(tmp_path: Path) -> None:
+    config = default_config(gpus=2)
+    path = tmp_path / "cluster.yaml"
+    path.write_text(dump_config(config))
+    assert load_config(path) == config
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("nodee: {}\n", "unknown key 'nodee' (did you mean 'node'?)"),
+        ("node: {gpus: {cuont: 2}}\n", "unknown key 'node.gpus.cuont' (did you mean 'count'?)"),
+        (
+            "partitions: [{name: a, max_tme: '1:00'}]\n",
+            "'partitions.0.max_tme' (did you mean 'max_time'?)",
+        ),
+        ("node: {cpus: 0}\n", "node.cpus"),
+        ("default_qos: urgent\n", "default_qos 'urgent' is not one of"),
+        ("partitions: [{name: a}, {name: a}]\n", "partition names must be unique"),
+        ("partitions: [{name: a, max_time: forever}]\n", "invalid time 'forever'"),
+        ("- a\n", "expected a mapping"),
+        ("a: [b\n", "not valid YAML at line"),
+        ("proctrack: magic\n", "proctrack"),
+        ("resume: {requeue_exit_codes: [0]}\n", "exit code 0 means success"),
+        ("resume: {requeue_exit_codes: [3], no_requeue_exit_codes: [3]}\n", "pick one"),
+        ("health: {recovery: auto}\n", "health.recovery"),
+        ("health: {reset_comand: x}\n", "(did you mean 'reset_command'?)"),
+    ],
+)
+def test_errors_are_one_line(text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, "cfg")
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_partitions_name_known_nodes_and_qos_preempt_known_levels() -> None:
+    ok = parse_config(
+        "node: {name: n0}\npartitions: [{name: a, nodes: [n0], priority_tier: 2}]\n", "cfg"
+    )
+    assert ok.partitions[0].nodes == ["n0"] and ok.partitions[0].priority_tier == 2
+    with pytest.raises(ConfigError, match="unknown node"):
+        parse_config("node: {name: n0}\npartitions: [{name: a, nodes: [n9]}]\n", "cfg")
+    with pytest.raises(ConfigError, match="may preempt only other QoS"):
+        parse_config(
+            "qos: [{name: high, priority: 1, preempt: [nobody]}]\ndefault_qos: high\n", "cfg"
+        )

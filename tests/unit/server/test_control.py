@@ -1,0 +1,105 @@
+"""Control: cancel, requeue, hold, signals, time limits, drain and resume over a
+Selection, with a real store and recorded effects (no daemon)."""
+
+from __future__ import annotations
+
+import pytest
+
+from podium.api.selection import Selection
+from podium.errors import NotFound, PermissionDenied, SpecError
+from tests.unit.server.harness import ADMIN, BOB, ME, Cluster
+
+
+def test_cancel_ends_a_pending_job_at_once_and_asks_a_running_one_to_stop(c: Cluster) -> None:
+    running = c.submit("--gpus=2")
+    c.reactor.tick()
+    pending = c.submit("--gpus=2")
+    assert c.control.cancel(ME, Selection((running, pending))) == [running, pending]
+    assert c.state(pending) == "CANCELLED"
+    assert c.state(running) == "RUNNING"  # its supervisor stops it; the end comes later
+    assert ("cancel", running) in c.effects.signals
+
+
+def test_another_users_job_is_refused_whole(c: Cluster) -> None:
+    mine, theirs = c.submit("--gpus=1"), c.submit("--gpus=1", who=BOB)
+    with pytest.raises(PermissionDenied, match=f"job {theirs} belongs to bob"):
+        c.control.cancel(ME, Selection((mine, theirs)))
+    assert c.state(mine) == c.state(theirs) == "PENDING"  # nothing done
+    with pytest.raises(PermissionDenied, match="only on your own jobs"):
+        c.control.cancel(ME, Selection(user="bob"))
+    assert c.control.cancel(ADMIN, Selection(user="bob")) == [theirs]
+
+
+def test_filters_select_by_user_name_and_state(c: Cluster) -> None:
+    a = c.submit("--gpus=2", "-J", "a")
+    c.reactor.tick()
+    b, other = c.submit("-J", "b"), c.submit("-J", "b", who=BOB)
+    assert [r["job_id"] for r in c.control.select(ME, Selection(name="b"))] == [b]  # own only
+    assert [r["job_id"] for r in c.control.select(ADMIN, Selection(name="b"))] == [b, other]
+    got = c.control.select(ME, Selection(states=("RUNNING",)))
+    assert [r["job_id"] for r in got] == [a]
+    with pytest.raises(SpecError, match="name jobs by id"):
+        c.control.select(ME, Selection())
+    with pytest.raises(NotFound, match="no job 99"):
+        c.control.select(ME, Selection((99,)))
+
+
+def test_requeue_takes_running_jobs_only_and_honours_no_requeue(c: Cluster) -> None:
+    keep = c.submit("--gpus=1", "--no-requeue")
+    go = c.submit("--gpus=1")
+    c.reactor.tick()
+    waiting = c.submit("--gpus=1")
+    with pytest.raises(SpecError, match=f"job {waiting} is pending"):
+        c.control.requeue(ME, Selection((waiting,)))
+    with pytest.raises(SpecError, match="--no-requeue"):
+        c.control.requeue(ME, Selection((keep,)))
+    assert c.control.requeue(ME, Selection((go,))) == [go]
+    assert ("requeue", go) in c.effects.signals
+
+
+def test_hold_and_release_change_pending_jobs(c: Cluster) -> None:
+    job = c.submit("--gpus=1")
+    assert c.control.hold(ME, Selection((job,)), True) == [job]
+    c.reactor.tick()
+    assert c.state(job) == "PENDING" and c.effects.launched == []
+    assert c.control.hold(ME, Selection((job,)), False) == [job]
+    c.reactor.tick()
+    assert c.state(job) == "RUNNING"
+
+
+def test_a_signal_goes_to_running_jobs_only(c: Cluster) -> None:
+    running = c.submit("--gpus=2")
+    c.reactor.tick()
+    pending = c.submit("--gpus=1")
+    with pytest.raises(SpecError, match="only a running job gets a signal"):
+        c.control.send_signal(ME, Selection((pending,)), 10, "batch")
+    assert c.control.send_signal(ME, Selection((running,)), 10, "batch") == [running]
+    assert ("signal 10 batch", running) in c.effects.signals
+
+
+def test_an_owner_lowers_a_time_limit_and_only_an_admin_raises_it(c: Cluster) -> None:
+    job = c.submit("--gpus=1", "--time=10:00")
+    c.reactor.tick()
+    assert c.control.set_time_limit(ME, job, 300) == [job]
+    assert c.store.job(job)["time_limit_s"] == 300
+    assert c.executor.time_limits == [(job, 300)]  # the running supervisor is told
+    with pytest.raises(PermissionDenied, match="only an administrator may raise"):
+        c.control.set_time_limit(ME, job, 600)
+    assert c.control.set_time_limit(ADMIN, job, 600) == [job]
+
+
+def test_drain_and_resume_are_for_the_administrator(c: Cluster) -> None:
+    node = c.node.name
+    with pytest.raises(PermissionDenied, match="draining a node is for the administrator"):
+        c.control.drain(ME, node, "fan")
+    with pytest.raises(SpecError, match="a drain needs a reason"):
+        c.control.drain(ADMIN, node, " ")
+    c.control.drain(ADMIN, node, "fan")
+    job = c.submit("--gpus=1")
+    c.reactor.tick()
+    assert c.state(job) == "PENDING"
+    c.control.resume(ADMIN, node)
+    c.reactor.tick()
+    assert c.state(job) == "RUNNING"
+    with pytest.raises(SpecError, match="neither drained nor fenced"):
+        c.control.resume(ADMIN, node)

@@ -1,0 +1,19 @@
+"""The pending queue is read once, then only the jobs the store says changed."""
+
+from __future__ import annotations
+
+from podium.api.selection import Selection
+from tests.unit.server.harness import ME, Cluster
+
+
+def test_the_queue_follows_the_stores_changes(c: Cluster) -> None:
+    queue = c.reactor.queue
+    a, b = c.submit("--gpus=1"), c.submit("--gpus=2", "--nice=5")
+    assert queue.refresh() is True and set(queue.jobs) == {a, b}
+    assert queue.refresh() is False  # nothing changed: nothing read
+    c.control.cancel(ME, Selection((a,)))
+    assert queue.refresh() is True and set(queue.jobs) == {b}
+    assert queue.jobs[b].gpus == 2
+    arr = c.submit("--array=0-3")
+    queue.refresh()
+    assert arr in queue.arrays and arr in queue.jobs
