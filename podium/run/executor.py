@@ -53,8 +53,9 @@ from podium.run.files import (
     read_json,
     write_atomic,
 )
+from podium.run.job_result import JobResult
 from podium.run.launcher import Launcher, LauncherLost
-from podium.run.plan import JobResult, LaunchPlan
+from podium.run.plan import LaunchPlan
 from podium.run.steps import STEPS_DIR, read_steps, step_record
 from podium.run.supervisor import WATCHED
 

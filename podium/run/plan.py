@@ -1,17 +1,16 @@
-"""LaunchPlan and JobResult: the typed view of the daemon <-> supervisor files.
+"""LaunchPlan and Grant: the typed view of what the daemon hands a job's supervisor.
 
-The daemon writes a LaunchPlan (`to_json`) and reads a JobResult; the supervisor reads
-the same JSON without these classes, to start fast (see `podium.run.files`).
+The daemon writes a LaunchPlan (`to_json`); the supervisor reads it back
+(`LaunchPlan.from_json`). Named tuples, not dataclasses: the supervisor imports this
+at every start, and `dataclasses` would load `inspect` (20 ms) on its cold path.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True)
-class Grant:
+class Grant(NamedTuple):
     """What one start of a job holds on its node: made once from the scheduler's
     decision (`podium.server.local_node.LocalNode.grant_of`) and carried unchanged
     into the launch plan, the job's SLURM_* variables and its tasks' environment."""
@@ -30,8 +29,7 @@ class Grant:
         return ",".join(f"{i}={name}" for i, name in pairs if name != str(i))
 
 
-@dataclass
-class TaskPlan:
+class TaskPlan(NamedTuple):
     """One task of a job: its rank on the node and the GPUs it sees."""
 
     procid: int
@@ -39,9 +37,10 @@ class TaskPlan:
     gpu_ids: list[int]
 
 
-@dataclass
-class LaunchPlan:
-    """Everything a supervisor needs to run a job, resolved by the daemon."""
+class LaunchPlan(NamedTuple):
+    """Everything a supervisor needs to run a job, resolved by the daemon. Immutable:
+    the daemon makes it once; the supervisor reads it back from JSON (`from_json`).
+    The list and dict defaults are shared, never changed."""
 
     job_id: int
     name: str
@@ -78,46 +77,22 @@ class LaunchPlan:
     heartbeat_timeout_s: int | None = None
     umask: int = 0o022
     mem_mb: int | None = None  # enforced by the memory controller where it exists
-    cpu_ids: list[int] = field(default_factory=list)  # enforced by cpuset where it exists
-    deny_devices: list[list[Any]] = field(default_factory=list)  # ["c", major, minor]
+    cpu_ids: list[int] = []  # enforced by cpuset where it exists
+    deny_devices: list[list[Any]] = []  # ["c", major, minor]
     hide_gpus: bool = False  # CUDA_VISIBLE_DEVICES names no device (declared GPUs only)
     cgroup_v2_base: str | None = None  # the v2 group jobs go under (None: the supervisor's)
     container: dict[str, Any] | None = None  # podium.run.containers.lifecycle.prepare's request
-    cuda_names: list[str] = field(default_factory=list)  # per gpu_ids: Grant.cuda_names
-    extra: dict[str, Any] = field(default_factory=dict)
+    cuda_names: list[str] = []  # per gpu_ids: Grant.cuda_names
+    extra: dict[str, Any] = {}
 
     def to_json(self) -> dict[str, Any]:
-        """The plan as JSON-ready data: what `asdict` gives, without its deep copy
-        (the daemon writes one per job launched)."""
-        data = dict(vars(self))
-        data["tasks"] = [dict(vars(task)) for task in self.tasks]
+        """The plan as JSON-ready data."""
+        data = self._asdict()
+        data["tasks"] = [task._asdict() for task in self.tasks]
         return data
 
-
-@dataclass
-class TaskResult:
-    procid: int
-    exit_code: int | None
-    signal: int | None
-
-
-@dataclass
-class JobResult:
-    """What a supervisor records when its job is over."""
-
-    state: str
-    exit_code: int | None
-    signal: int | None
-    start_time: float
-    end_time: float
-    reason: str = "None"
-    tasks: list[TaskResult] = field(default_factory=list)
-    leftover_killed: int = 0
-    fault: str | None = None  # "hang" or "node": Podium stopped the job for a fault
-    steps: list[dict[str, Any]] = field(default_factory=list)  # podium.run.steps records
-
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> JobResult:
-        data = dict(data)
-        data["tasks"] = [TaskResult(**t) for t in data.get("tasks", [])]
-        return cls(**data)
+    def from_json(cls, data: dict[str, Any]) -> LaunchPlan:
+        """The plan `to_json` wrote (TypeError for a key that is not a field)."""
+        tasks = [TaskPlan(**task) for task in data["tasks"]]
+        return cls(**{**data, "tasks": tasks})

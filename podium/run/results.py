@@ -11,20 +11,15 @@ import os
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from podium.run.files import RESULT_FILE, write_all, write_atomic
-
-if TYPE_CHECKING:  # the supervisor reads the plan as plain JSON, to start fast
-    from podium.run.plan import LaunchPlan
+from podium.run.plan import LaunchPlan
 
 
 def load_plan(data: dict[str, Any]) -> LaunchPlan:
-    """The launch plan from its JSON, with attribute access (no dataclass import)."""
-    plan = SimpleNamespace(**data)
-    plan.tasks = [SimpleNamespace(**t) for t in data["tasks"]]
-    return cast("LaunchPlan", plan)
+    """The launch plan the daemon wrote, as the typed LaunchPlan it was."""
+    return LaunchPlan.from_json(data)
 
 
 def result_record(

@@ -88,13 +88,11 @@ class Supervisor:
             plan.job_id,
             plan.proctrack,
             Limits(
-                mem_mb=getattr(plan, "mem_mb", None),
-                cpu_ids=tuple(getattr(plan, "cpu_ids", ())),
-                deny_devices=tuple(
-                    (str(k), int(a), int(b)) for k, a, b in getattr(plan, "deny_devices", ())
-                ),
+                mem_mb=plan.mem_mb,
+                cpu_ids=tuple(plan.cpu_ids),
+                deny_devices=tuple((str(k), int(a), int(b)) for k, a, b in plan.deny_devices),
             ),
-            getattr(plan, "cgroup_v2_base", None),
+            plan.cgroup_v2_base,
         )
         self.tasks: dict[int, TaskPlan] = {}
         self.status: dict[int, tuple[int | None, int | None]] = {}
@@ -107,7 +105,7 @@ class Supervisor:
         self.container_state: str | None = None  # its writable layers, in the user's cache
         self.container: dict[str, Any] | None = None  # as prepared, for --container-save
         self.save_failure: str | None = None  # why --container-save could not save
-        self.heartbeat_timeout = float(getattr(plan, "heartbeat_timeout_s", None) or 0)
+        self.heartbeat_timeout = float(plan.heartbeat_timeout_s or 0)
         if self.heartbeat_timeout:
             self.heartbeat = job_dir / HEARTBEAT_FILE
 
@@ -152,7 +150,7 @@ class Supervisor:
         creds = (who.uid, who.gid, list(who.groups)) if who.is_switch_needed else None
         port = free_port()
         container = None
-        request = getattr(plan, "container", None)
+        request = plan.container
         if request:
             from podium.run.containers.lifecycle import prepare
 
@@ -184,7 +182,7 @@ class Supervisor:
                 creds=creds,
                 cgroup_procs=self.contain.procs_files,
                 umask=who.umask,
-                cpu_ids=list(getattr(plan, "cpu_ids", ())) or None,
+                cpu_ids=list(plan.cpu_ids) or None,
                 container=container,
                 procid=task.procid,
             )
@@ -314,7 +312,7 @@ class Supervisor:
         container = self.container
         assert container is not None
         plan = self.plan
-        request = getattr(plan, "container", None) or {}
+        request = plan.container or {}
         options = (request.get("import_env") or {}).get("PODIUM_SQUASH_OPTIONS")
         try:  # in a child: a save that hangs cannot hold the job past a cancel
             call_in_child(
@@ -342,7 +340,7 @@ class Supervisor:
             state = self.final_state
         elif oom:  # as Slurm: any OOM kill in the job makes it OUT_OF_MEMORY
             state = "OUT_OF_MEMORY"
-            mem = getattr(self.plan, "mem_mb", None)
+            mem = self.plan.mem_mb
             self.reason = f"OutOfMemory: {oom} process(es) killed at the {mem} MiB limit"
         elif tasks and all(t["exit_code"] == 0 for t in tasks):
             state = "COMPLETED"

@@ -27,7 +27,7 @@ def cuda_visible(gpu_ids: Iterable[int], env: Mapping[str, str]) -> str:
 def _task_cuda_visible(plan: LaunchPlan, task: TaskPlan) -> str:
     """CUDA_VISIBLE_DEVICES for one task: each of its GPUs by its name in the plan's
     grant (`LaunchPlan.cuda_names`: the index, or a MIG slice's or MPS GPU's UUID)."""
-    names = dict(zip(plan.gpu_ids, getattr(plan, "cuda_names", ()), strict=False))
+    names = dict(zip(plan.gpu_ids, plan.cuda_names, strict=False))
     return ",".join(names.get(g, str(g)) for g in task.gpu_ids)
 
 
@@ -68,9 +68,7 @@ def task_environment(
         LOCAL_RANK=str(task.localid),
         LOCAL_WORLD_SIZE=str(ntasks),
         CUDA_DEVICE_ORDER="PCI_BUS_ID",
-        CUDA_VISIBLE_DEVICES=(
-            "" if getattr(plan, "hide_gpus", False) else _task_cuda_visible(plan, task)
-        ),
+        CUDA_VISIBLE_DEVICES=("" if plan.hide_gpus else _task_cuda_visible(plan, task)),
     )
     env.update(  # this task's place, as srun(1) names it; the job's are in the plan
         SLURM_PROCID=str(task.procid),
@@ -82,7 +80,7 @@ def task_environment(
         env["SLURM_JOB_START_TIME"] = str(int(started))
         if plan.time_limit_s is not None:
             env["SLURM_JOB_END_TIME"] = str(int(started) + plan.time_limit_s)
-    if getattr(plan, "hide_gpus", False):
+    if plan.hide_gpus:
         env["PODIUM_GPUS_HIDDEN"] = "1"  # srun keeps CUDA_VISIBLE_DEVICES empty too
     env["PODIUM_KILL_WAIT_S"] = str(plan.kill_wait_s)
     env["PODIUM_OPEN_MODE"] = plan.open_mode  # srun's steps open files as the job does
@@ -102,4 +100,4 @@ def task_environment(
 
 def job_identity(plan: LaunchPlan) -> Identity:
     """The identity the job's files and processes use: the plan's user, groups, umask."""
-    return Identity(plan.uid, plan.gid, tuple(plan.groups), getattr(plan, "umask", 0o022))
+    return Identity(plan.uid, plan.gid, tuple(plan.groups), plan.umask)

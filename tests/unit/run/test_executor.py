@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import fcntl
 import os
 import signal
@@ -68,7 +67,7 @@ def test_a_preemption_sent_while_the_supervisor_starts_waits_for_it(
 def test_a_warm_supervisor_is_forked_by_the_launcher_and_outlives_it(tmp_path: Path) -> None:
     executor = LocalExecutor(tmp_path / "jobs")
     try:
-        plan = dataclasses.replace(plan_of(1, tmp_path), argv=["/bin/sh", "-c", "exit 7"])
+        plan = plan_of(1, tmp_path)._replace(argv=["/bin/sh", "-c", "exit 7"])
         pid = executor.launch(plan, "#!/bin/sh\n")
         assert executor.launcher is not None and executor.launcher.pid is not None
         poll = ended(executor, 1)
@@ -138,8 +137,7 @@ def test_a_signal_reaches_the_batch_shell_and_none_is_left_for_the_next_run(
 
     executor = LocalExecutor(tmp_path / "jobs", warm=False)
     mark = tmp_path / "got-usr1"
-    plan = dataclasses.replace(
-        plan_of(7, tmp_path),
+    plan = plan_of(7, tmp_path)._replace(
         argv=["/bin/sh", "-c", f"trap 'touch {mark}; exit 0' USR1; touch {mark}.ready; "
               "while :; do sleep 0.05; done"],
     )  # fmt: skip
@@ -153,7 +151,7 @@ def test_a_signal_reaches_the_batch_shell_and_none_is_left_for_the_next_run(
         assert mark.exists() and poll.result is not None and poll.result.state == "COMPLETED"
         assert (executor.job_dir(7) / SIGNALS_FILE).exists()
         settle(executor)
-        executor.launch(dataclasses.replace(plan, argv=["/bin/true"]), "#!/bin/sh\n")
+        executor.launch(plan._replace(argv=["/bin/true"]), "#!/bin/sh\n")
         assert not (executor.job_dir(7) / SIGNALS_FILE).exists()
         ended(executor, 7)
         settle(executor)

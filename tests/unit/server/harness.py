@@ -11,7 +11,8 @@ from podium.jobspec.build import SubmitRequest
 from podium.jobspec.job import JobSpec
 from podium.node.inventory import declared
 from podium.run.executor import Poll
-from podium.run.plan import Grant, JobResult
+from podium.run.job_result import JobResult
+from podium.run.plan import Grant
 from podium.server.control import Control
 from podium.server.intake import Intake
 from podium.server.launch import Planner
