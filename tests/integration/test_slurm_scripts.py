@@ -133,7 +133,7 @@ command -v scontrol
         "JobState=RUNNING",
         f"{job} R torchrun.sh",
     ]
-    assert out[3].endswith("/podium/compat/bin/scontrol")  # Podium's, first on the PATH
+    assert out[3].endswith("/podium/slurm_commands/bin/scontrol")  # Podium's, first on the PATH
 
 
 def test_a_megatron_style_usr1_trap_requeues_the_job(cluster: Cluster) -> None:
