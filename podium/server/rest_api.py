@@ -230,6 +230,7 @@ def create_app(
             )
 
         answer = call(plan)
+        controller.reactor.wake()  # the GPU is fenced now: the next pass must know
         wake()
         return answer
 
