@@ -40,13 +40,15 @@ def render(
     """Render DEFINITION (ParallelCluster-style YAML) into Slurm's config files."""
     from podium.backends.slurm.conf_files import Testbed
     from podium.backends.slurm.conf_files import render as render_files
-    from podium.backends.slurm.definition import load_definition
+    from podium.backends.slurm.definition import read_definition
 
     try:
         text = definition.read_text()
     except OSError as exc:
         raise ConfigError(f"cannot read {definition}: {exc.strerror}") from None
-    defn = load_definition(text, str(definition))
+    defn, warnings = read_definition(text, str(definition))
+    for warning in warnings:
+        click.echo(f"podium: warning: {warning}", err=True)
     bed = None
     if testbed is not None:
         bed = Testbed(str(testbed.absolute()), socket.gethostname().split(".")[0], port_base)

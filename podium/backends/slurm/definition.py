@@ -15,22 +15,33 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from podium.api.mig import MODELS, MigLayoutError, model_for, place, profiles
+from podium.backends.slurm.aws_keys import strip_aws_only, unexpanded
 from podium.errors import ConfigError
 
 # Instance types ParallelCluster users name most, and what Slurm needs of them:
 # (vCPUs, memory MiB, GPU count, GPU type).
 INSTANCE_TYPES: dict[str, tuple[int, int, int, str | None]] = {
     "p5.48xlarge": (192, 2_097_152, 8, "h100"),
+    "p5.4xlarge": (16, 262_144, 1, "h100"),
     "p5e.48xlarge": (192, 2_097_152, 8, "h200"),
+    "p5en.48xlarge": (192, 2_097_152, 8, "h200"),
     "p4de.24xlarge": (96, 1_179_648, 8, "a100"),
     "p4d.24xlarge": (96, 1_179_648, 8, "a100"),
     "p3dn.24xlarge": (96, 786_432, 8, "v100"),
     "p3.16xlarge": (64, 499_712, 8, "v100"),
     "g6e.48xlarge": (192, 1_572_864, 8, "l40s"),
+    "g6e.xlarge": (4, 32_768, 1, "l40s"),
     "g6.48xlarge": (192, 786_432, 8, "l4"),
+    "g6.12xlarge": (48, 196_608, 4, "l4"),
+    "g6.xlarge": (4, 16_384, 1, "l4"),
     "g5.48xlarge": (192, 786_432, 8, "a10g"),
     "g5.12xlarge": (48, 196_608, 4, "a10g"),
+    "g5.2xlarge": (8, 32_768, 1, "a10g"),
     "g5.xlarge": (4, 16_384, 1, "a10g"),
+    # Trainium chips are Neuron devices, not GPUs: Slurm gets no gpu GRES for them.
+    "trn1.32xlarge": (128, 524_288, 0, None),
+    "trn1n.32xlarge": (128, 524_288, 0, None),
+    "trn1.2xlarge": (8, 32_768, 0, None),
     "c5.xlarge": (4, 8_192, 0, None),
     "c5.2xlarge": (8, 16_384, 0, None),
     "m5.xlarge": (4, 16_384, 0, None),
@@ -120,6 +131,29 @@ class ComputeResource(Strict):
     Efa: EfaSpec = Field(default_factory=EfaSpec)
     Sharing: SharingSpec = Field(default_factory=SharingSpec)
     Features: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_instance_type(cls, data: object) -> object:
+        """ParallelCluster's `Instances: [{InstanceType: ...}]` (flexible instance
+        types) of one type is that InstanceType; several types are refused: Slurm's
+        nodes of one compute resource need one shape here."""
+        if not isinstance(data, dict) or "Instances" not in data:
+            return data
+        data = dict(data)
+        listed = data.pop("Instances")
+        kinds = (
+            {i.get("InstanceType") for i in listed if isinstance(i, dict)}
+            if isinstance(listed, list)
+            else set()
+        )
+        if len(kinds) != 1 or "InstanceType" in data:
+            raise ValueError(
+                "Instances: give one InstanceType (Podium renders one node shape per "
+                "compute resource; split the types into compute resources of their own)"
+            )
+        data["InstanceType"] = kinds.pop()
+        return data
 
     @model_validator(mode="after")
     def _shape(self) -> ComputeResource:
@@ -238,7 +272,9 @@ class SchedulingSpec(Strict):
 class SharedStorageSpec(Strict):
     Name: str
     MountDir: str = Field(pattern=r"^/[^\s,:]*$")
-    StorageType: Literal["Efs", "FsxLustre", "FsxOntap", "FsxOpenZfs", "Ebs", "Nfs"] = "Nfs"
+    StorageType: Literal[
+        "Efs", "FsxLustre", "FsxOntap", "FsxOpenZfs", "FileCache", "Ebs", "Nfs"
+    ] = "Nfs"
 
 
 class ClusterDefinition(Strict):
@@ -254,16 +290,33 @@ class ClusterDefinition(Strict):
 
 def load_definition(text: str, what: str) -> ClusterDefinition:
     """Parse and validate; raise ConfigError with one line per problem (path: message)."""
+    return read_definition(text, what)[0]
+
+
+def read_definition(text: str, what: str) -> tuple[ClusterDefinition, list[str]]:
+    """Parse and validate a definition, ParallelCluster's own `cluster.yaml` included:
+    its AWS-only settings (`aws_keys`) are set aside, each named in one warning line
+    (returned); anything else unknown is an error. Raises ConfigError, one line: the
+    first problem's path and message."""
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{what}: not valid YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{what}: expected a mapping with Scheduling: SlurmQueues: [...]")
+    aside = strip_aws_only(data)
+    for found in unexpanded(data):
+        raise ConfigError(
+            f"{what}: {found} is an unexpanded template variable: substitute it first "
+            "(as the seeds do: envsubst < cluster-template.yaml > cluster.yaml)"
+        )
     try:
-        return ClusterDefinition.model_validate(data)
+        definition = ClusterDefinition.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "(top level)"
         message = re.sub(r"^Value error, ", "", err["msg"])
         raise ConfigError(f"{what}: {where}: {message}") from None
+    warnings = [f"{what}: {path}: an AWS setting, not acted on here (left out of Slurm's files)"
+                for path in aside]  # fmt: skip
+    return definition, warnings

@@ -9,7 +9,7 @@ import pytest
 
 from podium.backends.slurm.conf_files import Testbed as Layout
 from podium.backends.slurm.conf_files import nodes, render
-from podium.backends.slurm.definition import load_definition
+from podium.backends.slurm.definition import load_definition, read_definition
 from podium.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -93,3 +93,69 @@ def test_bad_definitions_are_one_line_errors(change: tuple[str, str], words: str
     with pytest.raises(ConfigError, match=words) as err:
         load_definition(_example().replace(*change), "cluster.yaml")
     assert "\n" not in str(err.value) and str(err.value).startswith("cluster.yaml: ")
+
+
+SEED = Path(__file__).with_name("data") / "seed-001-cluster.yaml"
+
+
+def _seed(**values: str) -> str:
+    """The seed's cluster.yaml with its variables filled in, as envsubst does."""
+    text = SEED.read_text()
+    for name, value in values.items():
+        text = text.replace("${" + name + "}", value)
+    return text
+
+
+def test_the_seeds_template_asks_for_its_variables_first() -> None:
+    with pytest.raises(ConfigError, match=r"InstanceType: '\$\{INSTANCE\}' is an unexpanded"):
+        load_definition(SEED.read_text(), "cluster.yaml")
+
+
+def test_the_seeds_cluster_yaml_renders_with_one_warning_per_aws_setting() -> None:
+    # The seed's own first configuration: 3 x m5.xlarge (its `export` lines).
+    defn, warnings = read_definition(_seed(NUM_INSTANCES="3", INSTANCE="m5.xlarge"), "seed")
+    assert warnings == [
+        f"seed: {path}: an AWS setting, not acted on here (left out of Slurm's files)"
+        for path in (
+            "HeadNode.Networking", "HeadNode.Ssh", "HeadNode.LocalStorage", "HeadNode.Iam",
+            "HeadNode.CustomActions", "Scheduling.SlurmSettings.QueueUpdateStrategy",
+            "Scheduling.SlurmQueues.0.CapacityType", "Scheduling.SlurmQueues.0.Networking",
+            "Scheduling.SlurmQueues.0.ComputeSettings",
+            "Scheduling.SlurmQueues.0.ComputeResources.0.CapacityReservationTarget",
+            "SharedStorage.0.FsxOpenZfsSettings", "SharedStorage.1.FsxLustreSettings",
+        )
+    ]  # fmt: skip
+    assert [n.name for n in nodes(defn)] == [
+        f"compute-gpu-st-distributed-ml-{i}" for i in (1, 2, 3)
+    ]
+    conf = render(defn, "py")["slurm.conf"]
+    assert "PartitionName=compute-gpu" in conf and "CPUs=4" in conf
+    assert "KeyName" not in conf and "arn:aws" not in conf and "${" not in conf
+
+
+@pytest.mark.parametrize("name", ["slurm.conf", "gres.conf", "podium.yaml"])
+def test_golden_seed_on_p5(name: str) -> None:
+    # The seed's GPU configuration: p5.48xlarge nodes with EFA.
+    defn, _ = read_definition(_seed(NUM_INSTANCES="2", INSTANCE="p5.48xlarge"), "seed")
+    files = render(defn, "/opt/podium/bin/python")
+    path = GOLDEN / f"seed-p5-{name}"
+    if os.environ.get("PODIUM_UPDATE_GOLDEN"):
+        path.write_text(files[name])
+    assert files[name] == path.read_text()
+
+
+def test_aws_only_keys_are_set_aside_but_typos_are_still_errors() -> None:
+    text = _seed(NUM_INSTANCES="2", INSTANCE="p5.48xlarge").replace("MinCount:", "MinCnt:")
+    with pytest.raises(ConfigError, match=r"ComputeResources\.0\.MinCnt: Extra inputs"):
+        load_definition(text, "x")
+    flexible = _seed(NUM_INSTANCES="2", INSTANCE="p5.48xlarge").replace(
+        "          InstanceType: p5.48xlarge",
+        "          Instances:\n            - InstanceType: p5.48xlarge",
+    )
+    assert nodes(load_definition(flexible, "x"))[0].resource.gpus() == (8, "h100")
+    mixed = flexible.replace(
+        "            - InstanceType: p5.48xlarge",
+        "            - InstanceType: p5.48xlarge\n            - InstanceType: p4d.24xlarge",
+    )
+    with pytest.raises(ConfigError, match="Instances: give one InstanceType"):
+        load_definition(mixed, "x")
