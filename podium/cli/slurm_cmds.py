@@ -33,9 +33,19 @@ def slurm() -> None:
     help="Lay the cluster out to run on this machine under this directory (tests).",
 )
 @click.option("--port-base", type=click.IntRange(1024, 60000), default=17800, show_default=True)
+@click.option(
+    "--hosts",
+    is_flag=True,
+    help="With --testbed: each node a host of its own (network and UTS namespaces).",
+)
 @click.option("--python", "python", default=None, help="Python with Podium on the nodes.")
 def render(
-    definition: Path, out: Path | None, testbed: Path | None, port_base: int, python: str | None
+    definition: Path,
+    out: Path | None,
+    testbed: Path | None,
+    port_base: int,
+    hosts: bool,
+    python: str | None,
 ) -> None:
     """Render DEFINITION (ParallelCluster-style YAML) into Slurm's config files."""
     from podium.backends.slurm.conf_files import Testbed
@@ -51,7 +61,10 @@ def render(
         click.echo(f"podium: warning: {warning}", err=True)
     bed = None
     if testbed is not None:
-        bed = Testbed(str(testbed.absolute()), socket.gethostname().split(".")[0], port_base)
+        host = socket.gethostname().split(".")[0]
+        bed = Testbed(str(testbed.absolute()), host, port_base, hosts)
+    elif hosts:
+        raise ConfigError("--hosts lays out a test cluster: give --testbed DIR with it")
     files = render_files(defn, python or sys.executable, bed)
     target = out or (testbed / "etc" if testbed else Path("/etc/slurm"))
     target.mkdir(parents=True, exist_ok=True)

@@ -36,4 +36,17 @@ for d in /proc/[0-9]*; do
     tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qx "SLURM_CONF=$SLURM_CONF" || continue
     kill -KILL "${d#/proc/}" 2>/dev/null
 done
+# The hosts layout: the namespaces, links and bridge up.sh made, by the names it wrote.
+if [ -f "$RUN/netns" ]; then
+    while read -r ns; do ip netns del "$ns" 2>/dev/null; done < "$RUN/netns"
+    rm -f "$RUN/netns"
+fi
+if [ -f "$RUN/links" ]; then
+    while read -r link; do ip link del "$link" 2>/dev/null; done < "$RUN/links"
+    rm -f "$RUN/links"
+fi
+if [ -f "$RUN/bridge" ]; then
+    ip link del "$(cat "$RUN/bridge")" 2>/dev/null
+    rm -f "$RUN/bridge"
+fi
 exit 0

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Start a real Slurm cluster on this machine from files `podium slurm render --testbed DIR`
-# wrote to DIR/etc: a private munged, slurmctld and one slurmd per node (`slurmd -N`),
-# all on 127.0.0.1. Every daemon's pid lands in DIR/run/*.pid; down.sh stops exactly
-# those. Adapted from the team's shared testbed (../shared/slurm-testbed).
+# wrote to DIR/etc: a private munged, slurmctld and one slurmd per node (`slurmd -N`).
+# One-host layout: every slurmd on 127.0.0.1. Hosts layout (`render --hosts`): each
+# node a host of its own: a network namespace with an address on a bridge this script
+# makes (10.211.X.0/24, inside these namespaces and the bridge only), and its own UTS
+# and mount namespaces (its hostname, an /etc/hosts naming every node). Every daemon's
+# pid lands in DIR/run/*.pid and every namespace and link made in DIR/run/; down.sh
+# removes exactly those. Adapted from the team's shared testbed (../shared/slurm-testbed).
 #
 #   bash scripts/slurm-testbed/up.sh DIR      # ~1-5 s; prints "ready" when all nodes are idle
 set -euo pipefail
@@ -35,10 +39,51 @@ for ((g = 0; g < TB_GPU_FILES; g++)); do mknod "$DIR/dev/nvidia$g" c 1 3; done
 for n in $TB_NODES; do mkdir -p "$DIR/spool/$n" "$DIR/nodes/$n"; touch "$DIR/nodes/$n/kern.log"; done
 
 export SLURM_CONF=$DIR/etc/slurm.conf
+if [ "${TB_HOSTS:-0}" = 1 ]; then
+    command -v ip >/dev/null && command -v unshare >/dev/null \
+        || { echo "up.sh: the hosts layout needs ip (iproute2) and unshare (util-linux)" >&2; exit 1; }
+    # The bridge: the head's address; nf_call_iptables off, so that a host firewall's
+    # FORWARD rules never see traffic between these namespaces.
+    bridge=pdmb$TB_ID
+    ip link add "$bridge" type bridge nf_call_iptables 0 2>/dev/null \
+        || ip link add "$bridge" type bridge
+    echo "$bridge" > "$DIR/run/bridge"
+    ip addr add "$TB_HEAD_ADDR/24" dev "$bridge"
+    ip link set "$bridge" up
+    set -- $TB_ADDRS
+    i=0
+    for n in $TB_NODES; do
+        i=$((i + 1)); addr=$1; shift
+        ns=pdm$TB_ID-$i
+        ip netns add "$ns"
+        echo "$ns" >> "$DIR/run/netns"
+        ip link add "pdm${TB_ID}h$i" type veth peer name "pdm${TB_ID}n$i"
+        echo "pdm${TB_ID}h$i" >> "$DIR/run/links"
+        ip link set "pdm${TB_ID}n$i" netns "$ns"
+        ip link set "pdm${TB_ID}h$i" master "$bridge" up
+        ip -n "$ns" link set "pdm${TB_ID}n$i" name eth0
+        ip -n "$ns" addr add "$addr/24" dev eth0
+        ip -n "$ns" link set eth0 up
+        ip -n "$ns" link set lo up
+    done
+fi
 slurmctld -i
 for _ in $(seq 100); do scontrol ping 2>/dev/null | grep -q UP && break; sleep 0.1; done
 scontrol ping | grep -q UP || { tail "$DIR/log/slurmctld.log"; exit 1; }
-for n in $TB_NODES; do slurmd -N "$n"; done
+i=0
+for n in $TB_NODES; do
+    i=$((i + 1))
+    if [ "${TB_HOSTS:-0}" = 1 ]; then
+        # slurmd daemonizes inside its node's namespaces: network (its address), UTS
+        # (its hostname) and mount (its /etc/hosts; host mounts still propagate in).
+        # nsenter, not `ip netns exec`, which remounts /sys and so hides the cgroups.
+        nsenter --net="/run/netns/pdm$TB_ID-$i" unshare --uts --mount --propagation slave -- \
+            sh -c 'mount --bind "$1/etc/hosts" /etc/hosts && hostname "$2" && exec slurmd -N "$2"' \
+            sh "$DIR" "$n"
+    else
+        slurmd -N "$n"
+    fi
+done
 want=$(echo $TB_NODES | wc -w)
 idle=0
 for _ in $(seq 300); do

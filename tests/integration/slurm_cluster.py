@@ -88,8 +88,23 @@ class SlurmCluster:
         raise AssertionError(f"node {name} never got there: {node}")
 
 
-def start_cluster(port_base: int = 18800) -> Iterator[SlurmCluster]:
-    reason = why_no_slurm()
+def why_no_hosts() -> str | None:
+    """The reason the hosts layout (a namespace per node) cannot run here, or None."""
+    for tool in ("ip", "unshare", "nsenter"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed: the hosts layout needs iproute2 and util-linux"
+    probe = f"pdm-probe-{os.getpid()}"
+    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    if made.returncode != 0:
+        return f"cannot make a network namespace here: {made.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    return None
+
+
+def start_cluster(port_base: int = 18800, hosts: bool = False) -> Iterator[SlurmCluster]:
+    """A running test cluster; with `hosts`, each node a host of its own (its network,
+    UTS and mount namespaces: hostname, address, /etc/hosts)."""
+    reason = why_no_slurm() or (why_no_hosts() if hosts else None)
     if reason:
         pytest.skip(reason)
     directory = Path(tempfile.mkdtemp(prefix="podium-slurm-"))
@@ -103,6 +118,7 @@ def start_cluster(port_base: int = 18800) -> Iterator[SlurmCluster]:
             str(directory),
             "--port-base",
             str(port_base),
+            *(["--hosts"] if hosts else []),
         ],
         check=True,
         capture_output=True,
@@ -124,3 +140,8 @@ def start_cluster(port_base: int = 18800) -> Iterator[SlurmCluster]:
     finally:
         subprocess.run(["bash", str(SCRIPTS / "down.sh"), str(directory)], capture_output=True)
         shutil.rmtree(directory, ignore_errors=True)
+        if hosts:  # down.sh removed every namespace and link up.sh made
+            netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+            links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True)
+            left = [w for w in (netns.stdout + links.stdout).split() if f"pdm{port_base}" in w]
+            assert not left, f"down.sh left {left}"

@@ -1,7 +1,9 @@
-"""The Slurm backend against a real Slurm 22.05 cluster (slurmctld + 4 slurmd on this
-machine) started from files `podium slurm render` wrote: submit, queue, show, logs,
-cancel, acct, nodes, drain, resume, metacharacters, and auto-resume after a health
-check fails on a node under a running two-node job."""
+"""The Slurm backend against a real Slurm 22.05 cluster started from files `podium
+slurm render --hosts` wrote: slurmctld and 4 slurmd, each node a host of its own on
+this machine (its network, UTS and mount namespaces: hostname, address on a bridge,
+/etc/hosts). Submit, queue, show, logs, cancel, acct, nodes, drain, resume,
+metacharacters, jobs across nodes (hostnames, ranks, MASTER_ADDR, PyTorch over gloo),
+and auto-resume after a health check fails on a node under a running two-node job."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slurm]
 
 @pytest.fixture(scope="module")
 def slurm() -> Iterator[SlurmCluster]:
-    yield from start_cluster()
+    yield from start_cluster(hosts=True)
 
 
 def _submit(slurm: SlurmCluster, *args: str, cwd: Path) -> int:
@@ -257,3 +259,71 @@ def test_a_reservation_is_honoured_on_the_slurm_backend(
         slurm.scontrol("delete", "ReservationName=podium-r28")
     done = slurm.podium("submit", "--reservation=nope", "--wrap", "true", cwd=tmp_path, check=False)
     assert done.returncode != 0 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_each_node_is_a_host_of_its_own(slurm: SlurmCluster, tmp_path: Path) -> None:
+    # Issue 29: on the one-host layout a 4-node job printed one hostname four times.
+    # Each task prints where it runs; rank 0 listens on MASTER_ADDR (the first node, as
+    # `scontrol show hostnames` names it) and every other rank connects to it.
+    script = tmp_path / "hosts.sh"
+    script.write_text(
+        "#!/bin/bash\n"
+        'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)\n'
+        'srun bash -c \'echo "$(hostname) $SLURM_NODEID $SLURM_PROCID $(hostname -I)"; '
+        f"exec {sys.executable} -c \"$0\"' '{_RENDEZVOUS}'\n"
+    )
+    out = tmp_path / "%j.out"
+    job_id = _submit(slurm, "-N", "4", "--ntasks-per-node=1", "-o", str(out), str(script),
+                     cwd=tmp_path)  # fmt: skip
+    job = slurm.wait_job(job_id, TERMINAL)
+    assert job["state"] == "COMPLETED", job
+    lines = sorted((tmp_path / f"{job_id}.out").read_text().split("\n"))
+    tasks = [line.split() for line in lines if line and not line.startswith("reached")]
+    assert [t[0] for t in tasks] == job["nodes"] == [f"debug-st-g-{i}" for i in range(1, 5)]
+    assert [(t[1], t[2]) for t in tasks] == [(str(i), str(i)) for i in range(4)]
+    assert len({t[3] for t in tasks}) == 4  # four addresses
+    assert [line for line in lines if line.startswith("reached")] == ["reached 3 of 3"]
+
+
+# Rank 0 accepts a connection from each other rank at MASTER_ADDR; the others connect.
+_RENDEZVOUS = """
+import os, socket, time
+rank, size = int(os.environ["SLURM_PROCID"]), int(os.environ["SLURM_NTASKS"])
+if rank == 0:
+    server = socket.create_server(("0.0.0.0", 29411))
+    server.settimeout(60)
+    for _ in range(size - 1):
+        server.accept()[0].close()
+    print(f"reached {size - 1} of {size - 1}", flush=True)
+else:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection((os.environ["MASTER_ADDR"], 29411), timeout=5).close()
+            break
+        except OSError:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+"""
+
+
+def test_pytorch_trains_across_two_hosts_with_gloo(slurm: SlurmCluster, tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    progress = tmp_path / "progress.jsonl"
+    train = ROOT / "examples" / "train.py"
+    job_id = _submit(
+        slurm, "-N", "2", "--ntasks-per-node=1", "-o", str(tmp_path / "%j.out"),
+        f"--checkpoint-dir={tmp_path / 'ckpt'}", "--wrap",
+        f"srun {sys.executable} {train} --model gpt --steps 20 --checkpoint-every 5 "
+        f"--progress {progress}",
+        cwd=tmp_path,
+    )  # fmt: skip
+    job = slurm.wait_job(job_id, TERMINAL, timeout=240)
+    log = (tmp_path / f"{job_id}.out").read_text()
+    assert job["state"] == "COMPLETED", log[-2000:]
+    assert len(job["nodes"]) == 2
+    assert "rank 0/2]" in log and "rank 1/2]" in log, log[-2000:]  # one world of two
+    events = _progress(progress)
+    assert max(e["step"] for e in events) == 20
+    assert any(e["event"] == "checkpoint" for e in events)
+    assert any((tmp_path / "ckpt").iterdir())

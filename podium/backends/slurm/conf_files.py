@@ -6,9 +6,12 @@ static nodes and QUEUE-dy-RESOURCE-N for the rest. Dynamic nodes are State=CLOUD
 (powered up by ResumeProgram, down after ScaledownIdletime) only when the definition
 names a ResumeProgram; otherwise they are rendered as ordinary nodes, with a comment.
 
-With a `Testbed`, the same cluster is laid out to run on one machine for tests: every
-slurmd on 127.0.0.1 with its own port, state under one directory, fake GPU device
-files, and no cgroup enforcement (the nodes' CPUs and memory are declared, not real).
+With a `Testbed`, the same cluster is laid out to run on one machine for tests: state
+under one directory, fake GPU device files, and no cgroup enforcement (the nodes' CPUs
+and memory are declared, not real). Its nodes either all share 127.0.0.1, each slurmd
+on a port of its own, or (`hosts`) each is a host of its own: a network and UTS
+namespace with its hostname and an address on a bridge (`Testbed.address`), as
+scripts/slurm-testbed/up.sh makes them.
 """
 
 from __future__ import annotations
@@ -26,6 +29,16 @@ class Testbed:
     directory: str
     hostname: str  # this machine's short hostname (slurmctld insists on it)
     port_base: int = 17800
+    hosts: bool = False  # each node in namespaces of its own, with its own address
+
+    def subnet(self) -> str:
+        """The first three octets of the hosts' private /24: one per port base, so that
+        test clusters on other port bases never share addresses."""
+        return f"10.211.{(self.port_base // 100) % 250}"
+
+    def address(self, index: int) -> str:
+        """The address of node `index` (1-based); index 0 is the head (the bridge)."""
+        return f"{self.subnet()}.{index + 1}"
 
 
 @dataclass(frozen=True)
@@ -62,6 +75,8 @@ def render(defn: ClusterDefinition, python: str, testbed: Testbed | None = None)
         files[f"podium-{hook}.sh"] = _hook_script(hook, etc, python, testbed)
     if testbed:
         files["testbed.env"] = _testbed_env(defn, testbed)
+    if testbed and testbed.hosts:
+        files["hosts"] = _hosts_file(defn, testbed)
     return files
 
 
@@ -109,7 +124,7 @@ def _slurm_conf(defn: ClusterDefinition, etc: str, testbed: Testbed | None) -> s
     if tb:
         d = tb.directory
         lines += [
-            f"SlurmctldHost={tb.hostname}(127.0.0.1)",
+            f"SlurmctldHost={tb.hostname}({tb.address(0) if tb.hosts else '127.0.0.1'})",
             f"SlurmctldPort={tb.port_base + 17}",
             f"SlurmdPort={tb.port_base + 200}",
             "SlurmUser=root",
@@ -209,7 +224,9 @@ def _slurm_conf(defn: ClusterDefinition, etc: str, testbed: Testbed | None) -> s
     for i, node in enumerate(all_nodes, start=1):
         res = node.resource
         fields = [f"NodeName={node.name}"]
-        if tb:
+        if tb and tb.hosts:
+            fields += [f"NodeHostname={node.name}", f"NodeAddr={tb.address(i)}"]
+        elif tb:
             fields += [
                 "NodeHostname=localhost",
                 "NodeAddr=127.0.0.1",
@@ -338,9 +355,27 @@ def _podium_yaml(
 def _testbed_env(defn: ClusterDefinition, testbed: Testbed) -> str:
     all_nodes = nodes(defn)
     most = max((n.resource.gpu_devices() for n in all_nodes), default=0)
-    return (
+    text = (
         f"TB_DIR={shlex.quote(testbed.directory)}\n"
         f"TB_NODES={shlex.quote(' '.join(n.name for n in all_nodes))}\n"
         f"TB_GPU_FILES={most}\n"
         f"TB_PORT_CTLD={testbed.port_base + 17}\n"
     )
+    if testbed.hosts:
+        addresses = " ".join(testbed.address(i) for i in range(1, len(all_nodes) + 1))
+        text += (
+            "TB_HOSTS=1\n"
+            f"TB_ID={testbed.port_base}\n"  # names its namespaces, bridge and links
+            f"TB_HEAD_ADDR={testbed.address(0)}\n"
+            f"TB_ADDRS={shlex.quote(addresses)}\n"
+        )
+    return text
+
+
+def _hosts_file(defn: ClusterDefinition, testbed: Testbed) -> str:
+    """The /etc/hosts each node sees (bind-mounted in its own mount namespace): the
+    head and every node by name, so that `MASTER_ADDR=$(scontrol show hostnames ...)`
+    resolves on every node as on a real cluster."""
+    lines = ["127.0.0.1 localhost", f"{testbed.address(0)} {testbed.hostname}"]
+    lines += [f"{testbed.address(i)} {n.name}" for i, n in enumerate(nodes(defn), start=1)]
+    return "\n".join(lines) + "\n"
