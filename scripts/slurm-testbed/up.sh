@@ -70,20 +70,7 @@ fi
 slurmctld -i
 for _ in $(seq 100); do scontrol ping 2>/dev/null | grep -q UP && break; sleep 0.1; done
 scontrol ping | grep -q UP || { tail "$DIR/log/slurmctld.log"; exit 1; }
-i=0
-for n in $TB_NODES; do
-    i=$((i + 1))
-    if [ "${TB_HOSTS:-0}" = 1 ]; then
-        # slurmd daemonizes inside its node's namespaces: network (its address), UTS
-        # (its hostname) and mount (its /etc/hosts; host mounts still propagate in).
-        # nsenter, not `ip netns exec`, which remounts /sys and so hides the cgroups.
-        nsenter --net="/run/netns/pdm$TB_ID-$i" unshare --uts --mount --propagation slave -- \
-            sh -c 'mount --bind "$1/etc/hosts" /etc/hosts && hostname "$2" && exec slurmd -N "$2"' \
-            sh "$DIR" "$n"
-    else
-        slurmd -N "$n"
-    fi
-done
+for n in $TB_NODES; do bash "$HERE/node.sh" "$DIR" "$n" start; done
 want=$(echo $TB_NODES | wc -w)
 idle=0
 for _ in $(seq 300); do

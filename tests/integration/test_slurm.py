@@ -8,6 +8,7 @@ and auto-resume after a health check fails on a node under a running two-node jo
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ import pytest
 from podium.backends.slurm.hook import node_state_dir
 from podium.config.cluster import load_config
 from podium.node.inventory import declared_bus_id
-from tests.integration.slurm_cluster import ROOT, TERMINAL, SlurmCluster, start_cluster
+from tests.integration.slurm_cluster import ROOT, SCRIPTS, TERMINAL, SlurmCluster, start_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm]
 
@@ -327,3 +328,51 @@ def test_pytorch_trains_across_two_hosts_with_gloo(slurm: SlurmCluster, tmp_path
     assert max(e["step"] for e in events) == 20
     assert any(e["event"] == "checkpoint" for e in events)
     assert any((tmp_path / "ckpt").iterdir())
+
+
+def _node_fault(slurm: SlurmCluster, node: str, action: str) -> None:
+    done = subprocess.run(
+        ["bash", str(SCRIPTS / "node.sh"), str(slurm.directory), node, action],
+        capture_output=True, text=True, env=slurm.env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(("fault", "mend"), [("crash", "start"), ("cut", "join")])
+def test_a_lost_node_is_marked_down_and_the_job_resumes_on_others(
+    slurm: SlurmCluster, tmp_path: Path, fault: str, mend: str
+) -> None:
+    """A node of a running 2-node job is lost (its slurmd killed, or its link cut):
+    Slurm marks it DOWN, the job is requeued and resumes from its last checkpoint on
+    two other hosts; the node comes back when mended."""
+    progress = tmp_path / "progress.jsonl"
+    script = tmp_path / "train.sh"
+    script.write_text(
+        "#!/bin/bash\n#SBATCH --nodes=2 --ntasks-per-node=1\n#PODIUM --auto-resume=2\n"
+        f"exec srun {sys.executable} {ROOT}/examples/train.py --model gpt --steps 300 "
+        f"--checkpoint-every 10 --step-time 0.05 --progress {progress}\n"
+    )
+    job_id = _submit(slurm, str(script), cwd=tmp_path)
+    job = slurm.wait_job(job_id, {"RUNNING"})
+    deadline = time.monotonic() + 90
+    while sum(e["event"] == "checkpoint" for e in _progress(progress)) < 2:
+        assert time.monotonic() < deadline, "the job never checkpointed"
+        time.sleep(0.5)
+    victim = job["nodes"][1]
+    _node_fault(slurm, victim, fault)
+    try:
+        slurm.wait_node(victim, lambda n: "down" in n["state"], 60)
+        final = slurm.wait_job(job_id, TERMINAL, 240)
+        assert final["state"] == "COMPLETED" and final["restart_count"] >= 1, final
+        assert victim not in final["nodes"]
+        events = _progress(progress)
+        resume = next(e for e in events if e["event"] == "resume")
+        assert int(resume["step"]) >= 10  # type: ignore[call-overload]
+        assert max(int(e["step"]) for e in events) == 300  # type: ignore[call-overload]
+    finally:
+        _node_fault(slurm, victim, mend)
+        subprocess.run(
+            ["scontrol", "update", f"NodeName={victim}", "State=RESUME"],
+            capture_output=True, env=slurm.env,
+        )  # fmt: skip
+        slurm.wait_node(victim, lambda n: n["state"] in ("idle", "mixed", "allocated"), 60)

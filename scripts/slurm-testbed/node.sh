@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# One node of the test cluster in DIR (faults for tests, and up.sh's own node start):
+#
+#   bash scripts/slurm-testbed/node.sh DIR NODE start   # its slurmd (in its namespaces)
+#   bash scripts/slurm-testbed/node.sh DIR NODE crash   # SIGKILL its slurmd (pid file)
+#   bash scripts/slurm-testbed/node.sh DIR NODE cut     # hosts layout: its link down
+#   bash scripts/slurm-testbed/node.sh DIR NODE join    # hosts layout: its link up
+set -euo pipefail
+DIR=$(cd "${1:?usage: node.sh DIR NODE start|crash|cut|join}" && pwd)
+NODE=${2:?node name}
+ACTION=${3:?start, crash, cut or join}
+# shellcheck disable=SC1091
+. "$DIR/etc/testbed.env"
+export SLURM_CONF=$DIR/etc/slurm.conf
+i=0; index=0
+for n in $TB_NODES; do i=$((i + 1)); [ "$n" = "$NODE" ] && index=$i; done
+[ $index != 0 ] || { echo "node.sh: no node $NODE in $DIR (nodes: $TB_NODES)" >&2; exit 1; }
+hosts=${TB_HOSTS:-0}
+case $ACTION in
+start)
+    if [ "$hosts" = 1 ]; then
+        # slurmd daemonizes inside its node's namespaces: network (its address), UTS
+        # (its hostname) and mount (its /etc/hosts; host mounts still propagate in).
+        # nsenter, not `ip netns exec`, which remounts /sys and so hides the cgroups.
+        nsenter --net="/run/netns/pdm$TB_ID-$index" unshare --uts --mount --propagation slave -- \
+            sh -c 'mount --bind "$1/etc/hosts" /etc/hosts && hostname "$2" && exec slurmd -N "$2"' \
+            sh "$DIR" "$NODE"
+    else
+        slurmd -N "$NODE"
+    fi ;;
+crash)
+    pid=$(tr -dc '0-9' < "$DIR/run/slurmd-$NODE.pid")
+    [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$(readlink -f "$(command -v slurmd)")" ] \
+        || { echo "node.sh: no slurmd of $NODE runs" >&2; exit 1; }
+    kill -KILL "$pid" ;;
+cut|join)
+    [ "$hosts" = 1 ] || { echo "node.sh: $ACTION needs the hosts layout (render --hosts)" >&2; exit 1; }
+    ip link set "pdm${TB_ID}h$index" "$([ "$ACTION" = cut ] && echo down || echo up)" ;;
+*)
+    echo "node.sh: unknown action $ACTION (start, crash, cut or join)" >&2; exit 1 ;;
+esac
