@@ -1,6 +1,6 @@
 """The script kinds of issue 12, unchanged, through Podium's Slurm backend on a real
-Slurm 22.05 cluster (slurmctld and 4 slurmd on this machine): each checks what the
-script printed, as tests/integration/test_slurm_scripts.py does on the embedded
+Slurm 22.05 cluster (slurmctld and 4 slurmd on this machine, each node a host of its
+own: hostname, address, /etc/hosts): each checks what the script printed, as tests/integration/test_slurm_scripts.py does on the embedded
 cluster."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slurm]
 
 @pytest.fixture(scope="module")
 def slurm() -> Iterator[SlurmCluster]:
-    yield from start_cluster(port_base=18900)
+    yield from start_cluster(port_base=18900, hosts=True)
 
 
 def run(slurm: SlurmCluster, tmp_path: Path, body: str, *args: str, timeout: float = 90) -> int:
@@ -107,11 +107,12 @@ srun --unbuffered --output %j_%t_log.out --error %j_%t_log.err \\
 
 
 def test_head_node_discovery_through_scontrol(slurm: SlurmCluster, tmp_path: Path) -> None:
+    # On the hosts layout each rank's `hostname` is its own node's.
     job = run(slurm, tmp_path, """
 #SBATCH -N 2 --ntasks-per-node=1 -o %j.out
 set -euo pipefail
 head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
-srun sh -c 'echo "rank $SLURM_PROCID on $SLURMD_NODENAME"' | sort
+srun sh -c 'echo "rank $SLURM_PROCID on $(hostname)"' | sort
 echo "head=$head"
 """)  # fmt: skip
     out = (tmp_path / f"{job}.out").read_text().splitlines()
