@@ -1,7 +1,7 @@
 """The script kinds of issue 12, unchanged, through Podium's Slurm backend on a real
 Slurm 22.05 cluster (slurmctld and 4 slurmd on this machine, each node a host of its
-own: hostname, address, /etc/hosts): each checks what the script printed, as tests/integration/test_slurm_scripts.py does on the embedded
-cluster."""
+own: hostname, address, /etc/hosts): each checks what the script printed, as
+tests/integration/test_slurm_scripts.py does on the embedded cluster."""
 
 from __future__ import annotations
 
