@@ -349,8 +349,11 @@ def test_a_lost_node_is_marked_down_and_the_job_resumes_on_others(
     script = tmp_path / "train.sh"
     script.write_text(
         "#!/bin/bash\n#SBATCH --nodes=2 --ntasks-per-node=1\n#PODIUM --auto-resume=2\n"
-        f"exec srun {sys.executable} {ROOT}/examples/train.py --model gpt --steps 300 "
-        f"--checkpoint-every 10 --step-time 0.05 --progress {progress}\n"
+        # 40 s of steps: longer than Slurm takes to see the node gone (SlurmdTimeout
+        # 10 s on the testbed), so that a crashed slurmd's job, whose tasks run on,
+        # cannot finish before the node is marked DOWN.
+        f"exec srun {sys.executable} {ROOT}/examples/train.py --model gpt --steps 400 "
+        f"--checkpoint-every 10 --step-time 0.1 --progress {progress}\n"
     )
     job_id = _submit(slurm, str(script), cwd=tmp_path)
     job = slurm.wait_job(job_id, {"RUNNING"})
@@ -362,13 +365,13 @@ def test_a_lost_node_is_marked_down_and_the_job_resumes_on_others(
     _node_fault(slurm, victim, fault)
     try:
         slurm.wait_node(victim, lambda n: "down" in n["state"], 60)
-        final = slurm.wait_job(job_id, TERMINAL, 240)
+        final = slurm.wait_job(job_id, TERMINAL, 300)
         assert final["state"] == "COMPLETED" and final["restart_count"] >= 1, final
         assert victim not in final["nodes"]
         events = _progress(progress)
         resume = next(e for e in events if e["event"] == "resume")
         assert int(resume["step"]) >= 10  # type: ignore[call-overload]
-        assert max(int(e["step"]) for e in events) == 300  # type: ignore[call-overload]
+        assert max(int(e["step"]) for e in events) == 400  # type: ignore[call-overload]
     finally:
         _node_fault(slurm, victim, mend)
         subprocess.run(
