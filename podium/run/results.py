@@ -1,5 +1,5 @@
-"""The supervisor's records: the launch plan read from JSON, and the result written
-at the end whatever the disk does (a reserve, then retries on a full disk).
+"""The supervisor's record of a job's end: the result, written whatever the disk does
+(a reserve, then retries on a full disk).
 Stdlib only: the supervisor imports it at every job start."""
 
 from __future__ import annotations
@@ -14,12 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from podium.run.files import RESULT_FILE, write_all, write_atomic
-from podium.run.plan import LaunchPlan
-
-
-def load_plan(data: dict[str, Any]) -> LaunchPlan:
-    """The launch plan the daemon wrote, as the typed LaunchPlan it was."""
-    return LaunchPlan.from_json(data)
 
 
 def result_record(

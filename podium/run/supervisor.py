@@ -49,8 +49,9 @@ from podium.run.files import (
 from podium.run.job_files import TaskFiles
 from podium.run.job_signals import Inbox
 from podium.run.patterns import expand
+from podium.run.plan import LaunchPlan
 from podium.run.ports import free_port
-from podium.run.results import keep_result_room, load_plan, record_result, result_record
+from podium.run.results import keep_result_room, record_result, result_record
 from podium.run.spawn import SpawnError, spawn_task
 from podium.run.steps import (
     STEP_DIR_ENV,
@@ -71,8 +72,8 @@ from podium.run.stopping import (
 )
 from podium.run.task_env import job_identity, task_environment
 
-if TYPE_CHECKING:  # the supervisor reads the plan as plain JSON, to start fast
-    from podium.run.plan import LaunchPlan, TaskPlan
+if TYPE_CHECKING:
+    from podium.run.plan import TaskPlan
 
 TERM = int(signal.SIGTERM)
 WATCHED = {signal.SIGCHLD, PREEMPT_SIGNAL, FAULT_SIGNAL, *STOP_SIGNALS}
@@ -372,7 +373,7 @@ def main(argv: list[str]) -> int:
     data = read_json(job_dir / PLAN_FILE)
     if data is None:
         return 2
-    plan = load_plan(data)
+    plan = LaunchPlan.from_json(data)
     start = time.time()
     keep_result_room(job_dir)
     try:

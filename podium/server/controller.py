@@ -50,13 +50,10 @@ class Controller:
         node: LocalNode,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.home = home
         self.config = config
-        self.store = store
         self.node = node
         self.clock = clock
         self.owner_uid = os.geteuid()
-        self.executor = executor
         self.health = HealthTable(store)
         self.planner = Planner(home, config, node)
         effects = LocalEffects(
