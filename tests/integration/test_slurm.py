@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -150,6 +151,27 @@ def _progress(path: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def _training_job(
+    slurm: SlurmCluster, tmp_path: Path, options: str, step_time: float
+) -> tuple[int, dict[str, Any], Path]:
+    """A 2-node, 400-step training job with `#SBATCH options` and auto-resume, once it
+    runs and has written two checkpoints: its id, its record then, its progress file."""
+    progress = tmp_path / "progress.jsonl"
+    script = tmp_path / "train.sh"
+    script.write_text(
+        f"#!/bin/bash\n#SBATCH {options}\n#PODIUM --auto-resume=2\n"
+        f"exec srun {sys.executable} {ROOT}/examples/train.py --model gpt --steps 400 "
+        f"--checkpoint-every 10 --step-time {step_time} --progress {progress}\n"
+    )
+    job_id = _submit(slurm, str(script), cwd=tmp_path)
+    job = slurm.wait_job(job_id, {"RUNNING"})
+    deadline = time.monotonic() + 90
+    while sum(e["event"] == "checkpoint" for e in _progress(progress)) < 2:
+        assert time.monotonic() < deadline, "the job never checkpointed"
+        time.sleep(0.5)
+    return job_id, job, progress
+
+
 def test_health_fault_requeues_two_node_job_excluding_the_node(
     slurm: SlurmCluster, tmp_path: Path
 ) -> None:
@@ -158,21 +180,8 @@ def test_health_fault_requeues_two_node_job_excluding_the_node(
     checkpoint with PODIUM_RESTART_COUNT=1 elsewhere; a deep check returns the node to
     service; an admin's drain on another node is left alone."""
     slurm.podium("drain", "debug-st-g-3", "--reason", "admin: cabling")
-    progress = tmp_path / "progress.jsonl"
-    script = tmp_path / "train.sh"
-    script.write_text(
-        "#!/bin/bash\n#SBATCH --nodes=2 --ntasks-per-node=1 --gpus-per-node=1\n"
-        "#PODIUM --auto-resume=2\n"
-        f"exec srun {sys.executable} {ROOT}/examples/train.py --model gpt --steps 400 "
-        f"--checkpoint-every 10 --step-time 0.05 --progress {progress}\n"
-    )
-    job_id = _submit(slurm, str(script), cwd=tmp_path)
-    job = slurm.wait_job(job_id, {"RUNNING"})
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if sum(e["event"] == "checkpoint" for e in _progress(progress)) >= 2:
-            break
-        time.sleep(0.5)
+    options = "--nodes=2 --ntasks-per-node=1 --gpus-per-node=1"
+    job_id, job, progress = _training_job(slurm, tmp_path, options, step_time=0.05)
     victim = job["nodes"][1]
     log = slurm.directory / "nodes" / victim / "kern.log"
     with log.open("a") as fh:
@@ -345,22 +354,11 @@ def test_a_lost_node_is_marked_down_and_the_job_resumes_on_others(
     """A node of a running 2-node job is lost (its slurmd killed, or its link cut):
     Slurm marks it DOWN, the job is requeued and resumes from its last checkpoint on
     two other hosts; the node comes back when mended."""
-    progress = tmp_path / "progress.jsonl"
-    script = tmp_path / "train.sh"
-    script.write_text(
-        "#!/bin/bash\n#SBATCH --nodes=2 --ntasks-per-node=1\n#PODIUM --auto-resume=2\n"
-        # 40 s of steps: longer than Slurm takes to see the node gone (SlurmdTimeout
-        # 10 s on the testbed), so that a crashed slurmd's job, whose tasks run on,
-        # cannot finish before the node is marked DOWN.
-        f"exec srun {sys.executable} {ROOT}/examples/train.py --model gpt --steps 400 "
-        f"--checkpoint-every 10 --step-time 0.1 --progress {progress}\n"
-    )
-    job_id = _submit(slurm, str(script), cwd=tmp_path)
-    job = slurm.wait_job(job_id, {"RUNNING"})
-    deadline = time.monotonic() + 90
-    while sum(e["event"] == "checkpoint" for e in _progress(progress)) < 2:
-        assert time.monotonic() < deadline, "the job never checkpointed"
-        time.sleep(0.5)
+    # 40 s of steps: longer than Slurm takes to see the node gone (SlurmdTimeout 10 s
+    # on the testbed), so that a crashed slurmd's job, whose tasks run on, cannot
+    # finish before the node is marked DOWN.
+    options = "--nodes=2 --ntasks-per-node=1"
+    job_id, job, progress = _training_job(slurm, tmp_path, options, step_time=0.1)
     victim = job["nodes"][1]
     _node_fault(slurm, victim, fault)
     try:
