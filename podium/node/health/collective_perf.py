@@ -1,0 +1,306 @@
+"""nccl-tests' *_perf benchmarks over torch.distributed, for nodes without nccl-tests.
+
+    python -m podium.node.health.collective_perf all_reduce -b 8 -e 128M -f 2 -g 1
+
+One process per rank, started by srun (or torchrun): each finds its place in RANK /
+WORLD_SIZE / LOCAL_RANK, else srun's SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID, and
+its rendezvous in MASTER_ADDR (else SLURM_LAUNCH_NODE_IPADDR, the batch node) and
+MASTER_PORT. NCCL on GPUs, gloo on CPUs.
+
+Rank 0 prints nccl-tests' own output, so that its parser (podium.node.health.nccl),
+dashboards and people read both the same way: the header, one `#  Rank` line per rank
+(its host, pid and device), the table (size, count, type, redop, root, then time, algbw,
+busbw and #wrong out-of-place and in-place), `# Out of bounds values` and `# Avg bus
+bandwidth`. As in nccl-tests, size is count x 4 bytes where count is the collective's
+total element count (all_gather: the gathered buffer; reduce_scatter: the input;
+alltoall: what each rank sends), algbw = size / time, and busbw = algbw x the
+collective's factor (podium.node.health.nccl.bus_bandwidth).
+
+torch.distributed has only an in-place all_reduce and broadcast and only an out-of-place
+all_to_all_single: for those, both columns time the one form torch has.
+
+Every size is checked once before it is timed (validation: 1): each rank's data is
+made from its rank so that every received element has one right value; wrong elements
+are counted in #wrong and make the exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from podium.node.health.nccl import bus_bandwidth
+
+if TYPE_CHECKING:
+    import torch
+
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast")
+_UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+_REDUCING = {"all_reduce", "reduce_scatter"}
+_ROOTED = {"broadcast"}
+WORD = 4  # float32
+
+
+@dataclass(frozen=True)
+class Options:
+    """What one run measures (nccl-tests' -b -e -f -n -w -c)."""
+
+    collective: str
+    minbytes: int
+    maxbytes: int
+    stepfactor: int
+    iters: int
+    warmup: int
+    check: bool
+
+
+def parse_size(text: str) -> int:
+    """nccl-tests' sizes: bytes, or a whole number with K, M or G (binary units).
+    Raises ValueError with what is wrong and what would be right."""
+    unit = _UNITS.get(text[-1:].upper(), 1)
+    digits = text[:-1] if unit > 1 else text
+    if not digits.isdigit() or int(digits) * unit < 1:
+        raise ValueError(f"size {text!r}: give bytes or a whole number with K, M or G (e.g. 8M)")
+    return int(digits) * unit
+
+
+def sizes(minbytes: int, maxbytes: int, factor: int) -> list[int]:
+    """The message sizes nccl-tests steps through: min, min x factor, ... up to max."""
+    out = [minbytes]
+    while factor > 1 and out[-1] * factor <= maxbytes:
+        out.append(out[-1] * factor)
+    return out
+
+
+def element_count(collective: str, nbytes: int, world: int) -> int:
+    """Elements for a message of `nbytes`: whole float32s, a multiple of the ranks for
+    the collectives that split the buffer among them (at least one per rank)."""
+    count = max(1, nbytes // WORD)
+    if collective in ("all_gather", "reduce_scatter", "alltoall"):
+        count = max(world, count // world * world)
+    return count
+
+
+def time_text(usec: float) -> str:
+    """nccl-tests' time column: 2 decimals below 100 us, 1 below 10 ms, none above."""
+    if usec >= 10000.0:
+        return f"{usec:7.0f}"
+    if usec >= 100.0:
+        return f"{usec:7.1f}"
+    return f"{usec:7.2f}"
+
+
+def header(args: Options) -> list[str]:
+    """The lines nccl-tests prints above the table (the device lines come between)."""
+    return [
+        f"# nThread 1 nGpus 1 minBytes {args.minbytes} maxBytes {args.maxbytes} step: "
+        f"{args.stepfactor}(factor) warmup iters: {args.warmup} iters: {args.iters} "
+        f"agg iters: 1 validation: {int(args.check)} graph: 0",
+        "#",
+        "# Using devices",
+    ]
+
+
+def table_head() -> list[str]:
+    places = "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place"
+    names = "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s"
+    units = "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s"
+    blank = ("",) * 5
+    return [
+        "#",
+        places % blank,
+        names
+        % (
+            *("size", "count", "type", "redop", "root"),
+            *("time", "algbw", "busbw", "#wrong") * 2,
+        ),
+        units % ("(B)", "(elements)", "", "", "", *("(us)", "(GB/s)", "(GB/s)", "") * 2),
+    ]
+
+
+def row(collective: str, count: int, cells: list[tuple[float, float, float, int]]) -> str:
+    """One table row: the size's columns, then (time us, algbw, busbw, wrong) twice."""
+    redop = "sum" if collective in _REDUCING else "none"
+    root = 0 if collective in _ROOTED else -1
+    line = f"{count * WORD:12d}  {count:12d}  {'float':>8s}  {redop:>6s}  {root:6d}"
+    for usec, algbw, busbw, wrong in cells:
+        line += f"  {time_text(usec)}  {algbw:6.2f}  {busbw:6.2f}  {wrong:5d}"
+    return line
+
+
+def parse_args(argv: list[str]) -> Options:
+    """The command line (nccl-tests' option letters); argparse exits 2 on bad input."""
+    parser = argparse.ArgumentParser(
+        prog="python -m podium.node.health.collective_perf",
+        description="nccl-tests' benchmarks over torch.distributed",
+    )
+    parser.add_argument("collective", choices=COLLECTIVES)
+    parser.add_argument("-b", "--minbytes", type=parse_size, default=parse_size("32M"))
+    parser.add_argument("-e", "--maxbytes", type=parse_size, default=parse_size("32M"))
+    parser.add_argument("-f", "--stepfactor", type=int, default=2)
+    parser.add_argument("-g", "--ngpus", type=int, default=1, help="GPUs per rank: 1 only")
+    parser.add_argument("-n", "--iters", type=int, default=20)
+    parser.add_argument("-w", "--warmup_iters", type=int, default=5)
+    parser.add_argument("-c", "--check", type=int, default=1, help="1: validate results")
+    args = parser.parse_args(argv)
+    if args.ngpus != 1:
+        parser.error("-g must be 1: one rank per GPU (start as many ranks as GPUs)")
+    if args.maxbytes < args.minbytes or args.stepfactor < 1 or args.iters < 1:
+        parser.error("need -b <= -e, -f >= 1 and -n >= 1")
+    return Options(
+        args.collective,
+        args.minbytes,
+        args.maxbytes,
+        args.stepfactor,
+        args.iters,
+        max(0, args.warmup_iters),
+        bool(args.check),
+    )
+
+
+def place() -> tuple[int, int, int]:
+    """(rank, world size, local rank), and MASTER_ADDR / MASTER_PORT set for torch."""
+    env = os.environ
+    rank = int(env.get("RANK") or env.get("SLURM_PROCID") or 0)
+    world = int(env.get("WORLD_SIZE") or env.get("SLURM_NTASKS") or 1)
+    local = int(env.get("LOCAL_RANK") or env.get("SLURM_LOCALID") or 0)
+    env.setdefault("MASTER_ADDR", env.get("SLURM_LAUNCH_NODE_IPADDR") or "127.0.0.1")
+    env.setdefault("MASTER_PORT", "29500")
+    return rank, world, local
+
+
+Run = Callable[[], None]
+
+
+class Bench:
+    """One collective on this rank: buffers made from the rank, the torch call, and
+    the check of what came back."""
+
+    def __init__(self, collective: str, rank: int, world: int, device: torch.device) -> None:
+        self.collective, self.rank, self.world, self.device = collective, rank, world, device
+
+    def variants(self, count: int) -> list[tuple[Run, Callable[[], int]]]:
+        """(out-of-place, in-place): each a call and a count of wrong elements after
+        it ran once on fresh buffers."""
+        return [self._make(count, in_place) for in_place in (False, True)]
+
+    def _make(self, count: int, in_place: bool) -> tuple[Run, Callable[[], int]]:
+        import torch
+        import torch.distributed as dist
+
+        n, r, dev = self.world, self.rank, self.device
+        full = torch.full
+        if self.collective == "all_reduce":
+            buf = full((count,), float(r + 1), device=dev)
+            want = float(n * (n + 1) // 2)
+            return (lambda: dist.all_reduce(buf)), (lambda: int((buf != want).sum()))
+        if self.collective == "broadcast":
+            buf = full((count,), 1.0 if r == 0 else 0.0, device=dev)
+            return (lambda: dist.broadcast(buf, 0)), (lambda: int((buf != 1.0).sum()))
+        part = count // n
+        # torch 2.13 names them *_single; older releases *_into_tensor / *_tensor
+        gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+        if self.collective == "all_gather":
+            out = torch.zeros(count, device=dev)
+            mine = out[r * part : (r + 1) * part] if in_place else torch.empty(part, device=dev)
+            mine.fill_(float(r + 1))
+            want_t = torch.arange(1, n + 1, device=dev, dtype=out.dtype).repeat_interleave(part)
+            return (lambda: gather(out, mine)), (lambda: int((out != want_t).sum()))
+        if self.collective == "reduce_scatter":
+            src = full((count,), float(r + 1), device=dev)
+            dst = src[r * part : (r + 1) * part] if in_place else torch.empty(part, device=dev)
+            want = float(n * (n + 1) // 2)
+            return (lambda: scatter(dst, src)), (lambda: int((dst != want).sum()))
+        # alltoall: the chunk for rank j holds r*n + j + 1; chunk j received came from j
+        ids = torch.arange(n, device=dev, dtype=torch.float32)
+        send = (r * n + ids + 1).repeat_interleave(part)
+        recv = torch.empty(count, device=dev)
+        got = (ids * n + r + 1).repeat_interleave(part)
+        return (lambda: dist.all_to_all_single(recv, send)), (lambda: int((recv != got).sum()))
+
+
+def _devices(rank: int, local: int, cuda: bool) -> str:
+    """This rank's `#  Rank` line, as nccl-tests prints it."""
+    who = f"#  Rank {rank:2d} Group  0 Pid {os.getpid():6d} on {socket.gethostname():>10s}"
+    if not cuda:
+        return f"{who} device  0 [cpu] gloo"
+    import torch
+
+    props = torch.cuda.get_device_properties(local)
+    bus = (
+        f"{getattr(props, 'pci_domain_id', 0):04x}:{getattr(props, 'pci_bus_id', 0):02x}:"
+        f"{getattr(props, 'pci_device_id', 0):02x}"
+    )
+    return f"{who} device {local:2d} [{bus}] {props.name}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # c10d's warnings: not the table
+    try:
+        import torch
+        import torch.distributed as dist
+    except ImportError:
+        print(
+            f"collective_perf: torch is not installed on {socket.gethostname()}: install "
+            "podium[torch] there, or nccl-tests (its *_perf binaries on PATH)",
+            file=sys.stderr,
+        )
+        return 2
+    rank, world, local = place()
+    cuda = torch.cuda.is_available() and os.environ.get("CUDA_VISIBLE_DEVICES", "") != ""
+    if cuda:
+        local %= torch.cuda.device_count()
+        torch.cuda.set_device(local)
+    device = torch.device("cuda", local) if cuda else torch.device("cpu")
+    dist.init_process_group("nccl" if cuda else "gloo", rank=rank, world_size=world)
+    lines: list[str | None] = [None] * world
+    dist.all_gather_object(lines, _devices(rank, local, cuda))
+    say = print if rank == 0 else (lambda *a, **k: None)
+    for line in [*header(args), *[str(x) for x in lines], *table_head()]:
+        say(line)
+    bench = Bench(args.collective, rank, world, device)
+    busbws: list[float] = []
+    wrong_total = 0
+    for nbytes in sizes(args.minbytes, args.maxbytes, args.stepfactor):
+        count = element_count(args.collective, nbytes, world)
+        cells = []
+        for call, wrong_after in bench.variants(count):
+            wrong = 0
+            if args.check:
+                call()
+                counted = torch.tensor([wrong_after()], device=device)
+                dist.all_reduce(counted)  # #wrong counts every rank's elements
+                wrong = int(counted.item())
+            for _ in range(args.warmup):
+                call()
+            dist.barrier()
+            start = time.perf_counter()
+            for _ in range(args.iters):
+                call()
+            if cuda:
+                torch.cuda.synchronize()
+            seconds = (time.perf_counter() - start) / args.iters
+            algbw = count * WORD / seconds / 1e9
+            busbw = bus_bandwidth(args.collective, algbw, world)
+            cells.append((seconds * 1e6, algbw, busbw, wrong))
+            busbws.append(busbw)
+            wrong_total += wrong
+        say(row(args.collective, count, cells), flush=True)
+    total = wrong_total
+    say(f"# Out of bounds values : {total} {'OK' if total == 0 else 'FAILED'}")
+    say(f"# Avg bus bandwidth    : {sum(busbws) / len(busbws):.4f} ")
+    say("#")
+    dist.destroy_process_group()
+    return 1 if total else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
