@@ -33,6 +33,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "resume": ("podium.cli.nodes", "resume", "Resume a drained or fenced node or GPU (admin)."),
     "inject": ("podium.cli.inject", "inject", "Inject a fault (Xid, hang, kill, full disk)."),
     "health": ("podium.cli.health_cmd", "health", "Run the node's health checks now."),
+    "nccl-test": (
+        "podium.cli.nccl_test_cmd",
+        "nccl_test",
+        "Run nccl-tests' yardstick as a job and print its table.",
+    ),
     "slurm": ("podium.cli.slurm_cmds", "slurm", "Render a Slurm cluster's config from YAML."),
     "slurm-commands": (
         "podium.slurm_commands.install",

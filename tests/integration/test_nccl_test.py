@@ -1,0 +1,42 @@
+"""`podium nccl-test` on the embedded cluster: the yardstick runs as a job of one rank
+per declared GPU (gloo on CPUs: these machines have no GPU), and its table is printed;
+asking for more nodes than one is refused with the hint to use Slurm."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from podium.node.health.nccl import parse_nccl_tests
+from tests.integration.conftest import Cluster
+
+pytest.importorskip("torch")
+
+
+def test_one_rank_per_gpu_prints_the_table(cluster: Cluster) -> None:
+    done = cluster.cli("nccl-test", "-g", "2", "-b", "8", "-e", "64K", "-f", "8", timeout=180)
+    assert done.returncode == 0, done.stderr + done.stdout
+    run = parse_nccl_tests(done.stdout)
+    assert run.ranks == 2 and [r.size for r in run.rows] == [8, 64, 512, 4096, 32768]
+    assert all(r.wrong == "0" for r in run.rows) and run.avg_busbw is not None
+    job_id = re.search(r"nccl-test is job (\d+)", done.stderr)
+    assert job_id is not None
+    record = json.loads(cluster.cli("show", job_id[1], "--json", check=True).stdout)
+    assert record["gpus"] == 2 and record["name"] == "nccl-test"
+    assert (cluster.work / f"nccl-test-{job_id[1]}.out").read_text() == done.stdout
+
+
+def test_a_failing_run_exits_non_zero_with_its_state(cluster: Cluster) -> None:
+    done = cluster.cli("nccl-test", "-g", "1", "--nccl-tests", "/nonexistent", "-b", "1M",
+                       "-e", "1M", "-t", "0:02", "-n", "1000000", "--warmup", "0", timeout=180)  # fmt: skip
+    assert done.returncode != 0
+    assert re.search(r"nccl-test: job \d+ ended TIMEOUT", done.stderr), done.stderr
+
+
+def test_more_than_one_node_is_refused_with_the_hint(cluster: Cluster) -> None:
+    done = cluster.cli("nccl-test", "-N", "2")
+    assert done.returncode == 2
+    assert "the embedded cluster has 1 node (use backend: slurm" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
