@@ -24,11 +24,37 @@ from podium.node.health.check_results import Status, worst_status
     default=None,
     help="Cluster config (default: $PODIUM_HOME/cluster.yaml, else the defaults).",
 )
-def health(deep: bool, as_json: bool, config: Path | None) -> None:
+@click.option("--nodes", default=None, help="With --deep: the NCCL yardstick across these.")
+@click.option("--expect", type=float, default=None, help="Expected busbw (GB/s) across nodes.")
+@click.option("--spare", default=None, help="Nodes known good, to pair suspects with.")
+@click.option("--size", default=None, help="Message size (default: health.nccl_bytes).")
+@click.option("-g", "gpus", type=int, default=1, show_default=True, help="GPUs per node.")
+@click.option("--cpu", is_flag=True, help="Ranks on CPUs (gloo): ask for no GPUs.")
+@click.option("--no-drain", is_flag=True, help="Name the slow nodes; drain none.")
+def health(
+    deep: bool,
+    as_json: bool,
+    config: Path | None,
+    nodes: str | None,
+    expect: float | None,
+    spare: str | None,
+    size: str | None,
+    gpus: int,
+    cpu: bool,
+    no_drain: bool,
+) -> None:
     """Run the health checks; exit 0 ok, 1 warning, 2 critical, 3 unknown (Nagios).
 
     With a daemon running, it runs them: results are stored as events and faults are
-    acted on (fence, requeue). Without one, or with --config, they run here."""
+    acted on (fence, requeue). Without one, or with --config, they run here.
+
+    With --deep --nodes LIST, the NCCL yardstick (all_reduce) runs across the nodes as
+    a job; when it is slow, halves and then pairs run until the slow node(s) are named,
+    and they are drained with the measured figure in the reason."""
+    if nodes is not None:
+        if not deep:
+            raise click.UsageError("--nodes runs the deep NCCL check: give --deep with it")
+        sys.exit(int(_across_nodes(nodes, expect, spare, size, gpus, cpu, no_drain, as_json)))
     from podium.config.cluster import default_config, load_config
     from podium.node.health.check_results import append_results, run_checks
     from podium.node.health.suite import node_checks, nvml_probe
@@ -45,8 +71,8 @@ def health(deep: bool, as_json: bool, config: Path | None) -> None:
     if records is None:
         path = config or paths.config_path(home)
         cluster = load_config(path) if path.exists() else default_config()
-        gpus = resolve_inventory(cluster.node.gpus, place=str(home))
-        results = run_checks(node_checks(cluster, home, gpus, nvml_probe()), deep=deep)
+        inventory = resolve_inventory(cluster.node.gpus, place=str(home))
+        results = run_checks(node_checks(cluster, home, inventory, nvml_probe()), deep=deep)
         records = [r.to_json() for r in results]
         home.mkdir(parents=True, exist_ok=True)
         append_results(home / "health.jsonl", cluster.node.name, results)
@@ -72,6 +98,39 @@ def health(deep: bool, as_json: bool, config: Path | None) -> None:
         )
         click.echo(summary(status, counted, len(records) - len(counted)))
     sys.exit(int(status))
+
+
+def _across_nodes(
+    nodes: str,
+    expect: float | None,
+    spare: str | None,
+    size: str | None,
+    gpus: int,
+    cpu: bool,
+    no_drain: bool,
+    as_json: bool,
+) -> Status:
+    from podium.backends import config_file, open_backend
+    from podium.cli.health_nodes import check_nodes
+    from podium.cli.nccl_test_cmd import host_names
+    from podium.cli.yardstick import Yardstick
+    from podium.config.cluster import default_config, load_config
+
+    names = host_names("--nodes", nodes)
+    if len(names) < 2:
+        raise click.UsageError(
+            f"--nodes {nodes!r} names one node: give two or more (one node alone: "
+            "podium health --deep on it)"
+        )
+    if expect is not None and expect <= 0:
+        raise click.UsageError(f"--expect {expect}: give the expected busbw in GB/s, > 0")
+    path = Path(config_file())
+    health = (load_config(path) if path.exists() else default_config()).health
+    message = size or health.nccl_bytes
+    stick = Yardstick("all_reduce", message, message, 2, gpus, cpu, 20, 5)
+    stick.check()
+    spares = host_names("--spare", spare) if spare else []
+    return check_nodes(open_backend(), health, names, stick, expect, spares, not no_drain, as_json)
 
 
 def summary(status: Status, counted: list[dict[str, Any]], skipped: int) -> str:

@@ -28,6 +28,20 @@ class HealthConfig(Closed):
     max_disk_used_percent: float = Field(default=83.0, gt=0, le=100)
     required_mounts: list[str] = Field(default_factory=list)
     nccl_output: str | None = Field(default=None, description="nccl-tests output to judge")
+    nccl_nodes_busbw_gbps: float | None = Field(
+        default=None,
+        gt=0,
+        description="expected all_reduce busbw across nodes (podium health --deep --nodes); "
+        "none: the first healthy run's figure, kept in PODIUM_HOME/nccl-baseline.json",
+    )
+    nccl_min_fraction: float = Field(
+        default=0.7, gt=0, le=1, description="a run below this fraction of it is slow"
+    )
+    nccl_bytes: str = Field(
+        default="32M",
+        pattern=r"^[1-9][0-9]*[KMG]?$",
+        description="message size of those runs (nccl-tests' -b/-e: 8M, 1G)",
+    )
     dcgm_level: int = Field(default=1, ge=1, le=4, description="podium health --deep")
     dcgm_level_after_failure: int = Field(default=2, ge=1, le=4)
     dcgm_level_idle: int = Field(default=3, ge=1, le=4, description="also before return")

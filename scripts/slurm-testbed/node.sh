@@ -5,10 +5,13 @@
 #   bash scripts/slurm-testbed/node.sh DIR NODE crash   # SIGKILL its slurmd (pid file)
 #   bash scripts/slurm-testbed/node.sh DIR NODE cut     # hosts layout: its link down
 #   bash scripts/slurm-testbed/node.sh DIR NODE join    # hosts layout: its link up
+#   bash scripts/slurm-testbed/node.sh DIR NODE slow [RATE]  # hosts layout: its link
+#        limited to RATE (default 20mbit) both ways: a tbf qdisc on each end of its veth
+#   bash scripts/slurm-testbed/node.sh DIR NODE fast    # hosts layout: the limit removed
 set -euo pipefail
-DIR=$(cd "${1:?usage: node.sh DIR NODE start|crash|cut|join}" && pwd)
+DIR=$(cd "${1:?usage: node.sh DIR NODE start|crash|cut|join|slow|fast}" && pwd)
 NODE=${2:?node name}
-ACTION=${3:?start, crash, cut or join}
+ACTION=${3:?start, crash, cut, join, slow or fast}
 # shellcheck disable=SC1091
 . "$DIR/etc/testbed.env"
 export SLURM_CONF=$DIR/etc/slurm.conf
@@ -36,6 +39,20 @@ crash)
 cut|join)
     [ "$hosts" = 1 ] || { echo "node.sh: $ACTION needs the hosts layout (render --hosts)" >&2; exit 1; }
     ip link set "pdm${TB_ID}h$index" "$([ "$ACTION" = cut ] && echo down || echo up)" ;;
+slow|fast)
+    [ "$hosts" = 1 ] || { echo "node.sh: $ACTION needs the hosts layout (render --hosts)" >&2; exit 1; }
+    # tbf, not netem: a rate limit needs only sch_tbf, which more kernels have.
+    rate=${4:-20mbit}
+    for end in "" "-n pdm$TB_ID-$index"; do
+        # shellcheck disable=SC2086
+        dev=$([ -z "$end" ] && echo "pdm${TB_ID}h$index" || echo eth0)
+        # shellcheck disable=SC2086
+        tc $end qdisc del dev "$dev" root 2>/dev/null || true
+        if [ "$ACTION" = slow ]; then
+            # shellcheck disable=SC2086
+            tc $end qdisc add dev "$dev" root tbf rate "$rate" burst 32kbit latency 400ms
+        fi
+    done ;;
 *)
-    echo "node.sh: unknown action $ACTION (start, crash, cut or join)" >&2; exit 1 ;;
+    echo "node.sh: unknown action $ACTION (start, crash, cut, join, slow or fast)" >&2; exit 1 ;;
 esac
