@@ -34,6 +34,8 @@ def show(job: str, as_json: bool) -> None:
         render.print_json(record)
         return
     render.show_record(record, skip=lambda k: k in ("script", "events", "spec"))
+    if "events" not in record:  # a backend that keeps none (Slurm)
+        return
     click.echo("events:")
     for e in record["events"]:
         when = dt.datetime.fromtimestamp(e["time"]).strftime("%Y-%m-%d %H:%M:%S")

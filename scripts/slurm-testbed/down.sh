@@ -36,6 +36,19 @@ for d in /proc/[0-9]*; do
     tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qx "SLURM_CONF=$SLURM_CONF" || continue
     kill -KILL "${d#/proc/}" 2>/dev/null
 done
+# The cgroup subtrees up.sh made (each listed top, its node directories and whatever
+# slurmd made under them, deepest first; empty once their processes are gone).
+if [ -f "$RUN/cgroups" ]; then
+    while read -r top; do
+        case $top in /sys/fs/cgroup/*/podium-tb*) ;; *) continue ;; esac
+        for _ in $(seq 50); do
+            find "$top" -depth -type d -exec rmdir {} + 2>/dev/null
+            [ -d "$top" ] || break
+            sleep 0.1
+        done
+    done < "$RUN/cgroups"
+    rm -f "$RUN/cgroups"
+fi
 # The hosts layout: the namespaces, links and bridge up.sh made, by the names it wrote.
 if [ -f "$RUN/netns" ]; then
     while read -r ns; do ip netns del "$ns" 2>/dev/null; done < "$RUN/netns"

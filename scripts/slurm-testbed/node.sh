@@ -25,9 +25,19 @@ start)
         # slurmd daemonizes inside its node's namespaces: network (its address), UTS
         # (its hostname) and mount (its /etc/hosts; host mounts still propagate in).
         # nsenter, not `ip netns exec`, which remounts /sys and so hides the cgroups.
+        # With cgroups (up.sh made DIR/run/cgroups), the node's own subtree of each
+        # controller is bound over /sys/fs/cgroup/<c> there.
+        binds=""
+        if [ -f "$DIR/run/cgroups" ]; then
+            for c in $TB_CGROUP_CONTROLLERS; do binds="$binds $c"; done
+        fi
         nsenter --net="/run/netns/pdm$TB_ID-$index" unshare --uts --mount --propagation slave -- \
-            sh -c 'mount --bind "$1/etc/hosts" /etc/hosts && hostname "$2" && exec slurmd -N "$2"' \
-            sh "$DIR" "$NODE"
+            sh -c 'dir=$1 node=$2 id=$3; shift 3
+                   for c in "$@"; do
+                       mount --bind "/sys/fs/cgroup/$c/podium-tb$id/$node" "/sys/fs/cgroup/$c" || exit 1
+                   done
+                   mount --bind "$dir/etc/hosts" /etc/hosts && hostname "$node" && exec slurmd -N "$node"' \
+            sh "$DIR" "$NODE" "$TB_ID" $binds
     else
         slurmd -N "$NODE"
     fi ;;

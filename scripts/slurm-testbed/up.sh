@@ -67,6 +67,34 @@ if [ "${TB_HOSTS:-0}" = 1 ]; then
         ip -n "$ns" link set lo up
     done
 fi
+# Cgroups: with cgroup v1 (and the hosts layout), each node gets a subtree of its own
+# per controller, PODIUM-TB<ID>/<node>, which node.sh binds over /sys/fs/cgroup/<c> in
+# the node's mount namespace, so its slurmd's proctrack/cgroup and task/cgroup act
+# there; the directories made are listed in DIR/run/cgroups for down.sh. Elsewhere the
+# nodes share the machine's processes (proctrack/linuxproc).
+cgroups=0
+if [ "${TB_HOSTS:-0}" = 1 ] && [ "$(stat -fc %T /sys/fs/cgroup 2>/dev/null)" = tmpfs ]; then
+    cgroups=1
+    for c in $TB_CGROUP_CONTROLLERS; do
+        [ -w "/sys/fs/cgroup/$c" ] || cgroups=0
+    done
+fi
+if [ $cgroups = 1 ]; then
+    for c in $TB_CGROUP_CONTROLLERS; do
+        top=/sys/fs/cgroup/$c/podium-tb$TB_ID
+        mkdir "$top" && echo "$top" >> "$DIR/run/cgroups"
+        for n in $TB_NODES; do mkdir "$top/$n"; done
+        if [ "$c" = cpuset ]; then  # a new cpuset is empty until given its parent's
+            for f in cpuset.cpus cpuset.mems; do
+                cat "/sys/fs/cgroup/cpuset/$f" > "$top/$f"
+                for n in $TB_NODES; do cat "$top/$f" > "$top/$n/$f"; done
+            done
+        fi
+    done
+    printf 'ProctrackType=proctrack/cgroup\nTaskPlugin=task/cgroup\n' > "$DIR/etc/proctrack.conf"
+else
+    printf 'ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n' > "$DIR/etc/proctrack.conf"
+fi
 slurmctld -i
 for _ in $(seq 100); do scontrol ping 2>/dev/null | grep -q UP && break; sleep 0.1; done
 scontrol ping | grep -q UP || { tail "$DIR/log/slurmctld.log"; exit 1; }
@@ -79,4 +107,4 @@ for _ in $(seq 300); do
     sleep 0.2
 done
 [ "$idle" -ge "$want" ] || { sinfo -N -o '%N %T %E'; echo "up.sh: only $idle of $want nodes idle" >&2; exit 1; }
-echo "up.sh: ready: $want nodes idle; SLURM_CONF=$SLURM_CONF"
+echo "up.sh: ready: $want nodes idle; $(sed -n 1p "$DIR/etc/proctrack.conf"); SLURM_CONF=$SLURM_CONF"

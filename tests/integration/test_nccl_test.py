@@ -29,8 +29,8 @@ def test_one_rank_per_gpu_prints_the_table(cluster: Cluster) -> None:
 
 
 def test_a_failing_run_exits_non_zero_with_its_state(cluster: Cluster) -> None:
-    done = cluster.cli("nccl-test", "-g", "1", "--nccl-tests", "/nonexistent", "-b", "1M",
-                       "-e", "1M", "-t", "0:02", "-n", "1000000", "--warmup", "0", timeout=180)  # fmt: skip
+    endless = ["-b", "1M", "-e", "1M", "-n", "1000000", "--warmup", "0"]
+    done = cluster.cli("nccl-test", "-g", "1", "-t", "0:02", *endless, timeout=180)
     assert done.returncode != 0
     assert re.search(r"nccl-test: job \d+ ended TIMEOUT", done.stderr), done.stderr
 

@@ -295,6 +295,29 @@ def test_each_node_is_a_host_of_its_own(slurm: SlurmCluster, tmp_path: Path) -> 
     assert [line for line in lines if line.startswith("reached")] == ["reached 3 of 3"]
 
 
+def test_each_node_has_its_own_cgroups_and_memory_is_enforced(
+    slurm: SlurmCluster, tmp_path: Path
+) -> None:
+    if not (slurm.directory / "run" / "cgroups").exists():
+        pytest.skip("no cgroup v1 on this machine: the nodes run proctrack/linuxproc")
+    out = tmp_path / "%j.out"
+    job_id = _submit(slurm, "-N", "2", "--mem=200M", "-o", str(out), "--wrap",
+                     "srun grep :memory: /proc/self/cgroup", cwd=tmp_path)  # fmt: skip
+    assert slurm.wait_job(job_id, TERMINAL)["state"] == "COMPLETED"
+    paths = sorted((tmp_path / f"{job_id}.out").read_text().split())
+    root = "podium-tb18800"  # up.sh names it by the cluster's port base
+    for node, line in zip(("debug-st-g-1", "debug-st-g-2"), paths, strict=True):
+        assert f"/{root}/{node}/slurm_{node}/uid_0/job_{job_id}/step_0/" in line, paths
+    # --mem is a limit: 400 MiB under --mem=100M is killed by the node's OOM handler.
+    greedy = f"srun {sys.executable} -c 'x = bytearray(400 << 20); print(len(x))'"
+    oom = _submit(slurm, "--mem=100M", "-o", str(out), "--wrap", greedy, cwd=tmp_path)
+    job = slurm.wait_job(oom, TERMINAL)
+    log = (tmp_path / f"{oom}.out").read_text()
+    assert job["state"] == "FAILED" and "Out Of Memory" in log, (job, log)
+    shown = slurm.podium("show", str(oom))  # the text form of a record with no events
+    assert "state" in shown.stdout and "FAILED" in shown.stdout
+
+
 # Rank 0 accepts a connection from each other rank at MASTER_ADDR; the others connect.
 _RENDEZVOUS = """
 import os, socket, time

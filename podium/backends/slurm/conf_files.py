@@ -138,9 +138,19 @@ def _slurm_conf(defn: ClusterDefinition, etc: str, testbed: Testbed | None) -> s
             f"SlurmdPidFile={d}/run/slurmd-%n.pid",
             f"SlurmctldLogFile={d}/log/slurmctld.log",
             f"SlurmdLogFile={d}/log/slurmd-%n.log",
-            "# One machine plays every node: no cgroups, declared CPUs and memory.",
-            "ProctrackType=proctrack/linuxproc",
-            "TaskPlugin=task/none",
+            *(
+                [
+                    "# Each node a host: up.sh writes proctrack.conf, cgroups of the node's",
+                    "# own where the machine has cgroup v1, else proctrack/linuxproc.",
+                    f"Include {d}/etc/proctrack.conf",
+                ]
+                if tb.hosts
+                else [
+                    "# One machine plays every node: no cgroups, declared CPUs and memory.",
+                    "ProctrackType=proctrack/linuxproc",
+                    "TaskPlugin=task/none",
+                ]
+            ),
             "SlurmdParameters=config_overrides",
             "MailProg=/bin/true",
             "ReturnToService=2",
@@ -174,7 +184,8 @@ def _slurm_conf(defn: ClusterDefinition, etc: str, testbed: Testbed | None) -> s
         "SchedulerType=sched/backfill",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core_Memory",
-        "DefMemPerCPU=256" if tb else "DefMemPerCPU=2048",
+        # the test nodes' 4000 MB over their 4 CPUs: enforced where the nodes have cgroups
+        "DefMemPerCPU=1000" if tb else "DefMemPerCPU=2048",
         "PriorityType=priority/multifactor",
         "PriorityWeightPartition=10000",
         "PriorityWeightJobSize=100",
@@ -294,6 +305,18 @@ def _gres_conf(defn: ClusterDefinition, testbed: Testbed | None) -> str:
 
 
 def _cgroup_conf(testbed: Testbed | None) -> str:
+    if testbed and testbed.hosts:
+        return (
+            "# Test cluster, each node a host with a cgroup subtree of its own (when up.sh\n"
+            "# found cgroup v1): memory is enforced; cores are not (the nodes declare more\n"
+            "# CPUs than the machine has), nor devices (the GPUs are declared: /dev/null's).\n"
+            "CgroupPlugin=cgroup/v1\n"
+            "CgroupAutomount=no\n"
+            "ConstrainRAMSpace=yes\n"
+            "ConstrainSwapSpace=no\n"
+            "ConstrainCores=no\n"
+            "ConstrainDevices=no\n"
+        )
     if testbed:
         return (
             "# Test cluster: read by slurmd but not enforced (TaskPlugin=task/none).\n"
@@ -368,6 +391,7 @@ def _testbed_env(defn: ClusterDefinition, testbed: Testbed) -> str:
             f"TB_ID={testbed.port_base}\n"  # names its namespaces, bridge and links
             f"TB_HEAD_ADDR={testbed.address(0)}\n"
             f"TB_ADDRS={shlex.quote(addresses)}\n"
+            "TB_CGROUP_CONTROLLERS='freezer memory cpuset devices'\n"  # cgroup v1's
         )
     return text
 
