@@ -68,7 +68,7 @@ if [ "${TB_HOSTS:-0}" = 1 ]; then
     done
 fi
 # Cgroups: with cgroup v1 (and the hosts layout), each node gets a subtree of its own
-# per controller, PODIUM-TB<ID>/<node>, which node.sh binds over /sys/fs/cgroup/<c> in
+# per controller, podium-tb<ID>/<node>, which node.sh binds over /sys/fs/cgroup/<c> in
 # the node's mount namespace, so its slurmd's proctrack/cgroup and task/cgroup act
 # there; the directories made are listed in DIR/run/cgroups for down.sh. Elsewhere the
 # nodes share the machine's processes (proctrack/linuxproc).
