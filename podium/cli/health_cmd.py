@@ -54,7 +54,10 @@ def health(
     if nodes is not None:
         if not deep:
             raise click.UsageError("--nodes runs the deep NCCL check: give --deep with it")
-        sys.exit(int(_across_nodes(nodes, expect, spare, size, gpus, cpu, no_drain, as_json)))
+        from podium.cli.health_nodes import AcrossNodes
+
+        across = AcrossNodes(nodes, expect, spare, size, gpus, cpu, not no_drain)
+        sys.exit(int(across.run(as_json)))
     from podium.config.cluster import default_config, load_config
     from podium.node.health.check_results import append_results, run_checks
     from podium.node.health.suite import node_checks, nvml_probe
@@ -98,39 +101,6 @@ def health(
         )
         click.echo(summary(status, counted, len(records) - len(counted)))
     sys.exit(int(status))
-
-
-def _across_nodes(
-    nodes: str,
-    expect: float | None,
-    spare: str | None,
-    size: str | None,
-    gpus: int,
-    cpu: bool,
-    no_drain: bool,
-    as_json: bool,
-) -> Status:
-    from podium.backends import config_file, open_backend
-    from podium.cli.health_nodes import check_nodes
-    from podium.cli.nccl_test_cmd import host_names
-    from podium.cli.yardstick import Yardstick
-    from podium.config.cluster import default_config, load_config
-
-    names = host_names("--nodes", nodes)
-    if len(names) < 2:
-        raise click.UsageError(
-            f"--nodes {nodes!r} names one node: give two or more (one node alone: "
-            "podium health --deep on it)"
-        )
-    if expect is not None and expect <= 0:
-        raise click.UsageError(f"--expect {expect}: give the expected busbw in GB/s, > 0")
-    path = Path(config_file())
-    health = (load_config(path) if path.exists() else default_config()).health
-    message = size or health.nccl_bytes
-    stick = Yardstick("all_reduce", message, message, 2, gpus, cpu, 20, 5)
-    stick.check()
-    spares = host_names("--spare", spare) if spare else []
-    return check_nodes(open_backend(), health, names, stick, expect, spares, not no_drain, as_json)
 
 
 def summary(status: Status, counted: list[dict[str, Any]], skipped: int) -> str:

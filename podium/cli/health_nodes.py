@@ -87,6 +87,43 @@ class Runner:
         return results
 
 
+@dataclass(frozen=True)
+class AcrossNodes:
+    """What `podium health --deep --nodes` was asked: host lists as given."""
+
+    nodes: str
+    expect: float | None
+    spare: str | None
+    size: str | None
+    gpus: int
+    cpu: bool
+    drain: bool
+
+    def run(self, as_json: bool) -> Status:
+        """Check the options (click.UsageError: one line), then check_nodes."""
+        from podium.backends import config_file, open_backend
+        from podium.cli.nccl_test_cmd import host_names
+        from podium.config.cluster import default_config, load_config
+
+        names = host_names("--nodes", self.nodes)
+        if len(names) < 2:
+            raise click.UsageError(
+                f"--nodes {self.nodes!r} names one node: give two or more (one node alone: "
+                "podium health --deep on it)"
+            )
+        if self.expect is not None and self.expect <= 0:
+            raise click.UsageError(f"--expect {self.expect}: give the expected busbw in GB/s, > 0")
+        path = Path(config_file())
+        health = (load_config(path) if path.exists() else default_config()).health
+        message = self.size or health.nccl_bytes
+        stick = Yardstick("all_reduce", message, message, 2, self.gpus, self.cpu, 20, 5)
+        stick.check()
+        spares = host_names("--spare", self.spare) if self.spare else []
+        return check_nodes(
+            open_backend(), health, names, stick, self.expect, spares, self.drain, as_json
+        )
+
+
 def baseline_key(stick: Yardstick, nodes: int) -> str:
     """What a baseline figure is for: the same yardstick on as many nodes."""
     where = "cpu" if stick.cpus_only else "gpu"
