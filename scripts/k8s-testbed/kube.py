@@ -107,21 +107,25 @@ def documents(files: list[str]) -> list[dict[str, Any]]:
     return [d for f in files for d in yaml.safe_load_all(Path(f).read_text()) if d]
 
 
-def wait_crds(api: Api, files: list[str]) -> None:
-    crd = "CustomResourceDefinition"
-    names = [d["metadata"]["name"] for d in documents(files) if d["kind"] == crd]
+def wait_condition(api: Api, paths: list[str], condition: str) -> None:
+    """Until the object at each API path has `condition` True (60 s in all)."""
     deadline = time.monotonic() + 60
-    for name in names:
+    for path in paths:
         while True:
-            status, crd = api.call(
-                "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
-            )
-            conds = crd.get("status", {}).get("conditions", []) if status == 200 else []
-            if any(c["type"] == "Established" and c["status"] == "True" for c in conds):
+            status, obj = api.call("GET", path)
+            conds = obj.get("status", {}).get("conditions", []) if status == 200 else []
+            if any(c["type"] == condition and c["status"] == "True" for c in conds):
                 break
             if time.monotonic() > deadline:
-                raise TimeoutError(f"CRD {name} never established")
+                raise TimeoutError(f"{path} never {condition}: {obj}")
             time.sleep(0.2)
+
+
+def wait_crds(api: Api, files: list[str]) -> None:
+    """Until every CRD in these files is Established."""
+    base = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+    crds = [d for d in documents(files) if d["kind"] == "CustomResourceDefinition"]
+    wait_condition(api, [base + d["metadata"]["name"] for d in crds], "Established")
 
 
 def wait_ready(api: Api) -> None:
@@ -135,20 +139,6 @@ def wait_ready(api: Api) -> None:
             pass
         time.sleep(0.2)
     raise TimeoutError("kube-apiserver never ready")
-
-
-def wait_active(api: Api, paths: list[str]) -> None:
-    """Until each Kueue object at these API paths has condition Active=True."""
-    deadline = time.monotonic() + 60
-    for path in paths:
-        while True:
-            status, obj = api.call("GET", path)
-            conds = obj.get("status", {}).get("conditions", []) if status == 200 else []
-            if any(c["type"] == "Active" and c["status"] == "True" for c in conds):
-                break
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{path} never active: {obj}")
-            time.sleep(0.2)
 
 
 def webhooks(src: str, dst: str, url: str, ca_file: str) -> None:
@@ -215,7 +205,7 @@ def main(argv: list[str]) -> int:
     elif command == "wait-ready":
         wait_ready(api)
     elif command == "wait-active":
-        wait_active(api, rest)
+        wait_condition(api, rest, "Active")
     elif command == "nodes":
         mig = json.loads(rest[2]) if len(rest) > 2 else {}
         nodes(api, int(rest[0]), int(rest[1]), mig)
