@@ -210,3 +210,42 @@ def test_kueue_webhooks_and_the_apiserver_refuse_bad_objects(cluster: tuple[Path
                "metadata": {"name": "Bad_Name", "namespace": "default"}, "spec": {}}  # fmt: skip
     with pytest.raises(RuntimeError, match="422"):
         api.apply(no_name)  # the apiserver's own validation of the CRD's object
+
+
+def test_podiums_manifests_are_admitted_and_run_across_two_nodes(
+    cluster: tuple[Path, Any],
+) -> None:
+    """The manifests podium.backends.kubernetes.manifests writes for `-N 2
+    --gpus-per-node 8`: created as they are, Kueue admits the JobSet, JobSet gives pod 0
+    the name MASTER_ADDR holds, and the pods complete on two nodes."""
+    from podium.api.caller import Caller
+    from podium.backends.kubernetes.manifests import Target, manifests
+    from podium.backends.slurm.admission import SlurmAdmission
+    from podium.config.cluster import default_config
+    from podium.jobspec.build import SubmitRequest, build_job
+
+    _, api = cluster
+    options = ["--job-name=Llama Run", "-N", "2", "--ntasks-per-node=8", "--gpus-per-node=8",
+               "--container-image=nvcr.io/nvidia/pytorch:24.05-py3", "--time=10"]  # fmt: skip
+    request = SubmitRequest(
+        options=options, cwd="/work", environment={}, script="#!/bin/bash\ntorchrun t.py\n"
+    )
+    config = default_config(gpus=0, cpus=8).model_copy(update={"backend": "slurm"})
+    who = Caller(uid=1000, gid=1000, name="alice")
+    spec = build_job(request, config, who, time.time(), SlurmAdmission()).spec
+    docs = manifests(spec, Target(namespace="default", local_queue="default"))
+    for doc in docs:
+        api.apply(doc)
+    name = docs[1]["metadata"]["name"]
+    _wait(
+        api,
+        f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets/{name}",
+        lambda js: _conditions(js).get("Completed") == "True",
+    )
+    pods = api.call("GET", "/api/v1/namespaces/default/pods")[1]["items"]
+    mine = [p for p in pods if p["metadata"]["labels"].get("podium.dev/job") == name]
+    assert len(mine) == 2 and len({p["spec"]["nodeName"] for p in mine}) == 2
+    first = next(p for p in mine if p["spec"]["hostname"].endswith("-workers-0-0"))
+    env = {e["name"]: e.get("value") for e in first["spec"]["containers"][0]["env"]}
+    assert env["MASTER_ADDR"] == f"{first['spec']['hostname']}.{first['spec']['subdomain']}"
+    assert first["spec"]["activeDeadlineSeconds"] == 600

@@ -1,0 +1,1 @@
+"""The Kubernetes backend (in progress): Podium's jobs as Kueue-admitted Jobs and JobSets."""

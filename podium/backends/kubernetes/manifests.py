@@ -1,0 +1,185 @@
+"""JobSpec -> Kubernetes manifests for Kueue. Pure: no I/O, no clock.
+
+One pod per node of the job:
+- **one node:** a batch/v1 Job;
+- **several nodes:** a JobSet with one replicated Job of indexed pods (parallelism =
+  completions = nodes). JobSet's headless service gives each pod a stable name, and
+  pod 0's name is MASTER_ADDR.
+
+Every pod gets its GPUs (`nvidia.com/gpu`, or `nvidia.com/mig-<profile>` for a MIG
+slice) as requests and limits, with the job's CPUs and memory per node.
+
+Environment for torchrun, as Kubeflow's PyTorchJob sets it:
+- MASTER_ADDR, MASTER_PORT;
+- WORLD_SIZE (pods) and RANK = NODE_RANK (the pod's completion index);
+- the PODIUM_* values.
+
+The user's script travels in a ConfigMap and runs as the container's command under
+bash. The image is `--container-image`, else the target's default.
+
+Kueue reads two labels: `kueue.x-k8s.io/queue-name` (the LocalQueue) and
+`kueue.x-k8s.io/priority-class` (a WorkloadPriorityClass named after the job's QoS).
+The time limit becomes the pods' `activeDeadlineSeconds`. Names are the job's name made
+DNS-safe plus a hash of the spec, so two submissions never collide.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from podium.errors import Unsatisfiable
+from podium.jobspec.job import JobSpec
+
+MAX_SCRIPT_BYTES = 1000 * 1024  # a ConfigMap holds at most 1 MiB
+MASTER_PORT = 29500
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+JOB_LABEL = "podium.dev/job"
+INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the manifests go: the namespace, the LocalQueue and the default image."""
+
+    namespace: str
+    local_queue: str
+    image: str | None = None
+
+
+def dns_label(text: str, limit: int = 63) -> str:
+    """`text` as a DNS-1123 label: lower case letters, digits and '-', starting with a
+    letter, at most `limit` characters ("job" when nothing is left)."""
+    base = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
+    if base and not base[0].isalpha():
+        base = "j-" + base
+    return base[:limit].strip("-") or "job"
+
+
+def dns_name(text: str, suffix: str, limit: int = 40) -> str:
+    """dns_label(text), cut so that JobSet's pod names (`NAME-workers-0-N`) stay under
+    63, then `-suffix`."""
+    return f"{dns_label(text, limit)}-{suffix}"
+
+
+def manifests(spec: JobSpec, target: Target) -> list[dict[str, Any]]:
+    """The ConfigMap and the Job or JobSet for `spec`, in the order to create them.
+    Raises Unsatisfiable with the reason when Kubernetes cannot run it as asked."""
+    image = spec.container_image or target.image
+    if not image:
+        raise Unsatisfiable(
+            "a job on Kubernetes runs in a container: give --container-image=IMAGE "
+            "(e.g. nvcr.io/nvidia/pytorch:24.05-py3), or set kubernetes.image in the config"
+        )
+    if len(spec.script.encode()) > MAX_SCRIPT_BYTES:
+        raise Unsatisfiable(
+            f"the script is {len(spec.script.encode())} bytes: a ConfigMap holds at most "
+            f"{MAX_SCRIPT_BYTES} (keep large files in the image or a volume)"
+        )
+    digest = hashlib.sha256(json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode())
+    name = dns_name(spec.name, digest.hexdigest()[:8])
+    labels = {QUEUE_LABEL: target.local_queue, JOB_LABEL: name}
+    if spec.qos:  # a WorkloadPriorityClass named after the QoS (none: Kueue's default)
+        labels[PRIORITY_LABEL] = dns_label(spec.qos)
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": f"{name}-script",
+            "namespace": target.namespace,
+            "labels": {JOB_LABEL: name},
+        },
+        "data": {"script": spec.script},
+    }
+    pod = _pod_template(spec, name, image)
+    job_spec: dict[str, Any] = {
+        "parallelism": spec.nodes,
+        "completions": spec.nodes,
+        "completionMode": "Indexed",
+        "backoffLimit": 0,  # restarts are Podium's (auto-resume), not the Job's
+        "template": pod,
+    }
+    meta = {"name": name, "namespace": target.namespace, "labels": labels}
+    if spec.nodes == 1:
+        job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": job_spec}
+        return [config_map, job]
+    jobset = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": meta,
+        "spec": {
+            "network": {"enableDNSHostnames": True, "subdomain": name},
+            "failurePolicy": {"maxRestarts": 0},
+            "replicatedJobs": [{"name": "workers", "replicas": 1, "template": {"spec": job_spec}}],
+        },
+    }
+    return [config_map, jobset]
+
+
+def _pod_template(spec: JobSpec, name: str, image: str) -> dict[str, Any]:
+    gpus = _gpus_per_node(spec)
+    resource = f"nvidia.com/mig-{spec.gpu_type}" if _is_mig(spec.gpu_type) else "nvidia.com/gpu"
+    cpus = -(-spec.cpus // max(1, spec.nodes))  # the job's CPUs per node, rounded up
+    requests: dict[str, str] = {"cpu": str(cpus), "memory": f"{spec.mem_mb}Mi"}
+    limits: dict[str, str] = {"memory": f"{spec.mem_mb}Mi"}
+    if gpus:
+        requests[resource] = limits[resource] = str(gpus)
+    master = "127.0.0.1" if spec.nodes == 1 else f"{name}-workers-0-0.{name}"
+    env: list[dict[str, Any]] = [
+        {"name": "MASTER_ADDR", "value": master},
+        {"name": "MASTER_PORT", "value": str(MASTER_PORT)},
+        {"name": "WORLD_SIZE", "value": str(spec.nodes)},
+        {"name": "PODIUM_JOB_NAME", "value": spec.name},
+        {"name": "PODIUM_AUTO_RESUME", "value": str(spec.auto_resume)},
+        {"name": "PODIUM_RESTART_COUNT", "value": "0"},
+    ]
+    for var in ("NODE_RANK", "RANK"):
+        env.append({"name": var, "valueFrom": {"fieldRef": {"fieldPath": INDEX_FIELD}}})
+    if spec.checkpoint_dir:
+        env.append({"name": "PODIUM_CHECKPOINT_DIR", "value": spec.checkpoint_dir})
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "containers": [
+            {
+                "name": "job",
+                "image": image,
+                "command": ["bash", "/podium/script", *spec.script_args],
+                "env": env,
+                "resources": {"requests": requests, "limits": limits},
+                "volumeMounts": [{"name": "script", "mountPath": "/podium", "readOnly": True}],
+                **({"workingDir": spec.container_workdir} if spec.container_workdir else {}),
+            }
+        ],
+        "volumes": [{"name": "script", "configMap": {"name": f"{name}-script"}}],
+    }
+    if spec.time_limit_s is not None:
+        pod_spec["activeDeadlineSeconds"] = spec.time_limit_s
+    if spec.exclude:
+        pod_spec["affinity"] = _avoid(spec.exclude)
+    return {"metadata": {"labels": {JOB_LABEL: name}}, "spec": pod_spec}
+
+
+def _gpus_per_node(spec: JobSpec) -> int:
+    if spec.gpus_per_node is not None:
+        return spec.gpus_per_node
+    return spec.gpus // max(1, spec.nodes)
+
+
+def _is_mig(gpu_type: str | None) -> bool:
+    return bool(gpu_type and re.fullmatch(r"\d+g\.\d+gb", gpu_type))
+
+
+def _avoid(nodes: tuple[str, ...]) -> dict[str, Any]:
+    """Node affinity that keeps the pods off these nodes (a job's excluded nodes)."""
+    term = {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": sorted(nodes)}
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [term]}]
+            }
+        }
+    }
