@@ -51,3 +51,46 @@ def device_plugin_cmd(config: Path | None, mig_parted: Path | None) -> None:
             f"nvidia.com/mig.config={CONFIG_NAME}",
             err=True,
         )
+
+
+@k8s.group("render")
+def render_group() -> None:
+    """Render Kueue objects from this cluster's config (YAML on stdout)."""
+
+
+@render_group.command("teams")
+@click.option(
+    "--config",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Cluster config (default: $PODIUM_HOME/cluster.yaml).",
+)
+@click.option("--gpus", type=click.IntRange(min=0), required=True, help="The cluster's GPUs.")
+@click.option("--cpus", type=click.IntRange(min=0), required=True, help="The cluster's CPUs.")
+@click.option("--memory-gi", type=click.IntRange(min=0), required=True, help="Memory, GiB.")
+@click.option("--prefix", default="team-", show_default=True, help="Namespace prefix.")
+@click.option("--cohort", default="podium", show_default=True, help="The teams' cohort.")
+def teams_cmd(
+    config: Path | None, gpus: int, cpus: int, memory_gi: int, prefix: str, cohort: str
+) -> None:
+    """Accounts -> Kueue team quotas: a namespace, ClusterQueue (in one cohort, quota
+    by shares, borrowing up to max_gpus, reclaim by preemption) and LocalQueue per
+    account; a WorkloadPriorityClass per QoS. Apply with kubectl apply -f -."""
+    import re
+
+    import yaml
+
+    from podium.backends.kubernetes.teams import Capacity, teams
+    from podium.config.cluster import load_config
+    from podium.errors import ConfigError
+
+    path = config or paths.config_path()
+    if not path.exists():
+        raise ConfigError(f"no cluster config at {path}: give one with --config FILE")
+    for option, value in (("--prefix", prefix), ("--cohort", cohort)):
+        if not re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,30}[a-z0-9-])?", value):
+            raise click.UsageError(
+                f"{option} {value!r}: give lower-case letters, digits and '-' (a DNS label)"
+            )
+    docs = teams(load_config(path), Capacity(gpus, cpus, memory_gi), prefix, cohort)
+    click.echo(yaml.safe_dump_all(docs, sort_keys=False), nl=False)

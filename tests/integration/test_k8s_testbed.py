@@ -88,13 +88,18 @@ def _apply(api: Any, doc: dict[str, Any]) -> None:
     api.apply(doc)
 
 
-def _jobset(name: str, pods: int, gpus: int) -> dict[str, Any]:
+def _jobset(
+    name: str, pods: int, gpus: int, namespace: str = "default", run_for: str | None = None
+) -> dict[str, Any]:
+    """A JobSet of `pods` pods of `gpus` GPUs in `namespace`'s LocalQueue `default`;
+    kwok completes its pods after `run_for` (a duration; default: a second or so)."""
+    delay = {"pod-complete.stage.kwok.x-k8s.io/delay": run_for} if run_for else {}
     return {
         "apiVersion": "jobset.x-k8s.io/v1alpha2",
         "kind": "JobSet",
         "metadata": {
             "name": name,
-            "namespace": "default",
+            "namespace": namespace,
             "labels": {"kueue.x-k8s.io/queue-name": "default"},
         },
         "spec": {
@@ -109,6 +114,7 @@ def _jobset(name: str, pods: int, gpus: int) -> dict[str, Any]:
                             "completionMode": "Indexed",
                             "backoffLimit": 0,
                             "template": {
+                                "metadata": {"annotations": delay},
                                 "spec": {
                                     "restartPolicy": "Never",
                                     "containers": [
@@ -121,7 +127,7 @@ def _jobset(name: str, pods: int, gpus: int) -> dict[str, Any]:
                                             },
                                         }
                                     ],
-                                }
+                                },
                             },
                         }
                     },
@@ -249,3 +255,65 @@ def test_podiums_manifests_are_admitted_and_run_across_two_nodes(
     env = {e["name"]: e.get("value") for e in first["spec"]["containers"][0]["env"]}
     assert env["MASTER_ADDR"] == f"{first['spec']['hostname']}.{first['spec']['subdomain']}"
     assert first["spec"]["activeDeadlineSeconds"] == 600
+
+
+def _workload(api: Any, namespace: str, owner: str) -> dict[str, Any]:
+    path = f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{namespace}/workloads"
+    found = _wait(
+        api, path, lambda d: any(w["metadata"]["name"].startswith(f"jobset-{owner}-")
+                                 for w in d["items"])
+    )  # fmt: skip
+    return next(w for w in found["items"] if w["metadata"]["name"].startswith(f"jobset-{owner}-"))
+
+
+def test_a_team_borrows_idle_quota_and_loses_it_when_the_owner_submits(
+    cluster: tuple[Path, Any],
+) -> None:
+    """`podium k8s render teams` for two accounts of equal shares on the cluster's 32
+    GPUs: 16 each in one cohort. Alpha runs 24 GPUs, borrowing 8 of Beta's idle quota;
+    when Beta submits 16, Kueue reclaims: Alpha's workload is preempted and Beta's
+    admitted."""
+    from podium.backends.kubernetes.teams import Capacity, teams
+    from podium.config.cluster import ClusterConfig
+
+    _, api = cluster
+    config = ClusterConfig.model_validate(
+        {"node": {"name": "n", "cpus": 8, "memory_mb": 16000,
+                  "gpus": {"source": "declared", "count": 8, "type": "h100"}},
+         "qos": [{"name": "normal", "priority": 100}],
+         "accounts": [{"name": "alpha", "shares": 1}, {"name": "beta", "shares": 1}]}
+    )  # fmt: skip
+    for doc in teams(config, Capacity(32, 256, 2048), prefix="t-", cohort="teams"):
+        api.apply(doc)
+    kueue = "/apis/kueue.x-k8s.io/v1beta2"
+    for team in ("t-alpha", "t-beta"):
+        _wait(
+            api, f"{kueue}/clusterqueues/{team}", lambda q: _conditions(q).get("Active") == "True"
+        )
+    api.apply(_jobset("wide", pods=3, gpus=8, namespace="t-alpha", run_for="10m"))
+    _wait(
+        api,
+        f"{kueue}/namespaces/t-alpha/workloads",
+        lambda d: any(_conditions(w).get("Admitted") == "True" for w in d["items"]),
+    )
+
+    def gpus_used(queue: dict[str, Any]) -> dict[str, str]:
+        usage = queue["status"].get("flavorsUsage") or [{"resources": []}]
+        found = [r for r in usage[0]["resources"] if r["name"] == "nvidia.com/gpu"]
+        return found[0] if found else {}
+
+    queue = _wait(
+        api, f"{kueue}/clusterqueues/t-alpha", lambda q: gpus_used(q).get("total") == "24"
+    )
+    assert gpus_used(queue)["borrowed"] == "8", queue["status"]  # 8 of Beta's idle quota
+    api.apply(_jobset("owner", pods=2, gpus=8, namespace="t-beta", run_for="10m"))
+    _wait(
+        api,
+        f"{kueue}/namespaces/t-beta/workloads",
+        lambda d: any(_conditions(w).get("Admitted") == "True" for w in d["items"]),
+        timeout=90,
+    )
+    alpha = _workload(api, "t-alpha", "wide")
+    preempted = {c["type"]: c for c in alpha["status"]["conditions"]}
+    assert preempted["Preempted"]["status"] == "True", preempted
+    assert preempted["Preempted"]["reason"] == "InCohortReclamation", preempted

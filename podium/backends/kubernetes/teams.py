@@ -1,0 +1,131 @@
+"""Podium's accounts and QoS -> Kueue's team quotas. Pure: no I/O.
+
+Each account becomes a team:
+- a Namespace `PREFIX<account>` labelled `podium.dev/account`;
+- a ClusterQueue of that name in one cohort, admitting that namespace only;
+- a LocalQueue `default` in the namespace.
+
+**Quotas.** The cluster's GPUs, CPUs and memory are split by the accounts' shares
+(Slurm's fair-share shares become Kueue's nominal quotas). Rounding goes to the
+largest shares first, so every GPU is someone's. A team borrows what the others leave
+idle, up to its `max_gpus` when one is set (`borrowingLimit = max_gpus - nominal`). It
+lends all its quota, and gets it back by preemption: `reclaimWithinCohort: Any`,
+Kueue's reclaim, as HyperPod task governance does.
+
+**Priorities.** Each QoS becomes a WorkloadPriorityClass with its priority as value.
+Within a team, lower priority work is preempted for higher
+(`withinClusterQueue: LowerPriority`).
+
+With no accounts configured, there is one team, `default`, with everything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from podium.backends.kubernetes.manifests import dns_label
+from podium.config.access import Account
+from podium.config.cluster import ClusterConfig
+
+ACCOUNT_LABEL = "podium.dev/account"
+KUEUE = "kueue.x-k8s.io/v1beta2"
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What the cluster has in all, shared among the teams."""
+
+    gpus: int
+    cpus: int
+    memory_gi: int
+
+
+def split(total: int, shares: list[int]) -> list[int]:
+    """`total` split in proportion to `shares` (largest remainders first; all of it
+    goes to someone when any share is positive)."""
+    weight = sum(shares)
+    if weight == 0:
+        return [0] * len(shares)
+    exact = [total * s / weight for s in shares]
+    parts = [int(x) for x in exact]
+    order = sorted(range(len(shares)), key=lambda i: (-(exact[i] - parts[i]), -shares[i], i))
+    for i in order[: total - sum(parts)]:
+        parts[i] += 1
+    return parts
+
+
+def teams(
+    config: ClusterConfig, capacity: Capacity, prefix: str = "team-", cohort: str = "podium"
+) -> list[dict[str, Any]]:
+    """The manifests, in the order to apply them: priority classes, the flavor,
+    namespaces, cluster queues, local queues."""
+    accounts = config.accounts or [Account(name="default")]
+    shares = [a.shares for a in accounts]
+    gpus = split(capacity.gpus, shares)
+    cpus = split(capacity.cpus, shares)
+    memory = split(capacity.memory_gi, shares)
+    flavor = dns_label(config.node.gpus.type or "default-flavor")
+    docs: list[dict[str, Any]] = [
+        {
+            "apiVersion": KUEUE,
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": dns_label(q.name)},
+            "value": q.priority,
+            "description": f"Podium QoS {q.name}",
+        }
+        for q in config.qos
+    ]
+    docs.append({"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": flavor}})
+    queues: list[dict[str, Any]] = []
+    for account, g, c, m in zip(accounts, gpus, cpus, memory, strict=True):
+        name = dns_label(f"{prefix}{account.name}")
+        docs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": name, "labels": {ACCOUNT_LABEL: dns_label(account.name)}},
+            }
+        )
+        gpu: dict[str, Any] = {"name": "nvidia.com/gpu", "nominalQuota": g}
+        if account.max_gpus is not None:
+            gpu["borrowingLimit"] = max(0, account.max_gpus - g)
+        queues.append(
+            {
+                "apiVersion": KUEUE,
+                "kind": "ClusterQueue",
+                "metadata": {"name": name, "labels": {ACCOUNT_LABEL: dns_label(account.name)}},
+                "spec": {
+                    "cohortName": cohort,
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": name}},
+                    "preemption": {
+                        "reclaimWithinCohort": "Any",
+                        "withinClusterQueue": "LowerPriority",
+                    },
+                    "resourceGroups": [
+                        {
+                            "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                            "flavors": [
+                                {
+                                    "name": flavor,
+                                    "resources": [
+                                        {"name": "cpu", "nominalQuota": c},
+                                        {"name": "memory", "nominalQuota": f"{m}Gi"},
+                                        gpu,
+                                    ],
+                                }
+                            ],
+                        }
+                    ],
+                },
+            }
+        )
+        queues.append(
+            {
+                "apiVersion": KUEUE,
+                "kind": "LocalQueue",
+                "metadata": {"name": "default", "namespace": name},
+                "spec": {"clusterQueue": name},
+            }
+        )
+    return docs + queues

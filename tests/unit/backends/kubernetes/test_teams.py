@@ -1,0 +1,95 @@
+"""Accounts and QoS -> Kueue team quotas: quotas split by shares (every GPU someone's),
+borrowing capped by max_gpus, reclaim by preemption, a priority class per QoS.
+The same objects are applied to a real Kueue in tests/integration/test_k8s_testbed.py."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from podium.backends.kubernetes.teams import Capacity, split, teams
+from podium.config.cluster import ClusterConfig
+
+GOLDEN = Path(__file__).with_name("golden")
+CONFIG = ClusterConfig.model_validate(
+    {
+        "node": {"name": "n", "cpus": 8, "memory_mb": 16000,
+                 "gpus": {"source": "declared", "count": 8, "type": "h100"}},
+        "qos": [{"name": "low", "priority": 10}, {"name": "normal", "priority": 100},
+                {"name": "high", "priority": 1000, "preempt": ["low"]}],
+        "accounts": [{"name": "vision", "shares": 2, "max_gpus": 24},
+                     {"name": "NLP_Lab", "shares": 1}],
+    }
+)  # fmt: skip
+
+
+def by_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+def test_golden() -> None:
+    text = yaml.safe_dump_all(teams(CONFIG, Capacity(32, 256, 2048)), sort_keys=False)
+    path = GOLDEN / "teams.yaml"
+    if os.environ.get("PODIUM_UPDATE_GOLDEN"):
+        path.write_text(text)
+    assert text == path.read_text()
+
+
+def test_quotas_follow_shares_and_borrowing_stops_at_max_gpus() -> None:
+    docs = teams(CONFIG, Capacity(32, 256, 2048))
+    queues = {q["metadata"]["name"]: q for q in by_kind(docs, "ClusterQueue")}
+    assert set(queues) == {"team-vision", "team-nlp-lab"}
+    gpu = {
+        name: next(r for r in q["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
+                   if r["name"] == "nvidia.com/gpu")
+        for name, q in queues.items()
+    }  # fmt: skip
+    assert gpu["team-vision"] == {"name": "nvidia.com/gpu", "nominalQuota": 21, "borrowingLimit": 3}
+    assert gpu["team-nlp-lab"] == {"name": "nvidia.com/gpu", "nominalQuota": 11}  # no cap
+    assert {q["spec"]["cohortName"] for q in queues.values()} == {"podium"}
+    assert all(q["spec"]["preemption"]["reclaimWithinCohort"] == "Any" for q in queues.values())
+    priorities = {p["metadata"]["name"]: p["value"] for p in by_kind(docs, "WorkloadPriorityClass")}
+    assert priorities == {"low": 10, "normal": 100, "high": 1000}
+    local = by_kind(docs, "LocalQueue")
+    assert {(q["metadata"]["namespace"], q["spec"]["clusterQueue"]) for q in local} == {
+        ("team-vision", "team-vision"), ("team-nlp-lab", "team-nlp-lab")}  # fmt: skip
+
+
+def test_no_accounts_is_one_team_with_everything() -> None:
+    config = CONFIG.model_copy(update={"accounts": []})
+    [queue] = by_kind(teams(config, Capacity(8, 64, 512)), "ClusterQueue")
+    assert queue["metadata"]["name"] == "team-default"
+    resources = queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
+    assert [r["nominalQuota"] for r in resources] == [64, "512Gi", 8]
+
+
+@given(st.integers(0, 1000), st.lists(st.integers(0, 50), min_size=1, max_size=12))
+def test_a_split_gives_everything_in_proportion(total: int, shares: list[int]) -> None:
+    parts = split(total, shares)
+    if sum(shares) == 0:
+        assert parts == [0] * len(shares)
+        return
+    assert sum(parts) == total and all(p >= 0 for p in parts)
+    for part, share in zip(parts, shares, strict=True):
+        assert abs(part - total * share / sum(shares)) < 1
+
+
+def test_render_teams_cli_refuses_a_bad_prefix(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from podium.cli.app import cli
+
+    config = tmp_path / "cluster.yaml"
+    config.write_text("accounts: [{name: a}]\n")
+    runner = CliRunner()
+    args = ["k8s", "render", "teams", "--config", str(config), "--gpus", "8", "--cpus", "8",
+            "--memory-gi", "64"]  # fmt: skip
+    done = runner.invoke(cli, [*args, "--prefix", "Team_"])
+    assert done.exit_code == 2 and "a DNS label" in done.output
+    ok = runner.invoke(cli, args)
+    assert ok.exit_code == 0 and "kind: ClusterQueue" in ok.output, ok.output
