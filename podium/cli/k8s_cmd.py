@@ -4,6 +4,7 @@ Operator's mig-parted config when GPUs are split) for a node set up like this on
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -58,27 +59,32 @@ def render_group() -> None:
     """Render Kueue objects from this cluster's config (YAML on stdout)."""
 
 
-@render_group.command("teams")
-@click.option(
-    "--config",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Cluster config (default: $PODIUM_HOME/cluster.yaml).",
-)
-@click.option("--gpus", type=click.IntRange(min=0), required=True, help="The cluster's GPUs.")
-@click.option("--cpus", type=click.IntRange(min=0), required=True, help="The cluster's CPUs.")
-@click.option("--memory-gi", type=click.IntRange(min=0), required=True, help="Memory, GiB.")
-@click.option("--prefix", default="team-", show_default=True, help="Namespace prefix.")
-@click.option("--cohort", default="podium", show_default=True, help="The teams' cohort.")
-def teams_cmd(
-    config: Path | None, gpus: int, cpus: int, memory_gi: int, prefix: str, cohort: str
-) -> None:
-    """Accounts -> Kueue team quotas: a namespace, ClusterQueue (in one cohort, quota
-    by shares, borrowing up to max_gpus, reclaim by preemption) and LocalQueue per
-    account; a WorkloadPriorityClass per QoS. Apply with kubectl apply -f -."""
-    import re
+def _team_options(command: Any) -> Any:
+    """The options `render teams` and `apply teams` share."""
+    for option in reversed(
+        [
+            click.option("--config", type=click.Path(path_type=Path), default=None,
+                         help="Cluster config (default: $PODIUM_HOME/cluster.yaml)."),
+            click.option("--gpus", type=click.IntRange(min=0), required=True,
+                         help="The cluster's GPUs."),
+            click.option("--cpus", type=click.IntRange(min=0), required=True,
+                         help="The cluster's CPUs."),
+            click.option("--memory-gi", type=click.IntRange(min=0), required=True,
+                         help="Memory, GiB."),
+            click.option("--prefix", default="team-", show_default=True,
+                         help="Namespace prefix."),
+            click.option("--cohort", default="podium", show_default=True,
+                         help="The teams' cohort."),
+        ]
+    ):  # fmt: skip
+        command = option(command)
+    return command
 
-    import yaml
+
+def _team_manifests(
+    config: Path | None, gpus: int, cpus: int, memory_gi: int, prefix: str, cohort: str
+) -> list[dict[str, Any]]:
+    import re
 
     from podium.backends.kubernetes.teams import Capacity, teams
     from podium.config.cluster import load_config
@@ -92,5 +98,44 @@ def teams_cmd(
             raise click.UsageError(
                 f"{option} {value!r}: give lower-case letters, digits and '-' (a DNS label)"
             )
-    docs = teams(load_config(path), Capacity(gpus, cpus, memory_gi), prefix, cohort)
+    return teams(load_config(path), Capacity(gpus, cpus, memory_gi), prefix, cohort)
+
+
+@render_group.command("teams")
+@_team_options
+def teams_cmd(
+    config: Path | None, gpus: int, cpus: int, memory_gi: int, prefix: str, cohort: str
+) -> None:
+    """Accounts -> Kueue team quotas: a namespace, ClusterQueue (in one cohort, quota
+    by shares, borrowing up to max_gpus, reclaim by preemption) and LocalQueue per
+    account; a WorkloadPriorityClass per QoS. YAML on stdout."""
+    import yaml
+
+    docs = _team_manifests(config, gpus, cpus, memory_gi, prefix, cohort)
     click.echo(yaml.safe_dump_all(docs, sort_keys=False), nl=False)
+
+
+@k8s.group("apply")
+def apply_group() -> None:
+    """Apply Kueue objects from this cluster's config to a Kubernetes cluster."""
+
+
+@apply_group.command("teams")
+@_team_options
+@click.option("--kubeconfig", default=None, help="Default: $KUBECONFIG, ~/.kube/config.")
+def apply_teams_cmd(
+    config: Path | None,
+    gpus: int,
+    cpus: int,
+    memory_gi: int,
+    prefix: str,
+    cohort: str,
+    kubeconfig: str | None,
+) -> None:
+    """What `render teams` prints, applied by server-side apply (field manager podium):
+    the apiserver and Kueue's webhooks validate every object."""
+    from podium.backends.kubernetes.apply import apply_all, client
+
+    docs = _team_manifests(config, gpus, cpus, memory_gi, prefix, cohort)
+    for what in apply_all(client(kubeconfig), docs):
+        click.echo(f"applied {what}")

@@ -317,3 +317,41 @@ def test_a_team_borrows_idle_quota_and_loses_it_when_the_owner_submits(
     preempted = {c["type"]: c for c in alpha["status"]["conditions"]}
     assert preempted["Preempted"]["status"] == "True", preempted
     assert preempted["Preempted"]["reason"] == "InCohortReclamation", preempted
+
+
+def test_podium_applies_teams_and_a_bad_config_is_one_line(
+    cluster: tuple[Path, Any], tmp_path: Path
+) -> None:
+    """`podium k8s apply teams` through lightkube: every object applied and validated
+    by the real apiserver and Kueue's webhooks; applying again changes nothing; a
+    kubeconfig that does not exist is one line and exit 2."""
+    directory, api = cluster
+    config = tmp_path / "cluster.yaml"
+    config.write_text(
+        "qos: [{name: normal, priority: 100}, {name: urgent, priority: 900}]\n"
+        "accounts: [{name: robotics, shares: 3, max_gpus: 20}, {name: speech, shares: 1}]\n"
+    )
+    podium = str(Path(sys.executable).parent / "podium")
+    sizes = ["--gpus", "32", "--cpus", "256", "--memory-gi", "2048"]
+    args = [podium, "k8s", "apply", "teams", "--config", str(config), *sizes,
+            "--prefix", "lab-", "--cohort", "lab"]  # fmt: skip
+    for _ in range(2):  # server-side apply: the second run is a no-op, not an error
+        done = subprocess.run(
+            [*args, "--kubeconfig", str(directory / "kubeconfig")],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert "applied ClusterQueue/lab-robotics" in done.stdout
+        assert "applied WorkloadPriorityClass/urgent" in done.stdout
+    queue = _wait(
+        api,
+        "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/lab-robotics",
+        lambda q: _conditions(q).get("Active") == "True",
+    )
+    gpu = queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][2]
+    assert gpu == {"name": "nvidia.com/gpu", "nominalQuota": 24, "borrowingLimit": 0}
+    missing = subprocess.run(
+        [*args, "--kubeconfig", str(tmp_path / "nope")], capture_output=True, text=True
+    )
+    assert missing.returncode == 2 and "cannot use the Kubernetes config" in missing.stderr
+    assert len(missing.stderr.strip().splitlines()) == 1, missing.stderr
