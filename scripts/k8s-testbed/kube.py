@@ -7,6 +7,7 @@ rewrite webhook configurations to reach a controller on loopback.
     python3 kube.py KUBECONFIG wait-ready             # until /readyz says ok
     python3 kube.py KUBECONFIG wait-active PATH...    # until Kueue objects are Active
     python3 kube.py - webhooks IN OUT URL CA          # service refs -> URL, caBundle CA
+    python3 kube.py - wait-http URL...                # until each answers 200
     python3 kube.py KUBECONFIG nodes N GPUS [MIG]     # N kwok nodes with GPUS nvidia.com/gpu
 """
 
@@ -191,10 +192,29 @@ def nodes(api: Api, count: int, gpus: int, mig: dict[str, int]) -> None:
         )
 
 
+def wait_http(urls: list[str], timeout: float = 60) -> None:
+    """Until each plain-HTTP URL (a controller's health probe) answers 200."""
+    deadline = time.monotonic() + timeout
+    for url in urls:
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=5) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{url} never answered 200")
+            time.sleep(0.2)
+
+
 def main(argv: list[str]) -> int:
     kubeconfig, command, *rest = argv
     if command == "webhooks":
         webhooks(*rest)
+        return 0
+    if command == "wait-http":
+        wait_http(rest)
         return 0
     api = Api(kubeconfig)
     if command == "apply":

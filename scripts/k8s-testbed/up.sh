@@ -170,13 +170,8 @@ start kueue unshare --mount --propagation private -- sh -c \
     --feature-gates VisibilityOnDemand=false  # an aggregated API server: not set up here
 start jobset env NAMESPACE=jobset-system "$BIN/jobset" --config "$DIR/etc/jobset.yaml" \
     --kubeconfig "$KUBECONFIG_FILE"
-for hp in "$KUEUE_HEALTH" "$JOBSET_HEALTH"; do
-    for _ in $(seq 300); do
-        curl -sf "http://127.0.0.1:$hp/readyz" >/dev/null 2>&1 && break
-        sleep 0.2
-    done
-    curl -sf "http://127.0.0.1:$hp/readyz" >/dev/null || { echo "up.sh: a controller on $hp never ready" >&2; exit 1; }
-done
+"$PY" "$HERE/kube.py" - wait-http "http://127.0.0.1:$KUEUE_HEALTH/readyz" \
+    "http://127.0.0.1:$JOBSET_HEALTH/readyz"
 "$PY" "$HERE/kube.py" "$KUBECONFIG_FILE" apply "$DIR/etc/kueue-webhooks.yaml" "$DIR/etc/jobset-webhooks.yaml"
 
 # --- a queue: one flavor, a ClusterQueue with every node's GPUs, a LocalQueue ---------
