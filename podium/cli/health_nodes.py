@@ -4,12 +4,12 @@ node(s) found by bisection and drained.
 The listed nodes run all_reduce together (a job, as `podium nccl-test -N`). Its
 out-of-place busbw at the largest message is compared with the expected figure:
 `--expect`, else `health.nccl_nodes_busbw_gbps`, else the first healthy run's figure
-for the same yardstick on as many nodes, kept in PODIUM_HOME/nccl-baseline.json (the first run, with
-none, records it). Below `health.nccl_min_fraction` of it, or failing, the run is slow:
-podium.node.health.slow_nodes bisects, running the parts of one round as jobs at once,
-and the nodes it convicts are drained with the measured figure in the reason (which
-does not start with `podium:`, so the Slurm hook never returns them to service: an
-administrator resumes them once mended).
+for the same yardstick on as many nodes, kept in PODIUM_HOME/nccl-baseline.json (the
+first run, with none, records it). Below `health.nccl_min_fraction` of it, or failing,
+the run is slow: podium.node.health.slow_nodes bisects, running the parts of one round
+as jobs at once, and the nodes it convicts are drained with the measured figure in the
+reason (which does not start with `podium:`, so the Slurm hook never returns them to
+service: an administrator resumes them once mended).
 """
 
 from __future__ import annotations
@@ -54,11 +54,10 @@ def busbw_of(text: str | None) -> tuple[float | None, str]:
     with why (no output, no rows, wrong values)."""
     if text is None:
         return None, "no output"
-    run = parse_nccl_tests(text)
-    if not run.rows:
+    largest = parse_nccl_tests(text).largest
+    if largest is None:
         return None, "no result rows"
-    largest = max(run.rows, key=lambda r: r.size)
-    if largest.wrong not in ("0", "N/A"):
+    if not largest.right:
         return None, f"{largest.wrong} wrong values"
     return largest.busbw, ""
 
@@ -116,7 +115,9 @@ class AcrossNodes:
         path = Path(config_file())
         health = (load_config(path) if path.exists() else default_config()).health
         message = self.size or health.nccl_bytes
-        stick = Yardstick("all_reduce", message, message, 2, self.gpus, self.cpu, 20, 5)
+        stick = Yardstick(
+            minbytes=message, maxbytes=message, gpus_per_node=self.gpus, cpus_only=self.cpu
+        )
         stick.check()
         spares = host_names("--spare", self.spare) if self.spare else []
         return check_nodes(
@@ -201,8 +202,9 @@ def check_nodes(
 def _reason(stick: Yardstick, measured: Measured, run: Group, judge: Judge) -> str:
     partner = ",".join(run[1:])
     figure = "failed" if measured.busbw is None else f"busbw {measured.busbw:.3f} GB/s"
-    floor = "" if judge.expected is None else f" (expected {judge.expected:.3f} GB/s"
-    floor += "" if judge.expected is None else f", slow below {judge.fraction:.0%})"
+    floor = ""
+    if judge.expected is not None:
+        floor = f" (expected {judge.expected:.3f} GB/s, slow below {judge.fraction:.0%})"
     return f"nccl-health: {stick.collective} {figure} beside {partner}{floor}, {measured.note}"
 
 

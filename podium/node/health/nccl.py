@@ -57,12 +57,22 @@ class NcclRow:
     busbw: float
     wrong: str
 
+    @property
+    def right(self) -> bool:
+        """No wrong values (or none counted: validation off)."""
+        return self.wrong in ("0", "N/A")
+
 
 @dataclass(frozen=True)
 class NcclRun:
     ranks: int
     rows: tuple[NcclRow, ...]
     avg_busbw: float | None
+
+    @property
+    def largest(self) -> NcclRow | None:
+        """The row of the largest message, the one a bandwidth check judges."""
+        return max(self.rows, key=lambda r: r.size, default=None)
 
 
 _RANK_RE = re.compile(r"^#\s+Rank\s+\d+\s")
@@ -136,9 +146,9 @@ class NcclBandwidthCheck:
             run = parse_nccl_tests(self.output.read_text())
         except OSError as exc:
             return [Result(self.name, Status.UNKNOWN, f"no nccl-tests output: {exc.strerror}")]
-        if not run.rows:
+        largest = run.largest
+        if largest is None:
             return [Result(self.name, Status.UNKNOWN, f"{self.output}: no result rows")]
-        largest = max(run.rows, key=lambda r: r.size)
         recomputed = bus_bandwidth(self.collective, largest.algbw, run.ranks or 1)
         limit = self.thresholds.get(self.gpu_type)
         details = {
@@ -149,7 +159,7 @@ class NcclBandwidthCheck:
             "ranks": run.ranks,
             "threshold": limit,
         }
-        if largest.wrong not in ("0", "N/A"):
+        if not largest.right:
             return [
                 Result(
                     self.name,
