@@ -26,7 +26,7 @@ import click
 from podium import paths
 from podium.api.backend_protocol import Backend
 from podium.cli import render
-from podium.cli.yardstick import Yardstick, outcome, submit, wait
+from podium.cli.yardstick import Yardstick, host_names, outcome, submit, wait
 from podium.config.operations import HealthConfig
 from podium.node.health.check_results import Status
 from podium.node.health.nccl import parse_nccl_tests
@@ -101,7 +101,6 @@ class AcrossNodes:
     def run(self, as_json: bool) -> Status:
         """Check the options (click.UsageError: one line), then check_nodes."""
         from podium.backends import config_file, open_backend
-        from podium.cli.nccl_test_cmd import host_names
         from podium.config.cluster import default_config, load_config
 
         names = host_names("--nodes", self.nodes)

@@ -8,7 +8,7 @@ import sys
 import click
 
 from podium.backends import open_backend
-from podium.cli.yardstick import Yardstick, outcome, submit, wait
+from podium.cli.yardstick import Yardstick, host_names, outcome, submit, wait
 
 
 @click.command(name="nccl-test")
@@ -74,19 +74,3 @@ def nccl_test(
         detail = "" if ended.output is not None else f"; no output at {ended.output_path}"
         click.echo(f"podium: nccl-test: {outcome(ended)}{detail}", err=True)
         sys.exit(int(ended.record.get("exit_code") or 1))
-
-
-def host_names(option: str, expr: str) -> list[str]:
-    """The nodes a Slurm host list names, checked to be plain host names."""
-    from podium.api.hostlist import hostlist
-
-    try:
-        names = hostlist(expr)
-    except ValueError as exc:
-        raise click.UsageError(f"{option} {expr!r}: {exc}") from None
-    bad = [n for n in names if not n or not all(c.isalnum() or c in "-_." for c in n)]
-    if bad or not names:
-        raise click.UsageError(
-            f"{option} {expr!r}: not a host list; give names like node[1-4] or gpu1,gpu2"
-        )
-    return list(dict.fromkeys(names))

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import click
+
 from podium.api.backend_protocol import Backend
 from podium.api.states import TERMINAL_STATES
 from podium.cli.submit import build_request
@@ -171,3 +173,19 @@ def outcome(ended: Ended) -> str:
     return f"job {ended.job_id} ended {record['state']}" + (
         f" (exit {code})" if code is not None else ""
     )
+
+
+def host_names(option: str, expr: str) -> list[str]:
+    """The nodes a Slurm host list names, checked to be plain host names."""
+    from podium.api.hostlist import hostlist
+
+    try:
+        names = hostlist(expr)
+    except ValueError as exc:
+        raise click.UsageError(f"{option} {expr!r}: {exc}") from None
+    bad = [n for n in names if not n or not all(c.isalnum() or c in "-_." for c in n)]
+    if bad or not names:
+        raise click.UsageError(
+            f"{option} {expr!r}: not a host list; give names like node[1-4] or gpu1,gpu2"
+        )
+    return list(dict.fromkeys(names))
