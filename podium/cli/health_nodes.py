@@ -30,7 +30,7 @@ from podium.cli.yardstick import Yardstick, host_names, outcome, submit, wait
 from podium.config.operations import HealthConfig
 from podium.node.health.check_results import Status
 from podium.node.health.nccl import parse_nccl_tests
-from podium.node.health.slow_nodes import Bisection, Group, Measured, find_slow_nodes
+from podium.node.health.slow_nodes import Bisection, Group, Measured, Run, find_slow_nodes
 from podium.run.files import read_json, write_atomic
 
 OUTPUT = "nccl-health-%j.out"
@@ -155,7 +155,7 @@ def check_nodes(
         note = f"no expected figure: recorded {whole.busbw:.2f} GB/s as the baseline ({key})"
     drained: dict[str, str] = {}
     for node, run in found.bad.items():
-        reason = _reason(stick, run.measured, run.nodes, judge)
+        reason = _reason(stick, run, found.accused.get(node), judge)
         if drain:
             backend.drain(node, reason)
         drained[node] = reason
@@ -198,13 +198,22 @@ def check_nodes(
     return status
 
 
-def _reason(stick: Yardstick, measured: Measured, run: Group, judge: Judge) -> str:
-    partner = ",".join(run[1:])
-    figure = "failed" if measured.busbw is None else f"busbw {measured.busbw:.3f} GB/s"
+def _reason(stick: Yardstick, run: Run, first: Run | None, judge: Judge) -> str:
+    """`nccl-health: all_reduce busbw 0.010 GB/s beside g-1 (expected ..., slow below
+    70%), job 5; first 0.011 beside g-2, job 4`: the convicting run, then the first."""
+
+    def figure(measured: Measured) -> str:
+        return "failed" if measured.busbw is None else f"{measured.busbw:.3f}"
+
     floor = ""
     if judge.expected is not None:
         floor = f" (expected {judge.expected:.3f} GB/s, slow below {judge.fraction:.0%})"
-    return f"nccl-health: {stick.collective} {figure} beside {partner}{floor}, {measured.note}"
+    busbw = "failed" if run.measured.busbw is None else f"busbw {figure(run.measured)} GB/s"
+    reason = f"nccl-health: {stick.collective} {busbw} beside {run.nodes[1]}{floor}"
+    reason += f", {run.measured.note}"
+    if first is not None and first is not run:
+        reason += f"; first {figure(first.measured)} beside {first.nodes[1]}, {first.measured.note}"
+    return reason
 
 
 def _status(found: Bisection) -> Status:

@@ -122,13 +122,14 @@ def test_bisection_names_and_drains_the_slow_node(slurm: SlurmCluster, tmp_path:
     try:
         found = _run(slurm, tmp_path, *health)
         assert found.returncode == 2, found.stderr + found.stdout  # critical
-        assert "5 run(s) in 3 round(s)" in found.stdout, found.stdout
+        assert "6 run(s) in 4 round(s)" in found.stdout, found.stdout
         assert "drained debug-st-g-3: nccl-health: all_reduce busbw" in found.stdout
         drained = slurm.node("debug-st-g-3")
         assert drained["state"] in ("drained", "draining"), drained
         assert re.search(r"busbw \d+\.\d+ GB/s beside debug-st-g-[12]", drained["reason"])
+        assert re.search(r"; first \d+\.\d+ beside debug-st-g-[12], job \d+", drained["reason"])
         others = [slurm.node(f"debug-st-g-{i}") for i in (1, 2, 4)]
-        assert all(n["state"] == "idle" for n in others), others
+        assert all(n["state"] == "idle" for n in others), (others, found.stdout)
     finally:
         _node_sh(slurm, "debug-st-g-3", "fast")
         slurm.podium("resume", "debug-st-g-3", check=False)

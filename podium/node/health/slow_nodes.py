@@ -4,14 +4,18 @@ the runs are made by a callable passed in).
 The whole set runs first. When it is slow (or fails), the set is halved and both
 halves run at once; each slow half is halved again, down to pairs. The nodes of a slow
 pair (and a node left alone by an odd split) are then each run beside a node already
-known good: slow beside a good node convicts the node, with that run's figure. When no
-good node is known yet, suspects are paired among themselves in pairs not tried before;
-a suspect that can be paired with no good node in the end is reported unresolved (two
-nodes alone cannot tell which of them is slow: `spare` nodes known good help there).
+known good. Slow beside a good node accuses the node; it is convicted only when a
+second run, beside another good node where there is one, is slow too (the convicting
+run's figure is kept): one slow run can be noise (a busy host, a retransmit), and a
+conviction drains a node. An accused node that runs at speed the second time is good.
+When no good node is known yet, suspects are paired among themselves in pairs not
+tried before; a suspect that can be paired with no good node in the end is reported
+unresolved (two nodes alone cannot tell which of them is slow: `spare` nodes known good
+help there).
 
 Runs of one round are on disjoint nodes, so they can run at the same time. With one slow
-node among N = 2^k, this takes 2k + 1 runs in k + 1 rounds (4 nodes: 5 runs, 3 rounds;
-8: 7 runs; 16: 9 runs, 5 rounds).
+node among N = 2^k, this takes 2k + 2 runs in k + 2 rounds (4 nodes: 6 runs, 4 rounds;
+8: 8 runs; 16: 10 runs, 6 rounds).
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ Measure = Callable[[list[Group]], list[Measured]]
 class Bisection:
     runs: list[Run] = field(default_factory=list)
     bad: dict[str, Run] = field(default_factory=dict)  # node -> the run that convicted it
+    accused: dict[str, Run] = field(default_factory=dict)  # node -> its first slow run
     unresolved: list[str] = field(default_factory=list)
 
     @property
@@ -107,9 +112,10 @@ def find_slow_nodes(
             if node in good or node in result.bad:
                 continue
             if partners:
-                pair = (node, partners.pop(0))
-                groups.append(pair)
-                crossed.add(pair)
+                partner = _fresh_partner(node, partners, tried)
+                partners.remove(partner)
+                groups.append((node, partner))
+                crossed.add((node, partner))
             else:
                 waiting.append(node)
         suspects = waiting
@@ -119,7 +125,12 @@ def find_slow_nodes(
                 break
         for run in run_round(groups):
             if run.slow and run.nodes in crossed:
-                result.bad[run.nodes[0]] = run
+                accused = run.nodes[0]
+                if accused in result.accused:
+                    result.bad[accused] = run
+                else:
+                    result.accused[accused] = run
+                    suspects.append(accused)
             elif run.slow and len(run.nodes) > 2:
                 slow_groups.append(run.nodes)
             elif run.slow:
@@ -127,6 +138,11 @@ def find_slow_nodes(
         suspects = [n for n in suspects if n not in good and n not in result.bad]
     result.unresolved = [n for n in suspects if n not in good and n not in result.bad]
     return result
+
+
+def _fresh_partner(node: str, partners: list[str], tried: set[frozenset[str]]) -> str:
+    """The first partner never run beside `node`, else the first."""
+    return next((p for p in partners if frozenset((node, p)) not in tried), partners[0])
 
 
 def _untried_pairs(suspects: list[str], tried: set[frozenset[str]]) -> list[Group]:

@@ -47,14 +47,33 @@ def test_a_healthy_set_takes_one_run() -> None:
     assert found.healthy and not found.bad and len(found.runs) == 1
 
 
-def test_one_slow_node_of_four_in_five_runs_and_three_rounds() -> None:
+def test_one_slow_node_of_four_in_six_runs_and_four_rounds() -> None:
     measure, _ = cluster({"n3"})
     found = find_slow_nodes(NODES, measure, is_slow)
     assert set(found.bad) == {"n3"} and not found.unresolved
-    assert len(found.runs) == 5 and found.rounds == 3
-    convicting = found.bad["n3"]
-    assert convicting.nodes[0] == "n3" and convicting.nodes[1] in {"n1", "n2"}
-    assert convicting.measured.busbw == 5.0
+    assert len(found.runs) == 6 and found.rounds == 4
+    convicting, first = found.bad["n3"], found.accused["n3"]
+    assert convicting.nodes[0] == first.nodes[0] == "n3"
+    assert {convicting.nodes[1], first.nodes[1]} == {"n1", "n2"}  # two different partners
+    assert convicting.measured.busbw == 5.0 and convicting.round == first.round + 1
+
+
+def test_one_slow_run_beside_a_good_node_is_not_a_conviction() -> None:
+    """Noise: n4 is slow the first time it runs beside a good node, at speed the second."""
+    measure, _ = cluster({"n3"})
+    noisy: list[Group] = []
+
+    def once_slow(groups: list[Group]) -> list[Measured]:
+        out = measure(groups)
+        for i, g in enumerate(groups):
+            if g[0] == "n4" and len(g) == 2 and not noisy:
+                noisy.append(g)
+                out[i] = Measured(5.0)
+        return out
+
+    found = find_slow_nodes(NODES, once_slow, is_slow)
+    assert noisy and set(found.bad) == {"n3"} and "n4" in found.accused
+    assert not found.unresolved
 
 
 def test_a_failing_node_is_found_like_a_slow_one() -> None:
@@ -87,14 +106,14 @@ def test_every_node_slow_names_none_as_good() -> None:
 
 
 @given(st.integers(min_value=3, max_value=64), st.data())
-def test_one_slow_node_is_found_in_2k_plus_1_runs(n: int, data: st.DataObject) -> None:
+def test_one_slow_node_is_found_in_2k_plus_2_runs(n: int, data: st.DataObject) -> None:
     nodes = [f"n{i}" for i in range(n)]
     bad = data.draw(st.sampled_from(nodes))
     measure, _ = cluster({bad})
     found = find_slow_nodes(nodes, measure, is_slow)
     assert set(found.bad) == {bad} and not found.unresolved
     k = math.ceil(math.log2(n))
-    assert len(found.runs) <= 2 * k + 1, [r.nodes for r in found.runs]
+    assert len(found.runs) <= 2 * k + 2, [r.nodes for r in found.runs]
 
 
 @given(st.integers(min_value=2, max_value=24), st.data())
