@@ -16,7 +16,7 @@ from podium.errors import ApiError
 
 TYPE_CHECKING = False  # typing itself is not loaded on the client's lean path
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterator, Mapping, Sequence
     from typing import Any, ClassVar, Literal
 
     from podium.api.selection import JobFilter, Selection
@@ -125,6 +125,12 @@ class Backend:
         with `task`, task `task` of array `job_id` (while it waits unstarted in its
         array's record, that record)."""
         return self._job(job_id, task)
+
+    def log_lines(self, job_id: int, stderr: bool, follow: bool) -> Iterator[str] | None:
+        """The job's output as lines where the backend serves it itself (Kubernetes:
+        the first pod's log); None where it is a file the record names (`stdout`,
+        `stderr`), which the caller reads."""
+        return None
 
     def control(self, action: Action, selection: Selection) -> list[int]:
         """Cancel, hold, release or requeue the selected jobs (an array task named

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 from podium.api.fields import Fields
 
+TYPE_CHECKING = False  # typing itself is not loaded on the client's lean path
+if TYPE_CHECKING:
+    from typing import Any
+
 
 class Selection(Fields):
     """Jobs to act on: ids (an array's id: all its tasks), array tasks as (array id,
@@ -56,6 +60,31 @@ class JobFilter(Fields):
         if self.states is not None:
             return tuple(self.states)
         return None if self.finished else ("PENDING", "RUNNING")
+
+    def pick(self, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The job records this filter selects by state, user and name, by job id
+        (what a backend that reads every record and filters it itself uses)."""
+        wanted = {s.strip().upper() for s in self.states or () if s.strip()}
+        if not wanted and not self.finished:
+            wanted = {"PENDING", "RUNNING"}
+        if wanted:
+            jobs = [j for j in jobs if j["state"] in wanted]
+        if self.user:
+            jobs = [j for j in jobs if j["user"] == self.user]
+        if self.name:
+            jobs = [j for j in jobs if j["name"] == self.name]
+        return sorted(jobs, key=lambda j: j["job_id"])
+
+    def within(self, jobs: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
+        """The records that ran between `since` and `until` (accounting's window): ended
+        at or after `since` (running ones end `now`), started at or before `until`."""
+        if self.since is not None:
+            since = self.since
+            jobs = [j for j in jobs if (j.get("end_epoch") or now) >= since]
+        if self.until is not None:
+            until = self.until
+            jobs = [j for j in jobs if (j.get("start_epoch") or 0) <= until]
+        return jobs
 
 
 class BadJobId(ValueError):

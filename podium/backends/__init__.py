@@ -2,6 +2,7 @@
 
     backend: embedded   # the default: the local daemon (podium up)
     backend: slurm      # a real Slurm cluster through its tools or slurmrestd
+    backend: kubernetes # Kueue on a Kubernetes cluster (Jobs and JobSets)
 
 Each entry is imported only when chosen, so the embedded fast path never loads Slurm's
 code (nor pydantic). The config file is read with YAML's C loader when it names a
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 BACKENDS = {
     "embedded": ("podium.backends.embedded.client", "EmbeddedBackend"),
     "slurm": ("podium.backends.slurm.backend", "SlurmBackend"),
+    "kubernetes": ("podium.backends.kubernetes.kueue_backend", "KubernetesBackend"),
 }
 
 

@@ -50,6 +50,11 @@ def logs(job: str, follow: bool, stderr: bool) -> None:
     """Print a job's output file."""
     ref = one_job(job)  # an array task's record is the array's until the task starts
     backend = open_backend()
+    lines = backend.log_lines(ref[0], stderr, follow) if ref[1] is None else None
+    if lines is not None:
+        for line in lines:
+            click.echo(line, nl=not line.endswith("\n"))
+        return
     record = backend.job(*ref)
     path = record["stderr" if stderr else "stdout"]
     if path is None:

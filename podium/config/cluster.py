@@ -24,7 +24,13 @@ from podium.config.access import (
 )
 from podium.config.common import Closed
 from podium.config.hardware import GpuInventory, GpuSharing, NodeConfig, Partition
-from podium.config.operations import GpuTypeThresholds, HealthConfig, ResumeConfig, SlurmAccess
+from podium.config.operations import (
+    GpuTypeThresholds,
+    HealthConfig,
+    KubernetesAccess,
+    ResumeConfig,
+    SlurmAccess,
+)
 from podium.config.validation import one_line
 from podium.errors import ConfigError
 
@@ -37,6 +43,7 @@ __all__ = [
     "GpuSharing",
     "GpuTypeThresholds",
     "HealthConfig",
+    "KubernetesAccess",
     "NodeConfig",
     "Partition",
     "PriorityConfig",
@@ -57,11 +64,13 @@ class ClusterConfig(Closed):
     """The whole cluster config."""
 
     cluster_name: str = "podium"
-    backend: Literal["embedded", "slurm"] = Field(
+    backend: Literal["embedded", "slurm", "kubernetes"] = Field(
         default="embedded",
-        description="embedded: this machine, run by podiumd; slurm: submit to a Slurm cluster",
+        description="embedded: this machine, run by podiumd; slurm: submit to a Slurm "
+        "cluster; kubernetes: submit to Kueue on a Kubernetes cluster",
     )
     slurm: SlurmAccess = Field(default_factory=SlurmAccess)
+    kubernetes: KubernetesAccess = Field(default_factory=KubernetesAccess)
     node: NodeConfig = Field(default_factory=NodeConfig)
     partitions: list[Partition] = Field(
         default_factory=lambda: [Partition(name="main", default=True)], min_length=1

@@ -168,3 +168,29 @@ class SlurmAccess(Closed):
                 "slurm.via: rest needs slurm.rest_url (http://HOST:PORT or unix:/PATH)"
             )
         return self
+
+
+class KubernetesAccess(Closed):
+    """How Podium reaches a Kubernetes cluster with Kueue (backend: kubernetes)."""
+
+    kubeconfig: str | None = Field(
+        default=None,
+        description="kubeconfig file; none: $KUBECONFIG, ~/.kube/config or the in-cluster "
+        "service account",
+    )
+    namespace: str = Field(
+        default="default",
+        pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+        description="where jobs are created (a team's namespace)",
+    )
+    local_queue: str = Field(
+        default="default",
+        pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+        description="the Kueue LocalQueue of jobs that name no --partition",
+    )
+    image: str | None = Field(
+        default=None, description="the container image of jobs that give no --container-image"
+    )
+    pod_annotations: dict[str, str] = Field(
+        default_factory=dict, description="annotations put on every job's pods"
+    )

@@ -9,12 +9,8 @@ The first run builds the components (about 13 minutes on 2 cores, cached after i
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,62 +18,19 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = ROOT / "scripts" / "k8s-testbed"
+from tests.integration.k8s_cluster import start_cluster, wait_for
+
 PORT_BASE = 19300
-OFFLINE = ("proxy.golang.org", "dial tcp", "i/o timeout", "no such host", "TLS handshake")
 
 pytestmark = pytest.mark.integration
 
 
-def _kube_module() -> Any:
-    spec = importlib.util.spec_from_file_location("k8s_testbed_kube", SCRIPTS / "kube.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[tuple[Path, Any]]:
-    if os.geteuid() != 0:
-        pytest.skip("the Kubernetes test cluster binds a mount point for Kueue: needs root")
-    for tool in ("go", "openssl", "unshare"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"{tool} is not installed: the Kubernetes test cluster needs it")
-    build = subprocess.run(
-        ["bash", str(SCRIPTS / "build.sh")], capture_output=True, text=True, timeout=3600
-    )
-    if build.returncode != 0:
-        if any(word in build.stderr for word in OFFLINE):
-            pytest.skip(f"the Go module proxy cannot be reached: {build.stderr[-300:]}")
-        raise AssertionError(f"build.sh failed: {build.stderr[-3000:]}")
-    directory = Path(tempfile.mkdtemp(prefix="podium-k8s-"))
-    env = dict(os.environ, PODIUM_PYTHON=sys.executable)
-    up = subprocess.run(
-        ["bash", str(SCRIPTS / "up.sh"), str(directory), "--port-base", str(PORT_BASE)],
-        capture_output=True, text=True, env=env, timeout=300,
-    )  # fmt: skip
-    assert up.returncode == 0 and "ready" in up.stdout, up.stderr[-3000:]
-    pids = [int(p.read_text()) for p in (directory / "run").glob("*.pid")]
-    try:
-        yield directory, _kube_module().Api(str(directory / "kubeconfig"))
-    finally:
-        subprocess.run(["bash", str(SCRIPTS / "down.sh"), str(directory)], timeout=120)
-        left = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
-        shutil.rmtree(directory, ignore_errors=True)
-        assert not left, f"down.sh left processes {left}"
+    yield from start_cluster(PORT_BASE)
 
 
-def _wait(api: Any, path: str, test: Any, timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    data: Any = None
-    while time.monotonic() < deadline:
-        status, data = api.call("GET", path)
-        if status == 200 and test(data):
-            return data
-        time.sleep(0.3)
-    raise AssertionError(f"{path} never got there: {data}")
+_wait = wait_for
 
 
 def _conditions(obj: dict[str, Any]) -> dict[str, str]:
@@ -225,8 +178,8 @@ def test_podiums_manifests_are_admitted_and_run_across_two_nodes(
     --gpus-per-node 8`: created as they are, Kueue admits the JobSet, JobSet gives pod 0
     the name MASTER_ADDR holds, and the pods complete on two nodes."""
     from podium.api.caller import Caller
+    from podium.backends.kubernetes.kueue_admission import KubernetesAdmission
     from podium.backends.kubernetes.manifests import Target, manifests
-    from podium.backends.slurm.admission import SlurmAdmission
     from podium.config.cluster import default_config
     from podium.jobspec.build import SubmitRequest, build_job
 
@@ -236,9 +189,9 @@ def test_podiums_manifests_are_admitted_and_run_across_two_nodes(
     request = SubmitRequest(
         options=options, cwd="/work", environment={}, script="#!/bin/bash\ntorchrun t.py\n"
     )
-    config = default_config(gpus=0, cpus=8).model_copy(update={"backend": "slurm"})
+    config = default_config(gpus=0, cpus=8).model_copy(update={"backend": "kubernetes"})
     who = Caller(uid=1000, gid=1000, name="alice")
-    spec = build_job(request, config, who, time.time(), SlurmAdmission()).spec
+    spec = build_job(request, config, who, time.time(), KubernetesAdmission("default")).spec
     docs = manifests(spec, Target(namespace="default", local_queue="default"))
     for doc in docs:
         api.apply(doc)

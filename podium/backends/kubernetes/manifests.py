@@ -20,7 +20,8 @@ bash. The image is `--container-image`, else the target's default.
 Kueue reads two labels: `kueue.x-k8s.io/queue-name` (the LocalQueue) and
 `kueue.x-k8s.io/priority-class` (a WorkloadPriorityClass named after the job's QoS).
 The time limit becomes the pods' `activeDeadlineSeconds`. Names are the job's name made
-DNS-safe plus a hash of the spec, so two submissions never collide.
+DNS-safe plus the Podium job id (unique in the namespace, so two submissions never
+collide), or a hash of the spec where there is no id yet (`--dry-run`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from podium.errors import Unsatisfiable
@@ -44,11 +46,13 @@ INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 
 @dataclass(frozen=True)
 class Target:
-    """Where the manifests go: the namespace, the LocalQueue and the default image."""
+    """Where the manifests go: the namespace, the LocalQueue, the default image and
+    annotations for every pod."""
 
     namespace: str
     local_queue: str
     image: str | None = None
+    pod_annotations: Mapping[str, str] = field(default_factory=dict)
 
 
 def dns_label(text: str, limit: int = 63) -> str:
@@ -66,9 +70,11 @@ def dns_name(text: str, suffix: str, limit: int = 40) -> str:
     return f"{dns_label(text, limit)}-{suffix}"
 
 
-def manifests(spec: JobSpec, target: Target) -> list[dict[str, Any]]:
-    """The ConfigMap and the Job or JobSet for `spec`, in the order to create them.
-    Raises Unsatisfiable with the reason when Kubernetes cannot run it as asked."""
+def manifests(spec: JobSpec, target: Target, job_id: int | None = None) -> list[dict[str, Any]]:
+    """The ConfigMap and the Job or JobSet for `spec`, in the order to create them,
+    named `NAME-JOBID` (without a job id, as `--dry-run` shows them: `NAME-` and a hash
+    of the spec). Raises Unsatisfiable with the reason when Kubernetes cannot run it as
+    asked."""
     image = spec.container_image or target.image
     if not image:
         raise Unsatisfiable(
@@ -81,7 +87,7 @@ def manifests(spec: JobSpec, target: Target) -> list[dict[str, Any]]:
             f"{MAX_SCRIPT_BYTES} (keep large files in the image or a volume)"
         )
     digest = hashlib.sha256(json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode())
-    name = dns_name(spec.name, digest.hexdigest()[:8])
+    name = dns_name(spec.name, str(job_id) if job_id is not None else digest.hexdigest()[:8])
     labels = {QUEUE_LABEL: target.local_queue, JOB_LABEL: name}
     if spec.qos:  # a WorkloadPriorityClass named after the QoS (none: Kueue's default)
         labels[PRIORITY_LABEL] = dns_label(spec.qos)
@@ -96,6 +102,8 @@ def manifests(spec: JobSpec, target: Target) -> list[dict[str, Any]]:
         "data": {"script": spec.script},
     }
     pod = _pod_template(spec, name, image)
+    if target.pod_annotations:
+        pod["metadata"]["annotations"] = dict(target.pod_annotations)
     job_spec: dict[str, Any] = {
         "parallelism": spec.nodes,
         "completions": spec.nodes,

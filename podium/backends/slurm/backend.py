@@ -135,7 +135,7 @@ class SlurmBackend(Backend):
         return [parse.job_record(j, now) for j in self.reader.jobs()]
 
     def _jobs(self, which: JobFilter) -> list[dict[str, Any]]:
-        return _select(self._records(), which)
+        return which.pick(self._records())
 
     def _job(self, job_id: int, task: int | None) -> dict[str, Any]:
         def wanted(j: dict[str, Any]) -> bool:
@@ -168,7 +168,7 @@ class SlurmBackend(Backend):
         records = self._records()
         if action == "cancel" and not ids and not selection.tasks:
             which = JobFilter(states=selection.states, user=selection.user, name=selection.name)
-            ids = [j["job_id"] for j in _select(records, which)]
+            ids = [j["job_id"] for j in which.pick(records)]
         if not ids and not selection.tasks:
             return []
         known = {j["job_id"] for j in records} | {j.get("array_job_id") for j in records}
@@ -215,14 +215,8 @@ class SlurmBackend(Backend):
         for job in self._records():
             if job["state"] != "PENDING":
                 ended.setdefault(job["job_id"], job)
-        jobs = _select(list(ended.values()), which.replace(finished=True))
-        if which.since is not None:
-            since = which.since
-            jobs = [j for j in jobs if (j.get("end_epoch") or time.time()) >= since]
-        if which.until is not None:
-            until = which.until
-            jobs = [j for j in jobs if (j.get("start_epoch") or 0) <= until]
-        return jobs
+        jobs = which.replace(finished=True).pick(list(ended.values()))
+        return which.within(jobs, time.time())
 
     def _nodes(self) -> list[dict[str, Any]]:
         jobs = self._records()
@@ -250,21 +244,6 @@ class SlurmBackend(Backend):
 
     def _node(self, node: str) -> dict[str, Any]:
         return next(n for n in self._nodes() if n["node"] == node)
-
-
-def _select(jobs: list[dict[str, Any]], which: JobFilter) -> list[dict[str, Any]]:
-    """The jobs `which` selects (state, user, name; pending and running ones unless it
-    names states or asks for finished ones), by job id."""
-    wanted = {s.strip().upper() for s in which.states or () if s.strip()}
-    if not wanted and not which.finished:
-        wanted = set(ACTIVE)
-    if wanted:
-        jobs = [j for j in jobs if j["state"] in wanted]
-    if which.user:
-        jobs = [j for j in jobs if j["user"] == which.user]
-    if which.name:
-        jobs = [j for j in jobs if j["name"] == which.name]
-    return sorted(jobs, key=lambda j: j["job_id"])
 
 
 def _path(value: str | None) -> str | None:

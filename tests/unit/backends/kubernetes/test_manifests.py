@@ -16,14 +16,14 @@ import pytest
 import yaml
 
 from podium.api.caller import Caller
+from podium.backends.kubernetes.kueue_admission import KubernetesAdmission
 from podium.backends.kubernetes.manifests import Target, dns_name, manifests
-from podium.backends.slurm.admission import SlurmAdmission
 from podium.config.cluster import default_config
 from podium.errors import Unsatisfiable
 from podium.jobspec.build import SubmitRequest, build_job
 
 GOLDEN = Path(__file__).with_name("golden")
-CONFIG = default_config(gpus=0, cpus=8).model_copy(update={"backend": "slurm"})
+CONFIG = default_config(gpus=0, cpus=8).model_copy(update={"backend": "kubernetes"})
 WHO = Caller(uid=1000, gid=1000, name="alice")
 TARGET = Target(namespace="team-a", local_queue="default")
 
@@ -39,7 +39,7 @@ CASES = {
 
 def build(options: list[str], script: str = "#!/bin/bash\ntorchrun train.py\n") -> Any:
     req = SubmitRequest(options=options, cwd="/work", environment={}, script=script)
-    return build_job(req, CONFIG, WHO, 1_800_000_000.0, SlurmAdmission()).spec
+    return build_job(req, CONFIG, WHO, 1_800_000_000.0, KubernetesAdmission("default")).spec
 
 
 def render(options: list[str], target: Target = TARGET) -> str:

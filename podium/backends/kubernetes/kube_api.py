@@ -1,0 +1,157 @@
+"""The Kubernetes calls the backend makes, through lightkube, with plain dicts in and
+out and every refusal of the API server as one-line ApiError.
+
+Kinds are named by their short names (KINDS); Kueue's and JobSet's are generic
+resources at the versions the test cluster serves (Kueue v1beta2, JobSet v1alpha2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from podium.backends.kubernetes.apply import client
+from podium.errors import ApiError
+
+Obj = dict[str, Any]
+
+
+def _kinds() -> dict[str, Any]:
+    from lightkube.generic_resource import create_global_resource, create_namespaced_resource
+    from lightkube.resources.batch_v1 import Job
+    from lightkube.resources.core_v1 import ConfigMap, Event, Node, Pod
+
+    kueue = "kueue.x-k8s.io"
+    return {
+        "ConfigMap": ConfigMap,
+        "Event": Event,
+        "Job": Job,
+        "Node": Node,
+        "Pod": Pod,
+        "JobSet": create_namespaced_resource("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets"),
+        "Workload": create_namespaced_resource(kueue, "v1beta2", "Workload", "workloads"),
+        "LocalQueue": create_namespaced_resource(kueue, "v1beta2", "LocalQueue", "localqueues"),
+        "ClusterQueue": create_global_resource(kueue, "v1beta2", "ClusterQueue", "clusterqueues"),
+    }
+
+
+def _dict(obj: Any) -> Obj:
+    return dict(obj.to_dict()) if hasattr(obj, "to_dict") else dict(obj)
+
+
+class KubeApi:
+    """One namespace of one cluster, as the kubeconfig's user sees it."""
+
+    def __init__(self, kubeconfig: str | None, namespace: str) -> None:
+        self.kubeconfig, self.namespace = kubeconfig, namespace
+        self._client: Any = None
+        self._kinds: dict[str, Any] = {}
+
+    @property
+    def kube(self) -> Any:
+        if self._client is None:
+            self._client = client(self.kubeconfig)
+            self._kinds = _kinds()
+        return self._client
+
+    def _kind(self, kind: str) -> Any:
+        self.kube  # noqa: B018 (loads the kinds with the client)
+        return self._kinds[kind]
+
+    def _namespace(self, kind: str) -> str | None:
+        return None if kind in ("Node", "ClusterQueue") else self.namespace
+
+    def _call(self, what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
+        from httpx import HTTPError
+        from lightkube.core.exceptions import ApiError as KubeApiError
+
+        try:
+            return call(*args, **kwargs)
+        except KubeApiError as exc:
+            message = (exc.status.message or str(exc)).splitlines()[0]
+            raise ApiError(f"{what}: {message}", exc.status.code or 502) from None
+        except HTTPError as exc:
+            raise ApiError(f"{what}: cannot reach the Kubernetes API server: {exc}", 502) from None
+
+    def get(self, kind: str, name: str) -> Obj | None:
+        """The object, or None when there is none of that name."""
+        try:
+            found = self._call(
+                f"{kind}/{name}",
+                self.kube.get,
+                self._kind(kind),
+                name,
+                namespace=self._namespace(kind),
+            )
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return _dict(found)
+
+    def list(self, kind: str, labels: Mapping[str, Any] | None = None) -> list[Obj]:
+        found = self._call(
+            f"listing {kind}s",
+            lambda: list(
+                self.kube.list(self._kind(kind), namespace=self._namespace(kind), labels=labels)
+            ),
+        )
+        return [_dict(o) for o in found]
+
+    def create(self, doc: Obj, dry_run: bool = False) -> Obj:
+        from lightkube import codecs
+
+        what = f"{doc['kind']}/{doc['metadata']['name']}"
+        return _dict(self._call(what, self.kube.create, codecs.from_dict(doc), dry_run=dry_run))
+
+    def replace(self, kind: str, doc: Obj) -> Obj:
+        """Replace the object as read (its resourceVersion makes a concurrent change a
+        409 ApiError)."""
+        from lightkube import codecs
+
+        self._kind(kind)  # Kueue's and JobSet's kinds are known to codecs once made
+        what = f"{kind}/{doc['metadata']['name']}"
+        return _dict(self._call(what, self.kube.replace, codecs.from_dict(doc)))
+
+    def merge_patch(self, kind: str, name: str, patch: Obj) -> Obj:
+        from lightkube.types import PatchType
+
+        return _dict(
+            self._call(
+                f"{kind}/{name}",
+                self.kube.patch,
+                self._kind(kind),
+                name,
+                patch,
+                namespace=self._namespace(kind),
+                patch_type=PatchType.MERGE,
+            )
+        )
+
+    def delete(self, kind: str, name: str) -> None:
+        try:
+            self._call(
+                f"{kind}/{name}",
+                self.kube.delete,
+                self._kind(kind),
+                name,
+                namespace=self._namespace(kind),
+            )
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+
+    def log(self, pod: str, follow: bool = False) -> Iterator[str]:
+        """A pod's log lines (as the API server's kubelet proxy gives them)."""
+        lines = self._call(
+            f"Pod/{pod} log", self.kube.log, pod, namespace=self.namespace, follow=follow
+        )
+        try:
+            yield from lines
+        except Exception as exc:  # the stream is read lazily: its errors arrive here
+            from lightkube.core.exceptions import ApiError as KubeApiError
+
+            if isinstance(exc, KubeApiError):
+                message = (exc.status.message or str(exc)).splitlines()[0]
+                raise ApiError(f"Pod/{pod} log: {message}", exc.status.code or 502) from None
+            raise

@@ -1,0 +1,424 @@
+"""The Kubernetes backend: Podium's Backend protocol served by Kueue on a Kubernetes
+cluster (`backend: kubernetes`).
+
+A submission is built and checked by Podium (`podium.jobspec.build` with
+KubernetesAdmission), rendered as a ConfigMap and a batch/v1 Job or a JobSet
+(`manifests`), checked against the LocalQueue and its ClusterQueue's quota, and created
+in the configured namespace. Kueue admits it; Podium reads it back (`k8s_records`).
+
+Job ids are Slurm-like integers, taken from the ConfigMap `podium-job-ids` by a
+compare-and-swap on its resourceVersion, and carried as the `podium.dev/job-id` label.
+What Podium knew at submission rides in the `podium.dev/record` annotation.
+
+- cancel: the job is annotated `podium.dev/cancelled` and its Workload deactivated
+  (`spec.active: false`), so Kueue stops its pods and frees its quota; the objects
+  stay, as ended jobs stay in Slurm's accounting (delete them with kubectl).
+- hold / release: the Workload's `spec.active` (pending jobs only, as Slurm's hold).
+- requeue: deactivate, then activate again (Kueue evicts and requeues it).
+- drain / resume: cordon / uncordon the Node, with the reason as an annotation.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from podium import __version__, paths
+from podium.api.backend_protocol import Backend, Feature, Unsupported
+from podium.api.caller import this_process
+from podium.api.records import would_queue
+from podium.api.selection import JobFilter, Selection
+from podium.backends.kubernetes import k8s_records as records
+from podium.backends.kubernetes.kube_api import KubeApi, Obj
+from podium.backends.kubernetes.kueue_admission import KubernetesAdmission
+from podium.backends.kubernetes.manifests import JOB_LABEL, Target, manifests
+from podium.backends.kubernetes.queue_fit import check_fits
+from podium.config.cluster import ClusterConfig
+from podium.errors import ApiError, SpecError
+from podium.jobspec.build import SubmitRequest, build_job
+from podium.jobspec.job import JobSpec
+
+if TYPE_CHECKING:
+    from podium.api.backend_protocol import Action
+
+IDS = "podium-job-ids"
+ACTIVE = ("PENDING", "RUNNING")
+_KUEUE = "Kueue decides on Kubernetes"
+
+
+class KubernetesBackend(Backend):
+    """Podium's API over one namespace of a Kubernetes cluster with Kueue."""
+
+    name = "kubernetes"
+    CANNOT: ClassVar[Mapping[str, str]] = {
+        Feature.PRIORITIES: f"{_KUEUE}: priorities are WorkloadPriorityClasses (--qos)",
+        Feature.FAIR_SHARE: f"{_KUEUE}: shares are ClusterQueue quotas in a cohort "
+        "(podium k8s render teams)",
+        Feature.HEALTH: "health checks run on each node (podium health there)",
+        Feature.FAULT_INJECTION: "fault injection acts on the embedded cluster's daemon",
+        Feature.GPU_RESUME: "Kubernetes cordons whole nodes: resume the node, not one GPU",
+        Feature.SHUTDOWN: "the control plane is stopped by its administrator",
+        Feature.BATCH: "the API server creates one object at a time and cannot take several "
+        "all or none: submit them one by one",
+        Feature.MIG_ADVICE: "MIG layouts on Kubernetes are the GPU operator's "
+        "(nvidia.com/mig.config): run podium mig advise on an embedded node",
+        Feature.MIG_APPLY: "MIG layouts on Kubernetes are applied by the GPU operator's "
+        "mig-manager through the node label nvidia.com/mig.config",
+    }
+
+    def __init__(self, config: ClusterConfig, home: Path | None = None) -> None:
+        self.config = config
+        self.home = home or paths.home()
+        self.access = config.kubernetes
+        self.api = KubeApi(self.access.kubeconfig, self.access.namespace)
+
+    # --- submission ----------------------------------------------------------------------
+
+    def _build(
+        self, request: Mapping[str, Any], job_id: int | None = None
+    ) -> tuple[JobSpec, list[Obj]]:
+        who = this_process()
+        admission = KubernetesAdmission(self.access.local_queue)
+        built = build_job(SubmitRequest(**dict(request)), self.config, who, time.time(), admission)
+        self.warnings = list(built.warnings)
+        spec = built.spec
+        target = Target(
+            self.access.namespace, spec.partition, self.access.image, self.access.pod_annotations
+        )
+        return spec, manifests(spec, target, job_id)
+
+    def _dry_run(self, request: Mapping[str, Any]) -> str:
+        import yaml
+
+        return str(yaml.safe_dump_all(self._build(request)[1], sort_keys=False))
+
+    def _submit(self, request: Mapping[str, Any]) -> list[dict[str, Any]]:
+        spec, docs = self._build(request)
+        config_map, job = docs
+        check_fits(self.api, spec.partition, job)
+        if request.get("test_only"):
+            self.api.create(job, dry_run=True)  # the API server and the webhooks judge it
+            return [
+                dict(
+                    would_queue(
+                        name=spec.name,
+                        gpus=spec.gpus,
+                        cpus=spec.cpus,
+                        mem_mb=spec.mem_mb,
+                        partition=spec.partition,
+                        qos=spec.qos or "(Kueue's default)",
+                        time_limit_s=spec.time_limit_s,
+                        array_tasks=None,
+                    )
+                )
+            ]
+        job_id = self._next_id()
+        spec, (config_map, job) = self._build(request, job_id)
+        _stamp(config_map, job, job_id, _known(spec))
+        self.api.create(config_map)
+        try:
+            created = self.api.create(job)
+        except ApiError:
+            self.api.delete("ConfigMap", config_map["metadata"]["name"])
+            raise
+        owner = {
+            "apiVersion": job["apiVersion"],
+            "kind": job["kind"],
+            "name": created["metadata"]["name"],
+            "uid": created["metadata"]["uid"],
+        }
+        self.api.merge_patch(  # the script goes when the job is deleted
+            "ConfigMap", config_map["metadata"]["name"], {"metadata": {"ownerReferences": [owner]}}
+        )
+        return [self._record_of(created)]
+
+    def _next_id(self) -> int:
+        """The next job id: a compare-and-swap on the ConfigMap's resourceVersion."""
+        for _ in range(50):
+            current = self.api.get("ConfigMap", IDS)
+            if current is None:
+                try:
+                    self.api.create(
+                        {
+                            "apiVersion": "v1",
+                            "kind": "ConfigMap",
+                            "metadata": {"name": IDS, "namespace": self.access.namespace},
+                            "data": {"next": "2"},
+                        }
+                    )
+                    return 1
+                except ApiError as exc:
+                    if exc.status != 409:
+                        raise
+                    continue
+            number = int((current.get("data") or {}).get("next") or 1)
+            current.setdefault("data", {})["next"] = str(number + 1)
+            try:
+                self.api.replace("ConfigMap", current)
+                return number
+            except ApiError as exc:
+                if exc.status != 409:
+                    raise
+        raise ApiError(f"ConfigMap/{IDS}: too many concurrent submissions; try again", 503)
+
+    # --- reading -------------------------------------------------------------------------
+
+    def _objects(self) -> list[Obj]:
+        """Every Podium job object (Jobs not made by a JobSet, and JobSets)."""
+        selector = {records.JOB_ID_LABEL: None}  # the label exists
+        jobs = [
+            j
+            for j in self.api.list("Job", labels=selector)
+            if not any(
+                o.get("kind") == "JobSet" for o in j["metadata"].get("ownerReferences") or []
+            )
+        ]
+        return jobs + self.api.list("JobSet", labels=selector)
+
+    def _records(self) -> list[dict[str, Any]]:
+        objects = self._objects()
+        workloads = {
+            o.get("uid"): w
+            for w in self.api.list("Workload")
+            for o in w["metadata"].get("ownerReferences") or []
+        }
+        pods: dict[str, list[Obj]] = {}
+        for pod in self.api.list("Pod", labels={JOB_LABEL: None}):
+            pods.setdefault(pod["metadata"]["labels"][JOB_LABEL], []).append(pod)
+        now = time.time()
+        return [
+            records.job_record(
+                o, workloads.get(o["metadata"]["uid"]), pods.get(o["metadata"]["name"], []), now
+            )
+            for o in objects
+        ]
+
+    def _record_of(self, obj: Obj) -> dict[str, Any]:
+        found = [r for r in self._records() if r["k8s_name"] == obj["metadata"]["name"]]
+        return found[0] if found else records.job_record(obj, None, [], time.time())
+
+    def _jobs(self, which: JobFilter) -> list[dict[str, Any]]:
+        return which.pick(self._records())
+
+    def _job(self, job_id: int, task: int | None) -> dict[str, Any]:
+        if task is not None:
+            raise Unsupported("job arrays are not submitted to Kubernetes by Podium yet")
+        found = [r for r in self._records() if r["job_id"] == job_id]
+        if not found:
+            raise ApiError(f"no job {job_id} in namespace {self.access.namespace}", 404)
+        return found[0]
+
+    def _acct(self, which: JobFilter) -> list[dict[str, Any]]:
+        jobs = [
+            r for r in self._records() if r["start_epoch"] is not None or r["state"] != "PENDING"
+        ]
+        jobs = which.replace(finished=True).pick(jobs)
+        return which.within(jobs, time.time())
+
+    def log_lines(self, job_id: int, stderr: bool, follow: bool) -> Iterator[str] | None:
+        """The job's first pod's log (rank 0, as `kubectl logs job/NAME` picks): a
+        container's log holds its stdout and stderr together."""
+        if stderr:
+            raise Unsupported(
+                "a pod's log holds stdout and stderr together on the kubernetes backend: drop --err"
+            )
+        record = self._job(job_id, None)
+        if not record["pods"]:
+            raise SpecError(f"job {job_id} has no pod yet ({record['reason']})")
+        return self.api.log(record["pods"][0], follow=follow)
+
+    # --- control -------------------------------------------------------------------------
+
+    def _control(self, action: Action, selection: Selection) -> list[int]:
+        if selection.tasks:
+            raise Unsupported("job arrays are not submitted to Kubernetes by Podium yet")
+        records_now = self._records()
+        ids = list(selection.job_ids)
+        if action == "cancel" and not ids:
+            which = JobFilter(states=selection.states, user=selection.user, name=selection.name)
+            ids = [j["job_id"] for j in which.pick(records_now)]
+        by_id = {r["job_id"]: r for r in records_now}
+        missing = [i for i in ids if i not in by_id]
+        if missing:
+            raise ApiError(f"no job {missing[0]} in namespace {self.access.namespace}", 404)
+        who = this_process()
+        for job_id in ids:
+            record = by_id[job_id]
+            if record["user"] != who.name and not who.is_admin:
+                raise ApiError(
+                    f"job {job_id} is {record['user']}'s: only its owner or an administrator "
+                    f"may {action} it",
+                    403,
+                )
+            getattr(self, f"_{action}_one")(record)
+        return ids
+
+    def _workload(self, record: dict[str, Any], wait_s: float = 10.0) -> str:
+        """The name of the job's Workload (Kueue makes it within moments of the job)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            kueue = record.get("kueue") or {}
+            if kueue.get("workload"):
+                return str(kueue["workload"])
+            if time.monotonic() > deadline:
+                raise ApiError(f"job {record['job_id']}: Kueue made no Workload for it", 504)
+            time.sleep(0.2)
+            record = self._job(record["job_id"], None)
+
+    def _activate(self, record: dict[str, Any], active: bool) -> None:
+        self.api.merge_patch("Workload", self._workload(record), {"spec": {"active": active}})
+
+    def _cancel_one(self, record: dict[str, Any]) -> None:
+        if record["state"] not in ACTIVE:
+            return
+        stamp = {records.CANCELLED_ANNOTATION: f"{time.time():.3f}"}
+        if record["start_epoch"] is not None:  # Kueue forgets the admission once deactivated
+            stamp[records.STARTED_ANNOTATION] = f"{record['start_epoch']:.3f}"
+        self.api.merge_patch(
+            record["kind"], record["k8s_name"], {"metadata": {"annotations": stamp}}
+        )
+        self._activate(record, False)
+
+    def _hold_one(self, record: dict[str, Any]) -> None:
+        if record["state"] != "PENDING":
+            raise ApiError(
+                f"job {record['job_id']} is {record['state']}: only pending jobs "
+                "can be held (scancel or requeue it)",
+                400,
+            )
+        self._activate(record, False)
+
+    def _release_one(self, record: dict[str, Any]) -> None:
+        if record["held"]:
+            self._activate(record, True)
+
+    def _requeue_one(self, record: dict[str, Any]) -> None:
+        if record["state"] != "RUNNING":
+            raise ApiError(
+                f"job {record['job_id']} is {record['state']}: only running jobs can be requeued",
+                400,
+            )
+        count = {records.RESTARTS_ANNOTATION: str(record["restart_count"] + 1)}
+        self.api.merge_patch(
+            record["kind"], record["k8s_name"], {"metadata": {"annotations": count}}
+        )
+        self._activate(record, False)
+        self._activate(record, True)
+
+    def _send_signal(self, selection: Selection, sig: int, scope: str) -> list[int]:
+        raise Unsupported(
+            "signals are not available on the kubernetes backend: Kubernetes sends SIGTERM "
+            "only when it stops a pod (podium cancel)"
+        )
+
+    def _set_time_limit(self, job_id: int, seconds: int | None) -> dict[str, Any]:
+        raise Unsupported(
+            "time limits are not available on the kubernetes backend once submitted: a "
+            "Job's activeDeadlineSeconds is fixed at its creation"
+        )
+
+    # --- nodes ---------------------------------------------------------------------------
+
+    def _nodes(self) -> list[dict[str, Any]]:
+        pods = [
+            p
+            for p in self.api.list("Pod")
+            if (p.get("status") or {}).get("phase") in ("Pending", "Running")
+            and (p.get("spec") or {}).get("nodeName")
+        ]
+        jobs = {
+            p["metadata"]["name"]: int(p["metadata"]["labels"][records.JOB_ID_LABEL])
+            for p in pods
+            if str((p["metadata"].get("labels") or {}).get(records.JOB_ID_LABEL, "")).isdigit()
+        }
+        return [
+            records.node_record(
+                n, [p for p in pods if p["spec"]["nodeName"] == n["metadata"]["name"]], jobs
+            )
+            for n in self.api.list("Node")
+        ]
+
+    def _node(self, node: str) -> dict[str, Any]:
+        found = [n for n in self._nodes() if n["node"] == node]
+        if not found:
+            known = ", ".join(sorted(n["node"] for n in self._nodes()))
+            raise ApiError(f"no node {node!r}; nodes: {known}", 404)
+        return found[0]
+
+    def _drain(self, node: str, reason: str) -> dict[str, Any]:
+        self._node(node)
+        reason = reason.strip()
+        if not reason or "\n" in reason:
+            raise ApiError("a drain needs a one-line --reason", 400)
+        patch = {
+            "spec": {"unschedulable": True},
+            "metadata": {"annotations": {records.DRAIN_ANNOTATION: reason}},
+        }
+        self.api.merge_patch("Node", node, patch)
+        return self._node(node)
+
+    def _resume(self, node: str, gpu: int | None) -> dict[str, Any]:
+        self._node(node)
+        patch = {
+            "spec": {"unschedulable": None},
+            "metadata": {"annotations": {records.DRAIN_ANNOTATION: None}},
+        }
+        self.api.merge_patch("Node", node, patch)
+        return self._node(node)
+
+    def _ping(self) -> dict[str, Any]:
+        who = this_process()
+        queue = self.api.get("LocalQueue", self.access.local_queue)
+        return {
+            "version": __version__,
+            "pid": None,
+            "node": self.config.cluster_name,
+            "you": who.name,
+            "admin": who.is_admin,
+            "backend": "kubernetes",
+            "namespace": self.access.namespace,
+            "local_queue": self.access.local_queue if queue else None,
+        }
+
+
+def _known(spec: JobSpec) -> dict[str, Any]:
+    """What the record needs from the spec (the `podium.dev/record` annotation)."""
+    who = this_process()
+    return {
+        "name": spec.name,
+        "user": who.name,
+        "uid": who.uid,
+        "account": spec.account,
+        "partition": spec.partition,
+        "qos": spec.qos,
+        "gpus": spec.gpus,
+        "gpu_type": spec.gpu_type,
+        "cpus": spec.cpus,
+        "mem_mb": spec.mem_mb,
+        "ntasks": spec.ntasks,
+        "node_count": spec.nodes,
+        "time_limit_s": spec.time_limit_s,
+        "work_dir": spec.work_dir,
+        "comment": spec.comment,
+        "wckey": spec.wckey,
+        "submit_epoch": round(time.time(), 3),
+    }
+
+
+def _stamp(config_map: Obj, job: Obj, job_id: int, known: dict[str, Any]) -> None:
+    """Label both objects (and the job's pods) with the job id; annotate the record."""
+    for doc in (config_map, job):
+        doc["metadata"].setdefault("labels", {})[records.JOB_ID_LABEL] = str(job_id)
+    job["metadata"].setdefault("annotations", {})[records.RECORD_ANNOTATION] = json.dumps(
+        known, sort_keys=True
+    )
+    spec = job["spec"]
+    template = (
+        spec["template"]
+        if job["kind"] == "Job"
+        else spec["replicatedJobs"][0]["template"]["spec"]["template"]
+    )
+    template["metadata"].setdefault("labels", {})[records.JOB_ID_LABEL] = str(job_id)
