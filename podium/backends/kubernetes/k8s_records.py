@@ -16,7 +16,7 @@ its pods, in Slurm's words:
 | Workload `spec.active: false`                        | PENDING   | JobHeldUser     |
 | Workload `Admitted`                                  | RUNNING   |                 |
 | Workload `Evicted` by `Preempted`, not readmitted    | PENDING   | Preempted       |
-| Workload `Evicted` otherwise                         | PENDING   | Kueue's reason  |
+| Workload `Evicted` otherwise (not by deactivation)   | PENDING   | Kueue's reason  |
 | `QuotaReserved` false: no quota free                 | PENDING   | Resources       |
 | `QuotaReserved` false: LocalQueue or ClusterQueue    | PENDING   | PartitionConfig |
 |   missing or stopped (inadmissible)                  |           |                 |
@@ -191,7 +191,8 @@ def _state(
     if condition(workload, "Admitted") is not None:
         return "RUNNING", None, False, said
     evicted = condition(workload, "Evicted")
-    if evicted is not None:
+    if evicted is not None and evicted.get("reason") not in ("Deactivated", "InactiveWorkload"):
+        # (a deactivation's eviction stays on the Workload after it is released)
         why = str(evicted.get("reason") or "Evicted")
         return "PENDING", ("Preempted" if why == "Preempted" else why), False, said
     reserved = _any_condition(workload, "QuotaReserved")
