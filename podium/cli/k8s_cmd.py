@@ -1,8 +1,10 @@
-"""`podium k8s device-plugin`: the NVIDIA Kubernetes device plugin's config (and the GPU
-Operator's mig-parted config when GPUs are split) for a node set up like this one."""
+"""`podium k8s`: the NVIDIA Kubernetes device plugin's config (and the GPU Operator's
+mig-parted config when GPUs are split) for a node set up like this one, Kueue team
+quotas rendered and applied, and the per-node health agent."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -139,3 +141,41 @@ def apply_teams_cmd(
     docs = _team_manifests(config, gpus, cpus, memory_gi, prefix, cohort)
     for what in apply_all(client(kubeconfig), docs):
         click.echo(f"applied {what}")
+
+
+@k8s.command("agent")
+@click.option("--node", required=True, help="This node's name (a DaemonSet: spec.nodeName).")
+@click.option(
+    "--config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The cluster config (backend: kubernetes). Default: $PODIUM_CONFIG.",
+)
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="The node's health state. Default: PODIUM_HOME/k8s-agent/NODE.",
+)
+@click.option("--interval", type=click.FloatRange(min=1), default=30.0, show_default=True)
+@click.option("--once", is_flag=True, help="One pass (exit 2 if it fenced the node).")
+def agent_cmd(
+    node: str, config: Path | None, state_dir: Path | None, interval: float, once: bool
+) -> None:
+    """HyperPod's node health agent: run the node's checks, set its health labels and
+    taint, evict its pods on a GPU fault, and bring it back after a deep check."""
+    from podium.backends import config_file
+    from podium.backends.kubernetes.node_agent import NodeAgent, run
+    from podium.config.cluster import load_config
+
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", node):
+        raise click.UsageError(f"--node {node!r}: expected a node's name (a DNS subdomain)")
+    path = config or Path(config_file())
+    cluster = load_config(path)
+    if "{node}" in (cluster.health.kernel_log or ""):
+        health = cluster.health.model_copy(
+            update={"kernel_log": str(cluster.health.kernel_log).format(node=node)}
+        )
+        cluster = cluster.model_copy(update={"health": health})
+    agent = NodeAgent(node, cluster, state_dir or paths.home() / "k8s-agent" / node)
+    raise SystemExit(run(agent, interval, once))

@@ -11,6 +11,7 @@ resumes it. With recovery "none" faults are only labelled, nothing is fenced.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -214,3 +215,21 @@ __all__ = [
     "next_step",
     "on_fault",
 ]
+
+
+PREFIX = "podium:"  # begins the reason of a node Podium took out of service itself
+
+
+def fencing_faults(results: list[Result]) -> list[Result]:
+    """The results that take a node out of service: those the recovery ladder fences."""
+    return [r for r in results if (f := assess(r)) is not None and f.remedy is not None]
+
+
+def fence_reason(bad: list[Result]) -> str:
+    """One line, starting `podium:`, that names the first fault (and a reboot if due):
+    the reason a node drained for `bad` shows."""
+    first = bad[0]
+    text = f"{PREFIX} {first.check}: {first.reason}"
+    if any(r.action is Action.REBOOT for r in bad):
+        text += " (needs reboot)"
+    return re.sub(r"\s+", " ", text)[:200]

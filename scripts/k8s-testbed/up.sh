@@ -116,6 +116,77 @@ start kube-scheduler "$BIN/kube-scheduler" --kubeconfig "$KUBECONFIG_FILE" \
 # --- kwok: nodes with GPUs and pod lifecycles ------------------------------------------
 "$PY" "$HERE/kube.py" "$KUBECONFIG_FILE" nodes "$NODES" "$GPUS"
 for f in "$CACHE"/kwok-stages/*.yaml; do echo "---"; cat "$f"; done > "$DIR/etc/kwok-stages.yaml"
+# Two stages of our own, for what a kubelet would do and kwok's stages leave out:
+# - a pod being deleted (evicted) while it runs has its containers stopped (exit 137)
+#   and ends Failed, so the Job controller can account for it and lift its finalizer
+#   (kwok deletes only pods without finalizers);
+# - a running pod annotated kwok.podium.dev/exit-code: N ends with that exit code
+#   (Failed unless 0): an application error, for the tests (give the pod also
+#   pod-complete.stage.kwok.x-k8s.io/weight: "0" so that kwok's own stage stays out).
+cat >> "$DIR/etc/kwok-stages.yaml" <<'STAGES'
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: podium-pod-stop-on-delete}
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchExpressions:
+    - {key: '.metadata.deletionTimestamp', operator: 'Exists'}
+    - {key: '.metadata.finalizers', operator: 'Exists'}
+    - {key: '.status.phase', operator: 'In', values: ['Running', 'Pending']}
+  delay: {durationMilliseconds: 300}
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      containerStatuses:
+      {{ range $index, $item := .spec.containers }}
+      - image: {{ $item.image | Quote }}
+        name: {{ $item.name | Quote }}
+        ready: false
+        restartCount: 0
+        started: false
+        state:
+          terminated:
+            exitCode: 137
+            finishedAt: {{ $now | Quote }}
+            reason: Error
+            startedAt: {{ $now | Quote }}
+      {{ end }}
+      phase: Failed
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: podium-pod-exit-code}
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchExpressions:
+    - {key: '.metadata.deletionTimestamp', operator: 'DoesNotExist'}
+    - {key: '.status.phase', operator: 'In', values: ['Running']}
+    - {key: '.metadata.annotations["kwok.podium.dev/exit-code"]', operator: 'Exists'}
+  weight: 1
+  delay: {durationMilliseconds: 1000}
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      {{ $code := index .metadata.annotations "kwok.podium.dev/exit-code" }}
+      containerStatuses:
+      {{ range $index, $item := .spec.containers }}
+      - image: {{ $item.image | Quote }}
+        name: {{ $item.name | Quote }}
+        ready: false
+        restartCount: 0
+        started: false
+        state:
+          terminated:
+            exitCode: {{ $code }}
+            finishedAt: {{ $now | Quote }}
+            reason: {{ if eq $code "0" }}Completed{{ else }}Error{{ end }}
+            startedAt: {{ $now | Quote }}
+      {{ end }}
+      phase: {{ if eq $code "0" }}Succeeded{{ else }}Failed{{ end }}
+STAGES
 start kwok "$BIN/kwok" --kubeconfig "$KUBECONFIG_FILE" --config "$DIR/etc/kwok-stages.yaml" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
     --cidr 10.244.0.0/16 --node-ip 10.244.0.1 --server-address "127.0.0.1:$KWOK"

@@ -35,6 +35,7 @@ from datetime import datetime
 from typing import Any
 
 from podium.api.records import JobRecord
+from podium.backends.kubernetes.manifests import HEALTH_LABEL
 
 JOB_ID_LABEL = "podium.dev/job-id"
 RECORD_ANNOTATION = "podium.dev/record"
@@ -42,7 +43,6 @@ CANCELLED_ANNOTATION = "podium.dev/cancelled"
 RESTARTS_ANNOTATION = "podium.dev/restart-count"
 STARTED_ANNOTATION = "podium.dev/started"  # a cancelled job's start, kept at its cancel
 DRAIN_ANNOTATION = "podium.dev/drain-reason"
-HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
 GPU = "nvidia.com/gpu"
 # HyperPod's node-health-status values -> Podium's health labels (podium.api.health)
@@ -103,8 +103,9 @@ def job_record(obj: Obj, workload: Obj | None, pods: list[Obj], now: float) -> d
     if state == "CANCELLED" and start is None:
         end = end or epoch(meta.get("creationTimestamp"))
     elapsed = max(0.0, (end if end is not None else now) - start) if start is not None else 0.0
+    live = [p for p in pods if _live(p)] if state == "RUNNING" else pods
     nodes = sorted(
-        {str(p["spec"]["nodeName"]) for p in pods if (p.get("spec") or {}).get("nodeName")}
+        {str(p["spec"]["nodeName"]) for p in live if (p.get("spec") or {}).get("nodeName")}
     )
     code = _exit_code(pods) if state in ("FAILED", "TIMEOUT", "COMPLETED") else None
     gpus = int(known.get("gpus") or 0)
@@ -150,7 +151,8 @@ def job_record(obj: Obj, workload: Obj | None, pods: list[Obj], now: float) -> d
         "elapsed_s": round(elapsed, 3),
         "gpu_seconds": round(elapsed * gpus, 3),
         "cpu_seconds": round(elapsed * cpus, 3),
-        "restart_count": int(annotations.get(RESTARTS_ANNOTATION) or 0),
+        "restart_count": int(annotations.get(RESTARTS_ANNOTATION) or 0)
+        + int((obj.get("status") or {}).get("restarts") or 0),  # JobSet's (auto-resume)
         "dependency": None,
         "stdout": None,
         "stderr": None,
@@ -163,8 +165,16 @@ def job_record(obj: Obj, workload: Obj | None, pods: list[Obj], now: float) -> d
     extra["k8s_name"] = meta.get("name")
     extra["namespace"] = meta.get("namespace")
     extra["kueue"] = kueue
-    extra["pods"] = sorted(str(p["metadata"]["name"]) for p in pods)
+    extra["pods"] = sorted(str(p["metadata"]["name"]) for p in (live or pods))
     return extra
+
+
+def _live(pod: Obj) -> bool:
+    """A pod that holds its node: not ended, not being deleted."""
+    phase = (pod.get("status") or {}).get("phase")
+    return phase in ("Pending", "Running") and not (pod.get("metadata") or {}).get(
+        "deletionTimestamp"
+    )
 
 
 def _state(

@@ -89,7 +89,7 @@ class KubeApi:
             raise
         return _dict(found)
 
-    def list(self, kind: str, labels: Mapping[str, Any] | None = None) -> list[Obj]:
+    def objects(self, kind: str, labels: Mapping[str, Any] | None = None) -> list[Obj]:
         found = self._call(
             f"listing {kind}s",
             lambda: list(
@@ -97,6 +97,30 @@ class KubeApi:
             ),
         )
         return [_dict(o) for o in found]
+
+    def pods_on(self, node: str) -> list[Obj]:
+        """Every pod bound to `node`, in every namespace."""
+        found = self._call(
+            f"listing the pods on {node}",
+            lambda: list(
+                self.kube.list(self._kind("Pod"), namespace="*", fields={"spec.nodeName": node})
+            ),
+        )
+        return [_dict(o) for o in found]
+
+    def evict(self, pod: str, namespace: str) -> None:
+        """Evict `pod` through the Eviction API (the pod gets DisruptionTarget; a
+        PodDisruptionBudget may refuse it: 429, raised as ApiError)."""
+        from lightkube.models.meta_v1 import ObjectMeta
+
+        eviction = self._kind("Pod").Eviction(metadata=ObjectMeta(name=pod, namespace=namespace))
+        try:
+            self._call(
+                f"evicting Pod/{pod}", self.kube.create, eviction, name=pod, namespace=namespace
+            )
+        except ApiError as exc:
+            if exc.status != 404:  # gone already
+                raise
 
     def create(self, doc: Obj, dry_run: bool = False) -> Obj:
         from lightkube import codecs

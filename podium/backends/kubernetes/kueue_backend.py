@@ -171,22 +171,22 @@ class KubernetesBackend(Backend):
         selector = {records.JOB_ID_LABEL: None}  # the label exists
         jobs = [
             j
-            for j in self.api.list("Job", labels=selector)
+            for j in self.api.objects("Job", labels=selector)
             if not any(
                 o.get("kind") == "JobSet" for o in j["metadata"].get("ownerReferences") or []
             )
         ]
-        return jobs + self.api.list("JobSet", labels=selector)
+        return jobs + self.api.objects("JobSet", labels=selector)
 
     def _records(self) -> list[dict[str, Any]]:
         objects = self._objects()
         workloads = {
             o.get("uid"): w
-            for w in self.api.list("Workload")
+            for w in self.api.objects("Workload")
             for o in w["metadata"].get("ownerReferences") or []
         }
         pods: dict[str, list[Obj]] = {}
-        for pod in self.api.list("Pod", labels={JOB_LABEL: None}):
+        for pod in self.api.objects("Pod", labels={JOB_LABEL: None}):
             pods.setdefault(pod["metadata"]["labels"][JOB_LABEL], []).append(pod)
         now = time.time()
         return [
@@ -325,7 +325,7 @@ class KubernetesBackend(Backend):
     def _nodes(self) -> list[dict[str, Any]]:
         pods = [
             p
-            for p in self.api.list("Pod")
+            for p in self.api.objects("Pod")
             if (p.get("status") or {}).get("phase") in ("Pending", "Running")
             and (p.get("spec") or {}).get("nodeName")
         ]
@@ -338,7 +338,7 @@ class KubernetesBackend(Backend):
             records.node_record(
                 n, [p for p in pods if p["spec"]["nodeName"] == n["metadata"]["name"]], jobs
             )
-            for n in self.api.list("Node")
+            for n in self.api.objects("Node")
         ]
 
     def _node(self, node: str) -> dict[str, Any]:

@@ -2,12 +2,18 @@
 
 One pod per node of the job:
 - **one node:** a batch/v1 Job;
-- **several nodes:** a JobSet with one replicated Job of indexed pods (parallelism =
-  completions = nodes). JobSet's headless service gives each pod a stable name, and
-  pod 0's name is MASTER_ADDR.
+- **several nodes, or `--auto-resume=N`:** a JobSet with one replicated Job of indexed
+  pods (parallelism = completions = nodes). JobSet's headless service gives each pod a
+  stable name, and pod 0's name is MASTER_ADDR. With auto-resume, JobSet restarts the
+  whole gang up to N times when a pod is lost to its node (HyperPod's job auto-resume),
+  and not when the job's own container fails; PODIUM_RESTART_COUNT is JobSet's restart
+  attempt.
 
 Every pod gets its GPUs (`nvidia.com/gpu`, or `nvidia.com/mig-<profile>` for a MIG
-slice) as requests and limits, with the job's CPUs and memory per node.
+slice) as requests and limits, with the job's CPUs and memory per node, and a node
+affinity that keeps it off nodes whose HyperPod health label
+(`sagemaker.amazonaws.com/node-health-status`, set by `podium k8s agent`) says
+unschedulable, as HyperPod's own jobs select `Schedulable` nodes.
 
 Environment for torchrun, as Kubeflow's PyTorchJob sets it:
 - MASTER_ADDR, MASTER_PORT;
@@ -42,6 +48,9 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 JOB_LABEL = "podium.dev/job"
 INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+RESTART_FIELD = "metadata.labels['jobset.sigs.k8s.io/restart-attempt']"
+HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"  # HyperPod's, set by the agent
+UNHEALTHY = ("Unschedulable", "UnschedulablePendingReboot", "UnschedulablePendingReplacement")
 
 
 @dataclass(frozen=True)
@@ -112,16 +121,32 @@ def manifests(spec: JobSpec, target: Target, job_id: int | None = None) -> list[
         "template": pod,
     }
     meta = {"name": name, "namespace": target.namespace, "labels": labels}
-    if spec.nodes == 1:
+    if spec.nodes == 1 and not spec.auto_resume:
         job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": job_spec}
         return [config_map, job]
+    failure: dict[str, Any] = {"maxRestarts": spec.auto_resume}
+    if spec.auto_resume:
+        # A pod lost to its node (evicted: DisruptionTarget) fails its Job by the
+        # backoff limit and JobSet restarts every Job, up to maxRestarts; a container
+        # that exits non-zero fails its Job by the pod failure policy, and the JobSet
+        # fails without a restart (an application error, as on the other backends).
+        job_spec["podFailurePolicy"] = {
+            "rules": [
+                {"action": "Count", "onPodConditions": [{"type": "DisruptionTarget"}]},
+                {
+                    "action": "FailJob",
+                    "onExitCodes": {"containerName": "job", "operator": "NotIn", "values": [0]},
+                },
+            ]
+        }
+        failure["rules"] = [{"action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}]
     jobset = {
         "apiVersion": "jobset.x-k8s.io/v1alpha2",
         "kind": "JobSet",
         "metadata": meta,
         "spec": {
             "network": {"enableDNSHostnames": True, "subdomain": name},
-            "failurePolicy": {"maxRestarts": 0},
+            "failurePolicy": failure,
             "replicatedJobs": [{"name": "workers", "replicas": 1, "template": {"spec": job_spec}}],
         },
     }
@@ -137,13 +162,19 @@ def _pod_template(spec: JobSpec, name: str, image: str) -> dict[str, Any]:
     if gpus:
         requests[resource] = limits[resource] = str(gpus)
     master = "127.0.0.1" if spec.nodes == 1 else f"{name}-workers-0-0.{name}"
+    in_jobset = spec.nodes > 1 or bool(spec.auto_resume)
+    restarts: dict[str, Any] = (
+        {"name": "PODIUM_RESTART_COUNT", "valueFrom": {"fieldRef": {"fieldPath": RESTART_FIELD}}}
+        if in_jobset
+        else {"name": "PODIUM_RESTART_COUNT", "value": "0"}
+    )
     env: list[dict[str, Any]] = [
         {"name": "MASTER_ADDR", "value": master},
         {"name": "MASTER_PORT", "value": str(MASTER_PORT)},
         {"name": "WORLD_SIZE", "value": str(spec.nodes)},
         {"name": "PODIUM_JOB_NAME", "value": spec.name},
         {"name": "PODIUM_AUTO_RESUME", "value": str(spec.auto_resume)},
-        {"name": "PODIUM_RESTART_COUNT", "value": "0"},
+        restarts,
     ]
     for var in ("NODE_RANK", "RANK"):
         env.append({"name": var, "valueFrom": {"fieldRef": {"fieldPath": INDEX_FIELD}}})
@@ -166,8 +197,7 @@ def _pod_template(spec: JobSpec, name: str, image: str) -> dict[str, Any]:
     }
     if spec.time_limit_s is not None:
         pod_spec["activeDeadlineSeconds"] = spec.time_limit_s
-    if spec.exclude:
-        pod_spec["affinity"] = _avoid(spec.exclude)
+    pod_spec["affinity"] = _avoid(spec.exclude)
     return {"metadata": {"labels": {JOB_LABEL: name}}, "spec": pod_spec}
 
 
@@ -182,12 +212,16 @@ def _is_mig(gpu_type: str | None) -> bool:
 
 
 def _avoid(nodes: tuple[str, ...]) -> dict[str, Any]:
-    """Node affinity that keeps the pods off these nodes (a job's excluded nodes)."""
-    term = {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": sorted(nodes)}
+    """Node affinity that keeps the pods off nodes HyperPod's health label marks
+    unschedulable (a node without the label is fine) and off the job's excluded nodes."""
+    terms = [{"key": HEALTH_LABEL, "operator": "NotIn", "values": list(UNHEALTHY)}]
+    if nodes:
+        hosts = sorted(nodes)
+        terms.append({"key": "kubernetes.io/hostname", "operator": "NotIn", "values": hosts})
     return {
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": [term]}]
+                "nodeSelectorTerms": [{"matchExpressions": terms}]
             }
         }
     }

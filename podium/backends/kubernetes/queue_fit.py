@@ -36,13 +36,13 @@ def check_fits(api: KubeApi, local_queue: str, job: Obj) -> None:
     `job` from `local_queue`."""
     queue = api.get("LocalQueue", local_queue)
     if queue is None:
-        names = sorted(q["metadata"]["name"] for q in api.list("LocalQueue"))
+        names = sorted(q["metadata"]["name"] for q in api.objects("LocalQueue"))
         raise Unsatisfiable(
             f"--partition={local_queue}: no LocalQueue {local_queue!r} in namespace "
             f"{api.namespace}; local queues there: {', '.join(names) or 'none'}"
         )
     cq_name = str(queue["spec"]["clusterQueue"])
-    every = {q["metadata"]["name"]: q for q in api.list("ClusterQueue")}
+    every = {q["metadata"]["name"]: q for q in api.objects("ClusterQueue")}
     cluster_queue = every.get(cq_name)
     if cluster_queue is None:
         raise Unsatisfiable(
@@ -106,7 +106,7 @@ def _lendable(queue: Obj, flavor: str, resource: str) -> float:
 
 def _fits_a_node(api: KubeApi, per_pod: dict[str, float]) -> None:
     try:
-        nodes = api.list("Node")
+        nodes = api.objects("Node")
     except ApiError as exc:
         if exc.status == 403:  # a user who may not list nodes: Kueue and the scheduler judge
             return

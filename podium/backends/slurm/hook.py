@@ -34,10 +34,8 @@ from podium.node.health.check_results import Action, Result, Status, append_resu
 from podium.node.health.suite import node_checks, nvml_probe
 from podium.node.inventory import resolve_inventory
 from podium.recover.agent import read_boot_id
-from podium.recover.ladder import assess
+from podium.recover.ladder import PREFIX, fence_reason, fencing_faults
 from podium.run.files import read_json, write_atomic
-
-PREFIX = "podium:"
 
 
 def _config(node: str) -> ClusterConfig:
@@ -49,20 +47,6 @@ def _config(node: str) -> ClusterConfig:
     if health.kernel_log and "{node}" in health.kernel_log:
         health = health.model_copy(update={"kernel_log": health.kernel_log.format(node=node)})
     return config.model_copy(update={"health": health})
-
-
-def faults(results: list[Result]) -> list[Result]:
-    """The results that take a node out of service: those the recovery ladder fences."""
-    return [r for r in results if (f := assess(r)) is not None and f.remedy is not None]
-
-
-def drain_reason(bad: list[Result]) -> str:
-    """One line, starting `podium:`, that names the first fault (and a reboot if due)."""
-    first = bad[0]
-    text = f"{PREFIX} {first.check}: {first.reason}"
-    if any(r.action is Action.REBOOT for r in bad):
-        text += " (needs reboot)"
-    return re.sub(r"\s+", " ", text)[:200]
 
 
 def state_dir(config: ClusterConfig) -> Path:
@@ -137,7 +121,7 @@ class NodeHook:
     def on_fault(self, bad: list[Result]) -> None:
         state, reason = self.slurm_state()
         if not reason.startswith(PREFIX) and ("drain" not in state or not reason):
-            self.drain(drain_reason(bad))
+            self.drain(fence_reason(bad))
         remedy = "reboot" if any(r.action is Action.REBOOT for r in bad) else "reset"
         gpus = sorted({r.gpu for r in bad if r.gpu is not None})
         if not self.saved.exists():
@@ -197,7 +181,7 @@ def main(argv: list[str]) -> int:
         print("podium hook: SLURMD_NODENAME is not set (slurmd sets it)", file=sys.stderr)
         return 2
     hook = NodeHook(node, _config(node))
-    bad = faults(hook.checks(deep=False))
+    bad = fencing_faults(hook.checks(deep=False))
     if bad:
         hook.on_fault(bad)
         return 1 if argv[0] == "prolog" else 0

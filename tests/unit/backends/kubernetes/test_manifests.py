@@ -55,6 +55,11 @@ def test_golden(case: str) -> None:
     assert text == path.read_text()
 
 
+def env_list(jobset: dict[str, Any]) -> list[dict[str, Any]]:
+    job = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]
+    return list(job["template"]["spec"]["containers"][0]["env"])
+
+
 def test_one_node_is_a_job_and_several_a_jobset_with_torchrun_variables() -> None:
     single = manifests(build(CASES["single"]), TARGET)
     assert [d["kind"] for d in single] == ["ConfigMap", "Job"]
@@ -75,7 +80,16 @@ def test_one_node_is_a_job_and_several_a_jobset_with_torchrun_variables() -> Non
     high = manifests(build([*CASES["single"], "--qos=High_Prio"]), TARGET)[1]
     assert high["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "high-prio"
     term = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    assert term["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["gpu-7"]
+    health, excluded = term["nodeSelectorTerms"][0]["matchExpressions"]
+    assert health["key"] == "sagemaker.amazonaws.com/node-health-status"
+    assert health["operator"] == "NotIn" and "UnschedulablePendingReboot" in health["values"]
+    assert excluded["values"] == ["gpu-7"]
+    failure = jobset["spec"]["failurePolicy"]  # --auto-resume=2: JobSet restarts the gang
+    assert failure["maxRestarts"] == 2 and failure["rules"][0]["action"] == "FailJobSet"
+    restart = next(e for e in env_list(jobset) if e["name"] == "PODIUM_RESTART_COUNT")
+    assert "restart-attempt" in restart["valueFrom"]["fieldRef"]["fieldPath"]
+    alone = manifests(build(["--gpus=1", "--auto-resume=1", "--container-image=busybox"]), TARGET)
+    assert alone[1]["kind"] == "JobSet"  # one node with auto-resume: restarted by JobSet
     assert multi[0]["data"]["script"] == "#!/bin/bash\ntorchrun train.py\n"
 
 
