@@ -15,7 +15,8 @@ What Podium knew at submission rides in the `podium.dev/record` annotation.
   stay, as ended jobs stay in Slurm's accounting (delete them with kubectl).
 - hold / release: the Workload's `spec.active` (pending jobs only, as Slurm's hold).
 - requeue: deactivate, then activate again (Kueue evicts and requeues it).
-- drain / resume: cordon / uncordon the Node, with the reason as an annotation.
+- drain / resume: cordon / uncordon the Node, with the reason as an annotation; resume
+  also lifts the health agent's fence (label back to Schedulable, its taint removed).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from podium.api.selection import JobFilter, Selection
 from podium.backends.kubernetes import k8s_records as records
 from podium.backends.kubernetes.kube_api import KubeApi, Obj
 from podium.backends.kubernetes.kueue_admission import KubernetesAdmission
-from podium.backends.kubernetes.manifests import JOB_LABEL, Target, manifests
+from podium.backends.kubernetes.manifests import HEALTH_LABEL, JOB_LABEL, Target, manifests
 from podium.backends.kubernetes.queue_fit import check_fits
 from podium.config.cluster import ClusterConfig
 from podium.errors import ApiError, SpecError
@@ -361,11 +362,21 @@ class KubernetesBackend(Backend):
         return self._node(node)
 
     def _resume(self, node: str, gpu: int | None) -> dict[str, Any]:
+        """Uncordon the node and lift Podium's fence (its health label and taint), as
+        an administrator's `scontrol update state=resume` does on Slurm."""
         self._node(node)
-        patch = {
-            "spec": {"unschedulable": None},
+        current = self.api.get("Node", node) or {}
+        taints = [
+            t for t in (current.get("spec") or {}).get("taints") or []
+            if t.get("key") != HEALTH_LABEL
+        ]  # fmt: skip
+        labels = (current.get("metadata") or {}).get("labels") or {}
+        patch: dict[str, Any] = {
+            "spec": {"unschedulable": None, "taints": taints or None},
             "metadata": {"annotations": {records.DRAIN_ANNOTATION: None}},
         }
+        if HEALTH_LABEL in labels:
+            patch["metadata"]["labels"] = {HEALTH_LABEL: "Schedulable"}
         self.api.merge_patch("Node", node, patch)
         return self._node(node)
 

@@ -147,6 +147,7 @@ class NodeAgent:
         node = self._node()
         reason = str((node["metadata"].get("annotations") or {}).get(DRAIN_ANNOTATION, ""))
         if not reason.startswith(PREFIX):
+            self.saved.unlink(missing_ok=True)  # resumed by an administrator, if fenced
             return "healthy"
         saved: dict[str, Any] = read_json(self.saved) or {}
         remedy = saved.get("remedy", "reset")
