@@ -39,13 +39,16 @@ def config_file(home: Path | str | None = None) -> str:
 
 def backend_name(path: str | os.PathLike[str]) -> str:
     """The `backend:` of the config at `path` ("embedded" when there is no file or
-    the file names none). Raises ConfigError for an unknown name or a file that is
-    not YAML."""
+    the file names none). Raises ConfigError for an unknown name, a file that is not
+    YAML, or one that is there but cannot be read (a silent fall back to the embedded
+    cluster would send the command to another cluster)."""
     try:
         with open(path) as fh:
             text = fh.read()
-    except OSError:
+    except FileNotFoundError:
         return "embedded"
+    except OSError as exc:  # there, but not readable: never fall back to another cluster
+        raise ConfigError(f"cannot read the cluster config {path}: {exc.strerror}") from None
     if "backend" not in text:  # no YAML parse on the fast path
         return "embedded"
     import yaml

@@ -5,9 +5,12 @@ could never admit is refused before anything is created."""
 
 from __future__ import annotations
 
+import base64
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +20,9 @@ import pytest
 import yaml
 
 from tests.integration.k8s_cluster import start_cluster
+from tests.integration.test_permissions import PYTHONPATH, _python, as_login, other_user
+
+__all__ = ["other_user"]  # a fixture: a second Unix user the test may run as
 
 pytestmark = pytest.mark.integration
 PODIUM = str(Path(sys.executable).parent / "podium")
@@ -249,3 +255,58 @@ def test_what_kubernetes_cannot_do_is_refused_in_one_line(slow: Podium) -> None:
         done = slow(*args)
         assert done.returncode == 2 and message in done.stderr, (args, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1
+
+
+def _inline(kubeconfig: dict[str, Any]) -> dict[str, Any]:
+    """The kubeconfig with its certificate and key files inlined (`...-data`): the
+    files live in the cluster's directory, which only root may enter."""
+    for section, key in (("clusters", "cluster"), ("users", "user")):
+        for entry in kubeconfig.get(section) or []:
+            body = entry[key]
+            for name in ("certificate-authority", "client-certificate", "client-key"):
+                if name in body:
+                    data = Path(body.pop(name)).read_bytes()
+                    body[f"{name}-data"] = base64.b64encode(data).decode()
+    return kubeconfig
+
+
+def test_another_user_cannot_cancel_or_hold_my_job(
+    cluster: tuple[Path, Any], slow: Podium, other_user: str, request: pytest.FixtureRequest
+) -> None:
+    """A second Unix user with the same cluster access (a kubeconfig it may read, in a
+    directory of the test's) sees the job, its own submissions carry its name, and it
+    may not cancel or hold someone else's: Podium's guard on top of Kubernetes RBAC."""
+    shared = Path(tempfile.mkdtemp(prefix="podium-k8s-user-"))  # pytest's tree is root's only
+    request.addfinalizer(lambda: shutil.rmtree(shared, ignore_errors=True))
+    shared.chmod(0o755)
+    kubeconfig = shared / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(_inline(yaml.safe_load((cluster[0] / "kubeconfig").read_text())))
+    )
+    config = yaml.safe_load(slow.config.read_text())
+    config["kubernetes"]["kubeconfig"] = str(kubeconfig)
+    (shared / "podium.yaml").write_text(yaml.safe_dump(config))
+    for path in (kubeconfig, shared / "podium.yaml"):
+        path.chmod(0o644)
+
+    def as_other(*args: str) -> subprocess.CompletedProcess[str]:
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(shared), "PYTHONPATH": PYTHONPATH,
+               "PODIUM_CONFIG": f"{shared}/podium.yaml", "PODIUM_HOME": str(shared)}  # fmt: skip
+        return subprocess.run(
+            [_python[0], "-m", "podium", *args], capture_output=True, text=True, env=env,
+            cwd=shared, timeout=120, **as_login(other_user),
+        )  # fmt: skip
+
+    mine = slow.submit("--gpus=1", "--wrap", "train")
+    listed = as_other("queue", "--json")
+    assert listed.returncode == 0 and mine in [j["job_id"] for j in json.loads(listed.stdout)]
+    for action in ("cancel", "hold"):
+        refused = as_other(action, str(mine))
+        assert refused.returncode != 0, refused.stdout
+        assert f"job {mine} is root's: only its owner or an administrator" in refused.stderr
+    assert slow.job(mine)["state"] in ("PENDING", "RUNNING")
+    theirs = as_other("submit", "--parsable", "--gpus=1", "--wrap", "train")
+    assert theirs.returncode == 0, theirs.stderr
+    record = slow.job(int(theirs.stdout.strip()))
+    assert record["user"] == other_user
+    slow.ok("cancel", str(mine), theirs.stdout.strip())  # root is an administrator

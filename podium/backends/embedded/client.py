@@ -127,6 +127,13 @@ class Client:
                         f"no Podium daemon at {self.socket} (start one with: podium up)"
                     ) from None
                 failures.append(exc)
+            except PermissionError:
+                self.close()
+                raise DaemonUnavailable(
+                    f"cannot reach the Podium daemon at {self.socket}: permission denied "
+                    "(set PODIUM_HOME to a cluster you may use, or PODIUM_CONFIG to a "
+                    "config file you may read)"
+                ) from None
             except (
                 ConnectionRefusedError,
                 ClosedEarly,
