@@ -259,3 +259,24 @@ def test_a_user_may_lower_a_time_limit_and_only_an_admin_raise_it(
     events = [e["detail"] for e in c.job(job)["events"] if e["kind"] == "update"]
     assert events == [f"TimeLimit=60s by {other_user}", f"TimeLimit=3s by {other_user}"]
     c.cli("cancel", str(held), check=True)
+
+
+def test_a_config_or_socket_the_user_may_not_reach_is_one_line(
+    cluster: Cluster, other_user: str, tmp_path: Path
+) -> None:
+    """A cluster config there but unreadable is an error, never a silent fall back to
+    the embedded cluster; a daemon whose socket the user may not reach is one line."""
+    private = tmp_path / "private.yaml"  # under pytest's root-only tree
+    private.write_text("backend: slurm\n")
+    env = _user_env(cluster, other_user)
+    for extra, message in (
+        ({"PODIUM_CONFIG": str(private)}, f"cannot read the cluster config {private}"),
+        ({"PODIUM_HOME": str(tmp_path / "home")}, "Permission denied"),
+    ):
+        for args in (["queue"], ["show", "1"]):
+            done = subprocess.run(
+                [_python[0], "-m", "podium", *args], capture_output=True, text=True,
+                cwd="/tmp", env={**env, **extra}, **as_login(other_user), timeout=60,
+            )  # fmt: skip
+            assert done.returncode != 0 and message in done.stderr, (args, done.stderr)
+            assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
