@@ -89,4 +89,18 @@ def gpu_operator_mig(gpus: GpuInventory) -> str:
     return mig_parted(layouts, CONFIG_NAME)
 
 
-__all__ = ["RESOURCE", "device_plugin", "gpu_operator_mig", "node_sharing"]
+def node_resources(gpus: GpuInventory) -> dict[str, int]:
+    """The extended resources a node with these GPUs advertises through the device
+    plugin's config above: `nvidia.com/gpu` for the GPUs outside MIG (times the
+    replicas when shared) and `nvidia.com/mig-<profile>` per MIG slice (mixed strategy)."""
+    mode, replicas = node_sharing(gpus)
+    whole = gpus.count - len(gpus.mig)
+    found: dict[str, int] = {RESOURCE: whole * (replicas if mode != "none" else 1)}
+    for slices in gpus.mig.values():
+        for profile in slices:
+            name = f"nvidia.com/mig-{profile}"
+            found[name] = found.get(name, 0) + 1
+    return found
+
+
+__all__ = ["RESOURCE", "device_plugin", "gpu_operator_mig", "node_resources", "node_sharing"]

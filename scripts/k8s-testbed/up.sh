@@ -13,15 +13,16 @@
 # `podium`) and prints "ready".
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-DIR=${1:?usage: up.sh DIR [--port-base P] [--nodes N] [--gpus G]}
+DIR=${1:?usage: up.sh DIR [--port-base P] [--nodes N] [--gpus G] [--podium-config FILE]}
 shift
-P=19300 NODES=4 GPUS=8
+P=19300 NODES=4 GPUS=8 PODIUM_CONFIG_FILE=
 while [ $# -gt 0 ]; do
     case $1 in
         --port-base) P=$2; shift 2 ;;
         --nodes) NODES=$2; shift 2 ;;
         --gpus) GPUS=$2; shift 2 ;;
-        *) echo "up.sh: unknown option $1 (--port-base, --nodes, --gpus)" >&2; exit 2 ;;
+        --podium-config) PODIUM_CONFIG_FILE=$2; shift 2 ;;
+        *) echo "up.sh: unknown option $1 (--port-base, --nodes, --gpus, --podium-config)" >&2; exit 2 ;;
     esac
 done
 PY=${PODIUM_PYTHON:-python3}
@@ -114,7 +115,22 @@ start kube-scheduler "$BIN/kube-scheduler" --kubeconfig "$KUBECONFIG_FILE" \
     --leader-elect=false --bind-address 127.0.0.1 --secure-port "$SCHED"
 
 # --- kwok: nodes with GPUs and pod lifecycles ------------------------------------------
-"$PY" "$HERE/kube.py" "$KUBECONFIG_FILE" nodes "$NODES" "$GPUS"
+# The nodes' GPUs: --gpus whole GPUs, or what a Podium cluster config's node.gpus makes
+# the device plugin advertise (nvidia.com/gpu, and nvidia.com/mig-<profile> per slice).
+MIG='{}'
+if [ -n "$PODIUM_CONFIG_FILE" ]; then
+    read -r GPUS MIG < <("$PY" - "$PODIUM_CONFIG_FILE" <<'PYEOF'
+import json, sys
+from pathlib import Path
+from podium.config.cluster import load_config
+from podium.node.k8s_config import node_resources
+found = node_resources(load_config(Path(sys.argv[1])).node.gpus)
+whole = found.pop("nvidia.com/gpu", 0)
+print(whole, json.dumps(found, separators=(",", ":")))
+PYEOF
+)
+fi
+"$PY" "$HERE/kube.py" "$KUBECONFIG_FILE" nodes "$NODES" "$GPUS" "$MIG"
 for f in "$CACHE"/kwok-stages/*.yaml; do echo "---"; cat "$f"; done > "$DIR/etc/kwok-stages.yaml"
 # Two stages of our own, for what a kubelet would do and kwok's stages leave out:
 # - a pod being deleted (evicted) while it runs has its containers stopped (exit 137)
@@ -245,6 +261,18 @@ start jobset env NAMESPACE=jobset-system "$BIN/jobset" --config "$DIR/etc/jobset
     "http://127.0.0.1:$JOBSET_HEALTH/readyz"
 "$PY" "$HERE/kube.py" "$KUBECONFIG_FILE" apply "$DIR/etc/kueue-webhooks.yaml" "$DIR/etc/jobset-webhooks.yaml"
 
+MIG_GROUP=$("$PY" - "$MIG" "$NODES" <<'PYEOF'
+import json, sys
+slices, nodes = json.loads(sys.argv[1]), int(sys.argv[2])
+if slices:  # a resource group of its own for the MIG slices
+    print("  - coveredResources: [" + ", ".join(sorted(slices)) + "]")
+    print("    flavors:")
+    print("    - name: mig-slices")  # Kueue wants each resource group's flavors apart
+    print("      resources:")
+    for name, count in sorted(slices.items()):
+        print(f"      - {{name: {name}, nominalQuota: {count * nodes}}}")
+PYEOF
+)
 # --- a queue: one flavor, a ClusterQueue with every node's GPUs, a LocalQueue ---------
 cat > "$DIR/etc/queues.yaml" <<EOF
 apiVersion: kueue.x-k8s.io/v1beta2
@@ -264,12 +292,17 @@ spec:
       - {name: cpu, nominalQuota: $((NODES * 64))}
       - {name: memory, nominalQuota: $((NODES * 512))Gi}
       - {name: nvidia.com/gpu, nominalQuota: $((NODES * GPUS))}
+$MIG_GROUP
 ---
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: LocalQueue
 metadata: {name: default, namespace: default}
 spec: {clusterQueue: podium}
 EOF
+if [ -n "$MIG_GROUP" ]; then
+    printf -- '---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: mig-slices}\n' \
+        >> "$DIR/etc/queues.yaml"
+fi
 "$PY" "$HERE/kube.py" "$KUBECONFIG_FILE" apply "$DIR/etc/queues.yaml"
 "$PY" "$HERE/kube.py" "$KUBECONFIG_FILE" wait-active \
     /apis/kueue.x-k8s.io/v1beta2/clusterqueues/podium \

@@ -34,8 +34,9 @@ def kube_module() -> Any:
     return module
 
 
-def start_cluster(port_base: int) -> Iterator[tuple[Path, Any]]:
-    """Build (or take from the cache), start, yield (directory, api), stop."""
+def start_cluster(port_base: int, podium_config: str | None = None) -> Iterator[tuple[Path, Any]]:
+    """Build (or take from the cache), start, yield (directory, api), stop. With
+    `podium_config` (YAML text), the nodes' GPUs are what its node.gpus advertises."""
     if os.geteuid() != 0:
         pytest.skip("the Kubernetes test cluster binds a mount point for Kueue: needs root")
     for tool in ("go", "openssl", "unshare"):
@@ -50,8 +51,12 @@ def start_cluster(port_base: int) -> Iterator[tuple[Path, Any]]:
         raise AssertionError(f"build.sh failed: {build.stderr[-3000:]}")
     directory = Path(tempfile.mkdtemp(prefix="podium-k8s-"))
     env = dict(os.environ, PODIUM_PYTHON=sys.executable)
+    extra = []
+    if podium_config is not None:
+        (directory / "gpus.yaml").write_text(podium_config)
+        extra = ["--podium-config", str(directory / "gpus.yaml")]
     up = subprocess.run(
-        ["bash", str(SCRIPTS / "up.sh"), str(directory), "--port-base", str(port_base)],
+        ["bash", str(SCRIPTS / "up.sh"), str(directory), "--port-base", str(port_base), *extra],
         capture_output=True, text=True, env=env, timeout=300,
     )  # fmt: skip
     assert up.returncode == 0 and "ready" in up.stdout, up.stderr[-3000:]

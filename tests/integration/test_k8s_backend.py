@@ -74,9 +74,17 @@ class Podium:
             time.sleep(0.5)
 
 
+# 8 whole GPUs per node and a ninth split by MIG into 7 slices: what the device plugin
+# advertises for it (podium.node.k8s_config.node_resources) is each kwok node's capacity.
+GPUS = """node:
+  gpus: {source: declared, count: 9, type: h100, memory_mb: 81920,
+         mig: {8: [1g.10gb, 1g.10gb, 1g.10gb, 1g.10gb, 1g.10gb, 1g.10gb, 1g.10gb]}}
+"""
+
+
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[tuple[Path, Any]]:
-    yield from start_cluster(19400)
+    yield from start_cluster(19400, podium_config=GPUS)
 
 
 @pytest.fixture(scope="module")
@@ -202,6 +210,24 @@ def test_bad_input_is_refused_before_anything_is_created(
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
     assert _objects(api) == before
+
+
+def test_mig_slices_from_the_podium_config_are_requested_and_admitted(
+    cluster: tuple[Path, Any], slow: Podium
+) -> None:
+    _, api = cluster
+    node = api.call("GET", "/api/v1/nodes/kwok-node-1")[1]
+    assert node["status"]["allocatable"]["nvidia.com/mig-1g.10gb"] == "7"
+    assert node["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+    job_id = slow.submit("--gres=gpu:1g.10gb:2", "--wrap", "python infer.py")
+    running = slow.wait(job_id, lambda r: r["state"] == "RUNNING" and r["nodes"])
+    assert running["gpu_type"] == "1g.10gb" and running["gpus"] == 2
+    job = api.call("GET", f"/apis/batch/v1/namespaces/default/jobs/wrap-{job_id}")[1]
+    limits = job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert limits["nvidia.com/mig-1g.10gb"] == "2" and "nvidia.com/gpu" not in limits
+    too_many = slow("submit", "--gres=gpu:1g.10gb:8", "--wrap", "x")
+    assert too_many.returncode == 2 and "the largest node has 7" in too_many.stderr
+    slow.ok("cancel", str(job_id))
 
 
 def test_no_image_anywhere_is_refused(quick: Podium) -> None:

@@ -11,7 +11,7 @@ import yaml
 
 from podium.config.cluster import GpuInventory
 from podium.errors import ConfigError
-from podium.node.k8s_config import device_plugin, gpu_operator_mig
+from podium.node.k8s_config import device_plugin, gpu_operator_mig, node_resources
 
 GOLDEN = Path(__file__).with_name("golden")
 
@@ -61,3 +61,12 @@ def test_what_the_device_plugin_cannot_say_is_one_line() -> None:
     assert "(GPU 0 whole, GPU 1 mps)" in str(err.value) and "\n" not in str(err.value)
     with pytest.raises(ConfigError, match="cannot share by MPS on a node with MIG enabled"):
         device_plugin(gpus(mig={0: ["7g.80gb"]}, sharing={1: {"mps": 100}}))
+
+
+def test_the_resources_a_node_advertises() -> None:
+    """What kwok's test nodes are given (scripts/k8s-testbed/up.sh --podium-config)."""
+    assert node_resources(gpus()) == {"nvidia.com/gpu": 2}
+    split = node_resources(gpus(mig={0: ["3g.40gb", "1g.10gb", "1g.10gb"]}))
+    assert split == {"nvidia.com/gpu": 1, "nvidia.com/mig-3g.40gb": 1, "nvidia.com/mig-1g.10gb": 2}
+    shared = node_resources(gpus(sharing={0: {"shards": 4}, 1: {"shards": 4}}))
+    assert shared == {"nvidia.com/gpu": 8}  # time-slicing replicas
