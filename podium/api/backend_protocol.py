@@ -156,6 +156,11 @@ class Backend:
         return self._nodes()
 
     def drain(self, node: str, reason: str) -> dict[str, Any]:
+        """Take `node` out of service for new jobs (running ones go on), with a one-line
+        reason (ApiError 400 otherwise); its record after."""
+        reason = reason.strip()
+        if not reason or "\n" in reason:
+            raise ApiError("a drain needs a one-line reason: podium drain NODE --reason TEXT", 400)
         return self._drain(node, reason)
 
     def resume(self, node: str, gpu: int | None = None) -> dict[str, Any]:

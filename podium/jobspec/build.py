@@ -69,6 +69,16 @@ class Draft:
         return self.options.get(name)
 
 
+def one_node_count(draft: Draft) -> None:
+    """Refuse a node range (`-N 2-4`) in one line: for backends that start every job on
+    the count it gives (Slurm through sbatch's translation, Kubernetes: one pod per
+    node)."""
+    if draft.max_nodes != draft.fields["nodes"]:
+        g = draft.given("nodes")
+        assert g is not None
+        raise option_error(g, "a node range is not supported: give one count (e.g. --nodes=2)")
+
+
 class Admission(Protocol):
     """A backend's rules over sbatch semantics (one per backend, beside it).
 

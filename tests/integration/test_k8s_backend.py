@@ -336,3 +336,27 @@ def test_another_user_cannot_cancel_or_hold_my_job(
     record = slow.job(int(theirs.stdout.strip()))
     assert record["user"] == other_user
     slow.ok("cancel", str(mine), theirs.stdout.strip())  # root is an administrator
+
+
+def test_submissions_at_once_get_distinct_ids(slow: Podium) -> None:
+    """Job ids come from a compare-and-swap on one ConfigMap: six `podium submit` at
+    the same moment get six ids, none twice."""
+    env = {"PATH": "/usr/bin:/bin", "PODIUM_CONFIG": str(slow.config),
+           "PODIUM_HOME": str(slow.home), "HOME": str(slow.home)}  # fmt: skip
+    runs = [
+        subprocess.Popen(
+            [PODIUM, "submit", "--parsable", "--gpus=1", "-J", f"burst{i}", "--wrap", "x"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for i in range(6)
+    ]
+    ids = []
+    for run in runs:
+        out, err = run.communicate(timeout=120)
+        assert run.returncode == 0, err
+        ids.append(int(out.strip()))
+    assert len(set(ids)) == 6, ids
+    slow.ok("cancel", *map(str, ids))

@@ -21,9 +21,8 @@ from typing import ClassVar
 
 from podium.api.containers import is_image_path
 from podium.errors import SpecError
-from podium.jobspec.build import Draft
+from podium.jobspec.build import Draft, one_node_count
 from podium.jobspec.options import SLURM_ONLY
-from podium.jobspec.values import option_error
 from podium.run.containers.images import reference
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -56,10 +55,7 @@ class KubernetesAdmission:
     def admit(self, draft: Draft) -> None:
         """Names as Kueue wants them, one node count, a well-formed image."""
         out = draft.fields
-        if draft.max_nodes != out["nodes"]:
-            g = draft.given("nodes")
-            assert g is not None
-            raise option_error(g, "a node range is not supported: give one count (e.g. --nodes=2)")
+        one_node_count(draft)
         queue = draft.options.text("partition") or self.local_queue
         if not DNS_LABEL.match(queue):
             raise SpecError(

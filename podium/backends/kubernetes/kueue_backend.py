@@ -6,9 +6,7 @@ KubernetesAdmission), rendered as a ConfigMap and a batch/v1 Job or a JobSet
 (`manifests`), checked against the LocalQueue and its ClusterQueue's quota, and created
 in the configured namespace. Kueue admits it; Podium reads it back (`k8s_records`).
 
-Job ids are Slurm-like integers, taken from the ConfigMap `podium-job-ids` by a
-compare-and-swap on its resourceVersion, and carried as the `podium.dev/job-id` label.
-What Podium knew at submission rides in the `podium.dev/record` annotation.
+Job ids, labels and the record annotation are `submission`'s.
 
 - cancel: the job is annotated `podium.dev/cancelled` and its Workload deactivated
   (`spec.active: false`), so Kueue stops its pods and frees its quota; the objects
@@ -21,7 +19,6 @@ What Podium knew at submission rides in the `podium.dev/record` annotation.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -37,6 +34,7 @@ from podium.backends.kubernetes.kube_api import KubeApi, Obj
 from podium.backends.kubernetes.kueue_admission import KubernetesAdmission
 from podium.backends.kubernetes.manifests import HEALTH_LABEL, JOB_LABEL, Target, manifests
 from podium.backends.kubernetes.queue_fit import check_fits
+from podium.backends.kubernetes.submission import known, next_job_id, stamp
 from podium.config.cluster import ClusterConfig
 from podium.errors import ApiError, SpecError
 from podium.jobspec.build import SubmitRequest, build_job
@@ -45,7 +43,6 @@ from podium.jobspec.job import JobSpec
 if TYPE_CHECKING:
     from podium.api.backend_protocol import Action
 
-IDS = "podium-job-ids"
 ACTIVE = ("PENDING", "RUNNING")
 _KUEUE = "Kueue decides on Kubernetes"
 
@@ -116,9 +113,9 @@ class KubernetesBackend(Backend):
                     )
                 )
             ]
-        job_id = self._next_id()
+        job_id = next_job_id(self.api)
         spec, (config_map, job) = self._build(request, job_id)
-        _stamp(config_map, job, job_id, _known(spec))
+        stamp(config_map, job, job_id, known(spec))
         self.api.create(config_map)
         try:
             created = self.api.create(job)
@@ -135,35 +132,6 @@ class KubernetesBackend(Backend):
             "ConfigMap", config_map["metadata"]["name"], {"metadata": {"ownerReferences": [owner]}}
         )
         return [self._record_of(created)]
-
-    def _next_id(self) -> int:
-        """The next job id: a compare-and-swap on the ConfigMap's resourceVersion."""
-        for _ in range(50):
-            current = self.api.get("ConfigMap", IDS)
-            if current is None:
-                try:
-                    self.api.create(
-                        {
-                            "apiVersion": "v1",
-                            "kind": "ConfigMap",
-                            "metadata": {"name": IDS, "namespace": self.access.namespace},
-                            "data": {"next": "2"},
-                        }
-                    )
-                    return 1
-                except ApiError as exc:
-                    if exc.status != 409:
-                        raise
-                    continue
-            number = int((current.get("data") or {}).get("next") or 1)
-            current.setdefault("data", {})["next"] = str(number + 1)
-            try:
-                self.api.replace("ConfigMap", current)
-                return number
-            except ApiError as exc:
-                if exc.status != 409:
-                    raise
-        raise ApiError(f"ConfigMap/{IDS}: too many concurrent submissions; try again", 503)
 
     # --- reading -------------------------------------------------------------------------
 
@@ -351,9 +319,6 @@ class KubernetesBackend(Backend):
 
     def _drain(self, node: str, reason: str) -> dict[str, Any]:
         self._node(node)
-        reason = reason.strip()
-        if not reason or "\n" in reason:
-            raise ApiError("a drain needs a one-line --reason", 400)
         patch = {
             "spec": {"unschedulable": True},
             "metadata": {"annotations": {records.DRAIN_ANNOTATION: reason}},
@@ -393,43 +358,3 @@ class KubernetesBackend(Backend):
             "namespace": self.access.namespace,
             "local_queue": self.access.local_queue if queue else None,
         }
-
-
-def _known(spec: JobSpec) -> dict[str, Any]:
-    """What the record needs from the spec (the `podium.dev/record` annotation)."""
-    who = this_process()
-    return {
-        "name": spec.name,
-        "user": who.name,
-        "uid": who.uid,
-        "account": spec.account,
-        "partition": spec.partition,
-        "qos": spec.qos,
-        "gpus": spec.gpus,
-        "gpu_type": spec.gpu_type,
-        "cpus": spec.cpus,
-        "mem_mb": spec.mem_mb,
-        "ntasks": spec.ntasks,
-        "node_count": spec.nodes,
-        "time_limit_s": spec.time_limit_s,
-        "work_dir": spec.work_dir,
-        "comment": spec.comment,
-        "wckey": spec.wckey,
-        "submit_epoch": round(time.time(), 3),
-    }
-
-
-def _stamp(config_map: Obj, job: Obj, job_id: int, known: dict[str, Any]) -> None:
-    """Label both objects (and the job's pods) with the job id; annotate the record."""
-    for doc in (config_map, job):
-        doc["metadata"].setdefault("labels", {})[records.JOB_ID_LABEL] = str(job_id)
-    job["metadata"].setdefault("annotations", {})[records.RECORD_ANNOTATION] = json.dumps(
-        known, sort_keys=True
-    )
-    spec = job["spec"]
-    template = (
-        spec["template"]
-        if job["kind"] == "Job"
-        else spec["replicatedJobs"][0]["template"]["spec"]["template"]
-    )
-    template["metadata"].setdefault("labels", {})[records.JOB_ID_LABEL] = str(job_id)

@@ -13,8 +13,7 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from podium.errors import SpecError
-from podium.jobspec.build import Draft
-from podium.jobspec.values import option_error
+from podium.jobspec.build import Draft, one_node_count
 
 _SLURM_NAME_RE = re.compile(r"^[A-Za-z0-9_.@,-]+$")
 
@@ -43,10 +42,7 @@ class SlurmAdmission:
     def admit(self, draft: Draft) -> None:
         """Keep names as given; refuse what sbatch's translation cannot say."""
         out = draft.fields
-        if draft.max_nodes != out["nodes"]:
-            g = draft.given("nodes")
-            assert g is not None
-            raise option_error(g, "a node range is not supported: give one count (e.g. --nodes=2)")
+        one_node_count(draft)
         for key in ("partition", "qos", "account"):
             out[key] = draft.options.text(key) or ""
             if out[key] and not _SLURM_NAME_RE.match(out[key]):

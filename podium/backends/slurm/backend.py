@@ -229,9 +229,6 @@ class SlurmBackend(Backend):
 
     def _drain(self, node: str, reason: str) -> dict[str, Any]:
         self._known_node(node)
-        reason = reason.strip()
-        if not reason or "\n" in reason:
-            raise ApiError("a drain needs a one-line --reason", 400)
         self.tools.run(
             ["scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}"]
         )
