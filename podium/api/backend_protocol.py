@@ -160,7 +160,9 @@ class Backend:
         reason (ApiError 400 otherwise); its record after."""
         reason = reason.strip()
         if not reason or "\n" in reason:
-            raise ApiError("a drain needs a one-line reason: podium drain NODE --reason TEXT", 400)
+            raise ApiError(
+                "a drain needs a reason (one line): podium drain NODE --reason TEXT", 400
+            )
         return self._drain(node, reason)
 
     def resume(self, node: str, gpu: int | None = None) -> dict[str, Any]:

@@ -39,16 +39,20 @@ def config_file(home: Path | str | None = None) -> str:
 
 def backend_name(path: str | os.PathLike[str]) -> str:
     """The `backend:` of the config at `path` ("embedded" when there is no file or
-    the file names none). Raises ConfigError for an unknown name, a file that is not
-    YAML, or one that is there but cannot be read (a silent fall back to the embedded
+    the file names none, or it is the embedded daemon's own config, private to its
+    owner). Raises ConfigError for an unknown name, a file that is not YAML, or a file
+    named by $PODIUM_CONFIG that cannot be read (a silent fall back to the embedded
     cluster would send the command to another cluster)."""
     try:
         with open(path) as fh:
             text = fh.read()
     except FileNotFoundError:
         return "embedded"
-    except OSError as exc:  # there, but not readable: never fall back to another cluster
-        raise ConfigError(f"cannot read the cluster config {path}: {exc.strerror}") from None
+    except OSError as exc:
+        if os.environ.get("PODIUM_CONFIG") == os.fspath(path):
+            # named, but not readable: never fall back to another cluster
+            raise ConfigError(f"cannot read the cluster config {path}: {exc.strerror}") from None
+        return "embedded"  # the daemon's own config in its home, private to its owner
     if "backend" not in text:  # no YAML parse on the fast path
         return "embedded"
     import yaml

@@ -80,11 +80,20 @@ class Allocation:
     time_limit_s: float | None = None
     preempting: bool = False
     gpu_units: float | None = None  # GPUs charged when it holds parts of GPUs (MIG, MPS)
+    checkpoint_time: float | None = None  # its newest checkpoint of this run (None: none)
 
     @property
     def gpu_amount(self) -> float:
         """The GPUs fair share charges it for: its parts' fractions, else its count."""
         return len(self.gpu_indices) if self.gpu_units is None else self.gpu_units
+
+    def lost_work(self, now: float) -> float:
+        """GPU-seconds stopping it now would lose: its GPUs times the time since its
+        newest checkpoint of this run (since its start when it has none)."""
+        since = self.start_time
+        if self.checkpoint_time is not None and self.checkpoint_time > since:
+            since = min(self.checkpoint_time, now)
+        return len(self.gpu_indices) * max(0.0, now - since)
 
     @property
     def end_estimate(self) -> float:

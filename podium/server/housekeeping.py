@@ -1,7 +1,7 @@
 """The daemon loop's rounds between requests: collect ended runs, stop idle MPS
-servers, sample GPU memory, let the health agent look, and run a scheduling pass when
-one is due. Runs on a worker thread; takes the reactor's lock only where it reads or
-changes shared state."""
+servers, sample GPU memory and running jobs' newest checkpoints, let the health agent
+look, and run a scheduling pass when one is due. Runs on a worker thread; takes the
+reactor's lock only where it reads or changes shared state."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from podium.node.gpu_memory import by_job, process_memory
 from podium.recover.agent import HealthAgent
+from podium.recover.resume import newest_checkpoint
 from podium.run.executor import LocalExecutor
 from podium.server.job_rows import spec_gpu_ids
 from podium.server.reactor import Reactor
@@ -30,6 +31,7 @@ class Housekeeping:
         self.agent = agent
         self.real_gpus = real_gpus
         self._next_memory_sample = 0.0
+        self._next_checkpoint_sample = 0.0
 
     def cycle(self) -> float:
         """Collect ended runs, let the health agent look, and run a pass when one is
@@ -38,6 +40,9 @@ class Housekeeping:
         reactor.collect()
         if reactor.planner.mps.live:
             self.stop_idle_mps()
+        if reactor.clock() >= self._next_checkpoint_sample:
+            self._next_checkpoint_sample = reactor.clock() + reactor.config.health.interval_s
+            self.sample_checkpoints()
         if self.real_gpus and reactor.clock() >= self._next_memory_sample:
             self._next_memory_sample = reactor.clock() + reactor.config.health.interval_s
             self.sample_gpu_memory()
@@ -59,6 +64,21 @@ class Housekeeping:
             running = [r["job_id"] for r in self.reactor.running_rows()]
         sessions = {s: j for j in running if (s := self.executor.session(j)) is not None}
         self.reactor.store.raise_gpu_memory(by_job(used, sessions))
+
+    def sample_checkpoints(self) -> None:
+        """Note each running job's newest checkpoint (a file in its
+        PODIUM_CHECKPOINT_DIR, as auto-resume reads them) for preemption, which stops
+        the jobs that lose the least work since theirs (podium.sched.preempt). The
+        directories are walked outside the lock, 10,000 entries at most each."""
+        reactor = self.reactor
+        with reactor.lock:
+            dirs = {
+                r["job_id"]: reactor.planner.checkpoint_dir(r["job_id"], reactor.spec(r))
+                for r in reactor.running_rows()
+            }
+        found = {job_id: newest_checkpoint(path) for job_id, path in dirs.items()}
+        with reactor.lock:
+            reactor.checkpoints = {j: t for j, t in found.items() if t is not None}
 
     def stop_idle_mps(self) -> None:
         """Stop the MPS control daemons whose GPU has no running MPS job of their user

@@ -112,6 +112,7 @@ class Reactor:
         self._spacing = 0.0  # the last pass's length: the least gap before the next
         self._last_end = 0.0  # when the last pass ended (time.monotonic)
         self._health_seen = -1  # the health table's version the last pass saw
+        self.checkpoints: dict[int, float] = {}  # running job -> newest checkpoint (sampled)
 
     # --- what others ask of it ------------------------------------------------------
 
@@ -241,7 +242,13 @@ class Reactor:
         node = self.node
         running = tuple(
             allocation(
-                r, node.name, self.spec(r).exclusive, fenced, now, node.gpu_units(spec_gpu_ids(r))
+                r,
+                node.name,
+                self.spec(r).exclusive,
+                fenced,
+                now,
+                node.gpu_units(spec_gpu_ids(r)),
+                self.checkpoints.get(r["job_id"]),
             )
             for r in self.running_rows()
         )

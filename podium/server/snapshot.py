@@ -163,9 +163,11 @@ def allocation(
     fenced: set[int | None],
     now: float,
     gpu_units: float | None = None,
+    checkpoint_time: float | None = None,
 ) -> Allocation:
     """What a running job's row holds, as the scheduler sees it; `gpu_units` what its
-    parts of GPUs weigh in fair share (LocalNode.gpu_units)."""
+    parts of GPUs weigh in fair share (LocalNode.gpu_units); `checkpoint_time` its
+    newest checkpoint's time as last sampled (what preemption would not lose)."""
     return Allocation(
         job_id=r["job_id"],
         node=r["node"] or node,
@@ -182,6 +184,7 @@ def allocation(
         time_limit_s=r["time_limit_s"],
         preempting=r["preempt_mode"] is not None,
         gpu_units=gpu_units,
+        checkpoint_time=checkpoint_time,
     )
 
 

@@ -271,7 +271,7 @@ def test_a_config_or_socket_the_user_may_not_reach_is_one_line(
     env = _user_env(cluster, other_user)
     for extra, message in (
         ({"PODIUM_CONFIG": str(private)}, f"cannot read the cluster config {private}"),
-        ({"PODIUM_HOME": str(tmp_path / "home")}, "Permission denied"),
+        ({"PODIUM_HOME": str(tmp_path / "home")}, "ermission denied"),
     ):
         for args in (["queue"], ["show", "1"]):
             done = subprocess.run(

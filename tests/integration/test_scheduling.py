@@ -131,3 +131,35 @@ def test_preempt_mode_cancel_ends_the_victim() -> None:
         assert c.wait(urgent, timeout=30)["state"] == "COMPLETED"
     finally:
         teardown_cluster(c)
+
+
+def test_preemption_stops_the_job_that_loses_least_since_its_checkpoint() -> None:
+    """Two low-QoS jobs of 2 GPUs: `steady` has run longer but writes a checkpoint
+    every 0.3 s; `fresh` started a second later and never checkpoints. Stopping fresh
+    loses ~5 s x 2 GPUs, stopping steady under a second's: the daemon samples the
+    checkpoint directories and preempts steady (by runtime alone it would be fresh)."""
+    c = make_cluster(
+        kill_wait=1.0,
+        extra="qos:\n  - {name: high, priority: 1000, preempt: [low]}\n"
+        "  - {name: normal, priority: 100}\n  - {name: low, priority: 10, preempt_mode: cancel}\n"
+        "health: {interval_s: 0.5}\n",
+    )
+    c.start()
+    try:
+        steady = c.submit(
+            "--qos=low", "--gpus=2", "-J", "steady", "--wrap",
+            'while :; do date > "$PODIUM_CHECKPOINT_DIR/ckpt.tmp" && '
+            'mv "$PODIUM_CHECKPOINT_DIR/ckpt.tmp" "$PODIUM_CHECKPOINT_DIR/ckpt"; sleep 0.3; done',
+        )  # fmt: skip
+        c.wait(steady, {"RUNNING"})
+        time.sleep(1.0)
+        fresh = c.submit("--qos=low", "--gpus=2", "-J", "fresh", "--wrap", "sleep 120")
+        c.wait(fresh, {"RUNNING"})
+        time.sleep(5.0)
+        urgent = c.submit("--qos=high", "--gpus=2", "--wrap", "true")
+        assert c.wait(steady, timeout=30)["state"] == "PREEMPTED"
+        assert c.wait(urgent, timeout=30)["state"] == "COMPLETED"
+        assert c.job(fresh)["state"] == "RUNNING"
+        c.cli("cancel", str(fresh), check=True)
+    finally:
+        teardown_cluster(c)

@@ -301,3 +301,26 @@ def test_gpus_close_together_when_topology_is_known() -> None:
     busy = Allocation(job_id=9, node="n", user="u", gpu_indices=(0, 4), cpus=1)
     d = schedule(Snapshot(nodes=(node,), running=(busy,), pending=(job(1, 3),)), now=0)
     assert d.starts[0].gpu_indices == (1, 2, 3)
+
+
+def test_preemption_loses_the_least_work_since_the_last_checkpoint() -> None:
+    """Job 10 ran longest but checkpointed a second ago: stopping it loses 2 GPU-seconds,
+    stopping job 11 (no checkpoint) 10. Runtime alone would pick 11."""
+    allocs = (
+        running(10, (0, 1), start=0, limit=None, qos="low"),
+        running(11, (2,), start=90, limit=None, qos="low"),
+        running(12, (3,), start=95, limit=None, qos="normal"),
+    )
+    fresh = (Allocation(**{**allocs[0].__dict__, "checkpoint_time": 99.0}), *allocs[1:])
+    urgent = job(1, 2, qos="high", qos_priority=1000)
+    policy = Policy(preempts={"high": frozenset({"low"})})
+    d = schedule(Snapshot(nodes=(NODE,), running=allocs, pending=(urgent,)), now=100, policy=policy)
+    assert [p.job_id for p in d.preempts] == [10]  # 11 alone frees 1 GPU: not enough
+    one = job(2, 1, qos="high", qos_priority=1000)
+    d = schedule(Snapshot(nodes=(NODE,), running=fresh, pending=(one,)), now=100, policy=policy)
+    assert [p.job_id for p in d.preempts] == [10]
+    d = schedule(Snapshot(nodes=(NODE,), running=allocs, pending=(one,)), now=100, policy=policy)
+    assert [p.job_id for p in d.preempts] == [11]
+    assert fresh[0].lost_work(100) == 2.0 and allocs[0].lost_work(100) == 200.0
+    stale = Allocation(**{**allocs[1].__dict__, "checkpoint_time": 50.0})  # before its start
+    assert stale.lost_work(100) == 10.0
