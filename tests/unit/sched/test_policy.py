@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -324,3 +325,37 @@ def test_preemption_loses_the_least_work_since_the_last_checkpoint() -> None:
     assert fresh[0].lost_work(100) == 2.0 and allocs[0].lost_work(100) == 200.0
     stale = Allocation(**{**allocs[1].__dict__, "checkpoint_time": 50.0})  # before its start
     assert stale.lost_work(100) == 10.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 100), st.one_of(st.none(), st.integers(0, 100))),
+        min_size=8,
+        max_size=8,
+    ),
+    st.integers(1, 8),
+)
+def test_the_victims_lose_no_more_than_any_other_set_that_frees_enough(
+    runs: list[tuple[int, int | None]], wanted: int
+) -> None:
+    """Eight 1-GPU low-QoS jobs (start, checkpoint) on an 8-GPU node: the victims of a
+    `wanted`-GPU high-QoS job free exactly enough and lose the least work of any set
+    that does (checked against every set of that size: each frees one GPU)."""
+    node = NodeView(
+        "n0", cpus=64, memory_mb=64000, gpus=tuple(GpuSlot(i, "h100") for i in range(8))
+    )
+    now = 200.0
+    allocs = tuple(
+        Allocation(**{**running(10 + i, (i,), start=float(s), limit=None, qos="low").__dict__,
+                      "checkpoint_time": None if c is None else float(c)})
+        for i, (s, c) in enumerate(runs)
+    )  # fmt: skip
+    urgent = job(1, wanted, qos="high", qos_priority=1000)
+    policy = Policy(preempts={"high": frozenset({"low"})})
+    d = schedule(Snapshot(nodes=(node,), running=allocs, pending=(urgent,)), now=now, policy=policy)
+    chosen = {p.job_id for p in d.preempts}
+    assert len(chosen) == wanted
+    lost = sum(a.lost_work(now) for a in allocs if a.job_id in chosen)
+    cheapest = sum(sorted(a.lost_work(now) for a in allocs)[:wanted])
+    assert lost == pytest.approx(cheapest)
