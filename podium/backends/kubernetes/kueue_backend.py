@@ -75,30 +75,32 @@ class KubernetesBackend(Backend):
 
     # --- submission ----------------------------------------------------------------------
 
-    def _build(
-        self, request: Mapping[str, Any], job_id: int | None = None
-    ) -> tuple[JobSpec, list[Obj]]:
-        who = this_process()
+    def _spec(self, request: Mapping[str, Any]) -> JobSpec:
+        """The job a submit request asks for, as this backend admits it (its warnings
+        kept for the caller)."""
         admission = KubernetesAdmission(self.access.local_queue)
+        who = this_process()
         built = build_job(SubmitRequest(**dict(request)), self.config, who, time.time(), admission)
         self.warnings = list(built.warnings)
-        spec = built.spec
+        return built.spec
+
+    def _manifests(self, spec: JobSpec, job_id: int | None = None) -> list[Obj]:
         target = Target(
             self.access.namespace, spec.partition, self.access.image, self.access.pod_annotations
         )
-        return spec, manifests(spec, target, job_id)
+        return manifests(spec, target, job_id)
 
     def _dry_run(self, request: Mapping[str, Any]) -> str:
         import yaml
 
-        return str(yaml.safe_dump_all(self._build(request)[1], sort_keys=False))
+        return str(yaml.safe_dump_all(self._manifests(self._spec(request)), sort_keys=False))
 
     def _submit(self, request: Mapping[str, Any]) -> list[dict[str, Any]]:
-        spec, docs = self._build(request)
-        config_map, job = docs
-        check_fits(self.api, spec.partition, job)
+        spec = self._spec(request)
+        unnamed = self._manifests(spec)[1]  # the job before it has an id
+        check_fits(self.api, spec.partition, unnamed)
         if request.get("test_only"):
-            self.api.create(job, dry_run=True)  # the API server and the webhooks judge it
+            self.api.create(unnamed, dry_run=True)  # the API server and the webhooks judge it
             return [
                 dict(
                     would_queue(
@@ -114,7 +116,7 @@ class KubernetesBackend(Backend):
                 )
             ]
         job_id = next_job_id(self.api)
-        spec, (config_map, job) = self._build(request, job_id)
+        config_map, job = self._manifests(spec, job_id)  # named after the id
         stamp(config_map, job, job_id, known(spec))
         self.api.create(config_map)
         try:
