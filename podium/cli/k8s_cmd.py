@@ -172,10 +172,6 @@ def agent_cmd(
         raise click.UsageError(f"--node {node!r}: expected a node's name (a DNS subdomain)")
     path = config or Path(config_file())
     cluster = load_config(path)
-    if "{node}" in (cluster.health.kernel_log or ""):
-        health = cluster.health.model_copy(
-            update={"kernel_log": str(cluster.health.kernel_log).format(node=node)}
-        )
-        cluster = cluster.model_copy(update={"health": health})
+    cluster = cluster.model_copy(update={"health": cluster.health.for_node(node)})
     agent = NodeAgent(node, cluster, state_dir or paths.home() / "k8s-agent" / node)
     raise SystemExit(run(agent, interval, once))

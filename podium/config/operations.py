@@ -75,6 +75,13 @@ class HealthConfig(Closed):
     )
     fault_window_s: float = Field(default=86400.0, gt=0)
 
+    def for_node(self, node: str) -> HealthConfig:
+        """This config as node `node` reads it: `{node}` in `kernel_log` filled in (one
+        config file for every node, each with its own kernel log)."""
+        if not self.kernel_log or "{node}" not in self.kernel_log:
+            return self
+        return self.model_copy(update={"kernel_log": self.kernel_log.format(node=node)})
+
     def remedy_argv(self, remedy: Literal["reset", "reboot"], gpu: int | None) -> list[str]:
         """The argv of the reset or reboot command, `{gpu}` filled with the GPU index.
 

@@ -43,10 +43,7 @@ def _config(node: str) -> ClusterConfig:
     if not path:
         raise SystemExit("podium hook: PODIUM_CONFIG is not set (the rendered hook sets it)")
     config = load_config(Path(path))
-    health = config.health
-    if health.kernel_log and "{node}" in health.kernel_log:
-        health = health.model_copy(update={"kernel_log": health.kernel_log.format(node=node)})
-    return config.model_copy(update={"health": health})
+    return config.model_copy(update={"health": config.health.for_node(node)})
 
 
 def state_dir(config: ClusterConfig) -> Path:
