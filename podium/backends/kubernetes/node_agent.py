@@ -26,7 +26,6 @@ Nodes labelled or tainted by anyone else (no `podium:` reason) are left alone.
 
 from __future__ import annotations
 
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -36,12 +35,10 @@ from podium.backends.kubernetes.kube_api import KubeApi, Obj
 from podium.backends.kubernetes.manifests import HEALTH_LABEL, dns_label
 from podium.config.cluster import ClusterConfig
 from podium.errors import ApiError
-from podium.node.health.check_results import Action, Result, append_results, run_checks
-from podium.node.health.suite import node_checks, nvml_probe
-from podium.node.inventory import resolve_inventory
-from podium.recover.agent import read_boot_id
+from podium.node.health.check_results import Action, Result
+from podium.node.health.suite import run_node_checks
 from podium.recover.ladder import PREFIX, fence_reason, fencing_faults
-from podium.run.files import read_json, write_atomic
+from podium.recover.saved_fault import SavedFault
 
 DEEP_LABEL = "sagemaker.amazonaws.com/deep-health-check-status"
 TAINT = {"key": HEALTH_LABEL, "value": "Unschedulable", "effect": "NoSchedule"}
@@ -90,15 +87,11 @@ class NodeAgent:
         self.api = KubeApi(config.kubernetes.kubeconfig, config.kubernetes.namespace)
         self.home = state_dir
         self.home.mkdir(parents=True, exist_ok=True)
-        self.saved = self.home / "fault.json"
+        self.fault = SavedFault(self.home / "fault.json")
         self.deep_timeout_s = 600.0
 
     def checks(self, deep: bool) -> list[Result]:
-        gpus = resolve_inventory(self.config.node.gpus, place=str(self.home))
-        checks = node_checks(self.config, self.home, gpus, nvml_probe(), xid_from_end=True)
-        results = run_checks(checks, deep=deep)
-        append_results(self.home / "health.jsonl", self.node, results)
-        return results
+        return run_node_checks(self.config, self.home, self.node, self.home / "health.jsonl", deep)
 
     def run_once(self) -> str:
         """One pass; what it did, in a word (healthy, fenced, waiting, recovered,
@@ -129,13 +122,8 @@ class NodeAgent:
             patch["metadata"]["annotations"] = {DRAIN_ANNOTATION: fence_reason(bad)}
         self.api.merge_patch("Node", self.node, patch)
         strongest = max(bad, key=lambda r: list(Action).index(r.action)).action
-        if not self.saved.exists():
-            remedy = {Action.REBOOT: "reboot", Action.REPLACE: "replace"}.get(strongest, "reset")
-            gpus = sorted({r.gpu for r in bad if r.gpu is not None})
-            write_atomic(
-                self.saved,
-                {"remedy": remedy, "boot_id": read_boot_id(), "gpus": gpus, "done": False},
-            )
+        remedy = {Action.REBOOT: "reboot", Action.REPLACE: "replace"}.get(strongest, "reset")
+        self.fault.record(remedy, bad)
         if any(r.action in EVICTING for r in bad):
             for pod in self.api.pods_on(self.node):
                 if not pod["metadata"].get("deletionTimestamp"):
@@ -147,22 +135,10 @@ class NodeAgent:
         node = self._node()
         reason = str((node["metadata"].get("annotations") or {}).get(DRAIN_ANNOTATION, ""))
         if not reason.startswith(PREFIX):
-            self.saved.unlink(missing_ok=True)  # resumed by an administrator, if fenced
+            self.fault.clear()  # resumed by an administrator, if it was fenced
             return "healthy"
-        saved: dict[str, Any] = read_json(self.saved) or {}
-        remedy = saved.get("remedy", "reset")
-        if remedy == "replace" or (remedy == "reboot" and saved.get("boot_id") == read_boot_id()):
+        if not self.fault.remedy_done(self.config.health):
             return "waiting"  # for the reboot, or for someone to replace the hardware
-        command = self.config.health.reset_command
-        if remedy == "reset" and command and not saved.get("done"):
-            for gpu in saved.get("gpus") or [0]:
-                subprocess.run(
-                    self.config.health.remedy_argv("reset", int(gpu)),
-                    timeout=self.config.health.action_timeout_s,
-                    check=False,
-                )
-            saved["done"] = True
-            write_atomic(self.saved, saved)
         passed, why = self.deep_check()
         if not passed:
             self.api.merge_patch(
@@ -178,7 +154,7 @@ class NodeAgent:
                 "spec": {"taints": taints or None},
             },
         )  # fmt: skip
-        self.saved.unlink(missing_ok=True)
+        self.fault.clear()
         return "recovered"
 
     def deep_check(self) -> tuple[bool, str]:

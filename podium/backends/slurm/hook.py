@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,12 +29,10 @@ from pathlib import Path
 from podium.backends.slurm import parse
 from podium.backends.slurm.commands import SlurmError, SlurmTools
 from podium.config.cluster import ClusterConfig, load_config
-from podium.node.health.check_results import Action, Result, Status, append_results, run_checks
-from podium.node.health.suite import node_checks, nvml_probe
-from podium.node.inventory import resolve_inventory
-from podium.recover.agent import read_boot_id
+from podium.node.health.check_results import Action, Result, Status
+from podium.node.health.suite import run_node_checks
 from podium.recover.ladder import PREFIX, fence_reason, fencing_faults
-from podium.run.files import read_json, write_atomic
+from podium.recover.saved_fault import SavedFault
 
 
 def _config(node: str) -> ClusterConfig:
@@ -67,14 +64,10 @@ class NodeHook:
         self.home = node_state_dir(config, node)
         self.home.mkdir(parents=True, exist_ok=True)
         self.log = state_dir(config) / "health.jsonl"
-        self.saved = self.home / "fault.json"
+        self.fault = SavedFault(self.home / "fault.json")
 
     def checks(self, deep: bool) -> list[Result]:
-        gpus = resolve_inventory(self.config.node.gpus, place=str(self.home))
-        checks = node_checks(self.config, self.home, gpus, nvml_probe(), xid_from_end=True)
-        results = run_checks(checks, deep=deep)
-        append_results(self.log, self.node, results)
-        return results
+        return run_node_checks(self.config, self.home, self.node, self.log, deep)
 
     def slurm_state(self) -> tuple[str, str]:
         """(state, reason) as sinfo prints them: ("drained", "podium: ...")."""
@@ -119,10 +112,7 @@ class NodeHook:
         state, reason = self.slurm_state()
         if not reason.startswith(PREFIX) and ("drain" not in state or not reason):
             self.drain(fence_reason(bad))
-        remedy = "reboot" if any(r.action is Action.REBOOT for r in bad) else "reset"
-        gpus = sorted({r.gpu for r in bad if r.gpu is not None})
-        if not self.saved.exists():
-            self._save({"remedy": remedy, "boot_id": read_boot_id(), "gpus": gpus, "done": False})
+        self.fault.record("reboot" if any(r.action is Action.REBOOT for r in bad) else "reset", bad)
         self.requeue_auto_resume_jobs()
 
     def recover(self) -> None:
@@ -130,33 +120,15 @@ class NodeHook:
         state, reason = self.slurm_state()
         if "drain" not in state or not reason.startswith(PREFIX):
             return
-        saved = self._load()
-        if saved.get("remedy") == "reboot" and saved.get("boot_id") == read_boot_id():
+        if not self.fault.remedy_done(self.config.health):
             return  # waiting for the reboot (reboot_command or an operator)
-        command = self.config.health.reset_command
-        if saved.get("remedy") == "reset" and command and not saved.get("done"):
-            listed = saved.get("gpus")
-            for gpu in listed if isinstance(listed, list) and listed else [0]:
-                subprocess.run(
-                    self.config.health.remedy_argv("reset", int(gpu)),
-                    timeout=self.config.health.action_timeout_s,
-                    check=False,
-                )
-            saved["done"] = True
-            self._save(saved)
         results = self.checks(deep=True)
         failed = [r for r in results if r.status is Status.CRITICAL]
         if failed:
             self.drain(f"{PREFIX} deep check failed: {failed[0].check}: {failed[0].reason}"[:200])
             return
         self.tools.run(["scontrol", "update", f"nodename={self.node}", "state=resume"])
-        self.saved.unlink(missing_ok=True)
-
-    def _load(self) -> dict[str, object]:
-        return read_json(self.saved) or {}
-
-    def _save(self, data: dict[str, object]) -> None:
-        write_atomic(self.saved, data)
+        self.fault.clear()
 
 
 def auto_resume_of(tools: SlurmTools, job_id: int) -> int:

@@ -6,13 +6,13 @@ from pathlib import Path
 
 from podium.config.cluster import ClusterConfig
 from podium.node.health.burnin import BurnInCheck
-from podium.node.health.check_results import Check, Result, skipped
+from podium.node.health.check_results import Check, Result, append_results, run_checks, skipped
 from podium.node.health.dcgm import DcgmDiagCheck
 from podium.node.health.gpu import GpuChecks, GpuProbe, GpuThresholds, NvmlProbe
 from podium.node.health.nccl import NcclBandwidthCheck
 from podium.node.health.system import DiskSpaceCheck, MountCheck
 from podium.node.health.xid import KmsgXidCheck, XidCheck
-from podium.node.inventory import GpuInfo, from_nvml
+from podium.node.inventory import GpuInfo, from_nvml, resolve_inventory
 from podium.node.mps import MpsCheck, MpsServers
 
 
@@ -107,3 +107,15 @@ def node_checks(
         busbw = {t: v.nccl_busbw_gbps for t, v in h.thresholds.items() if v.nccl_busbw_gbps}
         checks.append(NcclBandwidthCheck(Path(h.nccl_output), gpu_type, busbw))
     return checks
+
+
+def run_node_checks(
+    config: ClusterConfig, home: Path, node: str, log: Path, deep: bool
+) -> list[Result]:
+    """One pass of node `node`'s checks as a per-node hook or agent runs them (its
+    declared GPUs placed at `home`, Xid lines read from where the last pass stopped),
+    the results appended to `log`."""
+    gpus = resolve_inventory(config.node.gpus, place=str(home))
+    results = run_checks(node_checks(config, home, gpus, nvml_probe(), xid_from_end=True), deep)
+    append_results(log, node, results)
+    return results
