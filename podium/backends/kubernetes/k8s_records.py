@@ -68,19 +68,18 @@ def iso(seconds: float | None) -> str | None:
     return None if seconds is None else datetime.fromtimestamp(seconds).astimezone().isoformat()
 
 
-def condition(obj: Obj | None, kind: str) -> Obj | None:
-    """The condition of type `kind` whose status is True, if any."""
-    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if c.get("type") == kind and c.get("status") == "True":
-            return dict(c)
-    return None
-
-
-def _any_condition(obj: Obj | None, kind: str) -> Obj | None:
+def condition_of(obj: Obj | None, kind: str) -> Obj | None:
+    """The object's condition of type `kind` (one per type), whatever its status."""
     for c in ((obj or {}).get("status") or {}).get("conditions") or []:
         if c.get("type") == kind:
             return dict(c)
     return None
+
+
+def condition(obj: Obj | None, kind: str) -> Obj | None:
+    """The condition of type `kind` when its status is True."""
+    found = condition_of(obj, kind)
+    return found if found is not None and found.get("status") == "True" else None
 
 
 def job_id_of(obj: Obj) -> int | None:
@@ -205,7 +204,7 @@ def _state(
         # (a deactivation's eviction stays on the Workload after it is released)
         why = str(evicted.get("reason") or "Evicted")
         return "PENDING", ("Preempted" if why == "Preempted" else why), False, said
-    reserved = _any_condition(workload, "QuotaReserved")
+    reserved = condition_of(workload, "QuotaReserved")
     message = str((reserved or {}).get("message") or "")
     if any(word in message for word in _INADMISSIBLE):
         return "PENDING", "PartitionConfig", False, said
@@ -277,7 +276,7 @@ def node_record(node: Obj, pods: list[Obj], jobs: dict[str, int]) -> dict[str, A
     )
     labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
     allocatable = status.get("allocatable") or {}
-    ready = _any_condition(node, "Ready")
+    ready = condition_of(node, "Ready")
     reason = annotations.get(DRAIN_ANNOTATION)
     gpus_total = int(allocatable.get(GPU) or 0)
     used = {

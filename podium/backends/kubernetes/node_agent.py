@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from podium.backends.kubernetes.k8s_records import DRAIN_ANNOTATION
+from podium.backends.kubernetes.k8s_records import DRAIN_ANNOTATION, condition
 from podium.backends.kubernetes.kube_api import KubeApi, Obj
 from podium.backends.kubernetes.manifests import HEALTH_LABEL, dns_label
 from podium.config.cluster import ClusterConfig
@@ -172,15 +172,11 @@ class NodeAgent:
         name = job["metadata"]["name"]
         deadline = time.monotonic() + self.deep_timeout_s
         while time.monotonic() < deadline:
-            found = self.api.get("Job", name) or {}
-            kinds = {
-                c["type"] for c in (found.get("status") or {}).get("conditions") or []
-                if c.get("status") == "True"
-            }  # fmt: skip
-            if "Complete" in kinds:
+            found = self.api.get("Job", name)
+            if condition(found, "Complete") is not None:
                 self._deep_label("Passed")
                 return True, ""
-            if "Failed" in kinds:
+            if condition(found, "Failed") is not None:
                 self._deep_label("Failed")
                 return False, f"Job {name} failed"
             time.sleep(0.5)
