@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from podium.api.backend_protocol import Action
 
 ACTIVE = ("PENDING", "RUNNING")
+WORKLOAD_JOB_UID = "kueue.x-k8s.io/job-uid"  # Kueue's label on a job's Workload
 _KUEUE = "Kueue decides on Kubernetes"
 
 
@@ -133,13 +134,14 @@ class KubernetesBackend(Backend):
         self.api.merge_patch(  # the script goes when the job is deleted
             "ConfigMap", config_map["metadata"]["name"], {"metadata": {"ownerReferences": [owner]}}
         )
-        return [self._record_of(created)]
+        return self._records(job_id) or [records.job_record(created, None, [], time.time())]
 
     # --- reading -------------------------------------------------------------------------
 
-    def _objects(self) -> list[Obj]:
-        """Every Podium job object (Jobs not made by a JobSet, and JobSets)."""
-        selector = {records.JOB_ID_LABEL: None}  # the label exists
+    def _objects(self, job_id: int | None) -> list[Obj]:
+        """Podium's job objects (Jobs not made by a JobSet, and JobSets): every one, or
+        job `job_id`'s."""
+        selector = {records.JOB_ID_LABEL: None if job_id is None else str(job_id)}
         jobs = [
             j
             for j in self.api.objects("Job", labels=selector)
@@ -149,15 +151,23 @@ class KubernetesBackend(Backend):
         ]
         return jobs + self.api.objects("JobSet", labels=selector)
 
-    def _records(self) -> list[dict[str, Any]]:
-        objects = self._objects()
+    def _records(self, job_id: int | None = None) -> list[dict[str, Any]]:
+        """The records of every Podium job in the namespace, or of job `job_id` alone
+        (read by label, so one job costs what one job has, not the namespace)."""
+        objects = self._objects(job_id)
+        if job_id is not None and not objects:
+            return []
+        found = (
+            self.api.objects("Workload", labels={WORKLOAD_JOB_UID: objects[0]["metadata"]["uid"]})
+            if job_id is not None
+            else self.api.objects("Workload")
+        )
         workloads = {
-            o.get("uid"): w
-            for w in self.api.objects("Workload")
-            for o in w["metadata"].get("ownerReferences") or []
+            o.get("uid"): w for w in found for o in w["metadata"].get("ownerReferences") or []
         }
+        pod_labels = {JOB_LABEL: None} if job_id is None else {records.JOB_ID_LABEL: str(job_id)}
         pods: dict[str, list[Obj]] = {}
-        for pod in self.api.objects("Pod", labels={JOB_LABEL: None}):
+        for pod in self.api.objects("Pod", labels=pod_labels):
             pods.setdefault(pod["metadata"]["labels"][JOB_LABEL], []).append(pod)
         now = time.time()
         return [
@@ -167,17 +177,13 @@ class KubernetesBackend(Backend):
             for o in objects
         ]
 
-    def _record_of(self, obj: Obj) -> dict[str, Any]:
-        found = [r for r in self._records() if r["k8s_name"] == obj["metadata"]["name"]]
-        return found[0] if found else records.job_record(obj, None, [], time.time())
-
     def _jobs(self, which: JobFilter) -> list[dict[str, Any]]:
         return which.pick(self._records())
 
     def _job(self, job_id: int, task: int | None) -> dict[str, Any]:
         if task is not None:
             raise Unsupported("job arrays are not submitted to Kubernetes by Podium yet")
-        found = [r for r in self._records() if r["job_id"] == job_id]
+        found = self._records(job_id)
         if not found:
             raise ApiError(f"no job {job_id} in namespace {self.access.namespace}", 404)
         return found[0]

@@ -57,7 +57,9 @@ def health_value(bad: list[Result]) -> str:
 
 def deep_check_job(node: str, namespace: str, image: str, command: list[str]) -> Obj:
     """A Job that runs `command` once on `node` (pinned by nodeName, tolerating the
-    health taint), outside Kueue's queues: the node is out of service meanwhile."""
+    health taint). It names no queue, but Kueue puts a namespace's jobs in its LocalQueue
+    `default` where there is one (LocalQueueDefaulting): it asks for no resources, so it
+    is admitted at once (seen on the test cluster)."""
     name = dns_label(f"podium-deep-check-{node}", 52) + f"-{int(time.time())}"
     return {
         "apiVersion": "batch/v1",
