@@ -319,14 +319,21 @@ class KubernetesBackend(Backend):
         ]
 
     def _node(self, node: str) -> dict[str, Any]:
-        found = [n for n in self._nodes() if n["node"] == node]
+        every = self._nodes()
+        found = [n for n in every if n["node"] == node]
         if not found:
-            known = ", ".join(sorted(n["node"] for n in self._nodes()))
-            raise ApiError(f"no node {node!r}; nodes: {known}", 404)
+            raise _no_node(node, [n["node"] for n in every])
         return found[0]
 
+    def _node_object(self, node: str) -> Obj:
+        """The Node itself (ApiError 404 naming the nodes there are when it is not)."""
+        current = self.api.get("Node", node)
+        if current is None:
+            raise _no_node(node, [n["metadata"]["name"] for n in self.api.objects("Node")])
+        return current
+
     def _drain(self, node: str, reason: str) -> dict[str, Any]:
-        self._node(node)
+        self._node_object(node)
         patch = {
             "spec": {"unschedulable": True},
             "metadata": {"annotations": {records.DRAIN_ANNOTATION: reason}},
@@ -337,8 +344,7 @@ class KubernetesBackend(Backend):
     def _resume(self, node: str, gpu: int | None) -> dict[str, Any]:
         """Uncordon the node and lift Podium's fence (its health label and taint), as
         an administrator's `scontrol update state=resume` does on Slurm."""
-        self._node(node)
-        current = self.api.get("Node", node) or {}
+        current = self._node_object(node)
         taints = [
             t for t in (current.get("spec") or {}).get("taints") or []
             if t.get("key") != HEALTH_LABEL
@@ -366,3 +372,7 @@ class KubernetesBackend(Backend):
             "namespace": self.access.namespace,
             "local_queue": self.access.local_queue if queue else None,
         }
+
+
+def _no_node(node: str, names: list[str]) -> ApiError:
+    return ApiError(f"no node {node!r}; nodes: {', '.join(sorted(names))}", 404)
