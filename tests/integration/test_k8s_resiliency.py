@@ -18,7 +18,7 @@ import yaml
 
 from podium.node.health.xid import xid_text
 from podium.node.inventory import declared_bus_id
-from tests.integration.k8s_cluster import start_cluster
+from tests.integration.k8s_cluster import start_cluster, wait_for
 from tests.integration.test_k8s_backend import PODIUM, SLOW, Podium
 
 pytestmark = pytest.mark.integration
@@ -63,6 +63,12 @@ def _xid(lab: Podium, node: str, code: int) -> None:
 
 def _node(api: Any, name: str) -> dict[str, Any]:
     return dict(api.call("GET", f"/api/v1/nodes/{name}")[1])
+
+
+def _gpu_usage(queue: dict[str, Any]) -> list[dict[str, str]]:
+    """A ClusterQueue's usage of its first flavor ([] before Kueue first writes it)."""
+    flavors = queue.get("status", {}).get("flavorsUsage") or [{}]
+    return list(flavors[0].get("resources", []))
 
 
 def test_a_gpu_fault_fences_the_node_and_the_job_resumes_on_others(
@@ -165,9 +171,10 @@ def test_a_team_borrows_idle_quota_and_loses_it_when_the_owner_submits(
                   image="busybox:1.36")  # fmt: skip
     wide = alpha.submit("-N", "3", "--gpus-per-node=8", "--wrap", "train")
     alpha.wait(wide, lambda r: r["state"] == "RUNNING", timeout=90)
-    queue = api.call("GET", "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/t-alpha")[1]
-    used = queue["status"]["flavorsUsage"][0]["resources"]
-    assert {"name": "nvidia.com/gpu", "total": "24", "borrowed": "8"} in used, used
+    borrowing = {"name": "nvidia.com/gpu", "total": "24", "borrowed": "8"}
+    # Kueue writes a ClusterQueue's usage in its own time, after the admission
+    wait_for(api, "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/t-alpha",
+             lambda queue: borrowing in _gpu_usage(queue))  # fmt: skip
     owner = beta.submit("-N", "2", "--gpus-per-node=8", "--wrap", "train")
     beta.wait(owner, lambda r: r["state"] == "RUNNING", timeout=90)
     preempted = alpha.wait(wide, lambda r: r["state"] == "PENDING")
