@@ -30,6 +30,7 @@ class Feature:
 
     PRIORITIES = "priorities"
     FAIR_SHARE = "fair share"
+    TEAMS = "team quotas"
     HEALTH = "health checks on request"
     FAULT_INJECTION = "fault injection"
     GPU_RESUME = "resuming one GPU"
@@ -178,6 +179,12 @@ class Backend:
         self.refuse(Feature.FAIR_SHARE)
         return self._share()
 
+    def teams(self) -> list[dict[str, Any]]:
+        """Each team's GPU quota, limits, use, borrowed and lent GPUs (podium teams;
+        `sched.teams.team_table`'s records)."""
+        self.refuse(Feature.TEAMS)
+        return self._teams()
+
     def mig_advice(self) -> dict[str, Any]:
         """The MIG layouts the pending queue would be served best by (podium mig)."""
         self.refuse(Feature.MIG_ADVICE)
@@ -257,6 +264,9 @@ class Backend:
         raise NotImplementedError
 
     def _share(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _teams(self) -> list[dict[str, Any]]:
         raise NotImplementedError
 
     def _mig_advice(self) -> dict[str, Any]:

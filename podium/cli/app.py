@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "acct": ("podium.cli.job_cmds", "acct", "Accounting: finished and running jobs."),
     "priority": ("podium.cli.sched_cmds", "priority", "Pending jobs' priority factors (sprio)."),
     "share": ("podium.cli.sched_cmds", "share", "Fair share per account and user (sshare)."),
+    "teams": ("podium.cli.sched_cmds", "teams", "Team GPU quotas: use, borrowed, lent."),
     "nodes": ("podium.cli.nodes", "nodes", "Node state, GPU owners and health."),
     "drain": ("podium.cli.nodes", "drain", "Drain a node (admin)."),
     "resume": ("podium.cli.nodes", "resume", "Resume a drained or fenced node or GPU (admin)."),

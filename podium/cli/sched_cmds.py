@@ -1,4 +1,5 @@
-"""Scheduling views: `podium priority` (like sprio) and `podium share` (like sshare)."""
+"""Scheduling views: `podium priority` (like sprio), `podium share` (like sshare) and
+`podium teams` (team quotas, like Kueue's ClusterQueues)."""
 
 from __future__ import annotations
 
@@ -86,3 +87,32 @@ def share(as_json: bool) -> None:
         )
         for account, qos in (access.get("account_qos") or {}).items():
             click.echo(f"  account {account} allows QoS {', '.join(qos) or 'none open to you'}")
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True)
+def teams(as_json: bool) -> None:
+    """Each team's GPU quota, limits, use, and the GPUs it borrows and lends in its cohort."""
+    rows = open_backend().teams()
+    if as_json:
+        render.print_json(rows)
+        return
+    if not rows:
+        click.echo("no teams: quotas are configured under teams: in the cluster config")
+        return
+
+    def limit(value: int | None) -> str:
+        return "-" if value is None else str(value)
+
+    render.table(
+        None,
+        ["TEAM", "COHORT", "QUOTA", "USED", "BORROWED", "LENT", "BORROW_LIMIT", "LEND_LIMIT",
+         "PENDING"],
+        [
+            [r["name"], r["cohort"] or "-", r["quota_gpus"], r["used_gpus"], r["borrowed_gpus"],
+             r["lent_gpus"], limit(r["borrowing_limit_gpus"]), limit(r["lending_limit_gpus"]),
+             f"{r['pending_jobs']} job(s)" + ("" if r["pending_gpus"] is None
+                                             else f", {r['pending_gpus']} GPU(s)")]
+            for r in rows
+        ],
+    )  # fmt: skip

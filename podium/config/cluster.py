@@ -31,6 +31,7 @@ from podium.config.operations import (
     ResumeConfig,
     SlurmAccess,
 )
+from podium.config.teams import Team, check_teams
 from podium.config.validation import one_line
 from podium.errors import ConfigError
 
@@ -51,6 +52,7 @@ __all__ = [
     "ResumeConfig",
     "SchedulerConfig",
     "SlurmAccess",
+    "Team",
     "UserDefaults",
     "UserShare",
     "default_config",
@@ -89,6 +91,10 @@ class ClusterConfig(Closed):
     )
     users: list[UserDefaults] = Field(
         default_factory=list, description="per-user defaults (default_account)"
+    )
+    teams: list[Team] = Field(
+        default_factory=list,
+        description="team GPU quotas that lend and borrow within a cohort (none: no quotas)",
     )
     priority: PriorityConfig = Field(default_factory=PriorityConfig)
     fairshare: FairshareConfig = Field(default_factory=FairshareConfig)
@@ -153,6 +159,7 @@ class ClusterConfig(Closed):
             unknown_qos = [q for q in a.allow_qos if q not in qos_names]
             if unknown_qos:
                 raise ValueError(f"account {a.name} allows unknown QoS {unknown_qos}")
+        check_teams(self.teams, account_names)
         for u in self.users:
             if account_names and u.default_account not in account_names:
                 raise ValueError(

@@ -36,8 +36,9 @@ from podium.sched.model import (
     Start,
 )
 from podium.sched.order import GroupedOrder, priority_key, queue_order
-from podium.sched.preempt import NoVictims, preempt_for
+from podium.sched.preempt import NoVictims, lower_qos, preempt_for
 from podium.sched.priority import Factors
+from podium.sched.teams import Shortfall, TeamLedger
 
 __all__ = ["priority_key", "schedule"]
 
@@ -76,6 +77,9 @@ def schedule(
             per_job[alloc.job_id] = (one, total + len(alloc.gpu_indices))
         for one, total in per_job.values():
             counters.count(one.qos, one.user, one.account, total, one.array_job_id, one.name)
+    ledger = TeamLedger(policy.teams) if policy.teams.teams else None
+    if ledger is not None:
+        ledger.count_running(snapshot.running)
     max_gpus = max((len(n.gpus) for n in snapshot.nodes), default=0)
     index = Index((n for n in nodes.values() if n.view.schedulable), max_gpus)
     order: Iterable[PendingJob]
@@ -114,6 +118,18 @@ def schedule(
             no_victims.covers(job)
         )
 
+    def candidates_of(job: PendingJob, allowed: frozenset[str] | None) -> list[Node]:
+        """The schedulable nodes of `job`'s partition."""
+        candidates = partition_nodes.get(job.partition)
+        if candidates is None:
+            candidates = [
+                n
+                for n in nodes.values()
+                if n.view.schedulable and (allowed is None or n.view.name in allowed)
+            ]
+            partition_nodes[job.partition] = candidates
+        return candidates
+
     def drop_look_alikes(request: Request) -> None:
         """The job cannot start in this pass: neither can the rest of its group, or
         those of them as long, once the reservation is made (explain=False)."""
@@ -146,10 +162,18 @@ def schedule(
                 reasons[job.job_id] = limit
                 drop()  # counts only grow during a pass: its look-alikes are over it too
                 continue
+        allowed = allowed_sets.get(job.partition)
+        if ledger is not None:
+            short = ledger.shortfall(job)
+            if short is not None:
+                reasons[job.job_id] = short.reason
+                if policy.preemption and short.may_stop is not None:
+                    _reclaim(job, short, ledger, candidates_of(job, allowed), policy, now,
+                             victims, preempts, reservations)  # fmt: skip
+                continue
         if job.partition in strict_blocked:
             reasons[job.job_id] = Reason.PRIORITY
             continue
-        allowed = allowed_sets.get(job.partition)
         # Free resources only shrink during a pass: a request that fit no node before
         # fits none now, whatever its time limit.
         request = request_of(job)
@@ -171,20 +195,15 @@ def schedule(
                 counters.count(
                     job.qos, job.user, job.account, job.total_gpus, job.array_job_id, job.name
                 )
+                if ledger is not None:
+                    ledger.count(job.user, job.account, job.total_gpus)
                 continue
             if fitting < job.nodes:
                 no_room.add(request)
             else:  # it fits, but would delay a reservation: so would any longer job
                 held_back[request] = min(ends_in, held_back.get(request, INF))
 
-        candidates = partition_nodes.get(job.partition)
-        if candidates is None:
-            candidates = [
-                n
-                for n in nodes.values()
-                if n.view.schedulable and (allowed is None or n.view.name in allowed)
-            ]
-            partition_nodes[job.partition] = candidates
+        candidates = candidates_of(job, allowed)
         shape = (job.partition, job.nodes, job.gpus, job.gpu_type, job.cpus, job.mem_mb)
         ever = ever_fits.get(shape)
         if ever is None:
@@ -195,7 +214,9 @@ def schedule(
             drop()
             continue
         if policy.preemption and policy.preempts.get(job.qos) and not no_victims.covers(job):
-            taken = preempt_for(job, candidates, policy, now, victims)
+            taken = preempt_for(
+                job, candidates, lower_qos(job, policy), policy.preempt_exempt_s, now, victims
+            )
             if taken is None:
                 no_victims.add(job)
             else:
@@ -232,6 +253,38 @@ def schedule(
         reservations=tuple(reservations),
         priorities=prios,
     )
+
+
+def _reclaim(
+    job: PendingJob,
+    short: Shortfall,
+    ledger: TeamLedger,
+    candidates: list[Node],
+    policy: Policy,
+    now: float,
+    victims: set[int],
+    preempts: list[Preempt],
+    reservations: list[Reservation],
+) -> None:
+    """Preempt the jobs whose stop gives `job` its team's quota back (and room on a
+    node), losing the least work; nothing when GPUs on their way out cover it already
+    or no choice works."""
+    assert short.may_stop is not None
+    if ledger.reclaiming(job, short.need):
+        return
+    taken = preempt_for(
+        job, candidates, short.may_stop, policy.preempt_exempt_s, now, victims, short.need
+    )
+    if taken is None:
+        return
+    node, chosen = taken
+    for alloc in chosen:
+        victims.add(alloc.job_id)
+        ledger.freeing_add(alloc)
+        mode = policy.preempt_mode.get(alloc.qos, PreemptMode.REQUEUE)
+        preempts.append(Preempt(alloc.job_id, job.job_id, mode))
+    node.hold = Hold(job.job_id, now, 0, 0, 0)  # keep what is freed for it
+    reservations.append(Reservation(job.job_id, node.view.name, now))
 
 
 def _each_task(order: Iterable[PendingJob], starts: list[Start]) -> Iterator[PendingJob]:

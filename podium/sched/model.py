@@ -19,6 +19,54 @@ class QosLimits:
 
 
 @dataclass(frozen=True)
+class TeamQuota:
+    """One team's GPU quota as the scheduler sees it (config.teams.Team, flattened;
+    the arithmetic is in `teams`)."""
+
+    name: str
+    quota: int
+    cohort: str | None = None
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+    weight: float = 1.0
+    users: frozenset[str] = frozenset()
+    accounts: frozenset[str] = frozenset()
+    reclaim_within_cohort: str = "any"
+    within_team: str = "never"
+
+    @property
+    def lendable(self) -> int:
+        """What it puts into its cohort's pool."""
+        if self.cohort is None:
+            return 0
+        return self.quota if self.lending_limit is None else min(self.quota, self.lending_limit)
+
+    @property
+    def guaranteed(self) -> int:
+        """What of its quota only it may use."""
+        return self.quota - self.lendable
+
+
+@dataclass(frozen=True)
+class TeamRules:
+    """Every team, and each QoS's priority (to judge "lower priority")."""
+
+    teams: tuple[TeamQuota, ...] = ()
+    qos_priority: Mapping[str, int] = field(default_factory=dict)
+
+    def team_of(self, user: str, account: str) -> TeamQuota | None:
+        """The team a job is charged to: its account's team, else its user's; None
+        when neither is in a team."""
+        for team in self.teams:
+            if account in team.accounts:
+                return team
+        for team in self.teams:
+            if user in team.users:
+                return team
+        return None
+
+
+@dataclass(frozen=True)
 class Policy:
     """What a pass may do. The default is the daemon's: priority order, backfill and
     preemption, no limits. `use_priority=False` is plain FIFO (submit order)."""
@@ -33,6 +81,20 @@ class Policy:
     qos_limits: Mapping[str, QosLimits] = field(default_factory=dict)
     account_gpu_limits: Mapping[str, int] = field(default_factory=dict)
     partition_tiers: Mapping[str, int] = field(default_factory=dict)
+    teams: TeamRules = field(default_factory=lambda: TeamRules())
+
+    @property
+    def may_preempt(self) -> bool:
+        """Whether any pass could preempt: a QoS that preempts others, or a team that
+        reclaims lent quota or preempts its own lower-priority jobs."""
+        return self.preemption and (
+            any(self.preempts.values())
+            or any(
+                (t.cohort is not None and t.reclaim_within_cohort != "never")
+                or t.within_team != "never"
+                for t in self.teams.teams
+            )
+        )
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ job that still cannot start).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from itertools import combinations
 from typing import NamedTuple
 
@@ -56,21 +56,29 @@ def _kind(job: PendingJob) -> Hashable:
     return (job.partition, job.gpu_type, job.qos, job.nodes)
 
 
+def lower_qos(job: PendingJob, policy: Policy) -> Callable[[Allocation], bool]:
+    """The running jobs `job` may preempt by QoS: those of QoS its QoS preempts."""
+    lower = policy.preempts.get(job.qos, frozenset())
+    return lambda alloc: alloc.qos in lower
+
+
 def preempt_for(
     job: PendingJob,
     candidates: list[Node],
-    policy: Policy,
+    may_stop: Callable[[Allocation], bool],
+    exempt: float,
     now: float,
     victims: set[int],
+    quota_need: int = 0,
 ) -> tuple[Node, list[Allocation]] | None:
-    """The node and the running jobs to stop there so that `job` fits, losing the
-    fewest GPU-seconds of work since the victims' checkpoints; None when no choice
-    works. Jobs already being
-    preempted count as freed (then no new victim is needed on that node)."""
+    """The node and the running jobs to stop there (those `may_stop` allows, sparing
+    any younger than `exempt` seconds) so that `job` fits, losing the fewest
+    GPU-seconds of work since the victims' checkpoints; None when no choice works.
+    Jobs already being preempted count as freed (then no new victim is needed on that
+    node). `quota_need`: the victims must also hold at least that many GPUs between
+    them (a team reclaiming its quota), even where `job` would fit already."""
     if job.nodes > 1 or job.gpu_type == MPS:
         return None
-    lower = policy.preempts.get(job.qos, frozenset())
-    exempt = policy.preempt_exempt_s
     best: tuple[float, Node, list[Allocation]] | None = None
     for node in candidates:
         if not could_ever_fit(job, node.view) or node.hold is not None:
@@ -81,21 +89,27 @@ def preempt_for(
                 gpus += node.matching(alloc.gpu_indices, job.gpu_type)
                 cpus += alloc.cpus
                 mem += alloc.mem_mb
-        if gpus >= job.gpus and cpus >= job.cpus and mem >= job.mem_mb:
+        if gpus >= job.gpus and cpus >= job.cpus and mem >= job.mem_mb and quota_need <= 0:
             if any(a.job_id in victims for a in node.allocs):
                 return node, []  # already freeing enough here: wait for it
             continue
         eligible = []
-        most_gpus, most_cpus, most_mem = gpus, cpus, mem
+        most_gpus, most_cpus, most_mem, most_held = gpus, cpus, mem, 0
         for a in node.allocs:
-            if a.qos in lower and a.job_id not in victims and now - a.start_time >= exempt:
+            if a.job_id not in victims and now - a.start_time >= exempt and may_stop(a):
                 eligible.append(a)
                 most_gpus += node.matching(a.gpu_indices, job.gpu_type)
                 most_cpus += a.cpus
                 most_mem += a.mem_mb
-        if most_gpus < job.gpus or most_cpus < job.cpus or most_mem < job.mem_mb:
+                most_held += len(a.gpu_indices)
+        if (
+            most_gpus < job.gpus
+            or most_cpus < job.cpus
+            or most_mem < job.mem_mb
+            or most_held < quota_need
+        ):
             continue  # even stopping every eligible job would not be enough here
-        found = _cheapest_cover(eligible, (gpus, cpus, mem), job, node, now)
+        found = _cheapest_cover(eligible, (gpus, cpus, mem), job, node, now, quota_need)
         if found is not None and (best is None or found[0] < best[0]):
             best = (found[0], node, found[1])
     return (best[1], best[2]) if best is not None else None
@@ -120,9 +134,11 @@ def _cheapest_cover(
     job: PendingJob,
     node: Node,
     now: float,
+    quota_need: int = 0,
 ) -> tuple[float, list[Allocation]] | None:
     """The victims among `eligible` whose stopping frees enough for `job` on `node`
-    (beyond `free`: GPUs, CPUs, memory) and loses the least work, fewest jobs on a tie;
+    (beyond `free`: GPUs, CPUs, memory; and at least `quota_need` GPUs held between
+    them) and loses the least work, fewest jobs on a tie;
     None when none does. Exact up to EXACT_UP_TO candidates (stopping the job with the
     least to lose first is not always cheapest: two small victims can lose more than
     one large one), greedy by lost work beyond."""
@@ -137,6 +153,7 @@ def _cheapest_cover(
             sum(c.gpus for c in chosen) >= need_gpus
             and sum(c.cpus for c in chosen) >= need_cpus
             and sum(c.mem_mb for c in chosen) >= need_mem
+            and sum(len(c.alloc.gpu_indices) for c in chosen) >= quota_need
         )
 
     if len(gains) > EXACT_UP_TO:

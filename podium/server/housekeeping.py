@@ -41,8 +41,7 @@ class Housekeeping:
         if reactor.planner.mps.live:
             self.stop_idle_mps()
         policy = reactor.policy
-        preempting = policy.preemption and any(policy.preempts.values())
-        if preempting and reactor.clock() >= self._next_checkpoint_sample:
+        if policy.may_preempt and reactor.clock() >= self._next_checkpoint_sample:
             self._next_checkpoint_sample = reactor.clock() + reactor.config.health.interval_s
             self.sample_checkpoints()
         if self.real_gpus and reactor.clock() >= self._next_memory_sample:
@@ -71,7 +70,8 @@ class Housekeeping:
         """Note each running job's newest checkpoint (a file in its
         PODIUM_CHECKPOINT_DIR, as auto-resume reads them) for preemption, which stops
         the jobs that lose the least work since theirs (podium.sched.preempt); only on
-        a cluster where some QoS may preempt, as nothing else reads them. The
+        a cluster where some QoS or team may preempt (`Policy.may_preempt`), as nothing
+        else reads them. The
         directories are walked outside the lock, 10,000 entries at most each."""
         reactor = self.reactor
         with reactor.lock:

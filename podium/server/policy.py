@@ -9,7 +9,7 @@ from podium.api.timefmt import parse_duration
 from podium.config.cluster import ClusterConfig
 from podium.sched import accounting
 from podium.sched.fairshare import Association
-from podium.sched.model import Policy, QosLimits
+from podium.sched.model import Policy, QosLimits, TeamQuota, TeamRules
 from podium.sched.priority import PriorityWeights
 
 
@@ -39,6 +39,29 @@ def policy_from_config(config: ClusterConfig) -> Policy:
         },
         account_gpu_limits={a.name: a.max_gpus for a in config.accounts if a.max_gpus is not None},
         partition_tiers={p.name: p.priority_tier for p in config.partitions},
+        teams=team_rules(config),
+    )
+
+
+def team_rules(config: ClusterConfig) -> TeamRules:
+    """The config's teams as the scheduler reads them."""
+    return TeamRules(
+        tuple(
+            TeamQuota(
+                name=t.name,
+                quota=t.quota.gpus,
+                cohort=t.cohort,
+                borrowing_limit=t.borrowing_limit.gpus if t.borrowing_limit else None,
+                lending_limit=t.lending_limit.gpus if t.lending_limit else None,
+                weight=t.weight,
+                users=frozenset(t.users),
+                accounts=frozenset(t.accounts),
+                reclaim_within_cohort=t.reclaim_within_cohort,
+                within_team=t.within_team,
+            )
+            for t in config.teams
+        ),
+        {q.name: q.priority for q in config.qos},
     )
 
 

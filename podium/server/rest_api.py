@@ -238,6 +238,11 @@ def create_app(
     def share(request: Request) -> dict[str, Any]:
         return {"shares": call(views.share), "access": views.access(caller(request))}
 
+    @app.get("/v1/teams")
+    def teams(request: Request) -> dict[str, Any]:
+        caller(request)
+        return {"teams": call(views.teams)}
+
     @app.get("/v1/nodes")
     def nodes(request: Request) -> dict[str, Any]:
         caller(request)

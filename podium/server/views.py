@@ -21,6 +21,7 @@ from podium.node.inventory import GpuInfo
 from podium.recover.agent import HealthAgent
 from podium.recover.ladder import Health
 from podium.sched.fairshare import fairshare_table
+from podium.sched.teams import team_table
 from podium.server.job_rows import (
     GpuUnits,
     gpu_owners,
@@ -30,6 +31,7 @@ from podium.server.job_rows import (
     step_records,
 )
 from podium.server.local_node import LocalNode
+from podium.server.policy import team_rules
 from podium.server.reactor import RUNNING, Reactor
 from podium.server.snapshot import allocation, share_inputs
 from podium.store.db import Row, spec_of
@@ -230,6 +232,18 @@ class Views:
         stored = self.store.usage(now, reactor.half_life_s)
         tree, usage = share_inputs(self.config, stored, running, reactor.queue.jobs.values(), now)
         return [asdict(r) for r in fairshare_table(tree, usage)]
+
+    def teams(self) -> list[dict[str, Any]]:
+        """Each team's quota, use, borrowed and lent GPUs (podium teams)."""
+        reactor = self.reactor
+        reactor.queue.refresh()
+        now = reactor.clock()
+        node = self.node
+        running = [
+            allocation(r, node.name, "none", set(), now, node.gpu_units(spec_gpu_ids(r)))
+            for r in reactor.running_rows()
+        ]
+        return team_table(team_rules(self.config), running, reactor.queue.jobs.values())
 
     def access(self, who: Caller) -> dict[str, Any]:
         """The accounts and QoS levels `who` may submit with (admins: all of them)."""

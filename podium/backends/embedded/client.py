@@ -304,6 +304,10 @@ class EmbeddedBackend(Backend):
         answer: dict[str, Any] = self.client.get("/v1/share")
         return answer
 
+    def _teams(self) -> list[dict[str, Any]]:
+        answer: list[dict[str, Any]] = self.client.get("/v1/teams")["teams"]
+        return answer
+
     def _mig_advice(self) -> dict[str, Any]:
         answer: dict[str, Any] = self.client.get("/v1/mig/advice")
         return answer

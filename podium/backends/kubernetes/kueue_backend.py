@@ -30,6 +30,7 @@ from podium.api.caller import this_process
 from podium.api.records import would_queue
 from podium.api.selection import JobFilter, Selection
 from podium.backends.kubernetes import k8s_records as records
+from podium.backends.kubernetes.cluster_queues import queue_teams
 from podium.backends.kubernetes.kube_api import KubeApi, Obj
 from podium.backends.kubernetes.kueue_admission import KubernetesAdmission
 from podium.backends.kubernetes.manifests import HEALTH_LABEL, JOB_LABEL, Target, manifests
@@ -75,6 +76,11 @@ class KubernetesBackend(Backend):
         self.api = KubeApi(self.access.kubeconfig, self.access.namespace)
 
     # --- submission ----------------------------------------------------------------------
+
+    def _teams(self) -> list[dict[str, Any]]:
+        """Every ClusterQueue as a team (cluster-wide: quotas are the cohort's)."""
+        records: list[dict[str, Any]] = queue_teams(self.api.objects("ClusterQueue"))
+        return records
 
     def _spec(self, request: Mapping[str, Any]) -> JobSpec:
         """The job a submit request asks for, as this backend admits it (its warnings

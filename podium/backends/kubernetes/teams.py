@@ -17,6 +17,12 @@ Within a team, lower priority work is preempted for higher
 (`withinClusterQueue: LowerPriority`).
 
 With no accounts configured, there is one team, `default`, with everything.
+
+**Teams.** When the config has `teams:`, they are the ClusterQueues instead of the
+accounts, with their own GPU quotas, cohorts, borrowing and lending limits and
+preemption choices; CPUs and memory are split in proportion to their GPU quotas. A
+team without a cohort joins `--cohort` with `borrowingLimit: 0` and
+`lendingLimit: 0`: it neither borrows nor lends, as on the embedded cluster.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from typing import Any
 from podium.backends.kubernetes.manifests import dns_label
 from podium.config.access import Account
 from podium.config.cluster import ClusterConfig
+from podium.config.teams import Team
 
 ACCOUNT_LABEL = "podium.dev/account"
 KUEUE = "kueue.x-k8s.io/v1beta2"
@@ -55,16 +62,58 @@ def split(total: int, shares: list[int]) -> list[int]:
     return parts
 
 
+@dataclass(frozen=True)
+class Member:
+    """One ClusterQueue to make: a team (config `teams:`) or an account."""
+
+    name: str
+    gpus: int
+    cohort: str
+    limits: dict[str, int]  # borrowingLimit, lendingLimit of its GPUs
+    preemption: tuple[str, str]  # reclaimWithinCohort, withinClusterQueue
+
+
+def _account_limits(account: Account, gpus: int) -> dict[str, int]:
+    return {} if account.max_gpus is None else {"borrowingLimit": max(0, account.max_gpus - gpus)}
+
+
+def _gpu_limits(team: Team) -> dict[str, int]:
+    limits = {}
+    if team.cohort is None:  # no cohort: it borrows from and lends to no one
+        return {"borrowingLimit": 0, "lendingLimit": 0}
+    if team.borrowing_limit is not None:
+        limits["borrowingLimit"] = team.borrowing_limit.gpus
+    if team.lending_limit is not None:
+        limits["lendingLimit"] = team.lending_limit.gpus
+    return limits
+
+
+def _choices(team: Team) -> tuple[str, str]:
+    words = {"any": "Any", "lower_priority": "LowerPriority", "never": "Never"}
+    return words[team.reclaim_within_cohort], words[team.within_team]
+
+
 def teams(
     config: ClusterConfig, capacity: Capacity, prefix: str = "team-", cohort: str = "podium"
 ) -> list[dict[str, Any]]:
     """The manifests, in the order to apply them: priority classes, the flavor,
     namespaces, cluster queues, local queues."""
-    accounts = config.accounts or [Account(name="default")]
-    shares = [a.shares for a in accounts]
-    gpus = split(capacity.gpus, shares)
-    cpus = split(capacity.cpus, shares)
-    memory = split(capacity.memory_gi, shares)
+    if config.teams:
+        members = [Member(t.name, t.quota.gpus, t.cohort or cohort, _gpu_limits(t), _choices(t))
+                   for t in config.teams]  # fmt: skip
+        quotas = [t.quota.gpus for t in config.teams]
+        gpus = quotas
+    else:
+        accounts = config.accounts or [Account(name="default")]
+        shares = [a.shares for a in accounts]
+        gpus = split(capacity.gpus, shares)
+        quotas = shares
+        members = [
+            Member(a.name, g, cohort, _account_limits(a, g), ("Any", "LowerPriority"))
+            for a, g in zip(accounts, gpus, strict=True)
+        ]
+    cpus = split(capacity.cpus, quotas)
+    memory = split(capacity.memory_gi, quotas)
     flavor = dns_label(config.node.gpus.type or "default-flavor")
     docs: list[dict[str, Any]] = [
         {
@@ -78,29 +127,27 @@ def teams(
     ]
     docs.append({"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": flavor}})
     queues: list[dict[str, Any]] = []
-    for account, g, c, m in zip(accounts, gpus, cpus, memory, strict=True):
-        name = dns_label(f"{prefix}{account.name}")
+    for member, g, c, m in zip(members, gpus, cpus, memory, strict=True):
+        name = dns_label(f"{prefix}{member.name}")
         docs.append(
             {
                 "apiVersion": "v1",
                 "kind": "Namespace",
-                "metadata": {"name": name, "labels": {ACCOUNT_LABEL: dns_label(account.name)}},
+                "metadata": {"name": name, "labels": {ACCOUNT_LABEL: dns_label(member.name)}},
             }
         )
-        gpu: dict[str, Any] = {"name": "nvidia.com/gpu", "nominalQuota": g}
-        if account.max_gpus is not None:
-            gpu["borrowingLimit"] = max(0, account.max_gpus - g)
+        gpu: dict[str, Any] = {"name": "nvidia.com/gpu", "nominalQuota": g, **member.limits}
         queues.append(
             {
                 "apiVersion": KUEUE,
                 "kind": "ClusterQueue",
-                "metadata": {"name": name, "labels": {ACCOUNT_LABEL: dns_label(account.name)}},
+                "metadata": {"name": name, "labels": {ACCOUNT_LABEL: dns_label(member.name)}},
                 "spec": {
-                    "cohortName": cohort,
+                    "cohortName": dns_label(member.cohort),
                     "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": name}},
                     "preemption": {
-                        "reclaimWithinCohort": "Any",
-                        "withinClusterQueue": "LowerPriority",
+                        "reclaimWithinCohort": member.preemption[0],
+                        "withinClusterQueue": member.preemption[1],
                     },
                     "resourceGroups": [
                         {

@@ -27,7 +27,7 @@ from podium.backends.slurm.admission import SlurmAdmission
 from podium.backends.slurm.commands import SlurmError, SlurmRest, SlurmTools
 from podium.backends.slurm.translate import sbatch_script
 from podium.config.cluster import ClusterConfig
-from podium.errors import ApiError
+from podium.errors import ApiError, ConfigError
 from podium.jobspec.build import SubmitRequest, build_job
 from podium.jobspec.job import JobSpec
 
@@ -64,6 +64,9 @@ class SlurmBackend(Backend):
     CANNOT: ClassVar[Mapping[str, str]] = {
         Feature.PRIORITIES: "priorities come from Slurm: use sprio",
         Feature.FAIR_SHARE: "fair share comes from Slurm: use sshare",
+        Feature.TEAMS: "Slurm cannot lend one account's idle GPUs to another (it has no "
+        "cohorts); a fixed cap per account is an association's GrpTRES=gres/gpu=N "
+        "(sacctmgr show assoc)",
         Feature.HEALTH: "health checks run on the nodes as Slurm's HealthCheckProgram "
         "(podium slurm health-hook); run `podium health --config FILE` on a node",
         Feature.FAULT_INJECTION: "fault injection acts on the embedded cluster's daemon",
@@ -78,6 +81,12 @@ class SlurmBackend(Backend):
     }
 
     def __init__(self, config: ClusterConfig, home: Path | None = None) -> None:
+        if config.teams:  # quotas Slurm would not keep must not look as if they held
+            raise ConfigError(
+                "teams: Slurm cannot lend one account's idle GPUs to another (it has no "
+                "cohorts): remove teams: from the config and give each account "
+                "GrpTRES=gres/gpu=N with sacctmgr instead"
+            )
         self.config = config
         self.home = home or paths.home()
         self.tools = SlurmTools(config.slurm)

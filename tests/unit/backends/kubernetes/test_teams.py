@@ -12,8 +12,10 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from podium.backends.kubernetes.cluster_queues import queue_teams
 from podium.backends.kubernetes.teams import Capacity, split, teams
 from podium.config.cluster import ClusterConfig
+from podium.config.teams import Team
 
 GOLDEN = Path(__file__).with_name("golden")
 CONFIG = ClusterConfig.model_validate(
@@ -93,3 +95,50 @@ def test_render_teams_cli_refuses_a_bad_prefix(tmp_path: Path) -> None:
     assert done.exit_code == 2 and "a DNS label" in done.output
     ok = runner.invoke(cli, args)
     assert ok.exit_code == 0 and "kind: ClusterQueue" in ok.output, ok.output
+
+
+def test_configured_teams_become_cluster_queues_and_read_back_as_teams() -> None:
+    config = CONFIG.model_copy(
+        update={
+            "teams": [
+                Team.model_validate(t)
+                for t in [
+                    {"name": "vision", "cohort": "lab", "quota": {"gpus": 4},
+                     "borrowing_limit": {"gpus": 4}, "lending_limit": {"gpus": 2},
+                     "accounts": ["vision"]},
+                    {"name": "nlp", "cohort": "lab", "quota": {"gpus": 4}, "users": ["carol"],
+                     "reclaim_within_cohort": "lower_priority"},
+                    {"name": "solo", "quota": {"gpus": 2}, "users": ["sam"]},
+                ]
+            ]
+        }
+    )  # fmt: skip
+    queues = by_kind(teams(config, Capacity(10, 100, 1000)), "ClusterQueue")
+    gpu = {
+        q["metadata"]["name"]: next(
+            r for r in q["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
+            if r["name"] == "nvidia.com/gpu")
+        for q in queues
+    }  # fmt: skip
+    assert gpu == {
+        "team-vision": {"name": "nvidia.com/gpu", "nominalQuota": 4, "borrowingLimit": 4,
+                        "lendingLimit": 2},
+        "team-nlp": {"name": "nvidia.com/gpu", "nominalQuota": 4},
+        "team-solo": {"name": "nvidia.com/gpu", "nominalQuota": 2, "borrowingLimit": 0,
+                      "lendingLimit": 0},
+    }  # fmt: skip
+    by_name = {q["metadata"]["name"]: q["spec"] for q in queues}
+    assert by_name["team-nlp"]["preemption"]["reclaimWithinCohort"] == "LowerPriority"
+    assert by_name["team-vision"]["cohortName"] == "lab"
+    # What Kueue reports back (status.flavorsUsage) reads as Podium's teams.
+    by_name_status = {"team-vision": 6, "team-nlp": 1, "team-solo": 0}
+    for q in queues:
+        q["status"] = {
+            "flavorsUsage": [{"name": "h100", "resources": [
+                {"name": "nvidia.com/gpu", "total": str(by_name_status[q["metadata"]["name"]])}]}],
+            "pendingWorkloads": 2,
+        }  # fmt: skip
+    rows = {r["name"]: r for r in queue_teams(queues)}
+    assert (rows["team-vision"]["borrowed_gpus"], rows["team-nlp"]["lent_gpus"]) == (2, 2)
+    assert rows["team-solo"]["quota_gpus"] == 2 and rows["team-solo"]["pending_jobs"] == 2
+    assert rows["team-solo"]["pending_gpus"] is None  # Kueue does not say

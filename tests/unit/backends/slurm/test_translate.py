@@ -237,3 +237,16 @@ def test_what_slurm_applies_itself_reaches_sbatch() -> None:
     ).splitlines()
     for directive in ("--mem=0", "--wckey=submitit", "--cpu-bind=cores", "--hint=compute_bound"):
         assert f"#SBATCH {directive}" in lines, lines
+
+
+def test_team_quotas_are_refused_on_slurm_in_one_line() -> None:
+    from podium.backends.slurm.backend import SlurmBackend
+    from podium.config.cluster import parse_config
+    from podium.errors import ConfigError
+
+    config = parse_config(
+        "backend: slurm\nteams: [{name: t, cohort: lab, quota: {gpus: 2}, users: [amy]}]\n", "c"
+    )
+    with pytest.raises(ConfigError, match="GrpTRES") as err:
+        SlurmBackend(config)
+    assert "\n" not in str(err.value)

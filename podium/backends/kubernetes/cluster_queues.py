@@ -1,0 +1,70 @@
+"""Kueue's ClusterQueues read as Podium's teams (`podium teams` on Kubernetes). Pure.
+
+A ClusterQueue is a team: its GPU quota is the sum of `nominalQuota` of
+`nvidia.com/gpu` over its flavors, with their borrowing and lending limits; its use
+and borrowing come from `status.flavorsUsage`, its waiting jobs from
+`status.pendingWorkloads` (Kueue does not say how many GPUs they ask for). What it
+lends is worked out as on the embedded cluster (`sched.teams.TeamLedger.lent`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from podium.backends.kubernetes.k8s_records import quantity
+from podium.sched.model import TeamQuota, TeamRules
+from podium.sched.teams import TeamLedger, team_rows
+
+GPU = "nvidia.com/gpu"
+
+
+def _gpu_sum(groups: list[dict[str, Any]], key: str) -> int | None:
+    """The sum of `key` over the GPU resources of every flavor; None when none sets it."""
+    values = [
+        quantity(r[key])
+        for group in groups
+        for flavor in group.get("flavors", [])
+        for r in flavor.get("resources", [])
+        if r.get("name") == GPU and key in r
+    ]
+    return int(sum(values)) if values else None
+
+
+def queue_teams(queues: list[dict[str, Any]]) -> list[dict[str, object]]:
+    """`podium teams` records for these ClusterQueues, by name."""
+    teams: list[TeamQuota] = []
+    used: dict[str, int] = {}
+    pending: dict[str, tuple[int | None, int]] = {}
+    for queue in sorted(queues, key=lambda q: str(q["metadata"]["name"])):
+        name = str(queue["metadata"]["name"])
+        spec, status = queue.get("spec", {}), queue.get("status", {})
+        groups = spec.get("resourceGroups", [])
+        teams.append(
+            TeamQuota(
+                name=name,
+                quota=_gpu_sum(groups, "nominalQuota") or 0,
+                cohort=spec.get("cohortName") or spec.get("cohort"),
+                borrowing_limit=_gpu_sum(groups, "borrowingLimit"),
+                lending_limit=_gpu_sum(groups, "lendingLimit"),
+                reclaim_within_cohort=_words(spec, "reclaimWithinCohort", "never"),
+                within_team=_words(spec, "withinClusterQueue", "never"),
+            )
+        )
+        used[name] = int(
+            sum(
+                quantity(r.get("total", 0))
+                for flavor in status.get("flavorsUsage", [])
+                for r in flavor.get("resources", [])
+                if r.get("name") == GPU
+            )
+        )
+        pending[name] = (None, int(status.get("pendingWorkloads", 0)))
+    ledger = TeamLedger(TeamRules(tuple(teams)))
+    ledger.used.update(used)
+    return team_rows(ledger, pending)
+
+
+def _words(spec: dict[str, Any], key: str, default: str) -> str:
+    """Kueue's preemption choice (Any, LowerPriority, Never) in Podium's words."""
+    value = str(spec.get("preemption", {}).get(key, ""))
+    return {"Any": "any", "LowerPriority": "lower_priority", "Never": "never"}.get(value, default)

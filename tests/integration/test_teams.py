@@ -1,0 +1,69 @@
+"""Team quotas on the real daemon: a team borrows another's idle GPUs, and the owner,
+a second Unix user, gets them back by preemption of the borrowing job that loses least."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from tests.integration.conftest import make_cluster, teardown_cluster
+from tests.integration.test_permissions import _as, other_user
+
+__all__ = ["other_user"]  # the fixture, imported for pytest
+
+CHECKPOINTS = (
+    'while :; do date > "$PODIUM_CHECKPOINT_DIR/ckpt.tmp" && '
+    'mv "$PODIUM_CHECKPOINT_DIR/ckpt.tmp" "$PODIUM_CHECKPOINT_DIR/ckpt"; sleep 0.3; done'
+)
+
+
+def test_a_team_borrows_idle_quota_and_the_owner_reclaims_it(other_user: str) -> None:
+    """root's team `vision` (2 GPUs) borrows both of `nlp`'s idle GPUs; when nlp's
+    user submits 1 GPU, the borrowing job that checkpoints is requeued (it loses
+    least), nlp's job runs, and `podium teams` shows who borrows and who lends."""
+    teams = (
+        "teams:\n"
+        "  - {name: vision, cohort: lab, quota: {gpus: 2}, users: [root]}\n"
+        f"  - {{name: nlp, cohort: lab, quota: {{gpus: 2}}, users: [{other_user}]}}\n"
+        "health: {interval_s: 0.5}\n"
+    )
+    c = make_cluster(gpus=4, kill_wait=1.0, extra=teams)
+    c.start()
+    try:
+        own = c.submit("--gpus=2", "-J", "own", "--wrap", "sleep 300")
+        c.wait(own, {"RUNNING"})
+        steady = c.submit("--gpus=1", "-J", "steady", "--wrap", CHECKPOINTS)
+        c.wait(steady, {"RUNNING"})
+        time.sleep(1.0)
+        fresh = c.submit("--gpus=1", "-J", "fresh", "--wrap", "sleep 300")
+        c.wait(fresh, {"RUNNING"})  # vision uses 4 of its 2 GPUs: it borrows nlp's two
+        over = c.submit("--gpus=1", "-J", "over", "--wrap", "true")
+        waiting = c.wait_reason(over, "AssocGrpGRES: team vision uses 4 of its 2 GPUs and "
+                                "may borrow 0 more: lab lends 0")  # fmt: skip
+        assert waiting["state"] == "PENDING"
+        table = json.loads(c.cli("teams", "--json", check=True).stdout)
+        assert [(t["name"], t["used_gpus"], t["borrowed_gpus"], t["lent_gpus"]) for t in table] == [
+            ("vision", 4, 2, 0),
+            ("nlp", 0, 0, 2),
+        ]
+        assert "vision" in c.cli("teams", check=True).stdout
+        time.sleep(3.0)  # fresh has more to lose than steady, which checkpoints
+        claimed = _as(c, other_user, "submit", "--parsable", "--gpus=1", "--wrap", "sleep 300")
+        assert claimed.returncode == 0, claimed.stderr
+        owner = int(claimed.stdout.strip())
+        assert c.wait(owner, {"RUNNING"}, timeout=30)
+        requeued = c.wait(steady, {"PENDING"}, timeout=10)  # preempted and queued again
+        assert requeued["restart_count"] == 1 and "team vision" in c.wait_reason(
+            steady, "AssocGrpGRES: team vision uses 3 of its 2 GPUs and may borrow 0 more: "
+            "lab lends 0")["reason"]  # fmt: skip
+        assert c.job(fresh)["state"] == c.job(own)["state"] == "RUNNING"
+        table = json.loads(c.cli("teams", "--json", check=True).stdout)
+        assert [(t["name"], t["used_gpus"], t["borrowed_gpus"], t["lent_gpus"]) for t in table] == [
+            ("vision", 3, 1, 0),
+            ("nlp", 1, 0, 1),
+        ]
+        for job in (own, fresh, over, steady):
+            c.cli("cancel", str(job), check=True)
+        assert _as(c, other_user, "cancel", str(owner)).returncode == 0
+    finally:
+        teardown_cluster(c)
