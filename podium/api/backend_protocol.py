@@ -181,7 +181,7 @@ class Backend:
 
     def teams(self) -> list[dict[str, Any]]:
         """Each team's GPU quota, limits, use, borrowed and lent GPUs (podium teams;
-        `sched.teams.team_table`'s records)."""
+        `sched.team_ledger.team_table`'s records)."""
         self.refuse(Feature.TEAMS)
         return self._teams()
 

@@ -94,6 +94,9 @@ GROUPS: dict[str, list[tuple[str, str, str]]] = {
         ("requeue-exit", "codes", "requeue when the job exits with one of these codes"),
         ("no-requeue-exit", "", "forget --requeue-exit given earlier"),
         ("heartbeat-timeout", "time", "fail a job that does not touch PODIUM_HEARTBEAT_FILE"),
+        ("elastic", "MIN:MAX[:STEP]", "run as MIN-MAX replicas, resized as GPUs free up"),
+        ("resize-grace", "time", "an elastic job's time to save before a resize (60 s)"),
+        ("resize-signal", "sig", "the signal each replica gets before a resize (USR1)"),
     ],
     "podium submit's own options": [
         ("file", "job.yaml", "read the options (and command or script) from a YAML job file"),

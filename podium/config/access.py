@@ -95,6 +95,29 @@ class PriorityConfig(Closed):
         return value
 
 
+class ElasticConfig(Closed):
+    """How elastic jobs are resized (durations in Slurm's time formats)."""
+
+    min_stable: str = Field(
+        default="5:00", description="a resized job is not shrunk again for a job of the "
+        "same QoS before it has run this long at its size",
+    )  # fmt: skip
+    grow_delay: str = Field(
+        default="1:00", description="a job grows into idle GPUs only after this long at its size"
+    )
+
+    @field_validator("min_stable", "grow_delay")
+    @classmethod
+    def _valid_time(cls, value: str) -> str:
+        if value not in ("0", "0:00"):
+            parse_duration(value)
+        return value
+
+    @staticmethod
+    def seconds(value: str) -> float:
+        return 0.0 if value in ("0", "0:00") else float(parse_duration(value) or 0)
+
+
 class FairshareConfig(Closed):
     """Usage charged for fair share: GPU-seconds plus cpu_weight x CPU-seconds."""
 

@@ -15,6 +15,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from podium.config.access import (
     Account,
+    ElasticConfig,
     FairshareConfig,
     PriorityConfig,
     Qos,
@@ -31,7 +32,7 @@ from podium.config.operations import (
     ResumeConfig,
     SlurmAccess,
 )
-from podium.config.teams import Team, check_teams
+from podium.config.team_config import Team, check_teams
 from podium.config.validation import one_line
 from podium.errors import ConfigError
 
@@ -39,6 +40,7 @@ __all__ = [
     "Account",
     "Closed",
     "ClusterConfig",
+    "ElasticConfig",
     "FairshareConfig",
     "GpuInventory",
     "GpuSharing",
@@ -99,6 +101,7 @@ class ClusterConfig(Closed):
     priority: PriorityConfig = Field(default_factory=PriorityConfig)
     fairshare: FairshareConfig = Field(default_factory=FairshareConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    elastic: ElasticConfig = Field(default_factory=ElasticConfig)
     health: HealthConfig = Field(default_factory=HealthConfig)
     resume: ResumeConfig = Field(default_factory=ResumeConfig)
     kill_wait_s: float = Field(default=30.0, ge=0, description="SIGTERM to SIGKILL grace")

@@ -22,6 +22,7 @@ from podium.api.suggest import did_you_mean
 from podium.api.timefmt import parse_begin, parse_duration
 from podium.config.cluster import ClusterConfig
 from podium.errors import SpecError
+from podium.jobspec.elastic_opts import read_elastic
 from podium.jobspec.job import DEFAULT_ARRAY_OUTPUT, JobSpec
 from podium.jobspec.options import SLURM_ONLY, Given
 from podium.jobspec.request import Options, SubmitRequest, gather
@@ -191,6 +192,7 @@ def _read(draft: Draft, req: SubmitRequest, now: float) -> None:
     _names_and_dirs(raw, req, out)
     draft.max_nodes = read_nodes(raw, out)
     read_sizes(raw, out, draft.config.mem_per_cpu_mb)
+    read_elastic(raw, out)
     if (g := raw.get("time")) is not None:
         try:
             out["time_limit_s"] = parse_duration(str(g.value))

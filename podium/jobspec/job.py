@@ -63,6 +63,27 @@ class ArraySpec(Frozen):
         return arrays.count(arrays.parse(self.ranges))
 
 
+class ElasticSpec(Frozen):
+    """--elastic=MIN:MAX[:STEP]: the job runs as MIN to MAX replicas (data-parallel
+    ranks, each one task with `replica_gpus`, `replica_cpus` and `replica_mem_mb`),
+    resized in steps of STEP. Before a resize every rank gets `signal` and has
+    `grace_s` seconds to save and exit (or acknowledge) before it is stopped."""
+
+    min: int = Field(ge=1)
+    max: int = Field(ge=1)
+    step: int = Field(default=1, ge=1)
+    replica_gpus: int = Field(default=0, ge=0)
+    replica_cpus: int = Field(default=1, ge=1)
+    replica_mem_mb: int = Field(default=0, ge=0)
+    signal: int = 10  # SIGUSR1
+    grace_s: int = Field(default=60, ge=0)
+
+    def sizes(self) -> list[int]:
+        """Every size it may run at, largest first: MIN, MIN + STEP, ... up to MAX, and
+        MAX itself."""
+        return sorted({*range(self.min, self.max + 1, self.step), self.max}, reverse=True)
+
+
 ExclusiveMode = Literal["none", "node", "user"]
 
 
@@ -141,6 +162,7 @@ class JobSpec(Frozen):
     requeue_exit_codes: tuple[int, ...] = ()
     no_requeue_exit_codes: tuple[int, ...] = ()
     heartbeat_timeout_s: int | None = None
+    elastic: ElasticSpec | None = None  # resources above are for its MIN replicas
 
 
-__all__ = ["ArraySpec", "Dependency", "JobSpec", "JobState", "SignalSpec"]
+__all__ = ["ArraySpec", "Dependency", "ElasticSpec", "JobSpec", "JobState", "SignalSpec"]

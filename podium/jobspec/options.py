@@ -129,6 +129,9 @@ OPTIONS: dict[str, Option] = _table(
     Option("requeue-exit", scope="podium"),
     Option("no-requeue-exit", scope="podium"),
     Option("heartbeat-timeout", scope="podium"),
+    Option("elastic", scope="podium"),
+    Option("resize-grace", scope="podium"),
+    Option("resize-signal", scope="podium"),
     # Client-side options: they steer `podium submit` itself.
     Option("wrap", scope="cli"),
     Option("file", "f", scope="cli"),

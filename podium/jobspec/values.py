@@ -115,7 +115,7 @@ def gres(g: Given) -> tuple[str | None, int]:
     return kind, _bounded_count(g, count)
 
 
-def _signal_number(text: str, g: Given) -> int:
+def signal_number(text: str, g: Given) -> int:
     if is_digits(text):
         num = int(text)
         if not 1 <= num < signals.NSIG:
@@ -146,7 +146,7 @@ def signal_spec(g: Given) -> SignalSpec:
         if not is_digits(when) or not 0 <= int(when) <= 65535:
             raise option_error(g, f"expected seconds after '@', got {when!r}")
         seconds = int(when)
-    return SignalSpec(signum=_signal_number(text, g), seconds_before=seconds, batch_only=batch_only)
+    return SignalSpec(signum=signal_number(text, g), seconds_before=seconds, batch_only=batch_only)
 
 
 def array_spec(g: Given, max_size: int) -> ArraySpec:

@@ -45,6 +45,7 @@ from podium.run.files import (
     LOCK_FILE,
     PLAN_FILE,
     REQUEUE_FILE,
+    RESIZE_FILE,
     RESULT_FILE,
     SCRIPT_FILE,
     STARTED_FILE,
@@ -146,6 +147,7 @@ class LocalExecutor:
                 RESULT_FILE,
                 FAULT_FILE,
                 REQUEUE_FILE,
+                RESIZE_FILE,
                 TASKS_FILE,
                 LIMIT_FILE,
                 job_signals.SIGNALS_FILE,  # a signal sent to the last run is not this one's
@@ -282,6 +284,14 @@ class LocalExecutor:
         preemption, but with SIGTERM rather than the job's --signal (a USR1 trap that
         asked for the requeue must not run again)."""
         write_atomic(self.job_dir(job_id) / REQUEUE_FILE, {"signal": int(signal.SIGTERM)})
+        return self._signal(job_id, signal.SIGUSR1)
+
+    def resize(self, job_id: int, replicas: int, grace_s: float) -> bool:
+        """Ask an elastic job's supervisor to stop it for a resize to `replicas`: its
+        replicas get their resize signal and notice, `grace_s` to save, then the stop
+        of a preemption (podium.run.resize_notice). It ends PREEMPTED."""
+        order = {"replicas": replicas, "grace_s": grace_s}
+        write_atomic(self.job_dir(job_id) / RESIZE_FILE, order)
         return self._signal(job_id, signal.SIGUSR1)
 
     def send_signal(self, job_id: int, sig: int, scope: str) -> bool:

@@ -83,6 +83,9 @@ class LaunchPlan(NamedTuple):
     cgroup_v2_base: str | None = None  # the v2 group jobs go under (None: the supervisor's)
     container: dict[str, Any] | None = None  # podium.run.containers.lifecycle.prepare's request
     cuda_names: list[str] = []  # per gpu_ids: Grant.cuda_names
+    replicas: int | None = None  # an elastic job's: its tasks are its replicas
+    resize_count: int = 0  # how often this elastic job was resized so far
+    resize_signal: int = 10  # what each replica gets before a resize (SIGUSR1)
     extra: dict[str, Any] = {}
 
     def to_json(self) -> dict[str, Any]:

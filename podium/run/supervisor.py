@@ -12,7 +12,9 @@ Contract:
 - SIGTERM/SIGINT/SIGHUP to the supervisor means cancel: the job's processes get
   SIGTERM, then SIGKILL after the grace time, and the state is CANCELLED. Reaching
   the time limit does the same with state TIMEOUT. SIGUSR1 means preempt: the job's
-  --signal (or SIGTERM), the grace time, SIGKILL, state PREEMPTED. SIGUSR2 means its
+  --signal (or SIGTERM), the grace time, SIGKILL, state PREEMPTED; with
+  JOB_DIR/resize.json it resizes an elastic job instead (podium.run.resize_notice),
+  also ending PREEMPTED. SIGUSR2 means its
   hardware failed: SIGKILL at once, state NODE_FAIL (the GPU is gone; nothing the job
   could still do would be trusted). SIGCHLD also wakes it to deliver the signals
   users sent (podium.run.job_signals).
@@ -41,6 +43,8 @@ from podium.run.files import (
     HEARTBEAT_FILE,
     PLAN_FILE,
     REQUEUE_FILE,
+    RESIZE_FILE,
+    RESIZE_NOTICE,
     STARTED_FILE,
     TASKS_FILE,
     read_json,
@@ -51,6 +55,7 @@ from podium.run.job_signals import Inbox
 from podium.run.patterns import expand
 from podium.run.plan import LaunchPlan
 from podium.run.ports import free_port
+from podium.run.resize_notice import acknowledged, own_file, write_notice
 from podium.run.results import keep_result_room, record_result, result_record
 from podium.run.spawn import SpawnError, spawn_task
 from podium.run.steps import (
@@ -109,6 +114,8 @@ class Supervisor:
         self.heartbeat_timeout = float(plan.heartbeat_timeout_s or 0)
         if self.heartbeat_timeout:
             self.heartbeat = job_dir / HEARTBEAT_FILE
+        self.notice: Path | None = job_dir / RESIZE_NOTICE if plan.replicas is not None else None
+        self.pgid = 0  # the tasks' process group
 
     @property
     def limit_end(self) -> float | None:
@@ -164,15 +171,17 @@ class Supervisor:
             self.container = container
         pgid = 0
         heartbeat = None
+        owner = (plan.uid, plan.gid) if creds is not None else None
         if self.heartbeat is not None:
-            fd = os.open(self.heartbeat, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            if creds is not None:
-                os.fchown(fd, plan.uid, plan.gid)
-            os.close(fd)
+            own_file(str(self.heartbeat), owner)
             heartbeat = str(self.heartbeat)
+        if self.notice is not None:  # an elastic job reads resizes here, and answers
+            own_file(str(self.notice), owner)
         for task in plan.tasks:
             env = task_environment(plan, task, port, heartbeat, self.start)
             env[STEP_DIR_ENV] = str(self.job_dir / STEPS_DIR)
+            if self.notice is not None:
+                env["PODIUM_RESIZE_FILE"] = str(self.notice)
             pid = spawn_task(
                 plan.argv,
                 env,
@@ -188,7 +197,7 @@ class Supervisor:
                 procid=task.procid,
             )
             if pgid == 0:
-                pgid = pid
+                pgid = self.pgid = pid
             self.tasks[pid] = task
         pids = {str(t.procid): pid for pid, t in self.tasks.items()}
         write_atomic(self.job_dir / TASKS_FILE, pids, durable=False)
@@ -295,6 +304,10 @@ class Supervisor:
                 self._terminate("CANCELLED")
                 return
             if info is not None and info.si_signo == PREEMPT_SIGNAL:
+                order = read_json(self.job_dir / RESIZE_FILE)
+                if order is not None and self.notice is not None:
+                    self._resize(order)
+                    return
                 asked = (self.job_dir / REQUEUE_FILE).exists()  # a requeue: plain SIGTERM
                 self._terminate("PREEMPTED", TERM if asked else plan.signal_num or TERM)
                 return
@@ -304,6 +317,36 @@ class Supervisor:
                 self.stopped_at = time.time()
                 self.contain.signal_all(signal.SIGKILL)
                 return
+
+    def _resize(self, order: dict[str, Any]) -> None:
+        """An elastic job is resized: every replica gets the job's resize signal and
+        the notice (`podium.run.resize_notice`). What is left at the deadline, or
+        once the job acknowledges, is stopped as a preemption stops it. The job ends
+        PREEMPTED; the daemon starts it again at the new size."""
+        assert self.notice is not None
+        grace = max(0.0, float(order.get("grace_s", 60)))
+        deadline = time.time() + grace
+        to = int(order.get("replicas", 0))
+        self.final_state, self.stopped_at = "PREEMPTED", time.time()
+        self.reason = f"resized to {to} replica(s)"
+        write_notice(str(self.notice), to, deadline, self.plan.resize_count + 1)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pgid, self.plan.resize_signal)
+        while time.time() < deadline:
+            self._reap()
+            if not self.contain.members():
+                return  # every replica saved and left
+            if acknowledged(str(self.notice)):
+                break
+            info = signal.sigtimedwait(WATCHED, min(0.1, max(0.0, deadline - time.time())))
+            if info is not None and info.si_signo in STOP_SIGNALS:
+                self._terminate("CANCELLED")
+                return
+            if info is not None and info.si_signo == FAULT_SIGNAL:
+                self.fault, self.final_state = "node", "NODE_FAIL"
+                self.contain.signal_all(signal.SIGKILL)
+                return
+        self._terminate("PREEMPTED", TERM)
 
     def save_container(self) -> None:
         """--container-save: the container as the first task left it, saved as the

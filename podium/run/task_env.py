@@ -91,6 +91,9 @@ def task_environment(
     if heartbeat is not None:
         env["PODIUM_HEARTBEAT_FILE"] = heartbeat
         env["PODIUM_HEARTBEAT_TIMEOUT_S"] = str(plan.heartbeat_timeout_s)
+    if plan.replicas is not None:
+        env["PODIUM_REPLICAS"] = str(plan.replicas)
+        env["PODIUM_RESIZE_COUNT"] = str(plan.resize_count)
     if plan.array_job_id is not None:
         env["PODIUM_ARRAY_JOB_ID"] = str(plan.array_job_id)
         env["PODIUM_ARRAY_TASK_ID"] = str(plan.array_task_id)

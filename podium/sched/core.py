@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator
 
 from podium.api.states import PreemptMode, Reason
 from podium.sched.backfill import INF, reserve, respects_hold, shrink_hold
+from podium.sched.elastic import grow_into_free, larger_sizes, shrink_for
 from podium.sched.fit import Hold, Index, Node, Request, could_ever_fit, fits_now, request_of
 from podium.sched.limits import Counters
 from podium.sched.model import (
@@ -32,13 +33,14 @@ from podium.sched.model import (
     Policy,
     Preempt,
     Reservation,
+    Resize,
     Snapshot,
     Start,
 )
 from podium.sched.order import GroupedOrder, priority_key, queue_order
 from podium.sched.preempt import NoVictims, lower_qos, preempt_for
 from podium.sched.priority import Factors
-from podium.sched.teams import Shortfall, TeamLedger
+from podium.sched.team_ledger import Shortfall, TeamLedger
 
 __all__ = ["priority_key", "schedule"]
 
@@ -99,6 +101,7 @@ def schedule(
     cancels: dict[int, str] = {}
     preempts: list[Preempt] = []
     reservations: list[Reservation] = []
+    resizes: list[Resize] = []
     strict_blocked: set[str] = set()
     has_blocked: set[str] = set()
     reserved: set[str] = set()
@@ -184,7 +187,18 @@ def schedule(
                 drop_look_alikes(request)
                 continue  # it cannot start, the reservation is made: only its reason is left
         else:
-            placed, fitting = _place(job, index, allowed, now)
+            placed, fitting = None, 0
+            for bigger in larger_sizes(job):  # an elastic job starts as large as fits
+                if (has_limits and counters.limit_reason(bigger, policy)) or (
+                    ledger is not None and ledger.shortfall(bigger)
+                ):
+                    continue
+                placed, _ = _place(bigger, index, allowed, now)
+                if placed is not None:
+                    job = bigger
+                    break
+            if placed is None:
+                placed, fitting = _place(job, index, allowed, now)
             if placed is not None:
                 _take(job, placed, index, now)
                 first, *rest = placed
@@ -212,6 +226,14 @@ def schedule(
         if not ever:
             reasons[job.job_id] = Reason.NODE_UNAVAILABLE
             drop()
+            continue
+        if policy.preemption and (shrunk := shrink_for(job, candidates, policy, now, victims)):
+            node, resize = shrunk  # an elastic job gives up replicas instead of a victim
+            victims.add(resize.job_id)
+            resizes.append(resize)
+            node.hold = Hold(job.job_id, now, 0, 0, 0)
+            reasons[job.job_id] = Reason.RESOURCES
+            reservations.append(Reservation(job.job_id, node.view.name, now))
             continue
         if policy.preemption and policy.preempts.get(job.qos) and not no_victims.covers(job):
             taken = preempt_for(
@@ -245,7 +267,19 @@ def schedule(
             continue
         reserved.add(job.partition)
         reservations.append(Reservation(job.job_id, got[1][0].view.name, got[0]))
+    if policy.preemption and not any(r in _WAITING_FOR_ROOM for r in reasons.values()):
+
+        def fits_quota(alloc: Allocation, gpus: int) -> bool:
+            more = PendingJob(alloc.job_id, alloc.user, alloc.name, "", 0, 0.0, gpus=gpus,
+                              qos=alloc.qos, account=alloc.account)  # fmt: skip
+            return counters.gpu_limit_reason(alloc.qos, alloc.user, alloc.account, gpus,
+                                             policy) is None and (
+                ledger is None or ledger.shortfall(more) is None)  # fmt: skip
+
+        running = [a for a in snapshot.running if a.elastic is not None and a.job_id not in victims]
+        resizes.extend(grow_into_free(running, nodes, policy, now, fits_quota))
     return Decisions(
+        resizes=tuple(resizes),
         starts=tuple(starts),
         reasons=reasons,
         cancels=cancels,
@@ -253,6 +287,9 @@ def schedule(
         reservations=tuple(reservations),
         priorities=prios,
     )
+
+
+_WAITING_FOR_ROOM = frozenset({Reason.RESOURCES, Reason.PRIORITY})
 
 
 def _reclaim(

@@ -33,22 +33,29 @@ class Counters:
 
     def limit_reason(self, job: PendingJob, policy: Policy) -> str | None:
         """The QoS or account limit that holds `job`, or None."""
-        gpus = job.gpus * job.nodes
         limits = policy.qos_limits.get(job.qos)
-        if limits is not None:
-            key = (job.qos, job.user)
-            if (
-                limits.max_jobs_per_user is not None
-                and self.user_jobs.get(key, 0) >= limits.max_jobs_per_user
-            ):
-                return Reason.QOS_JOBS_PER_USER
-            if (
-                limits.max_gpus_per_user is not None
-                and self.user_gpus.get(key, 0) + gpus > limits.max_gpus_per_user
-            ):
-                return Reason.QOS_GPUS_PER_USER
-        cap = policy.account_gpu_limits.get(job.account)
-        if cap is not None and self.account_gpus.get(job.account, 0) + gpus > cap:
+        if (
+            limits is not None
+            and limits.max_jobs_per_user is not None
+            and self.user_jobs.get((job.qos, job.user), 0) >= limits.max_jobs_per_user
+        ):
+            return Reason.QOS_JOBS_PER_USER
+        return self.gpu_limit_reason(job.qos, job.user, job.account, job.gpus * job.nodes, policy)
+
+    def gpu_limit_reason(
+        self, qos: str, user: str, account: str, gpus: int, policy: Policy
+    ) -> str | None:
+        """The QoS or account GPU limit that `gpus` more for (qos, user, account) would
+        pass, or None (also for an elastic job growing: no new job)."""
+        limits = policy.qos_limits.get(qos)
+        if (
+            limits is not None
+            and limits.max_gpus_per_user is not None
+            and self.user_gpus.get((qos, user), 0) + gpus > limits.max_gpus_per_user
+        ):
+            return Reason.QOS_GPUS_PER_USER
+        cap = policy.account_gpu_limits.get(account)
+        if cap is not None and self.account_gpus.get(account, 0) + gpus > cap:
             return Reason.ACCOUNT_GPUS
         return None
 

@@ -20,8 +20,8 @@ class QosLimits:
 
 @dataclass(frozen=True)
 class TeamQuota:
-    """One team's GPU quota as the scheduler sees it (config.teams.Team, flattened;
-    the arithmetic is in `teams`)."""
+    """One team's GPU quota as the scheduler sees it (config.team_config.Team, flattened;
+    the arithmetic is in `team_ledger`)."""
 
     name: str
     quota: int
@@ -81,6 +81,9 @@ class Policy:
     qos_limits: Mapping[str, QosLimits] = field(default_factory=dict)
     account_gpu_limits: Mapping[str, int] = field(default_factory=dict)
     partition_tiers: Mapping[str, int] = field(default_factory=dict)
+    qos_priority: Mapping[str, int] = field(default_factory=dict)
+    elastic_min_stable_s: float = 300.0  # a resized job is not shrunk again before, ...
+    elastic_grow_delay_s: float = 60.0  # ... nor grown (unless a higher QoS waits)
     teams: TeamRules = field(default_factory=lambda: TeamRules())
 
     @property
@@ -124,6 +127,29 @@ class NodeView:
 
 
 @dataclass(frozen=True)
+class Elastic:
+    """An elastic job's replicas: from `min` to `max` (`cap` at most, after a resize
+    chose its next size) in steps of `step`, each replica holding `gpus`, `cpus` and
+    `mem_mb`."""
+
+    min: int
+    max: int
+    step: int
+    gpus: int
+    cpus: int
+    mem_mb: int
+
+    def sizes(self) -> list[int]:
+        """Every size it may run at, largest first: MIN, MIN + STEP, ... up to MAX, and
+        MAX itself."""
+        return sorted({*range(self.min, self.max + 1, self.step), self.max}, reverse=True)
+
+    def replicas_of(self, cpus: int) -> int:
+        """How many replicas `cpus` CPUs are (a start holds whole replicas)."""
+        return cpus // self.cpus
+
+
+@dataclass(frozen=True)
 class Allocation:
     """Resources a running job holds on a node."""
 
@@ -143,6 +169,12 @@ class Allocation:
     preempting: bool = False
     gpu_units: float | None = None  # GPUs charged when it holds parts of GPUs (MIG, MPS)
     checkpoint_time: float | None = None  # its newest checkpoint of this run (None: none)
+    elastic: Elastic | None = None  # its replicas' range (an elastic job; resized in place)
+
+    @property
+    def replicas(self) -> int:
+        """How many replicas it runs (1 for a job that is not elastic)."""
+        return 1 if self.elastic is None else self.elastic.replicas_of(self.cpus)
 
     @property
     def gpu_amount(self) -> float:
@@ -199,6 +231,7 @@ class PendingJob:
     avoid_gpus: frozenset[tuple[str, int]] = frozenset()  # (node, GPU) it must not get
     nodes: int = 1
     count: int = 1
+    elastic: Elastic | None = None  # its replicas' range; gpus, cpus, mem_mb: MIN's
 
     @property
     def total_gpus(self) -> int:
@@ -220,6 +253,7 @@ class PendingJob:
             account=self.account,
             start_time=now,
             time_limit_s=self.time_limit_s,
+            elastic=self.elastic,
         )
 
 
@@ -288,6 +322,17 @@ class Preempt:
 
 
 @dataclass(frozen=True)
+class Resize:
+    """Decision: stop elastic job `job_id` and start it again at `replicas` (a shrink
+    for job `for_job`, or a grow into free GPUs when `for_job` is None)."""
+
+    job_id: int
+    replicas: int
+    cause: str
+    for_job: int | None = None
+
+
+@dataclass(frozen=True)
 class Reservation:
     """Where and when the highest-priority blocked job of a partition will start."""
 
@@ -300,7 +345,8 @@ class Reservation:
 class Decisions:
     """The outcome of a pass: jobs to start, jobs to preempt, why each other pending job
     waits, reservations held for blocked jobs, jobs to cancel because their dependency
-    can never be satisfied, and every pending job's priority factors."""
+    can never be satisfied, every pending job's priority factors, and elastic jobs to
+    resize."""
 
     starts: tuple[Start, ...] = ()
     reasons: Mapping[int, str] = field(default_factory=dict)
@@ -308,3 +354,4 @@ class Decisions:
     preempts: tuple[Preempt, ...] = ()
     reservations: tuple[Reservation, ...] = ()
     priorities: Mapping[int, Factors] = field(default_factory=dict)
+    resizes: tuple[Resize, ...] = ()

@@ -36,6 +36,10 @@ class Effects(Protocol):
     def preempt(self, job_id: int) -> bool:
         """Ask a running job to stop for a preemption (PREEMPTED)."""
 
+    def resize(self, job_id: int, replicas: int, grace_s: float) -> bool:
+        """Ask a running elastic job to stop for a resize to `replicas` (its replicas
+        get `grace_s` to save; it ends PREEMPTED and starts again at the new size)."""
+
     def requeue(self, job_id: int) -> bool:
         """Ask a running job to stop for a requeue its user asked for (SIGTERM; it
         ends PREEMPTED and, with its preempt mode set to requeue, is queued again)."""
@@ -101,6 +105,9 @@ class LocalEffects:
 
     def preempt(self, job_id: int) -> bool:
         return self.executor.preempt(job_id)
+
+    def resize(self, job_id: int, replicas: int, grace_s: float) -> bool:
+        return self.executor.resize(job_id, replicas, grace_s)
 
     def requeue(self, job_id: int) -> bool:
         return self.executor.requeue(job_id)

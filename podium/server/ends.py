@@ -20,6 +20,7 @@ from podium.server.job_rows import spec_gpu_ids
 from podium.server.launch import Planner
 from podium.server.policy import half_life_s
 from podium.store.db import Row, Store, spec_of
+from podium.store.resize_table import RESIZE, elastic_state
 from podium.store.step_table import StepTable
 
 log = logging.getLogger("podium.ends")
@@ -116,8 +117,13 @@ class RunEnds:
             self._killing.discard(job_id)
         if poll.status == "ended" and poll.result is not None:
             res = poll.result
-            self.steps.put(job_id, row["restart_count"], res.steps)
+            resizes = elastic_state(row).get("resizes") or ()
+            self.steps.put(job_id, row["restart_count"] + len(resizes), res.steps)
             self._charge(row, res.end_time)
+            if res.state == JobState.PREEMPTED.value and row["preempt_mode"] == RESIZE:
+                self.store.requeue_resized(job_id, now)  # it starts again at its new size
+                self._specs.pop(job_id, None)
+                return "requeued"
             if res.state == JobState.PREEMPTED.value and requeued_after_preemption(
                 row["preempt_mode"], self.spec(row).requeue
             ):

@@ -72,6 +72,11 @@ def job_records(
     return [job_record(dict(zip(keys, row, strict=True)), now, units) for row in rows]
 
 
+def replicas_running(row: Row | Mapping[str, Any], elastic: Mapping[str, Any]) -> int:
+    """How many replicas a running elastic job runs (its CPUs, in replicas')."""
+    return int(row["cpus"]) // max(1, int(elastic.get("replica_cpus") or 1))
+
+
 def job_record(
     row: Row | Mapping[str, Any], now: float, units: GpuUnits | None = None
 ) -> dict[str, Any]:
@@ -91,6 +96,11 @@ def job_record(
     dependency = (
         sep.join(d["kind"] + "".join(f":{j}" for j in d.get("job_ids", [])) for d in deps) or None
     )
+    gpus, ntasks = row["gpus"], spec.get("ntasks", 1)
+    elastic = spec.get("elastic")
+    if isinstance(elastic, dict) and row["state"] == "RUNNING":  # its size now
+        ntasks = replicas_running(row, elastic)
+        gpus = ntasks * int(elastic.get("replica_gpus") or 0)
     return {
         "job_id": row["job_id"],
         "display_id": display_id(row),
@@ -108,14 +118,14 @@ def job_record(
         "qos": row["qos"],
         "nice": row["nice"],
         "held": bool(row["held"]),
-        "gpus": row["gpus"],
+        "gpus": gpus,
         "gpu_ids": gpu_ids,
         "gpu_type": spec.get("gpu_type"),
         "gpu_share": None if share is None else round(share, 4),
         "gpu_mem_peak_mb": row["gpu_mem_peak_mb"],
         "cpus": row["cpus"],
         "mem_mb": row["mem_mb"],
-        "ntasks": spec.get("ntasks", 1),
+        "ntasks": ntasks,
         "node": row["node"],
         "nodes": [row["node"]] if row["node"] else [],
         "node_count": 1,
@@ -129,7 +139,7 @@ def job_record(
         "start_epoch": start,
         "end_epoch": end,
         "elapsed_s": round(elapsed, 3),
-        "gpu_seconds": round(elapsed * (row["gpus"] if share is None else share), 3),
+        "gpu_seconds": round(elapsed * (gpus if share is None else share), 3),
         "cpu_seconds": round(elapsed * row["cpus"], 3),
         "restart_count": row["restart_count"],
         "dependency": dependency,

@@ -167,6 +167,18 @@ class Planner:
         # The batch script runs once, as the batch step, with all of the job's GPUs;
         # its srun calls start the job's tasks (podium.jobsteps.srun).
         tasks = [TaskPlan(procid=0, localid=0, gpu_ids=list(gpu_ids))]
+        elastic, replicas = spec.elastic, None
+        if elastic is not None:  # each replica is a task running the script, as its rank
+            replicas = grant.cpus // elastic.replica_cpus
+            each = elastic.replica_gpus
+            tasks = [
+                TaskPlan(procid=i, localid=i, gpu_ids=list(gpu_ids[i * each : (i + 1) * each]))
+                for i in range(replicas)
+            ]
+            environment.update(
+                SLURM_NTASKS=str(replicas), SLURM_NPROCS=str(replicas),
+                SLURM_TASKS_PER_NODE=str(replicas),
+            )  # fmt: skip
         sig = spec.signal
         return LaunchPlan(
             job_id=job.job_id,
@@ -210,6 +222,9 @@ class Planner:
             hide_gpus=self.node.hide_gpus,
             cgroup_v2_base=self.node.cgroup_v2_base,
             container=self.container_request(spec, uid, held) if spec.container_image else None,
+            replicas=replicas,
+            resize_count=job.resize_count,
+            resize_signal=elastic.signal if elastic is not None else 10,
         )
 
     def user_container_cache(self, uid: int, gid: int) -> None:

@@ -39,6 +39,9 @@ def policy_from_config(config: ClusterConfig) -> Policy:
         },
         account_gpu_limits={a.name: a.max_gpus for a in config.accounts if a.max_gpus is not None},
         partition_tiers={p.name: p.priority_tier for p in config.partitions},
+        qos_priority={q.name: q.priority for q in config.qos},
+        elastic_min_stable_s=config.elastic.seconds(config.elastic.min_stable),
+        elastic_grow_delay_s=config.elastic.seconds(config.elastic.grow_delay),
         teams=team_rules(config),
     )
 

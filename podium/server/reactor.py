@@ -40,7 +40,9 @@ from podium.sched import (
     Start,
     schedule,
 )
+from podium.sched.elastic import next_change
 from podium.sched.fairshare import user_factors
+from podium.sched.model import Resize
 from podium.server.effects import Effects
 from podium.server.ends import RunEnds
 from podium.server.job_rows import gpu_owners, spec_gpu_ids
@@ -226,7 +228,11 @@ class Reactor:
             with self.lock:
                 started = self._apply(snap, seen, decisions, reasons)
             # Jobs that came meanwhile are not in `seen`, but they asked for another pass.
-            nearest = next_begin(seen.values(), self.clock())
+            nearest = min(
+                (t for t in (next_begin(seen.values(), self.clock()),
+                             next_change(snap.running, self.policy, now)) if t is not None),
+                default=None,
+            )  # fmt: skip
             end = time.monotonic()
             # Spaced by what deciding cost (a long queue), not by the launches: starting
             # many jobs must not hold back the pass that starts the next ones.
@@ -319,6 +325,8 @@ class Reactor:
                 self.store.set_preempt_mode(pre.job_id, pre.mode)  # survives a restart
                 self.effects.preempt(pre.job_id)
                 log.info("job %s preempted (%s) for job %s", pre.job_id, pre.mode, pre.for_job)
+        if decisions.resizes and view == snap.nodes[0]:
+            self._resize(decisions.resizes)
         cancels = [j for j in decisions.cancels if unchanged(j)]
         if cancels:
             self.store.cancel_pending(cancels, self.clock(), Reason.DEPENDENCY_NEVER)
@@ -331,6 +339,21 @@ class Reactor:
             self._start(starts)
         self.queue.refresh()
         return len(starts)
+
+    def _resize(self, resizes: tuple[Resize, ...]) -> None:
+        """Have each elastic job the pass resized stopped, to start again at its new
+        size (the resize is recorded first: it survives a restart of the daemon)."""
+        running = {r["job_id"]: r for r in self.running_rows()}
+        now = self.clock()
+        for resize in resizes:
+            row = running.get(resize.job_id)
+            elastic = self.spec(row).elastic if row is not None else None
+            if row is None or elastic is None:
+                continue
+            replicas = row["cpus"] // elastic.replica_cpus
+            if self.store.start_resize(resize.job_id, replicas, resize.replicas, resize.cause, now):
+                self.effects.resize(resize.job_id, resize.replicas, elastic.grace_s)
+                log.info("job %s resized: %s", resize.job_id, resize.cause)
 
     def _start(self, starts: tuple[Start, ...]) -> None:
         """Record the starts as RUNNING (one commit), then launch each run.

@@ -10,22 +10,24 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from podium.api import arrays
 from podium.api.states import Exclusive
 from podium.config.cluster import ClusterConfig
-from podium.jobspec.job import Dependency
+from podium.jobspec.job import Dependency, ElasticSpec
 from podium.recover.ladder import Label
 from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot
 from podium.sched.accounting import live_usage
 from podium.sched.fairshare import Association
+from podium.sched.model import Elastic
 from podium.server.job_rows import spec_gpu_ids
 from podium.server.local_node import LocalNode
 from podium.server.policy import share_tree
-from podium.store.db import Row, Store
+from podium.store.db import Row, Store, brief
 from podium.store.health_table import HealthTable
+from podium.store.resize_table import elastic_state
 
 log = logging.getLogger("podium.snapshot")
 
@@ -98,6 +100,11 @@ class PendingQueue:
             raise Unreadable("its stored fields are not an object")
         deps = tuple(Dependency.model_validate(d) for d in brief.get("dependencies") or ())
         pending = r["array_pending"]
+        elastic = elastic_of(brief, r)
+        sizes = (r["cpus"], r["mem_mb"], r["gpus"])
+        if elastic is not None:  # the row holds its last run's size: it starts at MIN again
+            e = elastic
+            sizes = (e.cpus * e.min, e.mem_mb * e.min, e.gpus * e.min)
         return PendingJob(
             job_id=r["job_id"],
             user=r["user"],
@@ -105,9 +112,9 @@ class PendingQueue:
             partition=r["partition"],
             qos_priority=self.qos_priority.get(r["qos"], 0),
             submit_time=r["submit_time"],
-            cpus=r["cpus"],
-            mem_mb=r["mem_mb"],
-            gpus=r["gpus"],
+            cpus=sizes[0],
+            mem_mb=sizes[1],
+            gpus=sizes[2],
             gpu_type=brief.get("gpu_type"),
             exclusive=Exclusive(brief.get("exclusive") or "none"),
             nice=r["nice"],
@@ -122,7 +129,21 @@ class PendingQueue:
             account=r["account"],
             time_limit_s=r["time_limit_s"],
             count=arrays.count(arrays.parse(pending)) if pending is not None else 1,
+            elastic=elastic,
         )
+
+
+def elastic_of(brief: Mapping[str, Any], row: Row) -> Elastic | None:
+    """An elastic job's replicas as the scheduler reads them (None for other jobs):
+    its spec's range, capped by the size a resize chose for its next start."""
+    data = brief.get("elastic")
+    if not isinstance(data, dict):
+        return None
+    spec = ElasticSpec.model_validate(data)
+    cap = elastic_state(row).get("cap")
+    high = max(spec.min, min(spec.max, cap)) if isinstance(cap, int) else spec.max
+    return Elastic(spec.min, high, spec.step, spec.replica_gpus, spec.replica_cpus,
+                   spec.replica_mem_mb)  # fmt: skip
 
 
 def next_begin(jobs: Iterable[PendingJob], now: float) -> float | None:
@@ -185,6 +206,7 @@ def allocation(
         preempting=r["preempt_mode"] is not None,
         gpu_units=gpu_units,
         checkpoint_time=checkpoint_time,
+        elastic=elastic_of(brief(r), r),
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from podium.api.caller import Caller
 from podium.jobspec.job import JobSpec
 from podium.store.db import Row
+from podium.store.resize_table import elastic_state
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class StartingJob:
     array_job_id: int | None = None
     array_task_id: int | None = None
     restart_count: int = 0
+    resize_count: int = 0  # an elastic job's resizes so far
 
     @classmethod
     def of_row(cls, row: Row | Mapping[str, Any]) -> StartingJob:
@@ -47,6 +49,7 @@ class StartingJob:
             array_job_id=row["array_job_id"],
             array_task_id=row["array_task_id"],
             restart_count=row["restart_count"],
+            resize_count=len(elastic_state(row).get("resizes") or ()),
         )
 
     @classmethod

@@ -21,12 +21,13 @@ from podium.node.inventory import GpuInfo
 from podium.recover.agent import HealthAgent
 from podium.recover.ladder import Health
 from podium.sched.fairshare import fairshare_table
-from podium.sched.teams import team_table
+from podium.sched.team_ledger import team_table
 from podium.server.job_rows import (
     GpuUnits,
     gpu_owners,
     job_record,
     job_records,
+    replicas_running,
     spec_gpu_ids,
     step_records,
 )
@@ -34,7 +35,8 @@ from podium.server.local_node import LocalNode
 from podium.server.policy import team_rules
 from podium.server.reactor import RUNNING, Reactor
 from podium.server.snapshot import allocation, share_inputs
-from podium.store.db import Row, spec_of
+from podium.store.db import Row, brief, spec_of
+from podium.store.resize_table import elastic_state
 from podium.store.step_table import StepTable
 
 PENDING = JobState.PENDING.value
@@ -87,6 +89,24 @@ def table_json(entries: list[tuple[dict[str, Any], str]], fields: list[str]) -> 
         + ",\n  ".join(json.dumps([r[f] for f in fields]) for r, _ in entries)
         + "\n]}"
     )
+
+
+def elastic_fields(row: Row) -> dict[str, Any]:
+    """`show`'s elastic keys: replicas now (None unless running), the range, how often
+    it was resized and each resize ({from, to, cause, time, done}); None for other
+    jobs."""
+    elastic = brief(row).get("elastic")
+    if not isinstance(elastic, dict):
+        return dict.fromkeys(("replicas", "replicas_min", "replicas_max", "resizes", "resize_log"))
+    state = elastic_state(row)
+    done = list(state.get("resizes") or [])
+    return {
+        "replicas": replicas_running(row, elastic) if row["state"] == "RUNNING" else None,
+        "replicas_min": elastic.get("min"),
+        "replicas_max": elastic.get("max"),
+        "resizes": len(done),
+        "resize_log": done + ([state["resizing"]] if state.get("resizing") else []),
+    }
 
 
 class Views:
@@ -165,6 +185,7 @@ class Views:
             {"time": e["time"], "kind": e["kind"], "detail": e["detail"]}
             for e in self.store.events(job_id)
         ]
+        record.update(elastic_fields(row))
         return record
 
     def nodes(self) -> list[dict[str, Any]]:

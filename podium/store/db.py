@@ -19,9 +19,10 @@ from podium.store.brief import (
 )
 from podium.store.database import RESERVE_BYTES, Database
 from podium.store.job_table import JobStore, RunningStart
+from podium.store.resize_table import JobResizes
 
 
-class Store(JobStore):
+class Store(JobStore, JobResizes):
     """The embedded database at `path` (created on first use)."""
 
 

@@ -268,7 +268,8 @@ class JobStore(JobChanges):
         them: their brief, never the stored spec."""
         query = """SELECT job_id, user, name, account, partition, qos, submit_time, cpus,
                      mem_mb, gpus, nice, held, array_job_id, array_throttle, time_limit_s,
-                     exclude, brief, array_pending FROM jobs WHERE state='PENDING'"""
+                     exclude, brief, array_pending, elastic_state FROM jobs
+                   WHERE state='PENDING'"""
         if job_ids is None:
             return self.conn.execute(query).fetchall()
         wanted = list(job_ids)
@@ -318,7 +319,8 @@ class JobStore(JobChanges):
                 cur = conn.execute(
                     """UPDATE jobs SET state='RUNNING', reason='None', start_time=?,
                          end_time=NULL, node=?, gpu_ids=?, cpu_ids=?, cpus=?, mem_mb=?,
-                         stdout=?, stderr=?, exit_code=NULL, signal=NULL, preempt_mode=NULL
+                         stdout=?, stderr=?, exit_code=NULL, signal=NULL, preempt_mode=NULL,
+                         elastic_state=json_remove(elastic_state, '$.cap')
                        WHERE job_id=? AND state='PENDING'""",
                     (
                         now,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -170,5 +170,10 @@ CREATE TABLE IF NOT EXISTS mig_layouts (
     # shows that end at once, as Slurm's do; NULL otherwise.
     10: """
 ALTER TABLE jobs ADD COLUMN ending TEXT;
+""",
+    # Version 11: an elastic job's resizes (JSON: `podium.store.resizes`): the one under
+    # way, the size its next start may take at most, and those done; NULL for others.
+    11: """
+ALTER TABLE jobs ADD COLUMN elastic_state TEXT;
 """,
 }

@@ -4,7 +4,7 @@ A ClusterQueue is a team: its GPU quota is the sum of `nominalQuota` of
 `nvidia.com/gpu` over its flavors, with their borrowing and lending limits; its use
 and borrowing come from `status.flavorsUsage`, its waiting jobs from
 `status.pendingWorkloads` (Kueue does not say how many GPUs they ask for). What it
-lends is worked out as on the embedded cluster (`sched.teams.TeamLedger.lent`).
+lends is worked out as on the embedded cluster (`sched.team_ledger.TeamLedger.lent`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from podium.backends.kubernetes.k8s_records import quantity
 from podium.sched.model import TeamQuota, TeamRules
-from podium.sched.teams import TeamLedger, team_rows
+from podium.sched.team_ledger import TeamLedger, team_rows
 
 GPU = "nvidia.com/gpu"
 

@@ -56,6 +56,12 @@ class KubernetesAdmission:
         """Names as Kueue wants them, one node count, a well-formed image."""
         out = draft.fields
         one_node_count(draft)
+        if out.get("elastic") is not None:
+            raise SpecError(
+                "--elastic: Kueue's elastic workloads are alpha and batch/v1 only "
+                "(KEP-975), and Podium does not resize JobSets: submit a fixed size, or run "
+                "elastic jobs on the embedded cluster"
+            )
         queue = draft.options.text("partition") or self.local_queue
         if not DNS_LABEL.match(queue):
             raise SpecError(

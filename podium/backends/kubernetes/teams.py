@@ -33,7 +33,7 @@ from typing import Any
 from podium.backends.kubernetes.manifests import dns_label
 from podium.config.access import Account
 from podium.config.cluster import ClusterConfig
-from podium.config.teams import Team
+from podium.config.team_config import Team
 
 ACCOUNT_LABEL = "podium.dev/account"
 KUEUE = "kueue.x-k8s.io/v1beta2"

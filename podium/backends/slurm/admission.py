@@ -43,6 +43,12 @@ class SlurmAdmission:
         """Keep names as given; refuse what sbatch's translation cannot say."""
         out = draft.fields
         one_node_count(draft)
+        if out.get("elastic") is not None:
+            raise SpecError(
+                "--elastic: Slurm cannot grow a running allocation, and resizing one "
+                "(scontrol update NumNodes) drops nodes without telling the ranks: submit "
+                "a fixed size (--ntasks), or run elastic jobs on the embedded cluster"
+            )
         for key in ("partition", "qos", "account"):
             out[key] = draft.options.text(key) or ""
             if out[key] and not _SLURM_NAME_RE.match(out[key]):

@@ -10,7 +10,7 @@ from podium.config.cluster import parse_config
 from podium.errors import ConfigError
 from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot, schedule
 from podium.sched.model import Policy, TeamQuota, TeamRules
-from podium.sched.teams import TeamLedger
+from podium.sched.team_ledger import TeamLedger
 from podium.server.policy import team_rules
 
 NODE = NodeView("n0", cpus=64, memory_mb=64000, gpus=tuple(GpuSlot(i, "h100") for i in range(8)))

@@ -55,6 +55,10 @@ class Recorded:
         self.signals.append(("requeue", job_id))
         return True
 
+    def resize(self, job_id: int, replicas: int, grace_s: float) -> bool:
+        self.signals.append(("resize", job_id))
+        return True
+
     def fail(self, job_id: int, reason: str, gpu: int | None) -> bool:
         self.signals.append(("fail", job_id))
         return True

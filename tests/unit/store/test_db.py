@@ -226,6 +226,7 @@ def test_only_a_complete_podium_database_of_a_known_version_is_opened(tmp_path: 
         "PRAGMA user_version=8",
         "DROP TABLE mig_layouts",
         "ALTER TABLE jobs DROP COLUMN ending",
+        "ALTER TABLE jobs DROP COLUMN elastic_state",
     )
     Store(old).close()
     with sqlite3.connect(old) as conn:

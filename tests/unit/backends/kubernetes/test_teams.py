@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from podium.backends.kubernetes.cluster_queues import queue_teams
 from podium.backends.kubernetes.teams import Capacity, split, teams
 from podium.config.cluster import ClusterConfig
-from podium.config.teams import Team
+from podium.config.team_config import Team
 
 GOLDEN = Path(__file__).with_name("golden")
 CONFIG = ClusterConfig.model_validate(

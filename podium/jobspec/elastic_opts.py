@@ -1,0 +1,79 @@
+"""--elastic=MIN:MAX[:STEP], --resize-grace and --resize-signal: an elastic job's
+replicas and what each holds, read after the sizes (`sizes.read_sizes`).
+
+An elastic job is one node's worth of replicas: each replica is one task (one
+data-parallel rank) with --gpus-per-task GPUs, --cpus-per-task CPUs and memory per
+GPU or per CPU. The job's resources as stored are its MIN replicas'; the scheduler
+sizes each start between MIN and MAX (`podium.sched.elastic`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from podium.api.timefmt import parse_duration
+from podium.jobspec.job import ElasticSpec
+from podium.jobspec.request import Options
+from podium.jobspec.values import is_digits, option_error, signal_number
+
+MAX_REPLICAS = 1024
+_NOT_WITH = ("ntasks", "ntasks-per-node", "gpus", "gpus-per-node", "array", "mem")
+
+
+def read_elastic(raw: Options, out: dict[str, Any]) -> None:
+    """Fill `out["elastic"]` and size `out` for MIN replicas; SpecError in one line."""
+    g = raw.get("elastic")
+    if g is None:
+        for name in ("resize-grace", "resize-signal"):
+            if (other := raw.get(name)) is not None:
+                raise option_error(other, "applies to elastic jobs only: add --elastic=MIN:MAX")
+        return
+    parts = str(g.value or "").split(":")
+    if not 2 <= len(parts) <= 3 or not all(is_digits(p) for p in parts):
+        raise option_error(
+            g, f"expected MIN:MAX[:STEP] replicas (e.g. 2:8 or 2:8:2), got {g.value!r}"
+        )
+    low, high, step = int(parts[0]), int(parts[1]), int(parts[2]) if len(parts) == 3 else 1
+    if not 1 <= low <= high <= MAX_REPLICAS or step < 1:
+        raise option_error(
+            g, f"needs 1 <= MIN <= MAX <= {MAX_REPLICAS} and STEP >= 1, got {g.value!r}"
+        )
+    for name in _NOT_WITH:
+        if (clash := raw.get(name)) is not None:
+            what = "give GPUs per replica with --gpus-per-task" if name.startswith("gpus") else (
+                "give memory per replica with --mem-per-gpu or --mem-per-cpu" if name == "mem"
+                else "the replicas are its tasks")  # fmt: skip
+            raise option_error(clash, f"does not go with --elastic: {what}")
+    if out.get("nodes", 1) != 1:
+        raise option_error(g, "an elastic job's replicas share one node: drop --nodes")
+    # Sized for one task, `out` holds one replica's GPUs, CPUs and memory.
+    gpus, cpus, memory = int(out.get("gpus") or 0), int(out["cpus"]), int(out["mem_mb"])
+    spec = ElasticSpec(
+        min=low, max=high, step=step, replica_gpus=gpus, replica_cpus=cpus,
+        replica_mem_mb=memory, **_resize_options(raw),
+    )  # fmt: skip
+    out.update(
+        elastic=spec,
+        ntasks=low,
+        gpus=gpus * low,
+        gpus_per_task=gpus or None,
+        cpus=cpus * low,
+        mem_mb=memory * low,
+    )
+
+
+def _resize_options(raw: Options) -> dict[str, int]:
+    """--resize-grace (seconds, or sbatch's time forms) and --resize-signal."""
+    found: dict[str, int] = {}
+    if (g := raw.get("resize-grace")) is not None:
+        value = str(g.value or "").strip()
+        try:
+            grace = int(value) if is_digits(value) else parse_duration(value)
+        except ValueError as exc:
+            raise option_error(g, str(exc)) from None
+        if grace is None or not 0 <= grace <= 86_400:
+            raise option_error(g, "needs 0 to 86400 seconds, or [HH:]MM:SS (e.g. 60 or 2:00)")
+        found["grace_s"] = grace
+    if (g := raw.get("resize-signal")) is not None:
+        found["signal"] = signal_number(str(g.value or ""), g)
+    return found
