@@ -1,33 +1,56 @@
 """A small real PyTorch training job for Podium (CPU or GPU, one or many ranks).
 
-Run it with `srun python3 train.py ...` in a batch script. It reads its place from
-the environment srun gives every task (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT
-from Podium's srun; SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID and
-SLURM_LAUNCH_NODE_IPADDR from Slurm's), CUDA_VISIBLE_DEVICES and PODIUM_CHECKPOINT_DIR; it trains
-a tiny BERT-, GPT- or ResNet-like model on synthetic data with DistributedDataParallel
-when there are several ranks, saves a checkpoint every few steps (rank 0, atomically),
-and resumes from the last checkpoint when restarted. On SIGTERM (preemption, time
-limit, cancel) it saves a checkpoint before exiting.
+Run it with `srun python3 train.py ...` in a batch script, or as an elastic job's
+replicas (`podium submit --elastic=1:4 --gpus-per-task=1 --wrap "exec python3
+train.py ..."`). It reads its place from the environment (RANK, WORLD_SIZE,
+LOCAL_RANK, MASTER_ADDR/PORT from Podium; SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID and
+SLURM_LAUNCH_NODE_IPADDR from Slurm's srun), CUDA_VISIBLE_DEVICES and
+PODIUM_CHECKPOINT_DIR; it trains a tiny BERT-, GPT- or ResNet-like model on synthetic
+data with DistributedDataParallel when there are several ranks.
+
+**World-size agnostic.** An epoch is a fixed set of samples in a fixed order (by epoch);
+each step takes the next `--global-batch` of them, whatever the number of ranks: rank r
+of W trains on every W-th one, in micro-batches of at most `--micro-batch`, and the
+gradient is the mean over the whole global batch (each rank's summed loss is scaled by
+W / global batch, and DDP averages over the W ranks). So a run at 1, 2 or 4 ranks takes
+the same steps, and a job resized between sizes continues the same loss curve.
+
+**Checkpoints** are torch.distributed.checkpoint (DCP): every rank writes its part, and
+a run at another world size loads it (resharding). The sampler's place (epoch, step)
+is in the checkpoint, so no sample is trained on twice in an epoch across a resize. A
+checkpoint is saved every `--checkpoint-every` steps and when the job is told to stop:
+SIGTERM (preemption, time limit, cancel: exit 143) or the elastic resize signal
+(SIGUSR1, PODIUM_RESIZE_FILE: exit 0 and Podium restarts it at the new size). The
+ranks agree on the step at which they stop (an all-reduce of the flag each step).
 
 Every step it touches PODIUM_HEARTBEAT_FILE when the job declared a heartbeat, and
 with --progress FILE rank 0 appends one JSON line per step, checkpoint and resume
-(time, step, restart count): what the fault demo and the goodput benchmark read.
+(time, step, loss, world size, restart count): what the fault demo, the goodput and
+elastic benchmarks read. With --sample-log FILE every rank appends the sample indices
+it trained on at each step.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import shutil
 import signal
 import sys
 import time
+import warnings
 
 import torch
 import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
 from torch import nn
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
 VOCAB, SEQ, WIDTH = 512, 32, 64
+# One process with no process group is a world of one to DCP: nothing to warn about.
+warnings.filterwarnings("ignore", message="torch.distributed is disabled")
 
 
 class TinyTransformer(nn.Module):
@@ -37,7 +60,9 @@ class TinyTransformer(nn.Module):
         super().__init__()
         self.causal = causal
         self.embed = nn.Embedding(VOCAB, WIDTH)
-        layer = nn.TransformerEncoderLayer(WIDTH, nhead=4, dim_feedforward=128, batch_first=True)
+        layer = nn.TransformerEncoderLayer(
+            WIDTH, nhead=4, dim_feedforward=128, dropout=0.0, batch_first=True
+        )  # no dropout: a resumed or resized run retraces the same loss curve
         self.encoder = nn.TransformerEncoder(layer, num_layers=2)
         self.head = nn.Linear(WIDTH, VOCAB)
 
@@ -74,27 +99,82 @@ class TinyResNet(nn.Module):
         return self.head(x.mean(dim=(2, 3)))
 
 
-def batch(model_name: str, step: int, rank: int, device: torch.device):
-    """Synthetic data, a pure function of (step, rank): a resumed run sees the same data."""
-    gen = torch.Generator().manual_seed(step * 1000 + rank)
-    if model_name == "resnet":
-        images = torch.randn(16, 3, 32, 32, generator=gen)
-        labels = torch.randint(0, 10, (16,), generator=gen)
-        return images.to(device), labels.to(device)
-    tokens = torch.randint(0, VOCAB, (16, SEQ), generator=gen)
-    if model_name == "gpt":
-        return tokens[:, :-1].to(device), tokens[:, 1:].to(device)
-    masked = tokens.clone()
-    masked[:, ::4] = 0  # "mask" every fourth token; predict the originals
-    return masked.to(device), tokens.to(device)
+def samples(model_name: str, indices: list[int], device: torch.device):
+    """Synthetic data, a pure function of each sample's index: any rank, at any world
+    size, sees the same sample for the same index."""
+    inputs, targets = [], []
+    for index in indices:
+        gen = torch.Generator().manual_seed(index)
+        if model_name == "resnet":
+            inputs.append(torch.randn(3, 32, 32, generator=gen))
+            targets.append(torch.randint(0, 10, (), generator=gen))
+            continue
+        tokens = torch.randint(0, VOCAB, (SEQ,), generator=gen)
+        if model_name == "gpt":
+            inputs.append(tokens[:-1])
+            targets.append(tokens[1:])
+        else:
+            masked = tokens.clone()
+            masked[::4] = 0  # "mask" every fourth token; predict the originals
+            inputs.append(masked)
+            targets.append(tokens)
+    return torch.stack(inputs).to(device), torch.stack(targets).to(device)
 
 
-def save(path: str, model: nn.Module, optimizer: torch.optim.Optimizer, step: int) -> None:
-    tmp = f"{path}.tmp"
-    torch.save(
-        {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step}, tmp
-    )
-    os.replace(tmp, path)
+def epoch_order(epoch: int, size: int) -> list[int]:
+    """The samples of `epoch` in the order they are trained on (fixed by the epoch)."""
+    gen = torch.Generator().manual_seed(10_000 + epoch)
+    return torch.randperm(size, generator=gen).tolist()
+
+
+class Checkpoints:
+    """DCP checkpoints under DIR/MODEL-dcp: step-N directories, and `latest` naming the
+    newest complete one (written by rank 0 after every rank has written its part)."""
+
+    def __init__(self, directory: str, model_name: str, rank: int, world: int) -> None:
+        self.root = os.path.join(directory, f"{model_name}-dcp")
+        self.rank, self.world = rank, world
+        os.makedirs(self.root, exist_ok=True)
+
+    def latest(self) -> str | None:
+        try:
+            with open(os.path.join(self.root, "latest")) as fh:
+                name = fh.read().strip()
+        except FileNotFoundError:
+            return None
+        return os.path.join(self.root, name) if name else None
+
+    def save(self, model: nn.Module, optimizer: torch.optim.Optimizer, place: dict) -> None:
+        name = f"step-{place['step']}"
+        model_state, optim_state = get_state_dict(model, optimizer)
+        state = {"model": model_state, "optim": optim_state, "place": dict(place)}
+        dcp.save(state, checkpoint_id=os.path.join(self.root, name))
+        if self.world > 1:
+            dist.barrier()
+        if self.rank == 0:
+            tmp = os.path.join(self.root, ".latest.tmp")
+            with open(tmp, "w") as fh:
+                fh.write(name + "\n")
+            os.replace(tmp, os.path.join(self.root, "latest"))
+            self._prune(keep=name)
+
+    def load(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> dict | None:
+        """The place saved with the newest checkpoint, its weights and optimizer loaded
+        into `model` and `optimizer` (resharded to this world size); None if none."""
+        path = self.latest()
+        if path is None:
+            return None
+        model_state, optim_state = get_state_dict(model, optimizer)
+        state = {"model": model_state, "optim": optim_state, "place": {"step": 0, "epoch": 0}}
+        dcp.load(state, checkpoint_id=path)
+        set_state_dict(model, optimizer, model_state_dict=state["model"],
+                       optim_state_dict=state["optim"])  # fmt: skip
+        return dict(state["place"])
+
+    def _prune(self, keep: str) -> None:
+        for entry in os.listdir(self.root):
+            if entry.startswith("step-") and entry != keep:
+                shutil.rmtree(os.path.join(self.root, entry), ignore_errors=True)
 
 
 class Progress:
@@ -105,10 +185,10 @@ class Progress:
         self.restart = int(os.environ.get("PODIUM_RESTART_COUNT", "0"))
         self.heartbeat = os.environ.get("PODIUM_HEARTBEAT_FILE")
 
-    def log(self, event: str, step: int) -> None:
+    def log(self, event: str, step: int, **more: object) -> None:
         if self.fh is not None:
             record = {"t": time.time(), "event": event, "step": step, "restart": self.restart}
-            self.fh.write(json.dumps(record) + "\n")
+            self.fh.write(json.dumps({**record, **more}) + "\n")
 
     def beat(self) -> None:
         if self.heartbeat:
@@ -142,6 +222,10 @@ def main() -> int:
         "--step-time", type=float, default=0.0, help="extra seconds per step (to stretch a demo)"
     )
     parser.add_argument("--progress", default=None, help="append rank 0's progress here (JSON)")
+    parser.add_argument("--global-batch", type=int, default=32, help="samples per step, in all")
+    parser.add_argument("--micro-batch", type=int, default=16, help="most per rank per pass")
+    parser.add_argument("--epoch-samples", type=int, default=1024, help="samples per epoch")
+    parser.add_argument("--sample-log", default=None, help="append each rank's samples here")
     args = parser.parse_args()
 
     env = os.environ  # torch's names (Podium's srun sets them), else srun's own
@@ -176,56 +260,89 @@ def main() -> int:
         TinyResNet() if args.model == "resnet" else TinyTransformer(args.model == "gpt")
     )
     model = model.to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    ckpt_dir = os.environ.get("PODIUM_CHECKPOINT_DIR") or os.path.join(os.getcwd(), "checkpoints")
-    os.makedirs(ckpt_dir, exist_ok=True)
-    ckpt = os.path.join(ckpt_dir, f"{args.model}.pt")
-    start = 0
-    if os.path.exists(ckpt):
-        state = torch.load(ckpt, map_location=device)
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        start = state["step"]
-        print(f"[job {job} rank {rank}] resumed from checkpoint at step {start}", flush=True)
-    progress = Progress(args.progress, rank)
-    progress.log("resume" if start else "begin", start)
     if world > 1:
         model = nn.parallel.DistributedDataParallel(model)
-    plain = model.module if world > 1 else model
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    ckpt_dir = os.environ.get("PODIUM_CHECKPOINT_DIR") or os.path.join(os.getcwd(), "checkpoints")
+    checkpoints = Checkpoints(ckpt_dir, args.model, rank, world)
+    place = checkpoints.load(model, optimizer) or {"step": 0, "epoch": 0}
+    start = int(place["step"])
+    if start:
+        print(f"[job {job} rank {rank}] resumed from checkpoint at step {start}", flush=True)
+    progress = Progress(args.progress, rank)
+    progress.log("resume" if start else "begin", start, world=world)
+    sample_log = open(args.sample_log, "a", buffering=1) if args.sample_log else None  # noqa: SIM115
 
-    stop = {"asked": False}
-    signal.signal(signal.SIGTERM, lambda *_: stop.update(asked=True))
-    loss_fn = nn.CrossEntropyLoss()
+    run = int(env.get("PODIUM_RESTART_COUNT") or 0) + int(env.get("PODIUM_RESIZE_COUNT") or 0)
+    stop = {"asked": 0}  # 143: SIGTERM; 0: an elastic resize (save, exit 0, restart)
+    signal.signal(signal.SIGTERM, lambda *_: stop.update(asked=143))
+    signal.signal(signal.SIGUSR1, lambda *_: stop.update(asked=stop["asked"] or -1))
+    loss_fn = nn.CrossEntropyLoss(reduction="sum")
+    steps_per_epoch = max(1, args.epoch_samples // args.global_batch)
     step = start
     began = time.time()
     while step < args.steps:
-        inputs, targets = batch(args.model, step, rank, device)
+        epoch, within = divmod(step, steps_per_epoch)
+        order = epoch_order(epoch, args.epoch_samples)
+        chosen = order[within * args.global_batch : (within + 1) * args.global_batch]
+        mine = chosen[rank::world]
         optimizer.zero_grad()
-        out = model(inputs)
-        loss = loss_fn(out.reshape(-1, out.shape[-1]), targets.reshape(-1))
-        loss.backward()
+        total = torch.zeros((), device=device)
+        chunks = [mine[k : k + args.micro_batch] for k in range(0, len(mine), args.micro_batch)]
+        for k, chunk in enumerate(chunks or [[]]):
+            if not chunk:
+                continue
+            inputs, targets = samples(args.model, chunk, device)
+            last = k == len(chunks) - 1
+            with model.no_sync() if world > 1 and not last else contextlib.nullcontext():
+                out = model(inputs)
+                loss = loss_fn(out.reshape(-1, out.shape[-1]), targets.reshape(-1))
+                (loss * world / len(chosen)).backward()  # DDP averages over the ranks
+            total += loss.detach()
         optimizer.step()
         step += 1
+        if world > 1:
+            dist.all_reduce(total)
+        tokens = len(chosen) * (1 if args.model == "resnet" else SEQ - (args.model == "gpt"))
+        mean_loss = total.item() / tokens
         if args.step_time:
             time.sleep(args.step_time)
-        progress.log("step", step)
+        if sample_log is not None:
+            entry = {"step": step, "epoch": epoch, "rank": rank, "world": world, "run": run}
+            sample_log.write(json.dumps({**entry, "samples": mine}) + "\n")
+        progress.log("step", step, loss=round(mean_loss, 6), world=world)
         progress.beat()
-        if rank == 0 and (step % args.checkpoint_every == 0 or step == args.steps):
-            save(ckpt, plain, optimizer, step)
+        asked = _agreed(stop["asked"], world, device)
+        place = {"step": step, "epoch": step // steps_per_epoch}
+        if asked or step % args.checkpoint_every == 0 or step == args.steps:
+            checkpoints.save(model, optimizer, place)
             progress.log("checkpoint", step)
         if rank == 0 and (step % 10 == 0 or step == args.steps):
-            print(f"[job {job}] step {step}/{args.steps} loss {loss.item():.4f}", flush=True)
-        if stop["asked"]:
+            print(f"[job {job}] step {step}/{args.steps} loss {mean_loss:.4f}", flush=True)
+        if asked:
             if rank == 0:
-                save(ckpt, plain, optimizer, step)
-                print(f"[job {job}] SIGTERM: checkpoint saved at step {step}", flush=True)
-            return 143
+                why = "SIGTERM" if asked == 143 else "resize"
+                print(f"[job {job}] {why}: checkpoint saved at step {step}", flush=True)
+            if world > 1:
+                dist.destroy_process_group()
+            return 143 if asked == 143 else 0
     if rank == 0:
         rate = (step - start) / max(time.time() - began, 1e-9)
-        print(f"[job {job}] done: {step} steps ({rate:.1f} steps/s), checkpoint {ckpt}", flush=True)
+        print(f"[job {job}] done: {step} steps ({rate:.1f} steps/s), checkpoint "
+              f"{checkpoints.latest()}", flush=True)  # fmt: skip
     if world > 1:
         dist.destroy_process_group()
     return 0
+
+
+def _agreed(asked: int, world: int, device: torch.device) -> int:
+    """What every rank was asked (143 for SIGTERM over -1 for a resize; 0: nothing), the
+    same on all ranks, so that they stop after the same step."""
+    if world == 1:
+        return 143 if asked == 143 else (1 if asked else 0)
+    flag = torch.tensor([2 if asked == 143 else (1 if asked else 0)], device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return {2: 143, 1: 1, 0: 0}[int(flag.item())]
 
 
 if __name__ == "__main__":

@@ -77,7 +77,7 @@ def test_demo_runs_the_seed_scenario(tmp_path: Path, gpus: int | None) -> None:
     assert "accounting" in out and out.count("COMPLETED") >= 3
     for model, steps in (("bert", 60), ("gpt", 100), ("resnet", 20)):
         assert re.search(rf"\] done: {steps} steps", out), model
-        assert as_new_user or list(home.glob(f"checkpoints/*/{model}.pt")), model
+        assert as_new_user or list(home.glob(f"checkpoints/*/{model}-dcp/latest")), model
     assert not (home / "podium.sock").exists()  # the demo stopped its daemon
     if as_new_user:  # nothing of the demo is left behind (issue 26, item 17)
         assert not list(tmp_path.glob("podium-demo-*")), list(tmp_path.iterdir())

@@ -4,14 +4,21 @@ of each resize by signal and notice, and stopped at the deadline when they ignor
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 QOS = (
     "qos:\n  - {name: high, priority: 1000}\n  - {name: normal, priority: 100}\n"
@@ -142,3 +149,73 @@ def test_elastic_options_are_checked_in_one_line(cluster: Cluster) -> None:
         done = c.cli("submit", *args, "--wrap", "true")
         assert done.returncode != 0, args
         assert says in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="PyTorch not installed")
+def test_pytorch_training_continues_across_2_1_and_4_replicas(cluster: Cluster) -> None:
+    """examples/train.py as an elastic job (gloo on the CPU): 2 replicas, shrunk to 1
+    for a higher-QoS job, grown to 4 when GPUs free up. Its loss at every step is the
+    loss of the same training run at one fixed size, and no sample is trained on twice
+    in one epoch (DCP resharding, the sampler's place in the checkpoint)."""
+    c = cluster
+    steps, train = 200, EXAMPLES / "train.py"
+    common = (f"--model gpt --steps {steps} --checkpoint-every 20 --step-time 0.05 "
+              "--global-batch 32 --epoch-samples 1024")  # fmt: skip
+    reference = subprocess.run(
+        [sys.executable, str(train), *common.split(), "--progress", str(c.work / "ref.jsonl")],
+        env=dict(os.environ, PODIUM_CHECKPOINT_DIR=str(c.work / "ref-ckpt"), RANK="0",
+                 WORLD_SIZE="1"),
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert reference.returncode == 0, reference.stderr[-2000:]
+    blocker = c.submit("--qos=normal", "--gpus=2", "--wrap", "sleep 300")
+    c.wait(blocker, {"RUNNING"})
+    job = c.submit(
+        "--qos=low", "--elastic=1:4", "--gpus-per-task=1", "--resize-grace=60",
+        f"--checkpoint-dir={c.work / 'ckpt'}", "-o", "train-%j-%t.out", "--open-mode=append",
+        "--wrap", f"exec {sys.executable} {train} {common} --progress {c.work / 'p.jsonl'} "
+        f"--sample-log {c.work / 'samples.jsonl'}", cwd=c.work,
+    )  # fmt: skip
+    _until(c, job, lambda j: j["state"] == "RUNNING" and j["replicas"] == 2)
+    _progress_until(c, lambda p: any(e["event"] == "checkpoint" for e in p))
+    urgent = c.submit("--qos=high", "--gpus=1", "--wrap", "sleep 300")
+    _until(c, job, lambda j: j["state"] == "RUNNING" and j["replicas"] == 1, timeout=90)
+    _progress_until(c, lambda p: sum(e.get("world") == 1 for e in p if e["event"] == "step") >= 5)
+    c.cli("cancel", str(blocker), str(urgent), check=True)
+    _until(c, job, lambda j: j["state"] == "RUNNING" and j["replicas"] == 4, timeout=90)
+    final = c.wait(job, timeout=300)
+    assert final["state"] == "COMPLETED", (c.work / f"train-{job}-0.out").read_text()[-2000:]
+    progress = [json.loads(x) for x in (c.work / "p.jsonl").read_text().splitlines()]
+    worlds = [e["world"] for e in progress if e["event"] in ("begin", "resume")]
+    assert worlds[:2] == [2, 1] and worlds[-1] == 4 and worlds[2:] == sorted(worlds[2:]), worlds
+    expected = {
+        e["step"]: e["loss"]
+        for e in map(json.loads, (c.work / "ref.jsonl").read_text().splitlines())
+        if e["event"] == "step"
+    }
+    got = {e["step"]: e["loss"] for e in progress if e["event"] == "step"}  # the last run's
+    assert sorted(got) == list(range(1, steps + 1))
+    assert max(abs(got[s] - expected[s]) for s in got) < 1e-3
+    kept: dict[int, list[dict[str, Any]]] = {}
+    for e in map(json.loads, (c.work / "samples.jsonl").read_text().splitlines()):
+        if e["step"] in kept and e["run"] > kept[e["step"]][0]["run"]:
+            del kept[e["step"]]  # a step done again after a restart: the later one counts
+        kept.setdefault(e["step"], []).append(e)
+    by_epoch: dict[int, list[int]] = {}
+    for step, entries in sorted(kept.items()):
+        taken = [i for e in entries for i in e["samples"]]
+        assert len(taken) == len(set(taken)) == 32, (step, entries)
+        by_epoch.setdefault(entries[0]["epoch"], []).extend(taken)
+    assert all(len(s) == len(set(s)) for s in by_epoch.values())
+    assert len(by_epoch) == -(-steps // 32)
+
+
+def _progress_until(c: Cluster, test: Any, timeout: float = 120) -> None:
+    path = c.work / "p.jsonl"
+    deadline = time.monotonic() + timeout
+    while True:
+        events = [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+        if test(events):
+            return
+        assert time.monotonic() < deadline, events[-5:]
+        time.sleep(0.2)
