@@ -219,3 +219,27 @@ def _progress_until(c: Cluster, test: Any, timeout: float = 120) -> None:
             return
         assert time.monotonic() < deadline, events[-5:]
         time.sleep(0.2)
+
+
+def test_a_daemon_killed_during_a_resize_finishes_it_after_its_restart(cluster: Cluster) -> None:
+    """The daemon dies (SIGKILL) while a replica takes its grace: the supervisor keeps
+    the resize going, and the restarted daemon starts the job at its new size, once,
+    with the resize recorded and no restart counted."""
+    c = cluster
+    blocker = c.submit("--qos=normal", "--gpus=2", "--wrap", "sleep 300")
+    c.wait(blocker, {"RUNNING"})
+    job = _submit_elastic(c, "--resize-grace=4", "--export=ALL,IGNORE=1")
+    _until(c, job, lambda j: j["state"] == "RUNNING" and j["replicas"] == 2)
+    urgent = c.submit("--qos=high", "--gpus=1", "--wrap", "sleep 300")
+    _until(c, job, lambda j: any(e["kind"] == "resizing" for e in j["events"]))
+    c.kill9()
+    time.sleep(1.0)
+    c.start()
+    one = _until(c, job, lambda j: j["state"] == "RUNNING" and j["replicas"] == 1, timeout=60)
+    assert one["resizes"] == 1 and one["restart_count"] == 0
+    assert [e["kind"] for e in one["events"]].count("start") == 2  # 2 replicas, then 1
+    assert c.wait(urgent, {"RUNNING"}, timeout=30)
+    starts = [x for x in _lines(c) if x["what"] == "start"]
+    assert sorted((x["world"], x["rank"]) for x in starts) == [(1, 0), (2, 0), (2, 1)]
+    for other in (job, urgent, blocker):
+        c.cli("cancel", str(other), check=True)
