@@ -137,6 +137,11 @@ class SchedulerConfig(Closed):
     backfill: bool = True
     preemption: bool = True
     preempt_exempt_time: str = Field(default="0:00", description="minimum run before preemption")
+    preempt_victims: Literal["least_lost_work", "least_runtime"] = Field(
+        default="least_lost_work",
+        description="which running jobs preemption and shrinking stop: those that lose the "
+        "least work since their last checkpoint, or (as Slurm) the least runtime",
+    )
 
     @field_validator("preempt_exempt_time")
     @classmethod

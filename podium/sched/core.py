@@ -172,7 +172,7 @@ def schedule(
                 reasons[job.job_id] = short.reason
                 if policy.preemption and short.may_stop is not None:
                     _reclaim(job, short, ledger, candidates_of(job, allowed), policy, now,
-                             victims, preempts, reservations)  # fmt: skip
+                             victims, preempts, reservations, resizes)  # fmt: skip
                 continue
         if job.partition in strict_blocked:
             reasons[job.job_id] = Reason.PRIORITY
@@ -228,9 +228,9 @@ def schedule(
             drop()
             continue
         if policy.preemption and (shrunk := shrink_for(job, candidates, policy, now, victims)):
-            node, resize = shrunk  # an elastic job gives up replicas instead of a victim
-            victims.add(resize.job_id)
-            resizes.append(resize)
+            node, shrinks = shrunk  # elastic jobs give up replicas instead of a victim
+            victims.update(r.job_id for r in shrinks)
+            resizes.extend(shrinks)
             node.hold = Hold(job.job_id, now, 0, 0, 0)
             reasons[job.job_id] = Reason.RESOURCES
             reservations.append(Reservation(job.job_id, node.view.name, now))
@@ -302,12 +302,23 @@ def _reclaim(
     victims: set[int],
     preempts: list[Preempt],
     reservations: list[Reservation],
+    resizes: list[Resize],
 ) -> None:
-    """Preempt the jobs whose stop gives `job` its team's quota back (and room on a
-    node), losing the least work; nothing when GPUs on their way out cover it already
-    or no choice works."""
+    """Shrink elastic borrowers, else preempt the jobs, whose stop gives `job` its
+    team's quota back (and room on a node), losing the least work; nothing when GPUs
+    on their way out cover it already or no choice works."""
     assert short.may_stop is not None
     if ledger.reclaiming(job, short.need):
+        return
+    shrunk = shrink_for(job, candidates, policy, now, victims, short.may_stop, short.need)
+    if shrunk is not None:  # elastic borrowers give back replicas first
+        node, shrinks = shrunk
+        for resize in shrinks:
+            victims.add(resize.job_id)
+            ledger.freeing_add(next(a for a in node.allocs if a.job_id == resize.job_id))
+        resizes.extend(shrinks)
+        node.hold = Hold(job.job_id, now, 0, 0, 0)
+        reservations.append(Reservation(job.job_id, node.view.name, now))
         return
     taken = preempt_for(
         job, candidates, short.may_stop, policy.preempt_exempt_s, now, victims, short.need

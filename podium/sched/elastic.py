@@ -60,36 +60,95 @@ def shrink_for(
     policy: Policy,
     now: float,
     victims: set[int],
-) -> tuple[Node, Resize] | None:
-    """The node and the resize of one running elastic job there that makes room for
-    `job` (the fewest steps off the job that loses least); None when none does."""
+    allowed: Callable[[Allocation], bool] | None = None,
+    quota_need: int = 0,
+) -> tuple[Node, list[Resize]] | None:
+    """The node and the resizes of running elastic jobs there that make room for
+    `job`, losing the least work; None when none do. `allowed` replaces the rule of
+    who may shrink whom (a team reclaiming its quota: the borrowers), and the shrinks
+    must then also give up `quota_need` GPUs between them.
+
+    On each node: the one job whose shrink suffices and loses least (the fewest
+    replicas off it); else several, the cheapest first, each shrunk as far as it must
+    (to MIN but the last). A resize restarts the whole job, so each costs its whole
+    `lost_work`."""
     if job.nodes > 1 or job.gpu_type == MPS:
         return None
-    best: tuple[float, int, Node, Resize] | None = None
+    best: tuple[float, int, Node, list[Resize]] | None = None
     for node in candidates:
         if node.hold is not None or not could_ever_fit(job, node.view):
             continue
-        gpus, cpus, mem = len(node.gpus_of(job.gpu_type)), node.cpus, node.mem_mb
-        for alloc in node.allocs:
-            e = alloc.elastic
-            if e is None or alloc.job_id in victims or alloc.replicas <= e.min:
-                continue
-            if not _may_shrink(job, alloc, policy, now):
-                continue
-            per_gpu = node.matching(alloc.gpu_indices, job.gpu_type) // max(1, alloc.replicas)
-            to = _shrunk(job, (gpus, cpus, mem), (per_gpu, e.cpus, e.mem_mb), e, alloc.replicas)
-            if to is None:
-                continue
-            lost = alloc.lost_work(now)
-            if best is None or (lost, alloc.replicas - to) < best[:2]:
-                cause = f"shrink {alloc.replicas}->{to} for job {job.job_id}"
-                best = (
-                    lost,
-                    alloc.replicas - to,
-                    node,
-                    Resize(alloc.job_id, to, cause, job.job_id),
-                )
-    return None if best is None else (best[2], best[3])
+        gpus = len(node.gpus_of(job.gpu_type))
+        if quota_need > 0:  # as if fewer were free: the shrinks must free the quota too
+            gpus = min(gpus, job.gpus - quota_need)
+        free = (gpus, node.cpus, node.mem_mb)
+        able = sorted(
+            (a for a in node.allocs if a.elastic is not None and a.job_id not in victims
+             and a.replicas > a.elastic.min
+             and (allowed(a) if allowed is not None else _may_shrink(job, a, policy, now))),
+            key=lambda a: (a.lost_work(now), a.job_id),
+        )  # fmt: skip
+        found = _one_shrink(job, node, able, free, now) or _several_shrinks(
+            job, node, able, free, now
+        )
+        if found is not None and (best is None or found[:2] < best[:2]):
+            best = (found[0], found[1], node, found[2])
+    if best is None:
+        return None
+    return best[2], best[3]
+
+
+def _per_replica(job: PendingJob, node: Node, alloc: Allocation) -> tuple[int, int, int]:
+    """What one replica of `alloc` frees for `job`: GPUs of its type, CPUs, memory."""
+    e = alloc.elastic
+    assert e is not None
+    per_gpu = node.matching(alloc.gpu_indices, job.gpu_type) // max(1, alloc.replicas)
+    return per_gpu, e.cpus, e.mem_mb
+
+
+def _resize(job: PendingJob, alloc: Allocation, to: int) -> Resize:
+    cause = f"shrink {alloc.replicas}->{to} for job {job.job_id}"
+    return Resize(alloc.job_id, to, cause, job.job_id)
+
+
+def _one_shrink(
+    job: PendingJob, node: Node, able: list[Allocation], free: tuple[int, int, int], now: float
+) -> tuple[float, int, list[Resize]] | None:
+    """The cheapest single shrink that makes room: (lost work, replicas off, [resize])."""
+    best: tuple[float, int, list[Resize]] | None = None
+    for alloc in able:
+        assert alloc.elastic is not None
+        to = _shrunk(job, free, _per_replica(job, node, alloc), alloc.elastic, alloc.replicas)
+        if to is None:
+            continue
+        option = (alloc.lost_work(now), alloc.replicas - to, [_resize(job, alloc, to)])
+        if best is None or option[:2] < best[:2]:
+            best = option
+    return best
+
+
+def _several_shrinks(
+    job: PendingJob, node: Node, able: list[Allocation], free: tuple[int, int, int], now: float
+) -> tuple[float, int, list[Resize]] | None:
+    """Shrinks of several jobs, cheapest first, that together make room; None when
+    even every one at MIN does not."""
+    have = list(free)
+    chosen: list[Resize] = []
+    lost = 0.0
+    gone = 0
+    for alloc in able:
+        e = alloc.elastic
+        assert e is not None
+        each = _per_replica(job, node, alloc)
+        to = _shrunk(job, (have[0], have[1], have[2]), each, e, alloc.replicas) or e.min
+        off = alloc.replicas - to
+        have = [h + off * x for h, x in zip(have, each, strict=True)]
+        chosen.append(_resize(job, alloc, to))
+        lost += alloc.lost_work(now)
+        gone += off
+        if have[0] >= job.gpus and have[1] >= job.cpus and have[2] >= job.mem_mb:
+            return lost, gone, chosen
+    return None
 
 
 def _shrunk(

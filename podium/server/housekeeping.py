@@ -41,7 +41,8 @@ class Housekeeping:
         if reactor.planner.mps.live:
             self.stop_idle_mps()
         policy = reactor.policy
-        if policy.may_preempt and reactor.clock() >= self._next_checkpoint_sample:
+        by_checkpoint = reactor.config.scheduler.preempt_victims == "least_lost_work"
+        if policy.may_preempt and by_checkpoint and reactor.clock() >= self._next_checkpoint_sample:
             self._next_checkpoint_sample = reactor.clock() + reactor.config.health.interval_s
             self.sample_checkpoints()
         if self.real_gpus and reactor.clock() >= self._next_memory_sample:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -365,3 +367,26 @@ def test_bad_shares_are_one_line(options: list[str], message: str) -> None:
 def test_a_share_on_a_node_without_one_is_refused() -> None:
     with pytest.raises(Unsatisfiable, match=r"no GPU of node n0 is shared by MPS"):
         build(options=["--gres=mps:10"])
+
+
+def test_an_elastic_job_is_sized_per_replica_and_stored_at_min() -> None:
+    spec = build(
+        "#!/bin/sh\n#PODIUM --elastic=2:8:2\n#PODIUM --resize-grace=2:00\n",
+        ["--gpus-per-task=1", "--cpus-per-task=3", "--mem-per-gpu=4G", "--resize-signal=USR2"],
+    )
+    e = spec.elastic
+    assert e is not None
+    assert (e.min, e.max, e.step, e.replica_gpus, e.replica_cpus, e.replica_mem_mb) == (
+        2, 8, 2, 1, 3, 4096)  # fmt: skip
+    assert (e.grace_s, e.signal, e.sizes()) == (120, 12, [8, 6, 4, 2])
+    assert (spec.ntasks, spec.gpus, spec.cpus, spec.mem_mb) == (2, 2, 6, 8192)
+    assert build(options=["--elastic=1:7:3"]).elastic.sizes() == [7, 4, 1]  # type: ignore[union-attr]
+    for options, says in [
+        (["--elastic=2"], "expected MIN:MAX[:STEP]"),
+        (["--elastic=3:2"], "needs 1 <= MIN <= MAX"),
+        (["--elastic=1:2", "--mem=4G"], "--mem-per-gpu or --mem-per-cpu"),
+        (["--elastic=1:2", "-N", "2"], "share one node"),
+        (["--resize-signal=USR1"], "applies to elastic jobs only"),
+    ]:
+        with pytest.raises(SpecError, match=re.escape(says)):
+            build(options=options)

@@ -69,6 +69,19 @@ def test_a_higher_priority_job_shrinks_an_elastic_job_instead_of_preempting_it()
     assert d.resizes == ()
 
 
+def test_several_elastic_jobs_shrink_together_when_one_is_not_enough() -> None:
+    running = (
+        running_elastic(5, range(0, 2), 1, 4, start=0),  # older: more to lose
+        running_elastic(6, range(2, 4), 1, 4, start=50),
+        other(9, range(4, 8)),
+    )
+    d = schedule(Snapshot(nodes=(NODE,), running=running, pending=(plain(1, 2),)), 100, POLICY)
+    assert sorted((r.job_id, r.replicas) for r in d.resizes) == [(5, 1), (6, 1)]
+    assert d.preempts == ()
+    d = schedule(Snapshot(nodes=(NODE,), running=running, pending=(plain(1, 3),)), 100, POLICY)
+    assert d.resizes == ()  # even both at MIN free only 2
+
+
 def test_the_same_qos_shrinks_it_only_once_it_has_been_stable() -> None:
     running = (running_elastic(5, range(0, 8), 2, 8, start=100, qos="normal"),)
     pending = (plain(1, 2),)

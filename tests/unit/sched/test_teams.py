@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from podium.config.cluster import parse_config
 from podium.errors import ConfigError
 from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot, schedule
-from podium.sched.model import Policy, TeamQuota, TeamRules
+from podium.sched.model import Elastic, Policy, TeamQuota, TeamRules
 from podium.sched.team_ledger import TeamLedger
 from podium.server.policy import team_rules
 
@@ -203,3 +203,17 @@ def test_starts_never_take_a_team_past_its_limits(
     assert drawn <= size
     assert ledger.used["vision"] <= 4 + borrow
     assert ledger.borrowed(teams[1]) <= 4
+
+
+def test_an_elastic_borrower_gives_back_replicas_before_anyone_is_preempted() -> None:
+    elastic = Allocation(
+        job_id=10, node="n0", user="amy", gpu_indices=tuple(range(6)), cpus=6, mem_mb=600,
+        qos="normal", account="amy", start_time=0, elastic=Elastic(2, 6, 1, 1, 1, 100),
+    )  # fmt: skip
+    allocs = (elastic, running(11, range(6, 8), "bob", start=0))
+    owner = job(1, 2, "carol", account="nlp")
+    d = schedule(
+        Snapshot(nodes=(NODE,), running=allocs, pending=(owner,)), 100, rules(vision(), nlp())
+    )
+    assert [(r.job_id, r.replicas, r.for_job) for r in d.resizes] == [(10, 4, 1)]
+    assert d.preempts == ()
