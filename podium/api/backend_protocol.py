@@ -31,6 +31,7 @@ class Feature:
     PRIORITIES = "priorities"
     FAIR_SHARE = "fair share"
     TEAMS = "team quotas"
+    CHECKPOINT_REPORT = "reporting a job's checkpoint"
     HEALTH = "health checks on request"
     FAULT_INJECTION = "fault injection"
     GPU_RESUME = "resuming one GPU"
@@ -179,6 +180,11 @@ class Backend:
         self.refuse(Feature.FAIR_SHARE)
         return self._share()
 
+    def checkpoint(self, job_id: int, step: int) -> dict[str, Any]:
+        """A running job says it finished a checkpoint at `step` (podium checkpoint)."""
+        self.refuse(Feature.CHECKPOINT_REPORT)
+        return self._checkpoint(job_id, step)
+
     def teams(self) -> list[dict[str, Any]]:
         """Each team's GPU quota, limits, use, borrowed and lent GPUs (podium teams;
         `sched.team_ledger.team_table`'s records)."""
@@ -267,6 +273,9 @@ class Backend:
         raise NotImplementedError
 
     def _teams(self) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def _checkpoint(self, job_id: int, step: int) -> dict[str, Any]:
         raise NotImplementedError
 
     def _mig_advice(self) -> dict[str, Any]:

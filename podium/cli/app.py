@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "hold": ("podium.cli.job_cmds", "hold", "Hold pending jobs."),
     "release": ("podium.cli.job_cmds", "release", "Release held jobs."),
     "requeue": ("podium.cli.job_cmds", "requeue", "Stop running jobs and queue them again."),
+    "checkpoint": ("podium.cli.job_cmds", "checkpoint", "Note a job's finished checkpoint."),
     "acct": ("podium.cli.job_cmds", "acct", "Accounting: finished and running jobs."),
     "priority": ("podium.cli.sched_cmds", "priority", "Pending jobs' priority factors (sprio)."),
     "share": ("podium.cli.sched_cmds", "share", "Fair share per account and user (sshare)."),

@@ -128,6 +128,25 @@ def requeue(jobs: tuple[str, ...]) -> None:
     click.echo("requeued " + " ".join(str(j) for j in done))
 
 
+@click.command()
+@click.option("--step", type=click.IntRange(0, 2**62), required=True,
+              help="The training step the checkpoint holds.")  # fmt: skip
+@click.option("--job", "job", default=None, help="The job (default: $PODIUM_JOB_ID, in a job).")
+def checkpoint(step: int, job: str | None) -> None:
+    """Say that this job finished a checkpoint at STEP: preemption and shrinking count
+    its lost work from now (run it from the job, after the checkpoint is on disk)."""
+    import os
+
+    text = job or os.environ.get("PODIUM_JOB_ID") or ""
+    if not text.isdigit() or int(text) < 1:
+        raise SpecError(
+            "podium checkpoint: run it inside a job (it reads $PODIUM_JOB_ID) or name the "
+            f"job with --job ID, a positive number{f' (got {text!r})' if text else ''}"
+        )
+    done = open_backend().checkpoint(int(text), step)
+    click.echo(f"job {done['job_id']}: checkpoint at step {done['step']} noted")
+
+
 _RELATIVE = re.compile(r"^now-(\d+)(s|sec|seconds|m|min|minutes|h|hours|d|days)$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 

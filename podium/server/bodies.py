@@ -71,6 +71,10 @@ class DrainRequest(RequestModel):
     reason: str
 
 
+class CheckpointRequest(RequestModel):
+    step: int = Field(ge=0, le=2**62)
+
+
 class ResumeRequest(RequestModel):
     gpu: int | None = Field(default=None, ge=0, le=1023)
 

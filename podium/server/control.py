@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from podium.api.caller import Caller, user_name
 from podium.api.selection import JobFilter, Selection
@@ -142,6 +143,21 @@ class Control:
             self.reactor.effects.requeue(r["job_id"])
             done.append(r["job_id"])
         return sorted(done)
+
+    def checkpoint(self, who: Caller, job_id: int, step: int) -> dict[str, Any]:
+        """A running job says it finished a checkpoint at `step` (`podium checkpoint`):
+        preemption and shrinking count its lost work from now (its own user or an
+        admin only)."""
+        row = self.store.job(job_id)
+        self._own(who, [row])
+        if row["state"] != RUNNING:
+            raise SpecError(
+                f"job {job_id} is {row['state'].lower()}: only a running job reports checkpoints"
+            )
+        now = self.reactor.clock()
+        self.reactor.reported[job_id] = now
+        self.store.event(now, "checkpoint", job_id=job_id, detail=f"step {step}")
+        return {"job_id": job_id, "step": step, "time": now}
 
     def send_signal(self, who: Caller, selection: Selection, sig: int, scope: str) -> list[int]:
         """`scancel --signal=SIG [-b|-f]`: `sig` to the selected running jobs' steps,

@@ -115,6 +115,7 @@ class Reactor:
         self._last_end = 0.0  # when the last pass ended (time.monotonic)
         self._health_seen = -1  # the health table's version the last pass saw
         self.checkpoints: dict[int, float] = {}  # running job -> newest checkpoint (sampled)
+        self.reported: dict[int, float] = {}  # running job -> its last `podium checkpoint`
 
     # --- what others ask of it ------------------------------------------------------
 
@@ -254,7 +255,8 @@ class Reactor:
                 fenced,
                 now,
                 node.gpu_units(spec_gpu_ids(r)),
-                self.checkpoints.get(r["job_id"]),
+                max(self.checkpoints.get(r["job_id"], 0.0), self.reported.get(r["job_id"], 0.0))
+                or None,
             )
             for r in self.running_rows()
         )

@@ -24,6 +24,7 @@ from podium.jobspec.build import SubmitRequest
 from podium.jobspec.request import BatchRequest
 from podium.jobspec.values import MAX_JOB_ID
 from podium.server.bodies import (
+    CheckpointRequest,
     DrainRequest,
     Epoch,
     HealthRequest,
@@ -186,6 +187,10 @@ def create_app(
         who = caller(request)
         call(control.set_time_limit, who, job_id, body.time_limit_s)
         return call(views.show, job_id, who)
+
+    @app.post("/v1/jobs/{job_id}/checkpoint")
+    def checkpoint(request: Request, job_id: JobIdPath, body: CheckpointRequest) -> dict[str, Any]:
+        return call(control.checkpoint, caller(request), job_id, body.step)
 
     @app.post("/v1/jobs/requeue")
     def requeue(request: Request, body: SelectionBody) -> dict[str, Any]:

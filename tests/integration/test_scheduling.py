@@ -163,3 +163,40 @@ def test_preemption_stops_the_job_that_loses_least_since_its_checkpoint() -> Non
         c.cli("cancel", str(fresh), check=True)
     finally:
         teardown_cluster(c)
+
+
+def test_a_job_that_reports_its_checkpoints_is_the_cheapest_victim() -> None:
+    """As above, with `podium checkpoint --step N` instead of files: `steady` says it
+    checkpointed every 0.5 s; `fresh`, a second younger, says nothing. A high-QoS
+    job preempts steady; its events list the steps it reported."""
+    c = make_cluster(
+        kill_wait=1.0,
+        extra="qos:\n  - {name: high, priority: 1000, preempt: [low]}\n"
+        "  - {name: normal, priority: 100}\n  - {name: low, priority: 10, preempt_mode: cancel}\n",
+    )
+    c.start()
+    try:
+        steady = c.submit(
+            "--qos=low", "--gpus=2", "-J", "steady", "--wrap",
+            "i=0; while :; do i=$((i+1)); podium checkpoint --step $i >/dev/null; sleep 0.5; done",
+        )  # fmt: skip
+        c.wait(steady, {"RUNNING"})
+        time.sleep(1.0)
+        fresh = c.submit("--qos=low", "--gpus=2", "-J", "fresh", "--wrap", "sleep 120")
+        c.wait(fresh, {"RUNNING"})
+        time.sleep(4.0)
+        urgent = c.submit("--qos=high", "--gpus=2", "--wrap", "true")
+        ended = c.wait(steady, timeout=30)
+        assert ended["state"] == "PREEMPTED"
+        steps = [e["detail"] for e in c.job(steady)["events"] if e["kind"] == "checkpoint"]
+        assert len(steps) >= 5 and steps[:2] == ["step 1", "step 2"], steps
+        assert c.wait(urgent, timeout=30)["state"] == "COMPLETED"
+        assert c.job(fresh)["state"] == "RUNNING"
+        outside = c.cli("checkpoint", "--step", "3")
+        assert outside.returncode != 0 and "inside a job" in outside.stderr
+        over = c.cli("checkpoint", "--step", "3", "--job", str(steady))
+        assert over.returncode != 0 and "only a running job" in over.stderr
+        assert len(over.stderr.strip().splitlines()) == 1
+        c.cli("cancel", str(fresh), check=True)
+    finally:
+        teardown_cluster(c)

@@ -304,6 +304,10 @@ class EmbeddedBackend(Backend):
         answer: dict[str, Any] = self.client.get("/v1/share")
         return answer
 
+    def _checkpoint(self, job_id: int, step: int) -> dict[str, Any]:
+        answer: dict[str, Any] = self.client.post(f"/v1/jobs/{job_id}/checkpoint", {"step": step})
+        return answer
+
     def _teams(self) -> list[dict[str, Any]]:
         answer: list[dict[str, Any]] = self.client.get("/v1/teams")["teams"]
         return answer

@@ -55,6 +55,8 @@ class KubernetesBackend(Backend):
     name = "kubernetes"
     CANNOT: ClassVar[Mapping[str, str]] = {
         Feature.PRIORITIES: f"{_KUEUE}: priorities are WorkloadPriorityClasses (--qos)",
+        Feature.CHECKPOINT_REPORT: f"{_KUEUE}: Kueue chooses victims by priority and "
+        "admission time, not checkpoints (kueue #477)",
         Feature.FAIR_SHARE: f"{_KUEUE}: shares are ClusterQueue quotas in a cohort "
         "(podium k8s render teams)",
         Feature.HEALTH: "health checks run on each node (podium health there)",

@@ -63,6 +63,8 @@ class SlurmBackend(Backend):
     name = "slurm"
     CANNOT: ClassVar[Mapping[str, str]] = {
         Feature.PRIORITIES: "priorities come from Slurm: use sprio",
+        Feature.CHECKPOINT_REPORT: "Slurm does not choose victims by checkpoints: it "
+        "preempts by priority and runtime (PreemptType)",
         Feature.FAIR_SHARE: "fair share comes from Slurm: use sshare",
         Feature.TEAMS: "Slurm cannot lend one account's idle GPUs to another (it has no "
         "cohorts); a fixed cap per account is an association's GrpTRES=gres/gpu=N "
