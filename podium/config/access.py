@@ -95,6 +95,12 @@ class PriorityConfig(Closed):
         return value
 
 
+def seconds_of(value: str) -> float:
+    """A duration in Slurm's time formats as seconds ("0" and "0:00" are none; ValueError
+    for a malformed one)."""
+    return 0.0 if value in ("0", "0:00") else float(parse_duration(value) or 0)
+
+
 class ElasticConfig(Closed):
     """How elastic jobs are resized (durations in Slurm's time formats)."""
 
@@ -109,13 +115,12 @@ class ElasticConfig(Closed):
     @field_validator("min_stable", "grow_delay")
     @classmethod
     def _valid_time(cls, value: str) -> str:
-        if value not in ("0", "0:00"):
-            parse_duration(value)
+        seconds_of(value)
         return value
 
     @staticmethod
     def seconds(value: str) -> float:
-        return 0.0 if value in ("0", "0:00") else float(parse_duration(value) or 0)
+        return seconds_of(value)
 
 
 class FairshareConfig(Closed):
@@ -146,12 +151,9 @@ class SchedulerConfig(Closed):
     @field_validator("preempt_exempt_time")
     @classmethod
     def _valid_exempt(cls, value: str) -> str:
-        if value not in ("0", "0:00"):
-            parse_duration(value)
+        seconds_of(value)
         return value
 
     @property
     def preempt_exempt_s(self) -> float:
-        if self.preempt_exempt_time in ("0", "0:00"):
-            return 0.0
-        return float(parse_duration(self.preempt_exempt_time) or 0)
+        return seconds_of(self.preempt_exempt_time)

@@ -120,6 +120,9 @@ class RunEnds:
             resizes = elastic_state(row).get("resizes") or ()
             self.steps.put(job_id, row["restart_count"] + len(resizes), res.steps)
             self._charge(row, res.end_time)
+            if res.state == JobState.PREEMPTED.value:
+                cause = "resize" if row["preempt_mode"] == RESIZE else "preemption"
+                self._note_lost(row, cause, res.end_time, None)
             if res.state == JobState.PREEMPTED.value and row["preempt_mode"] == RESIZE:
                 self.store.requeue_resized(job_id, now)  # it starts again at its new size
                 self._specs.pop(job_id, None)
@@ -178,6 +181,8 @@ class RunEnds:
         spec = self.spec(row)
         if state in (JobState.FAILED.value, JobState.NODE_FAIL.value):
             newest = newest_checkpoint(self.planner.checkpoint_dir(row["job_id"], spec))
+            if state == JobState.NODE_FAIL.value or fault is not None:
+                self._note_lost(row, "fault", end_time, newest)
             before = row["checkpoint_mtime"]
             verdict = decide(
                 Ended(
@@ -231,6 +236,26 @@ class RunEnds:
             kind = "TIME_LIMIT"
         self.effects.notify(row, spec, kind, f"ended {state}")
         return "ended"
+
+    def _note_lost(self, row: Row, cause: str, end_time: float, newest: float | None) -> None:
+        """Record the GPU-seconds a run stopped for `cause` lost: its GPUs times the time
+        from its newest checkpoint of this run (a file in its checkpoint directory, or a
+        `podium checkpoint`), or from its start, to its end. A job that saved within
+        its grace loses (almost) nothing."""
+        start = row["start_time"]
+        if start is None:
+            return
+        if newest is None:
+            newest = newest_checkpoint(self.planner.checkpoint_dir(row["job_id"], self.spec(row)))
+        told = [e["time"] for e in self.store.events(row["job_id"]) if e["kind"] == "checkpoint"]
+        since = max(
+            [start, *(t for t in (newest, *told) if t is not None and start < t <= end_time)]
+        )
+        held = spec_gpu_ids(row)
+        units = self.planner.node.gpu_units(held)
+        gpus = len(held) if units is None else units
+        if gpus:
+            self.store.add_lost(row["job_id"], cause, gpus * max(0.0, end_time - since), end_time)
 
     def _charge(self, row: Row, end_time: float) -> None:
         """Add a finished run's GPU-seconds (and weighted CPU-seconds) to fair share."""

@@ -21,6 +21,7 @@ from podium.node.inventory import GpuInfo
 from podium.recover.agent import HealthAgent
 from podium.recover.ladder import Health
 from podium.sched.fairshare import fairshare_table
+from podium.sched.model import Allocation
 from podium.sched.team_ledger import team_table
 from podium.server.job_rows import (
     GpuUnits,
@@ -36,6 +37,7 @@ from podium.server.policy import team_rules
 from podium.server.reactor import RUNNING, Reactor
 from podium.server.snapshot import allocation, share_inputs
 from podium.store.db import Row, brief, spec_of
+from podium.store.lost_work import lost_work
 from podium.store.resize_table import elastic_state
 from podium.store.step_table import StepTable
 
@@ -128,7 +130,10 @@ class Views:
     def acct(self, which: JobFilter) -> list[dict[str, Any]]:
         """The jobs `which` selects that ran (or run), each with its `steps`
         (StepRecords), as sacct lists a job and then its steps."""
-        jobs = [j for j in self.jobs(which) if j["start_time"] is not None or j["end_time"]]
+        found = self.store.jobs(which)
+        lost = {r["job_id"]: lost_work(r) for r in found}
+        records = job_records(found, self.reactor.clock(), self.node.gpu_units)
+        jobs = [j for j in records if j["start_time"] is not None or j["end_time"]]
         steps = StepTable(self.store).of_jobs(j["job_id"] for j in jobs)
         for job in jobs:
             if job["state"] in ("RUNNING", "COMPLETING"):  # the steps so far, from its files
@@ -141,6 +146,7 @@ class Views:
             else:
                 rows = steps.get(job["job_id"], [])
             job["steps"] = step_records(job, rows)
+            job["lost_gpu_seconds"] = lost.get(job["job_id"], {})  # by cause
         return jobs
 
     def jobs_json(self, which: JobFilter, fields: list[str] | None = None) -> str:
@@ -186,6 +192,7 @@ class Views:
             for e in self.store.events(job_id)
         ]
         record.update(elastic_fields(row))
+        record["lost_gpu_seconds"] = lost_work(row)  # by cause: preemption, resize, fault
         return record
 
     def nodes(self) -> list[dict[str, Any]]:
@@ -243,28 +250,25 @@ class Views:
     def share(self) -> list[dict[str, Any]]:
         """Fair share per account and user, like sshare."""
         reactor = self.reactor
-        reactor.queue.refresh()
-        now = reactor.clock()
-        node = self.node
-        running = [
-            allocation(r, node.name, "none", set(), now, node.gpu_units(spec_gpu_ids(r)))
-            for r in reactor.running_rows()
-        ]
+        now, running = self._running()
         stored = self.store.usage(now, reactor.half_life_s)
         tree, usage = share_inputs(self.config, stored, running, reactor.queue.jobs.values(), now)
         return [asdict(r) for r in fairshare_table(tree, usage)]
 
     def teams(self) -> list[dict[str, Any]]:
         """Each team's quota, use, borrowed and lent GPUs (podium teams)."""
-        reactor = self.reactor
+        _, running = self._running()
+        return team_table(team_rules(self.config), running, self.reactor.queue.jobs.values())
+
+    def _running(self) -> tuple[float, list[Allocation]]:
+        """Now, and the running jobs as the scheduler sees them (the queue refreshed)."""
+        reactor, node = self.reactor, self.node
         reactor.queue.refresh()
         now = reactor.clock()
-        node = self.node
-        running = [
+        return now, [
             allocation(r, node.name, "none", set(), now, node.gpu_units(spec_gpu_ids(r)))
             for r in reactor.running_rows()
         ]
-        return team_table(team_rules(self.config), running, reactor.queue.jobs.values())
 
     def access(self, who: Caller) -> dict[str, Any]:
         """The accounts and QoS levels `who` may submit with (admins: all of them)."""

@@ -19,10 +19,11 @@ from podium.store.brief import (
 )
 from podium.store.database import RESERVE_BYTES, Database
 from podium.store.job_table import JobStore, RunningStart
+from podium.store.lost_work import JobLosses
 from podium.store.resize_table import JobResizes
 
 
-class Store(JobStore, JobResizes):
+class Store(JobStore, JobResizes, JobLosses):
     """The embedded database at `path` (created on first use)."""
 
 

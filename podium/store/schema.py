@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -175,5 +175,9 @@ ALTER TABLE jobs ADD COLUMN ending TEXT;
     # way, the size its next start may take at most, and those done; NULL for others.
     11: """
 ALTER TABLE jobs ADD COLUMN elastic_state TEXT;
+""",
+    # Version 12: the work each job lost, by cause (JSON: `podium.store.lost_work`).
+    12: """
+ALTER TABLE jobs ADD COLUMN lost_work TEXT;
 """,
 }

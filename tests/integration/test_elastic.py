@@ -132,6 +132,7 @@ def test_a_job_that_ignores_the_resize_is_stopped_at_the_deadline(cluster: Clust
     one = _until(c, job, lambda j: j["state"] == "RUNNING" and j["replicas"] == 1)
     assert time.monotonic() - asked >= 2  # the grace was given in full
     assert one["resizes"] == 1 and c.job(urgent)["state"] == "RUNNING"
+    assert one["lost_gpu_seconds"]["resize"] >= 2 * 2  # 2 GPUs, no checkpoint, 2 s grace
     assert not [x for x in _lines(c) if x["what"] == "saved"]
     for other in (job, urgent, blocker):
         c.cli("cancel", str(other), check=True)
@@ -185,6 +186,8 @@ def test_pytorch_training_continues_across_2_1_and_4_replicas(cluster: Cluster) 
     _until(c, job, lambda j: j["state"] == "RUNNING" and j["replicas"] == 4, timeout=90)
     final = c.wait(job, timeout=300)
     assert final["state"] == "COMPLETED", (c.work / f"train-{job}-0.out").read_text()[-2000:]
+    lost = c.job(job)["lost_gpu_seconds"]
+    assert 0 <= lost["resize"] < 10, lost  # it saved at each resize signal: next to nothing
     progress = [json.loads(x) for x in (c.work / "p.jsonl").read_text().splitlines()]
     worlds = [e["world"] for e in progress if e["event"] in ("begin", "resume")]
     assert worlds[:2] == [2, 1] and worlds[-1] == 4 and worlds[2:] == sorted(worlds[2:]), worlds

@@ -188,7 +188,9 @@ def test_a_job_that_reports_its_checkpoints_is_the_cheapest_victim() -> None:
         urgent = c.submit("--qos=high", "--gpus=2", "--wrap", "true")
         ended = c.wait(steady, timeout=30)
         assert ended["state"] == "PREEMPTED"
-        steps = [e["detail"] for e in c.job(steady)["events"] if e["kind"] == "checkpoint"]
+        shown = c.job(steady)
+        assert 0 <= shown["lost_gpu_seconds"]["preemption"] < 4, shown["lost_gpu_seconds"]
+        steps = [e["detail"] for e in shown["events"] if e["kind"] == "checkpoint"]
         assert len(steps) >= 5 and steps[:2] == ["step 1", "step 2"], steps
         assert c.wait(urgent, timeout=30)["state"] == "COMPLETED"
         assert c.job(fresh)["state"] == "RUNNING"

@@ -227,6 +227,7 @@ def test_only_a_complete_podium_database_of_a_known_version_is_opened(tmp_path: 
         "DROP TABLE mig_layouts",
         "ALTER TABLE jobs DROP COLUMN ending",
         "ALTER TABLE jobs DROP COLUMN elastic_state",
+        "ALTER TABLE jobs DROP COLUMN lost_work",
     )
     Store(old).close()
     with sqlite3.connect(old) as conn:
