@@ -47,6 +47,7 @@ from podium.run.files import (
     REQUEUE_FILE,
     RESIZE_FILE,
     RESULT_FILE,
+    SAVED_FILE,
     SCRIPT_FILE,
     STARTED_FILE,
     SUPERVISOR_LOG,
@@ -148,6 +149,7 @@ class LocalExecutor:
                 FAULT_FILE,
                 REQUEUE_FILE,
                 RESIZE_FILE,
+                SAVED_FILE,
                 TASKS_FILE,
                 LIMIT_FILE,
                 job_signals.SIGNALS_FILE,  # a signal sent to the last run is not this one's
@@ -293,6 +295,15 @@ class LocalExecutor:
         order = {"replicas": replicas, "grace_s": grace_s}
         write_atomic(self.job_dir(job_id) / RESIZE_FILE, order)
         return self._signal(job_id, signal.SIGUSR1)
+
+    def saved(self, job_id: int, step: int) -> bool:
+        """A job being stopped (preempted, requeued, resized) says it finished a
+        checkpoint: its supervisor stops waiting out the grace and kills what is left
+        at once (SIGCHLD wakes it). False if none is alive."""
+        if not self._lock_held(self.job_dir(job_id)):
+            return False
+        write_atomic(self.job_dir(job_id) / SAVED_FILE, {"step": step}, durable=False)
+        return self._signal(job_id, signal.SIGCHLD)
 
     def send_signal(self, job_id: int, sig: int, scope: str) -> bool:
         """`scancel --signal`: have the job's supervisor send `sig` to `scope` (see

@@ -22,6 +22,7 @@ LIMIT_FILE = "limit.json"  # a new time limit (scontrol update), read while the 
 REQUEUE_FILE = "requeue.json"  # the stop is a requeue asked for (SIGTERM, not --signal)
 HEARTBEAT_FILE = "heartbeat"  # the job touches it (PODIUM_HEARTBEAT_FILE)
 RESIZE_FILE = "resize.json"  # the daemon's order to resize an elastic job (root's)
+SAVED_FILE = "saved.json"  # a job being stopped said it checkpointed: stop it at once
 RESIZE_NOTICE = "resize"  # what the job reads of it, and acknowledges (PODIUM_RESIZE_FILE)
 CONTAINMENT_FILE = "containment.json"  # cgroups, written apart by supervisors before 2026-11
 LOCK_FILE = "lock"

@@ -45,6 +45,7 @@ from podium.run.files import (
     REQUEUE_FILE,
     RESIZE_FILE,
     RESIZE_NOTICE,
+    SAVED_FILE,
     STARTED_FILE,
     TASKS_FILE,
     read_json,
@@ -270,6 +271,8 @@ class Supervisor:
             self._reap()
             if not self.contain.members():
                 return
+            if (self.job_dir / SAVED_FILE).exists():
+                return  # it checkpointed in its grace and said so: no need to wait more
             signal.sigtimedwait(WATCHED, min(0.1, max(0.0, deadline - time.monotonic())))
 
     def supervise(self) -> None:
@@ -336,7 +339,7 @@ class Supervisor:
             self._reap()
             if not self.contain.members():
                 return  # every replica saved and left
-            if acknowledged(str(self.notice)):
+            if acknowledged(str(self.notice)) or (self.job_dir / SAVED_FILE).exists():
                 break
             info = signal.sigtimedwait(WATCHED, min(0.1, max(0.0, deadline - time.time())))
             if info is not None and info.si_signo in STOP_SIGNALS:

@@ -147,7 +147,8 @@ class Control:
     def checkpoint(self, who: Caller, job_id: int, step: int) -> dict[str, Any]:
         """A running job says it finished a checkpoint at `step` (`podium checkpoint`):
         preemption and shrinking count its lost work from now (its own user or an
-        admin only)."""
+        admin only). A job being stopped (preempted, requeued, resized) is stopped at
+        once, without waiting out its grace."""
         row = self.store.job(job_id)
         self._own(who, [row])
         if row["state"] != RUNNING:
@@ -157,7 +158,10 @@ class Control:
         now = self.reactor.clock()
         self.reactor.reported[job_id] = now
         self.store.event(now, "checkpoint", job_id=job_id, detail=f"step {step}")
-        return {"job_id": job_id, "step": step, "time": now}
+        stopping = row["preempt_mode"] is not None
+        if stopping:  # saved in its grace: requeued at once, nothing lost
+            self.reactor.effects.saved(job_id, step)
+        return {"job_id": job_id, "step": step, "time": now, "stopping": stopping}
 
     def send_signal(self, who: Caller, selection: Selection, sig: int, scope: str) -> list[int]:
         """`scancel --signal=SIG [-b|-f]`: `sig` to the selected running jobs' steps,

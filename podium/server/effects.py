@@ -36,6 +36,9 @@ class Effects(Protocol):
     def preempt(self, job_id: int) -> bool:
         """Ask a running job to stop for a preemption (PREEMPTED)."""
 
+    def saved(self, job_id: int, step: int) -> bool:
+        """A job being stopped said it checkpointed: stop it now, not at its grace's end."""
+
     def resize(self, job_id: int, replicas: int, grace_s: float) -> bool:
         """Ask a running elastic job to stop for a resize to `replicas` (its replicas
         get `grace_s` to save; it ends PREEMPTED and starts again at the new size)."""
@@ -108,6 +111,9 @@ class LocalEffects:
 
     def resize(self, job_id: int, replicas: int, grace_s: float) -> bool:
         return self.executor.resize(job_id, replicas, grace_s)
+
+    def saved(self, job_id: int, step: int) -> bool:
+        return self.executor.saved(job_id, step)
 
     def requeue(self, job_id: int) -> bool:
         return self.executor.requeue(job_id)

@@ -202,3 +202,33 @@ def test_a_job_that_reports_its_checkpoints_is_the_cheapest_victim() -> None:
         c.cli("cancel", str(fresh), check=True)
     finally:
         teardown_cluster(c)
+
+
+def test_a_victim_that_saves_in_its_grace_and_says_so_is_requeued_at_once() -> None:
+    """kill_wait_s is 30 s, but the victim saves on SIGTERM, says `podium checkpoint`
+    and would linger: it is stopped and requeued at once, losing next to nothing."""
+    c = make_cluster(
+        kill_wait=30.0,
+        extra="qos:\n  - {name: high, priority: 1000, preempt: [low]}\n"
+        "  - {name: normal, priority: 100}\n  - {name: low, priority: 10}\n",
+    )
+    c.start()
+    try:
+        victim = c.submit(
+            "--qos=low", "--gpus=4", "--wrap",
+            "trap 'podium checkpoint --step 42 >/dev/null; sleep 100' TERM; "
+            "while :; do sleep 0.2; done",
+        )  # fmt: skip
+        c.wait(victim, {"RUNNING"})
+        time.sleep(1.0)
+        asked = time.monotonic()
+        urgent = c.submit("--qos=high", "--gpus=2", "--wrap", "sleep 30")
+        c.wait(urgent, {"RUNNING"}, timeout=20)
+        assert time.monotonic() - asked < 15  # not the 30 s grace
+        shown = c.job(victim)
+        assert shown["state"] == "PENDING" and shown["restart_count"] == 1
+        assert shown["lost_gpu_seconds"]["preemption"] < 4 * 2, shown["lost_gpu_seconds"]
+        assert "step 42" in [e["detail"] for e in shown["events"] if e["kind"] == "checkpoint"]
+        c.cli("cancel", str(victim), str(urgent), check=True)
+    finally:
+        teardown_cluster(c)

@@ -59,6 +59,10 @@ class Recorded:
         self.signals.append(("resize", job_id))
         return True
 
+    def saved(self, job_id: int, step: int) -> bool:
+        self.signals.append(("saved", job_id))
+        return True
+
     def fail(self, job_id: int, reason: str, gpu: int | None) -> bool:
         self.signals.append(("fail", job_id))
         return True
