@@ -9,6 +9,7 @@ import click
 
 from podium.cli import render
 from podium.errors import SpecError
+from podium.sched.model import TeamRules
 
 COLUMNS = [
     "policy",
@@ -91,6 +92,14 @@ COLUMNS = [
 @click.option(
     "--mps-units", type=click.IntRange(1, 100), default=10, help="MPS units per shared GPU."
 )
+@click.option(
+    "--teams",
+    "teams_file",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Team quotas to replay: a YAML file with `teams:` (and `qos:`) as in the cluster "
+    "config (default: --config's). Members are the trace's users or accounts.",
+)
 @click.option("--json", "as_json", is_flag=True)
 def sim(
     trace: Path,
@@ -108,11 +117,12 @@ def sim(
     pass_interval: float,
     sharing: str,
     mps_units: int,
+    teams_file: Path | None,
     as_json: bool,
 ) -> None:
     """Replay TRACE under each policy and compare JCT, waits, utilisation and fairness."""
     from podium.sim.engine import POLICIES, SimOptions, simulate, uniform_nodes
-    from podium.sim.metrics import summarize
+    from podium.sim.metrics import summarize, team_summary
     from podium.sim.sharing import MODES
     from podium.sim.traces import TraceNode, read_alibaba_nodes, read_trace
 
@@ -145,6 +155,7 @@ def sim(
             "give the cluster: --nodes N [--gpus-per-node G], --node-list CSV "
             "or --config cluster.yaml"
         )
+    rules = _team_rules(teams_file or config)
     jobs = read_trace(trace, fmt)
     if time_scale != 1.0:
         jobs = [replace(j, submit_time=j.submit_time * time_scale) for j in jobs]
@@ -156,15 +167,38 @@ def sim(
             pass_interval_s=pass_interval,
             sharing=mode,
             mps_units=mps_units,
+            teams=rules,
         )
         for name in names:
-            results.append({**summarize(simulate(jobs, cluster, name, options)), "sharing": mode})
+            result = simulate(jobs, cluster, name, options)
+            row = {**summarize(result), "sharing": mode}
+            if rules.teams:
+                row["teams"] = team_summary(result, rules)
+            results.append(row)
     if as_json:
         render.print_json(results)
         return
     gpus = sum(n.gpus for n in cluster)
     title = f"{trace.name}: {len(jobs)} jobs on {len(cluster)} nodes, {gpus} GPUs"
     render.table(title, COLUMNS, [[r[c] for c in COLUMNS] for r in results])
+    for r in results if rules.teams else []:
+        render.table(
+            f"teams under {r['policy']} ({r['sharing']})",
+            ["TEAM", "JOBS", "GPU_HOURS", "GPU_SHARE", "AVG_WAIT_S", "P99_WAIT_S"],
+            [[t["team"], t["jobs"], t["gpu_hours"], t["gpu_share"], t["avg_wait_s"],
+              t["p99_wait_s"]] for t in r["teams"]],
+        )  # fmt: skip
     skipped = results[0]["unschedulable"] if results else 0
     if skipped:
         click.echo(f"{skipped} job(s) fit no node and were not replayed")
+
+
+def _team_rules(path: Path | None) -> TeamRules:
+    """The team quotas in the YAML at `path` (a cluster config, or just its `teams:`
+    and `qos:`); none without a path."""
+    from podium.config.cluster import load_config
+    from podium.server.policy import team_rules
+
+    if path is None:
+        return TeamRules()
+    return team_rules(load_config(path))

@@ -24,7 +24,7 @@ from podium.sched.accounting import (
 )
 from podium.sched.fairshare import Association, user_factors
 from podium.sched.fit import could_ever_fit
-from podium.sched.model import Policy
+from podium.sched.model import Policy, TeamRules
 from podium.sched.order import PendingGroups
 from podium.sched.priority import PriorityWeights
 from podium.sim.sharing import plan
@@ -56,6 +56,7 @@ class SimOptions:
     pass_interval_s: float = 0.0
     sharing: str = "whole"  # how fractional GPU requests are served (podium.sim.sharing)
     mps_units: int = 10  # per shared GPU: 10 % steps (100 slows the replay ten-fold)
+    teams: TeamRules = field(default_factory=TeamRules)  # team quotas (none: no quotas)
 
 
 @dataclass
@@ -114,7 +115,7 @@ def simulate(
     trace: list[TraceJob], nodes: list[TraceNode], policy_name: str, options: SimOptions
 ) -> SimResult:
     """Replay `trace` on `nodes` under the named policy (see POLICIES)."""
-    policy = POLICIES[policy_name]
+    policy = replace(POLICIES[policy_name], teams=options.teams)
     sharing = plan(trace, nodes, options.sharing, options.mps_units)
     views = tuple(sharing.view(n) for n in nodes)
     # whole GPUs per node (fewer where some are shared): what gangs are shaped on

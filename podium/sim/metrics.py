@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from podium.sched.model import TeamRules
 from podium.sim.engine import SimResult
 
 
@@ -74,3 +75,34 @@ def summarize(result: SimResult) -> dict[str, Any]:
         "rho_max": round(max(rho, default=0.0), 3),
         "rho_le_1": round(sum(1 for r in rho if r <= 1.0) / len(rho), 3) if rho else 0.0,
     }
+
+
+def team_summary(result: SimResult, rules: TeamRules) -> list[dict[str, Any]]:
+    """Each team's share of the GPU-hours used, and its jobs' waits (jobs of no team
+    as "(none)"), in config order."""
+    names = [t.name for t in rules.teams] + ["(none)"]
+    used = dict.fromkeys(names, 0.0)
+    waits: dict[str, list[float]] = {n: [] for n in names}
+    for o in result.outcomes:
+        name = _team_name(rules, o)
+        used[name] += o.gpu_seconds
+        if o.first_start is not None:
+            waits[name].append(o.first_start - o.job.submit_time)
+    total = sum(used.values())
+    return [
+        {
+            "team": n,
+            "jobs": sum(1 for o in result.outcomes if _team_name(rules, o) == n),
+            "gpu_hours": round(used[n] / 3600, 1),
+            "gpu_share": round(used[n] / total, 4) if total else 0.0,
+            "avg_wait_s": round(_mean(waits[n]), 1),
+            "p99_wait_s": round(_pct(waits[n], 99), 1),
+        }
+        for n in names
+        if n != "(none)" or waits[n] or used[n]
+    ]
+
+
+def _team_name(rules: TeamRules, outcome: Any) -> str:
+    team = rules.team_of(outcome.job.user, outcome.job.account)
+    return team.name if team is not None else "(none)"

@@ -138,3 +138,44 @@ def test_cli_compares_policies(tmp_path: Path) -> None:
         text=True,
     )
     assert bad.returncode == 2 and "unknown policy 'lifo'" in bad.stderr
+
+
+def test_team_quotas_are_replayed_and_reported_per_team(tmp_path: Path) -> None:
+    """Team `a` (quota 2 GPUs, no cohort) submits four 2-GPU jobs at once on 8 GPUs:
+    they run one at a time; team `b` (quota 6) is not held. `--teams` reports each
+    team's share of the GPU-hours and its waits."""
+    trace = tmp_path / "t.csv"
+    trace.write_text(
+        "job_id,submit_time,gpus,duration,user\n"
+        + "".join(f"{i},0,2,100,alice\n" for i in range(4))
+        + "".join(f"{i},0,2,100,bob\n" for i in range(4, 7))
+    )
+    teams = tmp_path / "teams.yaml"
+    teams.write_text(
+        "teams:\n  - {name: a, quota: {gpus: 2}, users: [alice]}\n"
+        "  - {name: b, quota: {gpus: 6}, users: [bob]}\n"
+    )
+    podium = [sys.executable, "-m", "podium"]
+    out = subprocess.run(
+        [*podium, "sim", str(trace), "--nodes", "1", "--policies", "backfill", "--teams",
+         str(teams), "--json"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    [result] = json.loads(out.stdout)
+    by_team = {t["team"]: t for t in result["teams"]}
+    assert by_team["a"]["avg_wait_s"] == 150.0  # waits 0, 100, 200, 300: one at a time
+    assert by_team["b"]["avg_wait_s"] == 0.0
+    assert by_team["a"]["gpu_share"] == pytest.approx(8 / 14, abs=1e-4)  # 800 of 1,400 GPU-s
+    free = subprocess.run(
+        [*podium, "sim", str(trace), "--nodes", "1", "--policies", "backfill", "--json"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert "teams" not in json.loads(free.stdout)[0]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("teams:\n  - {name: a, quota: {gpus: 2}}\n")
+    refused = subprocess.run(
+        [*podium, "sim", str(trace), "--nodes", "1", "--teams", str(bad)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert refused.returncode != 0 and "has no members" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
