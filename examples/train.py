@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import json
 import os
 import shutil
@@ -247,7 +248,10 @@ def main() -> int:
         device = torch.device("cpu")
         backend = "gloo"
     if world > 1:
-        dist.init_process_group(backend, rank=rank, world_size=world)
+        # A lost peer fails a collective in 2 minutes, not in gloo's default 30.
+        dist.init_process_group(
+            backend, rank=rank, world_size=world, timeout=datetime.timedelta(seconds=120)
+        )
     job = os.environ.get("PODIUM_JOB_ID", "local")
     print(
         f"[job {job} rank {rank}/{world}] model={args.model} device={device} "
