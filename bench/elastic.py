@@ -20,9 +20,12 @@ Policies, interleaved run by run:
   c  shrink/grow with checkpoint-aware victims: as b, the job losing least since its
      last checkpoint is shrunk.
 Reported per policy (min/median/max over runs): useful work of the training jobs
-(replica-hours saved in checkpoints per hour of window), the high jobs' wait (submit
-to start), GPU utilisation (GPUs held, sampled every 0.25 s, over 8), and resizes and
-requeues. Results go to stdout and bench/results/elastic.json. A benchmark, not a test.
+(replica-hours per hour of window that their runs going at the end had kept: what a
+stop or resize lost is not in it), the high jobs' wait (submit to start), GPU
+utilisation (GPUs held, sampled every 0.25 s, over 8), the GPU-seconds the training
+jobs lost (Podium's own accounting, `lost_gpu_seconds`), and resizes and requeues.
+Results go to stdout and bench/results/elastic-grow-DELAY.json. A benchmark, not a
+test.
 """
 
 from __future__ import annotations
@@ -68,14 +71,19 @@ try:
 except FileNotFoundError:
     units = 0.0
 last = time.time()
+done = os.path.join(os.environ["PODIUM_CHECKPOINT_DIR"], "..", os.path.basename(
+    os.environ["PODIUM_CHECKPOINT_DIR"]) + ".progress")
+def write(path, value):
+    with open(path + ".tmp", "w") as fh:
+        json.dump({"units": value}, fh)
+    os.replace(path + ".tmp", path)
 while True:
     time.sleep(0.1)
     if rank == 0:
         units += world * 0.1
+        write(done, units)  # the work this run has kept so far (outside the checkpoints)
         if time.time() - last >= every:
-            with open(ckpt + ".tmp", "w") as fh:
-                json.dump({"units": units}, fh)
-            os.replace(ckpt + ".tmp", ckpt)
+            write(ckpt, units)
             last = time.time()
 """
 POLICIES = {
@@ -131,10 +139,11 @@ def one_run(policy: str, args: argparse.Namespace) -> dict[str, Any]:
             sampler.join()
             records = {j: http.get(f"/v1/jobs/{j}").json() for j in trainers + urgent}
         saved = []
-        for i in range(2):
-            path = c.work / f"ckpt-{i}" / "units.json"
+        for i in range(2):  # what the run going at the window's end had kept
+            path = c.work / f"ckpt-{i}.progress"
             saved.append(json.loads(path.read_text())["units"] if path.exists() else 0.0)
         useful = sum(saved)
+        lost = sum(sum(records[j]["lost_gpu_seconds"].values()) for j in trainers)
         if args.verbose:
             for j in trainers:
                 print(policy, j, [(round(e["time"] - records[j]["submit_epoch"], 1), e["kind"],
@@ -151,6 +160,7 @@ def one_run(policy: str, args: argparse.Namespace) -> dict[str, Any]:
             "high_wait_s": statistics.mean(waits) if waits else None,
             "high_started": len(waits),
             "gpu_util": statistics.mean(held) / 8 if held else 0.0,
+            "lost_gpu_s": lost,
             "resizes": events.count("resize"),
             "requeues": events.count("requeue"),
         }
@@ -181,16 +191,17 @@ def main() -> int:
             results.append(row)
             print(json.dumps(row), flush=True)
     print(f"\n{'policy':44} {'useful (min/med/max)':22} {'high wait s':20} {'GPU util':20} "
-          "resizes requeues")  # fmt: skip
+          f"{'lost GPU-s':24} resizes requeues")  # fmt: skip
     for policy in args.policies:
         rows = [r for r in results if r["policy"] == policy]
         print(
             f"{policy} {POLICIES[policy][0]:42} {summary(rows, 'useful_replica_h_per_h'):22} "
             f"{summary(rows, 'high_wait_s'):20} {summary(rows, 'gpu_util'):20} "
+            f"{summary(rows, 'lost_gpu_s'):24} "
             f"{statistics.median(r['resizes'] for r in rows):7} "
             f"{statistics.median(r['requeues'] for r in rows):8}"
         )
-    out = ROOT / "bench" / "results" / "elastic.json"
+    out = ROOT / "bench" / "results" / f"elastic-grow-{args.grow_delay.replace(':', '')}.json"
     out.write_text(json.dumps({"args": vars(args), "runs": results}, indent=1) + "\n")
     return 0
 
