@@ -79,9 +79,18 @@ class ElasticSpec(Frozen):
     grace_s: int = Field(default=60, ge=0)
 
     def sizes(self) -> list[int]:
-        """Every size it may run at, largest first: MIN, MIN + STEP, ... up to MAX, and
-        MAX itself."""
-        return sorted({*range(self.min, self.max + 1, self.step), self.max}, reverse=True)
+        """Every size it may run at, largest first (`elastic_sizes`)."""
+        return elastic_sizes(self.min, self.max, self.step)
+
+    def replicas_of(self, cpus: int) -> int:
+        """How many replicas a start holding `cpus` CPUs runs (whole replicas)."""
+        return cpus // self.replica_cpus
+
+
+def elastic_sizes(low: int, high: int, step: int) -> list[int]:
+    """Every size an elastic job may run at, largest first: MIN, MIN + STEP, ... up to
+    MAX, and MAX itself."""
+    return sorted({*range(low, high + 1, step), high}, reverse=True)
 
 
 ExclusiveMode = Literal["none", "node", "user"]

@@ -231,9 +231,8 @@ def schedule(
             node, shrinks = shrunk  # elastic jobs give up replicas instead of a victim
             victims.update(r.job_id for r in shrinks)
             resizes.extend(shrinks)
-            node.hold = Hold(job.job_id, now, 0, 0, 0)
+            _keep_for(job, node, now, reservations)
             reasons[job.job_id] = Reason.RESOURCES
-            reservations.append(Reservation(job.job_id, node.view.name, now))
             continue
         if policy.preemption and policy.preempts.get(job.qos) and not no_victims.covers(job):
             taken = preempt_for(
@@ -247,9 +246,8 @@ def schedule(
                     victims.add(alloc.job_id)
                     mode = policy.preempt_mode.get(alloc.qos, PreemptMode.REQUEUE)
                     preempts.append(Preempt(alloc.job_id, job.job_id, mode))
-                node.hold = Hold(job.job_id, now, 0, 0, 0)  # keep what is freed for it
+                _keep_for(job, node, now, reservations)
                 reasons[job.job_id] = Reason.RESOURCES
-                reservations.append(Reservation(job.job_id, node.view.name, now))
                 continue
         blocked_behind = job.partition in has_blocked
         has_blocked.add(job.partition)
@@ -317,8 +315,7 @@ def _reclaim(
             victims.add(resize.job_id)
             ledger.freeing_add(next(a for a in node.allocs if a.job_id == resize.job_id))
         resizes.extend(shrinks)
-        node.hold = Hold(job.job_id, now, 0, 0, 0)
-        reservations.append(Reservation(job.job_id, node.view.name, now))
+        _keep_for(job, node, now, reservations)
         return
     taken = preempt_for(
         job, candidates, short.may_stop, policy.preempt_exempt_s, now, victims, short.need
@@ -331,7 +328,12 @@ def _reclaim(
         ledger.freeing_add(alloc)
         mode = policy.preempt_mode.get(alloc.qos, PreemptMode.REQUEUE)
         preempts.append(Preempt(alloc.job_id, job.job_id, mode))
-    node.hold = Hold(job.job_id, now, 0, 0, 0)  # keep what is freed for it
+    _keep_for(job, node, now, reservations)
+
+
+def _keep_for(job: PendingJob, node: Node, now: float, reservations: list[Reservation]) -> None:
+    """Hold `node` for `job` from now on: what its victims or shrinks free is its."""
+    node.hold = Hold(job.job_id, now, 0, 0, 0)
     reservations.append(Reservation(job.job_id, node.view.name, now))
 
 

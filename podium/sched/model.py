@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from podium.api.states import Exclusive, PreemptMode
-from podium.jobspec.job import Dependency
+from podium.jobspec.job import Dependency, elastic_sizes
 from podium.sched.priority import Factors, PriorityWeights
 
 
@@ -140,9 +140,8 @@ class Elastic:
     mem_mb: int
 
     def sizes(self) -> list[int]:
-        """Every size it may run at, largest first: MIN, MIN + STEP, ... up to MAX, and
-        MAX itself."""
-        return sorted({*range(self.min, self.max + 1, self.step), self.max}, reverse=True)
+        """Every size it may start at, largest first (`jobspec.job.elastic_sizes`)."""
+        return elastic_sizes(self.min, self.max, self.step)
 
     def replicas_of(self, cpus: int) -> int:
         """How many replicas `cpus` CPUs are (a start holds whole replicas)."""

@@ -169,7 +169,7 @@ class Planner:
         tasks = [TaskPlan(procid=0, localid=0, gpu_ids=list(gpu_ids))]
         elastic, replicas = spec.elastic, None
         if elastic is not None:  # each replica is a task running the script, as its rank
-            replicas = grant.cpus // elastic.replica_cpus
+            replicas = elastic.replicas_of(grant.cpus)
             each = elastic.replica_gpus
             tasks = [
                 TaskPlan(procid=i, localid=i, gpu_ids=list(gpu_ids[i * each : (i + 1) * each]))

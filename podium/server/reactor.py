@@ -352,7 +352,7 @@ class Reactor:
             elastic = self.spec(row).elastic if row is not None else None
             if row is None or elastic is None:
                 continue
-            replicas = row["cpus"] // elastic.replica_cpus
+            replicas = elastic.replicas_of(row["cpus"])
             if self.store.start_resize(resize.job_id, replicas, resize.replicas, resize.cause, now):
                 self.effects.resize(resize.job_id, resize.replicas, elastic.grace_s)
                 log.info("job %s resized: %s", resize.job_id, resize.cause)
