@@ -240,22 +240,41 @@ class RunEnds:
     def _note_lost(self, row: Row, cause: str, end_time: float, newest: float | None) -> None:
         """Record the GPU-seconds a run stopped for `cause` lost: its GPUs times the time
         from its newest checkpoint of this run (a file in its checkpoint directory, or a
-        `podium checkpoint`), or from its start, to its end. A job that saved within
-        its grace loses (almost) nothing."""
+        `podium checkpoint`), or from its start, to its end. A run that saved after it
+        was asked to stop (preempted or resized) answered the contract and lost
+        nothing: the seconds it then took to leave are the stop's cost, not work it
+        must do again."""
         start = row["start_time"]
         if start is None:
             return
         if newest is None:
             newest = newest_checkpoint(self.planner.checkpoint_dir(row["job_id"], self.spec(row)))
-        told = [e["time"] for e in self.store.events(row["job_id"]) if e["kind"] == "checkpoint"]
-        since = max(
-            [start, *(t for t in (newest, *told) if t is not None and start < t <= end_time)]
-        )
+        events = self.store.events(row["job_id"])
+        told = [e["time"] for e in events if e["kind"] == "checkpoint"]
+        saves = [t for t in (newest, *told) if t is not None and start < t <= end_time]
+        since = max([start, *saves])
+        asked = self._stop_asked(row, events) if cause != "fault" else None
+        if asked is not None and since >= asked:
+            since = end_time
         held = spec_gpu_ids(row)
         units = self.planner.node.gpu_units(held)
         gpus = len(held) if units is None else units
         if gpus:
             self.store.add_lost(row["job_id"], cause, gpus * max(0.0, end_time - since), end_time)
+
+    @staticmethod
+    def _stop_asked(row: Row, events: list[Row]) -> float | None:
+        """When the daemon asked this run to stop for a resize or a preemption (None
+        when it does not know)."""
+        if row["preempt_mode"] == RESIZE:
+            asked = (elastic_state(row).get("resizing") or {}).get("time")
+            return float(asked) if isinstance(asked, int | float) else None
+        times = [
+            e["time"]
+            for e in events
+            if e["kind"] in ("preempting", "requeue") and e["time"] >= row["start_time"]
+        ]
+        return max(times, default=None)
 
     def _charge(self, row: Row, end_time: float) -> None:
         """Add a finished run's GPU-seconds (and weighted CPU-seconds) to fair share."""

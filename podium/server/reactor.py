@@ -325,6 +325,9 @@ class Reactor:
                 if pre.job_id not in running:
                     continue
                 self.store.set_preempt_mode(pre.job_id, pre.mode)  # survives a restart
+                self.store.event(
+                    self.clock(), "preempting", job_id=pre.job_id, detail=f"for job {pre.for_job}"
+                )
                 self.effects.preempt(pre.job_id)
                 log.info("job %s preempted (%s) for job %s", pre.job_id, pre.mode, pre.for_job)
         if decisions.resizes and view == snap.nodes[0]:

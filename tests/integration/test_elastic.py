@@ -187,7 +187,7 @@ def test_pytorch_training_continues_across_2_1_and_4_replicas(cluster: Cluster) 
     final = c.wait(job, timeout=300)
     assert final["state"] == "COMPLETED", (c.work / f"train-{job}-0.out").read_text()[-2000:]
     lost = c.job(job)["lost_gpu_seconds"]
-    assert 0 <= lost["resize"] < 10, lost  # it saved at each resize signal: next to nothing
+    assert lost["resize"] == 0, lost  # it saved after each resize signal: nothing to redo
     progress = [json.loads(x) for x in (c.work / "p.jsonl").read_text().splitlines()]
     worlds = [e["world"] for e in progress if e["event"] in ("begin", "resume")]
     assert worlds[:2] == [2, 1] and worlds[-1] == 4 and worlds[2:] == sorted(worlds[2:]), worlds
