@@ -107,10 +107,11 @@ def teams(as_json: bool) -> None:
     render.table(
         None,
         ["TEAM", "COHORT", "QUOTA", "USED", "BORROWED", "LENT", "BORROW_LIMIT", "LEND_LIMIT",
-         "PENDING"],
+         "WEIGHT", "PENDING"],
         [
             [r["name"], r["cohort"] or "-", r["quota_gpus"], r["used_gpus"], r["borrowed_gpus"],
              r["lent_gpus"], limit(r["borrowing_limit_gpus"]), limit(r["lending_limit_gpus"]),
+             f"{r['weight']:g}",
              f"{r['pending_jobs']} job(s)" + ("" if r["pending_gpus"] is None
                                              else f", {r['pending_gpus']} GPU(s)")]
             for r in rows

@@ -98,6 +98,12 @@ class ClusterConfig(Closed):
         default_factory=list,
         description="team GPU quotas that lend and borrow within a cohort (none: no quotas)",
     )
+    team_fair_sharing: bool = Field(
+        default=False,
+        description="teams borrow idle quota by weight (the least borrowed per weight first, "
+        "and may preempt a team further over its share) rather than in priority order: "
+        "Kueue's fair sharing, HyperPod's fair-share mode",
+    )
     priority: PriorityConfig = Field(default_factory=PriorityConfig)
     fairshare: FairshareConfig = Field(default_factory=FairshareConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)

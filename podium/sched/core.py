@@ -20,6 +20,7 @@ of work (jobs younger than the exempt time are spared), and holds their resource
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 
 from podium.api.states import PreemptMode, Reason
 from podium.sched.backfill import INF, reserve, respects_hold, shrink_hold
@@ -41,6 +42,7 @@ from podium.sched.order import GroupedOrder, priority_key, queue_order
 from podium.sched.preempt import NoVictims, lower_qos, preempt_for
 from podium.sched.priority import Factors
 from podium.sched.team_ledger import Shortfall, TeamLedger
+from podium.sched.team_share import fair_order
 
 __all__ = ["priority_key", "schedule"]
 
@@ -66,7 +68,12 @@ def schedule(
     for alloc in snapshot.running:
         if alloc.node in nodes:
             nodes[alloc.node].take(alloc)
-    grouped = GroupedOrder(snapshot, now, policy) if not explain and snapshot.groups else None
+    fair_teams = policy.teams.fair_sharing and any(t.cohort for t in policy.teams.teams)
+    grouped = (
+        GroupedOrder(snapshot, now, policy)
+        if not explain and snapshot.groups and not fair_teams
+        else None
+    )
     has_limits = bool(policy.qos_limits or policy.account_gpu_limits)
     if has_limits or (
         grouped.any_counted
@@ -91,6 +98,8 @@ def schedule(
         partitions, any_dependencies = grouped.partitions, grouped.any_dependencies
     else:
         order, prios = queue_order(snapshot, now, policy, with_factors=explain)
+        if fair_teams and ledger is not None:
+            order = fair_order(order, policy.teams, ledger.used)
         partitions = len({j.partition for j in order}) if not explain else 0
         any_dependencies = not explain and any(j.dependencies for j in order)
     drop = grouped.drop if grouped is not None else _keep
@@ -396,6 +405,6 @@ def _take(
     """Give `job` what `_place` chose, node by node."""
     for node, gpus in placed:
         before = len(node.free_gpus)
-        node.take(job.allocate(node.view.name, gpus, now))
+        node.take(replace(job.allocate(node.view.name, gpus, now), starting=True))
         index.moved(node, before)
         shrink_hold(job, node, now)

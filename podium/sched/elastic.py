@@ -84,7 +84,7 @@ def shrink_for(
         free = (gpus, node.cpus, node.mem_mb)
         able = sorted(
             (a for a in node.allocs if a.elastic is not None and a.job_id not in victims
-             and a.replicas > a.elastic.min
+             and not a.starting and a.replicas > a.elastic.min
              and (allowed(a) if allowed is not None else _may_shrink(job, a, policy, now))),
             key=lambda a: (a.lost_work(now), a.job_id),
         )  # fmt: skip

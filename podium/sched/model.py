@@ -49,10 +49,12 @@ class TeamQuota:
 
 @dataclass(frozen=True)
 class TeamRules:
-    """Every team, and each QoS's priority (to judge "lower priority")."""
+    """Every team, each QoS's priority (to judge "lower priority"), and whether teams
+    borrow by weight (`fair_sharing`, `podium.sched.team_share`) or in priority order."""
 
     teams: tuple[TeamQuota, ...] = ()
     qos_priority: Mapping[str, int] = field(default_factory=dict)
+    fair_sharing: bool = False
 
     def team_of(self, user: str, account: str) -> TeamQuota | None:
         """The team a job is charged to: its account's team, else its user's; None
@@ -166,6 +168,7 @@ class Allocation:
     start_time: float = 0.0
     time_limit_s: float | None = None
     preempting: bool = False
+    starting: bool = False  # started by this very pass: no victim, no shrink
     gpu_units: float | None = None  # GPUs charged when it holds parts of GPUs (MIG, MPS)
     checkpoint_time: float | None = None  # its newest checkpoint of this run (None: none)
     elastic: Elastic | None = None  # its replicas' range (an elastic job; resized in place)

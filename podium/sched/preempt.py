@@ -96,7 +96,12 @@ def preempt_for(
         eligible = []
         most_gpus, most_cpus, most_mem, most_held = gpus, cpus, mem, 0
         for a in node.allocs:
-            if a.job_id not in victims and now - a.start_time >= exempt and may_stop(a):
+            if (
+                a.job_id not in victims
+                and not a.starting
+                and now - a.start_time >= exempt
+                and may_stop(a)
+            ):
                 eligible.append(a)
                 most_gpus += node.matching(a.gpu_indices, job.gpu_type)
                 most_cpus += a.cpus

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from podium.sched.model import Allocation, PendingJob, TeamQuota, TeamRules
+from podium.sched.team_share import may_take_from, share
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,8 @@ class TeamLedger:
         need = drawn - size
         if within_quota and team.reclaim_within_cohort != "never":
             return Shortfall(reason, need, self._borrowers(team, job))
+        if self.rules.fair_sharing and team.reclaim_within_cohort != "never":
+            return Shortfall(reason, need, self._above_share(team, job))
         return Shortfall(reason, need, self._own_lower(team, job))
 
     def reclaiming(self, job: PendingJob, need: int) -> bool:
@@ -161,6 +164,25 @@ class TeamLedger:
             if victim is None or victim.name not in borrowing:
                 return own_lower is not None and own_lower(alloc)
             return not lower_only or self._lower(alloc, job)
+
+        return may_stop
+
+    def _above_share(self, team: TeamQuota, job: PendingJob) -> Callable[[Allocation], bool]:
+        """Under fair sharing, for a job that would borrow: jobs of teams whose share
+        stays at least its team's without them (`team_share.may_take_from`), of lower
+        priority when the team reclaims only from those; and its team's own lower ones
+        when it preempts within itself."""
+        lower_only = team.reclaim_within_cohort == "lower_priority"
+        own_lower = self._own_lower(team, job)
+        used = dict(self.used)
+        gpus = job.total_gpus
+
+        def may_stop(alloc: Allocation) -> bool:
+            if own_lower is not None and own_lower(alloc):
+                return True
+            if lower_only and not self._lower(alloc, job):
+                return False
+            return may_take_from(self.rules, used, team, gpus, alloc)
 
         return may_stop
 
@@ -211,6 +233,7 @@ def team_rows(
             "borrowing_limit_gpus": t.borrowing_limit,
             "lending_limit_gpus": t.lending_limit,
             "weight": t.weight,
+            "share": _finite(share(t, ledger.used[t.name])),
             "used_gpus": ledger.used[t.name],
             "borrowed_gpus": ledger.borrowed(t),
             "lent_gpus": ledger.lent(t),
@@ -221,3 +244,8 @@ def team_rows(
         }
         for t in ledger.rules.teams
     ]
+
+
+def _finite(value: float) -> float | None:
+    """A share for JSON: None for infinite (a team of weight 0 that borrows)."""
+    return None if value == float("inf") else round(value, 3)

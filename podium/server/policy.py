@@ -65,6 +65,7 @@ def team_rules(config: ClusterConfig) -> TeamRules:
             for t in config.teams
         ),
         {q.name: q.priority for q in config.qos},
+        fair_sharing=config.team_fair_sharing,
     )
 
 

@@ -67,3 +67,41 @@ def test_a_team_borrows_idle_quota_and_the_owner_reclaims_it(other_user: str) ->
         assert _as(c, other_user, "cancel", str(owner)).returncode == 0
     finally:
         teardown_cluster(c)
+
+
+def test_idle_quota_is_shared_by_weight_between_two_users_teams(other_user: str) -> None:
+    """team_fair_sharing: root's team (weight 1) and the second user's (weight 3), each
+    with 1 GPU of its own, share a third team's 4 idle GPUs 1:3, although root's jobs
+    were queued first and would all go first in priority order."""
+    teams = (
+        "team_fair_sharing: true\n"
+        "teams:\n"
+        "  - {name: vision, cohort: lab, quota: {gpus: 1}, weight: 1, users: [root]}\n"
+        f"  - {{name: nlp, cohort: lab, quota: {{gpus: 1}}, weight: 3, users: [{other_user}]}}\n"
+        "  - {name: idle, cohort: lab, quota: {gpus: 4}, users: [nobody-here]}\n"
+    )
+    c = make_cluster(gpus=6, kill_wait=1.0, extra=teams)
+    c.start()
+    try:
+        mine = [c.submit("--hold", "--gpus=1", "--wrap", "sleep 300") for _ in range(4)]
+        theirs = []
+        for _ in range(4):
+            done = _as(c, other_user, "submit", "--parsable", "--hold", "--gpus=1",
+                       "--wrap", "sleep 300")  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            theirs.append(int(done.stdout.strip()))
+        c.cli("release", *map(str, mine + theirs), check=True)  # one pass sees them all
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            table = {t["name"]: t for t in json.loads(c.cli("teams", "--json", check=True).stdout)}
+            if table["vision"]["used_gpus"] + table["nlp"]["used_gpus"] == 6:
+                break
+            time.sleep(0.2)
+        assert (table["vision"]["used_gpus"], table["nlp"]["used_gpus"]) == (2, 4), table
+        assert table["vision"]["share"] == table["nlp"]["share"] == 1.0  # 1/1 and 3/3
+        assert c.job(mine[-1])["state"] == "PENDING"
+        assert "WEIGHT" in c.cli("teams", check=True).stdout
+        c.cli("cancel", *map(str, mine), check=True)
+        assert _as(c, other_user, "cancel", *map(str, theirs)).returncode == 0
+    finally:
+        teardown_cluster(c)

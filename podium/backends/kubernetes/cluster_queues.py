@@ -48,6 +48,7 @@ def queue_teams(queues: list[dict[str, Any]]) -> list[dict[str, object]]:
                 lending_limit=_gpu_sum(groups, "lendingLimit"),
                 reclaim_within_cohort=_words(spec, "reclaimWithinCohort", "never"),
                 within_team=_words(spec, "withinClusterQueue", "never"),
+                weight=_weight(spec),
             )
         )
         used[name] = int(
@@ -68,3 +69,12 @@ def _words(spec: dict[str, Any], key: str, default: str) -> str:
     """Kueue's preemption choice (Any, LowerPriority, Never) in Podium's words."""
     value = str(spec.get("preemption", {}).get(key, ""))
     return {"Any": "any", "LowerPriority": "lower_priority", "Never": "never"}.get(value, default)
+
+
+def _weight(spec: dict[str, Any]) -> float:
+    """A ClusterQueue's fair-sharing weight (Kueue's default, 1, when unset or unreadable;
+    0 is Kueue's "borrows last", shown as 0)."""
+    try:
+        return float(quantity((spec.get("fairSharing") or {}).get("weight", 1)))
+    except (TypeError, ValueError):
+        return 1.0

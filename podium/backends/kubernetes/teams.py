@@ -71,6 +71,7 @@ class Member:
     cohort: str
     limits: dict[str, int]  # borrowingLimit, lendingLimit of its GPUs
     preemption: tuple[str, str]  # reclaimWithinCohort, withinClusterQueue
+    weight: float = 1.0  # fairSharing.weight: used where Kueue's fair sharing is enabled
 
 
 def _account_limits(account: Account, gpus: int) -> dict[str, int]:
@@ -99,8 +100,8 @@ def teams(
     """The manifests, in the order to apply them: priority classes, the flavor,
     namespaces, cluster queues, local queues."""
     if config.teams:
-        members = [Member(t.name, t.quota.gpus, t.cohort or cohort, _gpu_limits(t), _choices(t))
-                   for t in config.teams]  # fmt: skip
+        members = [Member(t.name, t.quota.gpus, t.cohort or cohort, _gpu_limits(t), _choices(t),
+                          t.weight) for t in config.teams]  # fmt: skip
         quotas = [t.quota.gpus for t in config.teams]
         gpus = quotas
     else:
@@ -144,6 +145,7 @@ def teams(
                 "metadata": {"name": name, "labels": {ACCOUNT_LABEL: dns_label(member.name)}},
                 "spec": {
                     "cohortName": dns_label(member.cohort),
+                    "fairSharing": {"weight": f"{member.weight:g}"},
                     "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": name}},
                     "preemption": {
                         "reclaimWithinCohort": member.preemption[0],

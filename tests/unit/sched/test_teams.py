@@ -217,3 +217,89 @@ def test_an_elastic_borrower_gives_back_replicas_before_anyone_is_preempted() ->
     )
     assert [(r.job_id, r.replicas, r.for_job) for r in d.resizes] == [(10, 4, 1)]
     assert d.preempts == ()
+
+
+def _three(fair: bool, a_weight: float = 1.0, b_weight: float = 1.0) -> Policy:
+    """Teams a and b (2 GPUs each, weights as given) and c (4 GPUs, idle), one cohort."""
+    return Policy(
+        teams=TeamRules(
+            (
+                TeamQuota("a", 2, cohort="lab", weight=a_weight, users=frozenset({"ann"})),
+                TeamQuota("b", 2, cohort="lab", weight=b_weight, users=frozenset({"ben"})),
+                TeamQuota("c", 4, cohort="lab", users=frozenset({"cat"})),
+            ),
+            QOS,
+            fair_sharing=fair,
+        )
+    )
+
+
+def test_fair_sharing_lends_idle_quota_by_weight_not_by_priority() -> None:
+    """a's four jobs are older (higher priority) than b's four; c's 4 GPUs are idle.
+    In priority order a takes all four; by weight 1:3, b takes three and a one."""
+    busy = (running(90, range(0, 2), "ann", 0), running(91, range(2, 4), "ben", 0))
+    pending = tuple(job(i, 1, "ann") for i in range(1, 5)) + tuple(
+        job(i, 1, "ben") for i in range(5, 9)
+    )
+    snap = Snapshot(nodes=(NODE,), pending=pending, running=busy)
+    started = {s.job_id for s in schedule(snap, 100, _three(False, 1, 3)).starts}
+    assert started == {1, 2, 3, 4}
+    started = {s.job_id for s in schedule(snap, 100, _three(True, 1, 3)).starts}
+    assert started == {1, 5, 6, 7}  # shares after: a 1/1; b 1/3, 2/3, 3/3
+    started = {s.job_id for s in schedule(snap, 100, _three(True)).starts}
+    assert started == {1, 2, 5, 6}  # equal weights: two each
+
+
+def test_fair_sharing_preempts_a_team_over_its_share_until_the_shares_meet() -> None:
+    """a borrows 4 (all of c's idle quota); b, at its quota, wants 2 more. With fair
+    sharing b takes one of a's borrowed GPUs per job while a keeps the larger share;
+    without it, b waits."""
+    busy = (
+        running(90, range(0, 2), "ann", 0),
+        *(running(91 + i, range(2 + i, 3 + i), "ann", 0) for i in range(4)),
+        running(99, range(6, 8), "ben", 0),
+    )
+    pending = (job(1, 1, "ben"), job(2, 1, "ben"), job(3, 1, "ben"))
+    snap = Snapshot(nodes=(NODE,), pending=pending, running=busy)
+    assert schedule(snap, 100, _three(False)).preempts == ()
+    taken = schedule(snap, 100, _three(True)).preempts
+    assert 1 <= len(taken) <= 2 and {p.job_id for p in taken} <= {91, 92, 93, 94}
+    even = (  # a and b borrow 2 each: neither may take from the other
+        running(90, range(0, 4), "ann", 0),
+        running(99, range(4, 8), "ben", 0),
+    )
+    snap = Snapshot(nodes=(NODE,), pending=(job(1, 1, "ben"), job(2, 1, "ann")), running=even)
+    decided = schedule(snap, 100, _three(True))
+    assert decided.preempts == () and decided.starts == ()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    weights=st.tuples(st.integers(1, 4), st.integers(1, 4)),
+    sizes=st.lists(st.tuples(st.sampled_from(["ann", "ben"]), st.integers(1, 3)), max_size=10),
+)
+def test_fair_order_only_moves_borrowers_among_themselves(
+    weights: tuple[int, int], sizes: list[tuple[str, int]]
+) -> None:
+    from podium.sched.team_share import fair_order
+
+    policy = _three(True, *weights)
+    order = [job(i + 1, g, u) for i, (u, g) in enumerate(sizes)]
+    fair = fair_order(order, policy.teams, {"a": 0, "b": 0, "c": 0})
+    assert sorted(j.job_id for j in fair) == [j.job_id for j in order]
+    used = {"ann": 0, "ben": 0}
+    for position, pending in enumerate(order):
+        used[pending.user] += pending.gpus
+        if used[pending.user] <= 2:  # within its quota: it keeps its place
+            assert fair[position] is pending
+
+
+def test_a_job_started_by_a_pass_is_never_its_victim() -> None:
+    """vision's 6-GPU job borrows 2 and starts; nlp's 4-GPU job, behind it in the same
+    pass, needs its quota back, but the borrower has not even started: it waits for
+    the next pass instead of preempting a job that is not running yet (the simulator
+    failed on that, a preempt of a job it had never started)."""
+    pending = (job(1, 6, "amy", qos="high"), job(2, 4, "x", account="nlp"))
+    d = schedule(Snapshot(nodes=(NODE,), pending=pending), 0, rules(vision(), nlp()))
+    assert [s.job_id for s in d.starts] == [1] and d.preempts == ()
+    assert d.reasons[2].startswith("AssocGrpGRES: team nlp uses 0 of its 4 GPUs")

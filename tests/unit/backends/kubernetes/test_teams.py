@@ -142,3 +142,22 @@ def test_configured_teams_become_cluster_queues_and_read_back_as_teams() -> None
     assert (rows["team-vision"]["borrowed_gpus"], rows["team-nlp"]["lent_gpus"]) == (2, 2)
     assert rows["team-solo"]["quota_gpus"] == 2 and rows["team-solo"]["pending_jobs"] == 2
     assert rows["team-solo"]["pending_gpus"] is None  # Kueue does not say
+
+
+def test_team_weights_render_as_fair_sharing_weights_and_read_back() -> None:
+    config = ClusterConfig.model_validate(
+        {
+            "node": {"name": "n", "cpus": 8, "memory_mb": 16000,
+                     "gpus": {"source": "declared", "count": 8, "type": "h100"}},
+            "teams": [
+                {"name": "a", "cohort": "lab", "quota": {"gpus": 4}, "weight": 3,
+                 "users": ["ann"]},
+                {"name": "b", "cohort": "lab", "quota": {"gpus": 4}, "weight": 0.5,
+                 "users": ["ben"]},
+            ],
+        }
+    )  # fmt: skip
+    queues = by_kind(teams(config, Capacity(8, 64, 512)), "ClusterQueue")
+    assert [q["spec"]["fairSharing"] for q in queues] == [{"weight": "3"}, {"weight": "0.5"}]
+    shown = {r["name"]: r["weight"] for r in queue_teams(queues)}
+    assert shown == {"team-a": 3.0, "team-b": 0.5}
