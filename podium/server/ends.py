@@ -138,6 +138,8 @@ class RunEnds:
                 row, res.state, res.exit_code, res.signal, res.end_time, res.reason, res.fault
             )
         if job_id in self._cancel_requested:
+            if row["preempt_mode"] == RESIZE:
+                self.store.drop_resize(job_id, "the job was cancelled", now)
             self.store.mark_ended(
                 job_id, state=JobState.CANCELLED, exit_code=None, signal=None, end_time=now
             )
@@ -167,9 +169,12 @@ class RunEnds:
         """Record how a run ended; requeue it instead when auto-resume says so.
 
         A run stopped because its GPU or node was fenced ends NODE_FAIL with the health
-        reason; requeued, it avoids that GPU while the GPU is unhealthy.
+        reason; requeued, it avoids that GPU while the GPU is unhealthy. A resize it
+        was stopping for is dropped: the run ended otherwise.
         """
         job_id = row["job_id"]
+        if row["preempt_mode"] == RESIZE:
+            self.store.drop_resize(job_id, f"the run ended {state}", end_time)
         now = self.clock()
         faulted = self._faulted.pop(job_id, None)
         if faulted is None and fault == "node":  # stopped by a daemon that since restarted

@@ -78,3 +78,25 @@ class JobResizes(Database):
             self._event(conn, now, "resize", job_id=job_id, detail=detail)
         self._changed.add(job_id)
         return True
+
+    def drop_resize(self, job_id: int, why: str, now: float) -> bool:
+        """Forget the resize a run was stopping for, when the run ended otherwise (a
+        fault, a failure, a cancel): the resize never happened, its event says why.
+        False when no resize was open."""
+        with self.transaction() as conn:
+            row = conn.execute(
+                "SELECT elastic_state FROM jobs WHERE job_id=?", (job_id,)
+            ).fetchone()
+            if row is None:
+                return False
+            state = elastic_state(row)
+            resizing = state.pop("resizing", None)
+            if not resizing:
+                return False
+            conn.execute(
+                "UPDATE jobs SET elastic_state=? WHERE job_id=?", (json.dumps(state), job_id)
+            )
+            detail = f"{resizing.get('from')}->{resizing.get('to')} dropped: {why}"
+            self._event(conn, now, "resize dropped", job_id=job_id, detail=detail)
+        self._changed.add(job_id)
+        return True

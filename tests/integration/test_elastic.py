@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
+from tests.integration.test_resiliency import health_cluster
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -136,6 +137,41 @@ def test_a_job_that_ignores_the_resize_is_stopped_at_the_deadline(cluster: Clust
     assert not [x for x in _lines(c) if x["what"] == "saved"]
     for other in (job, urgent, blocker):
         c.cli("cancel", str(other), check=True)
+
+
+def test_a_fault_during_a_resize_requeues_the_job_once_at_a_size_that_fits() -> None:
+    """An Xid on one of an elastic job's GPUs while it is being shrunk (3 -> 2, the job
+    ignoring the signal): the resize is dropped, the fault stops the job, and it is
+    requeued (auto-resume) and runs again at the one size left, 1 replica. The size the
+    resize chose never runs, no two runs overlap, and the lost work is the fault's."""
+    c = health_cluster(QOS)
+    c.start()
+    try:
+        blocker = c.submit("--qos=normal", "--gpus=1", "--wrap", "sleep 300")
+        c.wait(blocker, {"RUNNING"})
+        job = _submit_elastic(c, "--resize-grace=30", "--export=ALL,IGNORE=1", "--auto-resume=2")
+        three = _until(c, job, lambda j: j["state"] == "RUNNING" and j["replicas"] == 3)
+        urgent = c.submit("--qos=high", "--gpus=1", "--wrap", "sleep 300")
+        _until(c, job, lambda j: any(e["kind"] == "resizing" for e in j["events"]))
+        bad = json.loads(three["gpu_ids"])[0] if isinstance(three["gpu_ids"], str) else (
+            three["gpu_ids"][0])  # fmt: skip
+        c.cli("inject", "xid", "--gpu", str(bad), "--code", "79", check=True)
+        one = _until(c, job, lambda j: j["state"] == "RUNNING" and j["restart_count"] == 1,
+                     timeout=60)  # fmt: skip
+        assert one["replicas"] == 1 and c.job(urgent)["state"] == "RUNNING"
+        assert one["lost_gpu_seconds"].get("fault", 0) > 0 and "resize" not in (
+            one["lost_gpu_seconds"])  # fmt: skip
+        assert not [r for r in one["resize_log"] if "done" not in r]  # no resize left open
+        worlds = [x["world"] for x in _lines(c) if x["what"] == "start"]
+        deadline = time.monotonic() + 10
+        while worlds.count(1) < 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+            worlds = [x["world"] for x in _lines(c) if x["what"] == "start"]
+        assert sorted(worlds) == [1, 3, 3, 3], worlds  # never at 2, never twice at once
+        for other in (job, urgent, blocker):
+            c.cli("cancel", str(other), check=True)
+    finally:
+        teardown_cluster(c)
 
 
 def test_elastic_options_are_checked_in_one_line(cluster: Cluster) -> None:

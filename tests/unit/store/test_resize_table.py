@@ -30,3 +30,19 @@ def test_a_resize_is_recorded_requeued_without_a_restart_and_capped_once(tmp_pat
     state = elastic_state(store.job(job))
     assert "cap" not in state and len(state["resizes"]) == 1  # the cap held for one start
     assert elastic_state({"elastic_state": "not json"}) == {}
+
+
+def test_a_resize_the_run_never_finished_is_dropped_with_an_event(tmp_path: Path) -> None:
+    store = Store(tmp_path / "db")
+    [job] = store.insert_jobs(spec(), uid=1, gid=1, user="u", now=1.0)
+    store.mark_running([RunningStart(job, "n0", (0, 1), 2, 100, "/o", "/o")], 2.0)
+    assert not store.drop_resize(job, "nothing open", 2.5)
+    assert store.start_resize(job, 2, 1, "shrink 2->1 for job 9", 3.0)
+    assert store.drop_resize(job, "the run ended NODE_FAIL", 4.0)
+    state = elastic_state(store.job(job))
+    assert "resizing" not in state and not state.get("resizes")
+    last = store.events(job)[-1]
+    assert (last["kind"], last["detail"]) == (
+        "resize dropped",
+        "2->1 dropped: the run ended NODE_FAIL",
+    )
