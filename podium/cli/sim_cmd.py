@@ -27,6 +27,7 @@ COLUMNS = [
     "rho_avg",
     "rho_max",
 ]
+ELASTIC_COLUMNS = ["elastic", "resizes", "lost_gpu_s", "elastic_avg_jct_s", "high_avg_wait_s"]
 
 
 @click.command()
@@ -100,6 +101,27 @@ COLUMNS = [
     help="Team quotas to replay: a YAML file with `teams:` (and `qos:`) as in the cluster "
     "config (default: --config's). Members are the trace's users or accounts.",
 )
+@click.option(
+    "--elastic",
+    "elastic_share",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.0,
+    help="Share of the jobs of 2 GPUs up to a node's made elastic (MIN:MAX = half:all "
+    "their GPUs); each is replayed under every --elastic-modes.",
+)
+@click.option(
+    "--elastic-modes",
+    default="requeue,shrink,shrink-ckpt",
+    help="Comma-separated, with --elastic: requeue (rigid, killed and requeued whole), "
+    "shrink (shrink/grow, victims by runtime), shrink-ckpt (shrink/grow, victims by work "
+    "lost since their checkpoints).",
+)
+@click.option(
+    "--restart-cost",
+    type=click.FloatRange(0.0),
+    default=0.0,
+    help="Seconds without progress after each restart (a requeue or a resize).",
+)
 @click.option("--json", "as_json", is_flag=True)
 def sim(
     trace: Path,
@@ -118,9 +140,13 @@ def sim(
     sharing: str,
     mps_units: int,
     teams_file: Path | None,
+    elastic_share: float,
+    elastic_modes: str,
+    restart_cost: float,
     as_json: bool,
 ) -> None:
     """Replay TRACE under each policy and compare JCT, waits, utilisation and fairness."""
+    from podium.sim.elastic_replay import MODES as ELASTIC_MODES
     from podium.sim.engine import POLICIES, SimOptions, simulate, uniform_nodes
     from podium.sim.metrics import summarize, team_summary
     from podium.sim.sharing import MODES
@@ -134,6 +160,13 @@ def sim(
     wrong = [m for m in modes if m not in MODES]
     if wrong or not modes:
         raise SpecError(f"unknown sharing {(wrong or [sharing])[0]!r}: expected {', '.join(MODES)}")
+    kinds = [m.strip() for m in elastic_modes.split(",") if m.strip()] if elastic_share else [""]
+    odd = [k for k in kinds if k and k not in ELASTIC_MODES]
+    if odd or not kinds:
+        raise SpecError(
+            f"unknown elastic mode {(odd or [elastic_modes])[0]!r}: expected "
+            f"{', '.join(ELASTIC_MODES)}"
+        )
     if time_scale <= 0 or time_limit_factor <= 0:
         raise SpecError("--time-scale and --time-limit-factor must be positive")
     if node_list is not None:
@@ -161,26 +194,33 @@ def sim(
         jobs = [replace(j, submit_time=j.submit_time * time_scale) for j in jobs]
     results = []
     for mode in modes:
-        options = SimOptions(
-            checkpoint_interval_s=checkpoint_interval,
-            time_limit_factor=time_limit_factor,
-            pass_interval_s=pass_interval,
-            sharing=mode,
-            mps_units=mps_units,
-            teams=rules,
-        )
-        for name in names:
-            result = simulate(jobs, cluster, name, options)
-            row = {**summarize(result), "sharing": mode}
-            if rules.teams:
-                row["teams"] = team_summary(result, rules)
-            results.append(row)
+        for kind in kinds:
+            options = SimOptions(
+                checkpoint_interval_s=checkpoint_interval,
+                time_limit_factor=time_limit_factor,
+                pass_interval_s=pass_interval,
+                sharing=mode,
+                mps_units=mps_units,
+                teams=rules,
+                elastic_share=elastic_share,
+                elastic_mode=kind or "shrink",
+                restart_cost_s=restart_cost,
+            )
+            for name in names:
+                result = simulate(jobs, cluster, name, options)
+                row = {**summarize(result), "sharing": mode}
+                if kind:
+                    row["elastic"] = kind
+                if rules.teams:
+                    row["teams"] = team_summary(result, rules)
+                results.append(row)
     if as_json:
         render.print_json(results)
         return
     gpus = sum(n.gpus for n in cluster)
     title = f"{trace.name}: {len(jobs)} jobs on {len(cluster)} nodes, {gpus} GPUs"
-    render.table(title, COLUMNS, [[r[c] for c in COLUMNS] for r in results])
+    columns = COLUMNS + (ELASTIC_COLUMNS if elastic_share else [])
+    render.table(title, columns, [[r[c] for c in columns] for r in results])
     for r in results if rules.teams else []:
         render.table(
             f"teams under {r['policy']} ({r['sharing']})",

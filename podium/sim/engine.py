@@ -3,7 +3,10 @@
 Events are arrivals and completions; after the events of one instant, one scheduling
 pass runs (again while it preempts, so freed GPUs are used at once). A preempted job
 loses the work done since its last checkpoint (`checkpoint_interval_s`; 0 means it
-loses nothing) and is requeued with its remaining work. A job asking for more GPUs
+loses nothing) and is requeued with its remaining work. A share of the jobs may be
+elastic (`podium.sim.elastic_replay`): the scheduler's resizes stop them and start
+them again at the new size, keeping their work; every restart costs
+`restart_cost_s` of no progress. A job asking for more GPUs
 than the largest node has is a multi-node gang job: `gang_shape` spreads it evenly
 over as few nodes as hold it, and all its nodes start together. Jobs that fit no set
 of nodes are reported as unschedulable and not replayed.
@@ -22,11 +25,13 @@ from podium.sched.accounting import (
     requeued_after_preemption,
     share_tree,
 )
+from podium.sched.elastic import next_change
 from podium.sched.fairshare import Association, user_factors
 from podium.sched.fit import could_ever_fit
 from podium.sched.model import Policy, TeamRules
 from podium.sched.order import PendingGroups
 from podium.sched.priority import PriorityWeights
+from podium.sim.elastic_replay import elastic_of, is_elastic, picked, with_checkpoint
 from podium.sim.sharing import plan
 from podium.sim.traces import TraceJob, TraceNode
 
@@ -57,6 +62,9 @@ class SimOptions:
     sharing: str = "whole"  # how fractional GPU requests are served (podium.sim.sharing)
     mps_units: int = 10  # per shared GPU: 10 % steps (100 slows the replay ten-fold)
     teams: TeamRules = field(default_factory=TeamRules)  # team quotas (none: no quotas)
+    elastic_share: float = 0.0  # of the jobs of 2 to a node's GPUs: elastic (elastic_replay)
+    elastic_mode: str = "shrink"  # requeue, shrink or shrink-ckpt (elastic_replay.MODES)
+    restart_cost_s: float = 0.0  # no progress after each restart (requeue or resize)
 
 
 @dataclass
@@ -70,6 +78,8 @@ class JobOutcome:
     lost_seconds: float = 0.0
     preemptions: int = 0
     contenders_at_arrival: int = 1
+    elastic: bool = False  # one of the jobs picked to be elastic (also in `requeue`)
+    resizes: int = 0
 
 
 @dataclass
@@ -80,6 +90,7 @@ class SimResult:
     total_gpus: int
     preemptions: int
     passes: int = 0
+    resizes: int = 0
 
 
 @dataclass
@@ -87,12 +98,19 @@ class _Run:
     allocs: list[Allocation]
     token: int
     started: float
+    overhead: float = 0.0  # seconds of restart before it makes progress
+    replicas: int = 0  # an elastic run's size (0: not elastic)
+
+    def progress(self, now: float) -> float:
+        """Seconds of progress it made by `now`."""
+        return max(0.0, now - self.started - self.overhead)
 
 
 @dataclass
 class _State:
-    remaining: dict[int, float] = field(default_factory=dict)
+    remaining: dict[int, float] = field(default_factory=dict)  # elastic: replica-seconds
     tokens: dict[int, int] = field(default_factory=dict)
+    caps: dict[int, int] = field(default_factory=dict)  # elastic job -> its next size at most
 
 
 def gang_shape(job: TraceJob, node_gpus: int) -> tuple[int, int, int, int]:
@@ -138,25 +156,39 @@ def simulate(
     pending_jobs: dict[int, PendingJob] = {}
     groups = PendingGroups()  # the same jobs, grouped for a lazy walk of the queue
     running: dict[int, _Run] = {}
-    state = _State({j.job_id: j.duration for j in runnable}, {j.job_id: 0 for j in runnable})
+    node_gpus = max((n.gpus for n in whole), default=0)
+    share, mode = options.elastic_share, options.elastic_mode
+    elastic = {j.job_id for j in runnable if is_elastic(j, share, mode, node_gpus)}
+    for j in runnable:
+        outcomes[j.job_id].elastic = picked(j, share, node_gpus)
+    state = _State(
+        {j.job_id: j.duration * (j.gpus if j.job_id in elastic else 1) for j in runnable},
+        {j.job_id: 0 for j in runnable},
+    )
+    with_checkpoints = mode == "shrink-ckpt" and share > 0
+    wakes: set[float] = set()  # passes due when an elastic job may grow or be shrunk
+    ended = False  # a job ended at this instant
     ledger = UsageLedger(options.fairshare_half_life_s)  # charged as the daemon charges
     events: list[tuple[float, int, int, int]] = []  # (time, kind 0=finish 1=arrive, id, token)
     for j in runnable:
         heapq.heappush(events, (j.submit_time, 1, j.job_id, 0))
-    preemptions = passes = 0
+    preemptions = passes = resizes = 0
     next_pass = 0.0
     wake_pending = False
 
-    node_gpus = max((n.gpus for n in whole), default=0)
     shares: dict[int, float] = {}  # job -> GPUs it holds (parts of a GPU by their share)
     tree_of: tuple[set[tuple[str, str]], Association] = (set(), Association("root"))
     cpu_weight = 0.0  # fair share charges GPU-seconds only, the daemon's default
 
     def pending_of(j: TraceJob) -> PendingJob:
         limit = j.time_limit if j.time_limit is not None else j.duration * options.time_limit_factor
-        kind, asked, share = sharing.request(j)
-        shares[j.job_id] = share
-        if kind is None:
+        kind, asked, part = sharing.request(j)
+        shares[j.job_id] = part
+        if j.job_id in elastic:
+            e = elastic_of(j, state.caps.get(j.job_id))
+            count, gpus, cpus, mem_mb = 1, e.min * e.gpus, e.min * e.cpus, e.min * e.mem_mb
+            limit = state.remaining[j.job_id] / e.min * options.time_limit_factor
+        elif kind is None:
             count, gpus, cpus, mem_mb = gang_shape(replace(j, gpus=asked), node_gpus)
         else:  # part of one GPU: one node
             count, gpus, cpus, mem_mb = 1, asked, j.cpus, j.mem_mb
@@ -175,6 +207,7 @@ def simulate(
             qos=j.qos,
             account=j.account,
             time_limit_s=max(1.0, limit),
+            elastic=elastic_of(j, state.caps.get(j.job_id)) if j.job_id in elastic else None,
         )
 
     def end_run(job_id: int, now: float) -> _Run:
@@ -183,8 +216,19 @@ def simulate(
         j = by_id[job_id]
         used = sum(allocation_usage(a, now, cpu_weight) for a in run.allocs)
         ledger.charge((j.account, j.user), used, now)
-        outcomes[job_id].gpu_seconds += (now - run.started) * shares[job_id]
+        outcomes[job_id].gpu_seconds += (now - run.started) * (run.replicas or shares[job_id])
         return run
+
+    def running_allocs() -> tuple[Allocation, ...]:
+        """What the running jobs hold, with their newest checkpoints in shrink-ckpt."""
+        if not with_checkpoints:
+            return tuple(a for r in running.values() for a in r.allocs)
+        interval = options.checkpoint_interval_s
+        return tuple(
+            with_checkpoint(a, r.started + r.overhead, now, interval)
+            for r in running.values()
+            for a in r.allocs
+        )
 
     while events:
         now = events[0][0]
@@ -199,9 +243,24 @@ def simulate(
             elif job_id in running and running[job_id].token == token:
                 end_run(job_id, now)
                 outcomes[job_id].end = now
-        if not pending_jobs:
+                ended = True
+        # With nothing pending, a pass is due only where an elastic job may grow: its
+        # delay ended (a wake) or GPUs came free (an end).
+        grow_due = (
+            bool(elastic)
+            and (now in wakes or ended)
+            and any(
+                r.replicas and r.replicas < r.allocs[0].elastic.max  # type: ignore[union-attr]
+                for r in running.values()
+            )
+        )
+        wakes.discard(now)
+        ended = False
+        if not pending_jobs and not grow_due:
             continue
         if now < next_pass:
+            if grow_due:
+                wakes.add(next_pass)
             if not wake_pending:
                 heapq.heappush(events, (next_pass, 2, -1, 0))
                 wake_pending = True
@@ -221,7 +280,7 @@ def simulate(
                 fairshare = user_factors(tree_of[1], live)
             snap = Snapshot(
                 nodes=views,
-                running=tuple(a for r in running.values() for a in r.allocs),
+                running=running_allocs(),
                 pending=tuple(pending_jobs.values()),
                 fairshare=fairshare,
                 groups=list(groups.groups.values()),
@@ -231,11 +290,12 @@ def simulate(
             for pre in decisions.preempts:
                 run = end_run(pre.job_id, now)
                 out = outcomes[pre.job_id]
-                done = now - run.started
+                done = run.progress(now)
                 interval = options.checkpoint_interval_s
                 kept = done if interval <= 0 else (done // interval) * interval
-                state.remaining[pre.job_id] -= kept
-                out.lost_seconds += done - kept
+                per = run.replicas or 1  # an elastic job's work is in replica-seconds
+                state.remaining[pre.job_id] -= kept * per
+                out.lost_seconds += (done - kept) * per / (out.job.gpus if run.replicas else 1)
                 out.preemptions += 1
                 preemptions += 1
                 if requeued_after_preemption(pre.mode, may_requeue=True):
@@ -243,6 +303,14 @@ def simulate(
                     groups.add(p)
                 else:
                     out.end = now
+            for rz in decisions.resizes:  # it saves at the signal: all its work is kept
+                run = end_run(rz.job_id, now)
+                state.remaining[rz.job_id] -= run.progress(now) * run.replicas
+                state.caps[rz.job_id] = rz.replicas
+                outcomes[rz.job_id].resizes += 1
+                resizes += 1
+                pending_jobs[rz.job_id] = p = pending_of(by_id[rz.job_id])
+                groups.add(p)
             for s in decisions.starts:
                 p = pending_jobs.pop(s.job_id)
                 groups.remove(p)
@@ -251,13 +319,26 @@ def simulate(
                 allocs = [p.allocate(node, gpus, now) for node, gpus in s.placements]
                 if p.gpu_type is not None:  # parts of a GPU: charged by their share
                     allocs = [replace(a, gpu_units=shares[s.job_id]) for a in allocs]
-                running[s.job_id] = _Run(allocs, token, now)
+                if p.elastic is not None:  # at the size it started at; a cap holds once
+                    state.caps.pop(s.job_id, None)
+                    grown = elastic_of(by_id[s.job_id], None)
+                    allocs = [replace(a, cpus=s.cpus, mem_mb=s.mem_mb, elastic=grown)
+                              for a in allocs]  # fmt: skip
                 out = outcomes[s.job_id]
+                overhead = options.restart_cost_s if out.first_start is not None else 0.0
+                replicas = len(s.gpu_indices) if p.elastic is not None else 0
+                running[s.job_id] = _Run(allocs, token, now, overhead, replicas)
                 if out.first_start is None:
                     out.first_start = now
-                heapq.heappush(events, (now + state.remaining[s.job_id], 0, s.job_id, token))
-            if not decisions.preempts:
+                ends = now + overhead + state.remaining[s.job_id] / max(1, replicas)
+                heapq.heappush(events, (ends, 0, s.job_id, token))
+            if not decisions.preempts and not decisions.resizes:
                 break
+        if elastic:
+            due = next_change((a for r in running.values() for a in r.allocs), policy, now)
+            if due is not None and due not in wakes:
+                wakes.add(due)
+                heapq.heappush(events, (due, 2, -1, 0))
     return SimResult(
         policy_name,
         list(outcomes.values()),
@@ -265,6 +346,7 @@ def simulate(
         sum(n.gpus for n in nodes),
         preemptions,
         passes,
+        resizes,
     )
 
 

@@ -35,6 +35,9 @@ def summarize(result: SimResult) -> dict[str, Any]:
     GPUs, N being the jobs in the system when it arrived (slower in proportion when
     that share is less than it asks for). rho <= 1 means the job did no worse than
     on its fair share of a private cluster.
+
+    `elastic_avg_jct_s` is over the jobs picked to be elastic (run rigid in the
+    `requeue` mode: the same jobs either way); `high_avg_wait_s` over high-QoS jobs.
     """
     done = [o for o in result.outcomes if o.end is not None and o.first_start is not None]
     ends = [o.end for o in done if o.end is not None]
@@ -54,6 +57,8 @@ def summarize(result: SimResult) -> dict[str, Any]:
         share = result.total_gpus / max(1, o.contenders_at_arrival)
         alone = o.job.duration * max(1.0, o.job.gpus / share) if o.job.gpus else o.job.duration
         rho.append(time_shared / alone if alone > 0 else 1.0)
+    elastic_jct = [t for o, t in zip(done, jct, strict=True) if o.elastic]
+    high_wait = [w for o, w in zip(done, wait, strict=True) if o.job.qos == "high"]
     return {
         "policy": result.policy,
         "jobs": len(result.outcomes),
@@ -69,6 +74,10 @@ def summarize(result: SimResult) -> dict[str, Any]:
         "gpu_util": round(util, 4),
         "used_util": round(useful, 4),
         "preemptions": result.preemptions,
+        "resizes": result.resizes,
+        "elastic_jobs": sum(1 for o in result.outcomes if o.elastic),
+        "elastic_avg_jct_s": round(_mean(elastic_jct), 1),
+        "high_avg_wait_s": round(_mean(high_wait), 1),
         "lost_gpu_s": round(sum(o.lost_seconds * o.job.gpus for o in result.outcomes), 1),
         "rho_avg": round(_mean(rho), 3),
         "rho_p99": round(_pct(rho, 99), 3),

@@ -179,3 +179,44 @@ def test_team_quotas_are_replayed_and_reported_per_team(tmp_path: Path) -> None:
     )  # fmt: skip
     assert refused.returncode != 0 and "has no members" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_elastic_jobs_shrink_for_a_high_qos_job_and_grow_back() -> None:
+    """A low-QoS 4-GPU job (elastic 2:4, 4,000 replica-seconds of work) and, at t=10, a
+    high-QoS 1-GPU job of 100 s. requeue: the big job is killed, loses its 10 s and
+    starts again at 110, ending at 1,110. shrink: it goes to 3 replicas at 10 (keeping
+    its 40 replica-seconds), grows back to 4 when the GPU frees at 110 and ends at
+    110 + (4000 - 40 - 300) / 4 = 1,025. The high job starts at once either way."""
+    jobs = [
+        TraceJob(job_id=0, submit_time=0, gpus=4, duration=1000, qos="low"),
+        TraceJob(job_id=1, submit_time=10, gpus=1, duration=100, qos="high"),
+    ]
+    nodes = uniform_nodes(1, 4, 16, 64000)
+    ends = {}
+    for mode in ("requeue", "shrink", "shrink-ckpt"):
+        options = SimOptions(elastic_share=1.0, elastic_mode=mode, pass_interval_s=0)
+        result = simulate(jobs, nodes, "preempt", options)
+        big, high = result.outcomes
+        assert big.elastic and high.first_start == 10 and high.end == 110
+        ends[mode] = (big.end, result.preemptions, result.resizes, big.resizes)
+        assert summarize(result)["elastic_jobs"] == 1
+    assert ends["requeue"] == (1110, 1, 0, 0)
+    assert ends["shrink"] == ends["shrink-ckpt"] == (1025, 0, 2, 2)
+    costly = simulate(jobs, nodes, "preempt", SimOptions(elastic_share=1.0, restart_cost_s=30))
+    # 30 s without progress at each restart: 3 replicas work 70 s, not 100, then
+    # 110 + 30 + (4000 - 40 - 210) / 4
+    assert costly.outcomes[0].end == 1077.5
+
+
+def test_elastic_options_of_the_sim_are_checked(tmp_path: Path) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,submit_time,gpus,duration,qos\n1,0,4,60,low\n")
+    run = [sys.executable, "-m", "podium", "sim", str(trace), "--nodes", "1"]
+    bad = subprocess.run([*run, "--elastic", "0.5", "--elastic-modes", "nope"],
+                         capture_output=True, text=True)  # fmt: skip
+    assert bad.returncode != 0 and "unknown elastic mode 'nope'" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+    good = subprocess.run([*run, "--elastic", "1", "--json", "--policies", "preempt"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    rows = json.loads(good.stdout)
+    assert [r["elastic"] for r in rows] == ["requeue", "shrink", "shrink-ckpt"]
