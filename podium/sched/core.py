@@ -19,13 +19,13 @@ of work (jobs younger than the exempt time are spared), and holds their resource
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 
 from podium.api.states import PreemptMode, Reason
 from podium.sched.backfill import INF, reserve, respects_hold, shrink_hold
-from podium.sched.elastic import grow_into_free, larger_sizes, shrink_for
-from podium.sched.fit import Hold, Index, Node, Request, could_ever_fit, fits_now, request_of
+from podium.sched.elastic import grow_into_free, larger_sizes, may_shrink, shrink_for
+from podium.sched.fit import Index, Node, Request, could_ever_fit, fits_now, request_of
 from podium.sched.limits import Counters
 from podium.sched.model import (
     Allocation,
@@ -41,8 +41,9 @@ from podium.sched.model import (
 from podium.sched.order import GroupedOrder, priority_key, queue_order
 from podium.sched.preempt import NoVictims, lower_qos, preempt_for
 from podium.sched.priority import Factors
-from podium.sched.team_ledger import Shortfall, TeamLedger
-from podium.sched.team_share import fair_order
+from podium.sched.reclaim import keep_for, reclaim
+from podium.sched.team_ledger import TeamLedger
+from podium.sched.team_share import cohort_order
 
 __all__ = ["priority_key", "schedule"]
 
@@ -68,10 +69,10 @@ def schedule(
     for alloc in snapshot.running:
         if alloc.node in nodes:
             nodes[alloc.node].take(alloc)
-    fair_teams = policy.teams.fair_sharing and any(t.cohort for t in policy.teams.teams)
+    cohorts = any(t.cohort for t in policy.teams.teams)  # their jobs are re-sequenced
     grouped = (
         GroupedOrder(snapshot, now, policy)
-        if not explain and snapshot.groups and not fair_teams
+        if not explain and snapshot.groups and not cohorts
         else None
     )
     has_limits = bool(policy.qos_limits or policy.account_gpu_limits)
@@ -98,8 +99,8 @@ def schedule(
         partitions, any_dependencies = grouped.partitions, grouped.any_dependencies
     else:
         order, prios = queue_order(snapshot, now, policy, with_factors=explain)
-        if fair_teams and ledger is not None:
-            order = fair_order(order, policy.teams, ledger.used)
+        if cohorts and ledger is not None:
+            order = cohort_order(order, policy.teams, ledger.used)
         partitions = len({j.partition for j in order}) if not explain else 0
         any_dependencies = not explain and any(j.dependencies for j in order)
     drop = grouped.drop if grouped is not None else _keep
@@ -124,11 +125,29 @@ def schedule(
     ever_fits: dict[tuple[str, int, int, str | None, int, int], bool] = {}
     allowed_sets = {p: frozenset(n) for p, n in snapshot.partition_nodes.items()}
 
+    def team_of(job: PendingJob) -> str | None:
+        """The team whose rules limit `job`'s victims (None: none do)."""
+        team = policy.teams.team_of(job.user, job.account) if ledger is not None else None
+        return team.name if team is not None else None
+
     def may_preempt(job: PendingJob) -> bool:
         """Whether `job` may still find victims in this pass."""
         return bool(policy.preemption and policy.preempts.get(job.qos)) and not (
-            no_victims.covers(job)
+            no_victims.covers(job, team_of(job))
         )
+
+    def qos_victims(job: PendingJob) -> Callable[[Allocation], bool]:
+        """Whom `job` may preempt by QoS: lower QoS, and within the teams' rules."""
+        lower = lower_qos(job, policy)
+        teams = ledger.across_teams(job) if ledger is not None else None
+        return lower if teams is None else (lambda a: lower(a) and teams(a))
+
+    def shrinkable(job: PendingJob) -> Callable[[Allocation], bool] | None:
+        """Whose replicas `job` may take, where teams limit it (None: by QoS alone)."""
+        teams = ledger.across_teams(job) if ledger is not None else None
+        if teams is None:
+            return None
+        return lambda a: may_shrink(job, a, policy, now) and teams(a)
 
     def candidates_of(job: PendingJob, allowed: frozenset[str] | None) -> list[Node]:
         """The schedulable nodes of `job`'s partition."""
@@ -180,7 +199,7 @@ def schedule(
             if short is not None:
                 reasons[job.job_id] = short.reason
                 if policy.preemption and short.may_stop is not None:
-                    _reclaim(job, short, ledger, candidates_of(job, allowed), policy, now,
+                    reclaim(job, short, ledger, candidates_of(job, allowed), policy, now,
                              victims, preempts, reservations, resizes)  # fmt: skip
                 continue
         if job.partition in strict_blocked:
@@ -236,26 +255,28 @@ def schedule(
             reasons[job.job_id] = Reason.NODE_UNAVAILABLE
             drop()
             continue
-        if policy.preemption and (shrunk := shrink_for(job, candidates, policy, now, victims)):
+        if policy.preemption and (
+            shrunk := shrink_for(job, candidates, policy, now, victims, shrinkable(job))
+        ):
             node, shrinks = shrunk  # elastic jobs give up replicas instead of a victim
             victims.update(r.job_id for r in shrinks)
             resizes.extend(shrinks)
-            _keep_for(job, node, now, reservations)
+            keep_for(job, node, now, reservations)
             reasons[job.job_id] = Reason.RESOURCES
             continue
-        if policy.preemption and policy.preempts.get(job.qos) and not no_victims.covers(job):
+        if may_preempt(job):
             taken = preempt_for(
-                job, candidates, lower_qos(job, policy), policy.preempt_exempt_s, now, victims
+                job, candidates, qos_victims(job), policy.preempt_exempt_s, now, victims
             )
             if taken is None:
-                no_victims.add(job)
+                no_victims.add(job, team_of(job))
             else:
                 node, chosen = taken
                 for alloc in chosen:
                     victims.add(alloc.job_id)
                     mode = policy.preempt_mode.get(alloc.qos, PreemptMode.REQUEUE)
                     preempts.append(Preempt(alloc.job_id, job.job_id, mode))
-                _keep_for(job, node, now, reservations)
+                keep_for(job, node, now, reservations)
                 reasons[job.job_id] = Reason.RESOURCES
                 continue
         blocked_behind = job.partition in has_blocked
@@ -297,53 +318,6 @@ def schedule(
 
 
 _WAITING_FOR_ROOM = frozenset({Reason.RESOURCES, Reason.PRIORITY})
-
-
-def _reclaim(
-    job: PendingJob,
-    short: Shortfall,
-    ledger: TeamLedger,
-    candidates: list[Node],
-    policy: Policy,
-    now: float,
-    victims: set[int],
-    preempts: list[Preempt],
-    reservations: list[Reservation],
-    resizes: list[Resize],
-) -> None:
-    """Shrink elastic borrowers, else preempt the jobs, whose stop gives `job` its
-    team's quota back (and room on a node), losing the least work; nothing when GPUs
-    on their way out cover it already or no choice works."""
-    assert short.may_stop is not None
-    if ledger.reclaiming(job, short.need):
-        return
-    shrunk = shrink_for(job, candidates, policy, now, victims, short.may_stop, short.need)
-    if shrunk is not None:  # elastic borrowers give back replicas first
-        node, shrinks = shrunk
-        for resize in shrinks:
-            victims.add(resize.job_id)
-            ledger.freeing_add(next(a for a in node.allocs if a.job_id == resize.job_id))
-        resizes.extend(shrinks)
-        _keep_for(job, node, now, reservations)
-        return
-    taken = preempt_for(
-        job, candidates, short.may_stop, policy.preempt_exempt_s, now, victims, short.need
-    )
-    if taken is None:
-        return
-    node, chosen = taken
-    for alloc in chosen:
-        victims.add(alloc.job_id)
-        ledger.freeing_add(alloc)
-        mode = policy.preempt_mode.get(alloc.qos, PreemptMode.REQUEUE)
-        preempts.append(Preempt(alloc.job_id, job.job_id, mode))
-    _keep_for(job, node, now, reservations)
-
-
-def _keep_for(job: PendingJob, node: Node, now: float, reservations: list[Reservation]) -> None:
-    """Hold `node` for `job` from now on: what its victims or shrinks free is its."""
-    node.hold = Hold(job.job_id, now, 0, 0, 0)
-    reservations.append(Reservation(job.job_id, node.view.name, now))
 
 
 def _each_task(order: Iterable[PendingJob], starts: list[Start]) -> Iterator[PendingJob]:

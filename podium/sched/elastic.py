@@ -45,7 +45,7 @@ def larger_sizes(job: PendingJob) -> list[PendingJob]:
     return [resized(job, r) for r in e.sizes() if r > e.min]
 
 
-def _may_shrink(job: PendingJob, alloc: Allocation, policy: Policy, now: float) -> bool:
+def may_shrink(job: PendingJob, alloc: Allocation, policy: Policy, now: float) -> bool:
     """Whether `job` may take replicas from `alloc`: lower QoS priority always; the same
     priority once `alloc` has been stable long enough."""
     theirs = policy.qos_priority.get(alloc.qos, 0)
@@ -85,7 +85,7 @@ def shrink_for(
         able = sorted(
             (a for a in node.allocs if a.elastic is not None and a.job_id not in victims
              and not a.starting and a.replicas > a.elastic.min
-             and (allowed(a) if allowed is not None else _may_shrink(job, a, policy, now))),
+             and (allowed(a) if allowed is not None else may_shrink(job, a, policy, now))),
             key=lambda a: (a.lost_work(now), a.job_id),
         )  # fmt: skip
         found = _one_shrink(job, node, able, free, now) or _several_shrinks(

@@ -33,13 +33,14 @@ class NoVictims:
         self._failed: dict[Hashable, list[tuple[int, int, int]]] = {}
         self._covered: set[tuple[Hashable, int, int, int]] = set()  # once covered, always
 
-    def add(self, job: PendingJob) -> None:
-        """Remember that `job` found no victims."""
-        self._failed.setdefault(_kind(job), []).append((job.gpus, job.cpus, job.mem_mb))
+    def add(self, job: PendingJob, scope: Hashable = None) -> None:
+        """Remember that `job` found no victims (`scope`: what else limits its victims,
+        such as its team)."""
+        self._failed.setdefault((_kind(job), scope), []).append((job.gpus, job.cpus, job.mem_mb))
 
-    def covers(self, job: PendingJob) -> bool:
+    def covers(self, job: PendingJob, scope: Hashable = None) -> bool:
         """Whether `job` is sure to find no victims either."""
-        kind = _kind(job)
+        kind = (_kind(job), scope)
         sizes = self._failed.get(kind)
         if sizes is None:
             return False

@@ -148,6 +148,24 @@ class TeamLedger:
             return self.freeing[team.name] >= need
         return sum(self.freeing[t.name] for t in self._cohorts[team.cohort]) >= need
 
+    def across_teams(self, job: PendingJob) -> Callable[[Allocation], bool] | None:
+        """Which running jobs `job` may stop by QoS (preempt or shrink) as far as teams
+        go: jobs of no team, of its own team, or of a team that borrows now (what it
+        would take is lent, not that team's own quota). None: any (`job` is in no
+        team). Kueue's rule: a workload never preempts another ClusterQueue's
+        workloads within their nominal quota; else the victim's team, within its
+        quota, would reclaim the GPUs straight back."""
+        team = self.rules.team_of(job.user, job.account)
+        if team is None:
+            return None
+        borrowing = {t.name for t in self.rules.teams if self.used[t.name] > t.quota}
+
+        def may_stop(alloc: Allocation) -> bool:
+            victim = self.rules.team_of(alloc.user, alloc.account)
+            return victim is None or victim.name == team.name or victim.name in borrowing
+
+        return may_stop
+
     def _borrowers(self, team: TeamQuota, job: PendingJob) -> Callable[[Allocation], bool]:
         """Jobs of the cohort's other teams that borrow (and of lower priority when the
         team reclaims only from those)."""

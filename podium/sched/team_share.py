@@ -7,16 +7,15 @@ constant). With fair sharing on:
 
 - **Admission.** Jobs that would borrow are considered in order of the share their
   team would have once they run, lowest first, instead of by priority alone: the team
-  that borrows least for its weight gets the next idle GPUs. Jobs within their team's
-  quota keep their place in the priority order; only the borrowers of a cohort change
-  places among themselves (`fair_order`).
+  that borrows least for its weight gets the next idle GPUs (`cohort_order`).
 - **Preemption.** A job that would borrow may preempt borrowing jobs of another team of
   its cohort when that team's share, with the victim gone, stays at least the share
   the job's team will have (Kueue's `LessThanOrEqualToFinalShare`): the shares meet,
   and the other team cannot take the GPUs back at once (`may_take_from`).
 
 Without fair sharing, borrowers go in priority order and never preempt each other, as
-Kueue does by default (HyperPod's "first-come first-serve").
+Kueue does by default (HyperPod's "first-come first-serve"). Either way, a cohort's
+jobs within their team's quota go before its jobs that would borrow.
 """
 
 from __future__ import annotations
@@ -35,31 +34,39 @@ def share(team: TeamQuota, used: int) -> float:
     return borrowed / team.weight
 
 
-def fair_order(
+def cohort_order(
     order: Sequence[PendingJob], rules: TeamRules, used: Mapping[str, int]
 ) -> list[PendingJob]:
-    """`order` with each cohort's would-be borrowers re-sequenced by their team's share
-    after them, lowest first (ties: the priority order). `used` is each team's GPUs in
-    use; the pending jobs are projected to start in order, so that a team's second
-    job borrows more than its first."""
+    """`order` with each cohort's jobs re-sequenced in the places its jobs hold: first
+    those within their team's quota (in `order`), then those that would borrow, by
+    their team's share after them, lowest first, under fair sharing (ties and
+    otherwise: in `order`). Kueue orders a cohort's workloads so too: one that fits
+    its own quota before any that borrows, so that GPUs reclaimed for an owner go to
+    the owner, not back to the borrower they were taken from. `used` is each team's
+    GPUs in use; the pending jobs are projected to start in order, so that a team's
+    second job may borrow where its first did not."""
     projected = dict(used)
-    slots: dict[str, list[int]] = {}  # cohort -> positions of its borrowers in `order`
-    keyed: dict[str, list[tuple[float, int, PendingJob]]] = {}
+    places: dict[str, list[int]] = {}  # cohort -> positions of its jobs in `order`
+    within: dict[str, list[PendingJob]] = {}
+    borrowing: dict[str, list[tuple[float, int, PendingJob]]] = {}
     for position, job in enumerate(order):
         team = rules.team_of(job.user, job.account)
         if team is None or team.cohort is None:
             continue
         after = projected[team.name] + job.total_gpus * max(1, job.count)
         projected[team.name] = after
+        places.setdefault(team.cohort, []).append(position)
         if after <= team.quota:
-            continue
-        slots.setdefault(team.cohort, []).append(position)
-        keyed.setdefault(team.cohort, []).append((share(team, after), position, job))
-    if not slots:
+            within.setdefault(team.cohort, []).append(job)
+        else:
+            key = share(team, after) if rules.fair_sharing else 0.0
+            borrowing.setdefault(team.cohort, []).append((key, position, job))
+    if not places:
         return list(order)
     result = list(order)
-    for cohort, positions in slots.items():
-        for position, (_, _, job) in zip(positions, sorted(keyed[cohort]), strict=True):
+    for cohort, positions in places.items():
+        jobs = within.get(cohort, []) + [j for *_, j in sorted(borrowing.get(cohort, []))]
+        for position, job in zip(positions, jobs, strict=True):
             result[position] = job
     return result
 

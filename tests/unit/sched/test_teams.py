@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -278,28 +280,69 @@ def test_fair_sharing_preempts_a_team_over_its_share_until_the_shares_meet() -> 
     weights=st.tuples(st.integers(1, 4), st.integers(1, 4)),
     sizes=st.lists(st.tuples(st.sampled_from(["ann", "ben"]), st.integers(1, 3)), max_size=10),
 )
-def test_fair_order_only_moves_borrowers_among_themselves(
+def test_a_cohorts_jobs_within_quota_go_before_its_borrowers(
     weights: tuple[int, int], sizes: list[tuple[str, int]]
 ) -> None:
-    from podium.sched.team_share import fair_order
+    """cohort_order keeps every job, puts the cohort's jobs within their team's quota
+    first (in priority order) and its would-be borrowers after them, and leaves jobs
+    of no team where they were."""
+    from podium.sched.team_share import cohort_order
 
-    policy = _three(True, *weights)
-    order = [job(i + 1, g, u) for i, (u, g) in enumerate(sizes)]
-    fair = fair_order(order, policy.teams, {"a": 0, "b": 0, "c": 0})
-    assert sorted(j.job_id for j in fair) == [j.job_id for j in order]
-    used = {"ann": 0, "ben": 0}
-    for position, pending in enumerate(order):
-        used[pending.user] += pending.gpus
-        if used[pending.user] <= 2:  # within its quota: it keeps its place
-            assert fair[position] is pending
+    for fair in (False, True):
+        policy = _three(fair, *weights)
+        order = [job(i + 1, g, u) for i, (u, g) in enumerate(sizes)] + [job(99, 1, "zed")]
+        got = cohort_order(order, policy.teams, {"a": 0, "b": 0, "c": 0})
+        assert sorted(j.job_id for j in got) == sorted(j.job_id for j in order)
+        assert got[-1].job_id == 99  # in no team: it keeps its place
+        used = {"ann": 0, "ben": 0}
+        within, borrowers = [], []
+        for pending in order[:-1]:
+            used[pending.user] += pending.gpus
+            (within if used[pending.user] <= 2 else borrowers).append(pending.job_id)
+        assert [j.job_id for j in got[: len(within)]] == within
+        if not fair:
+            assert [j.job_id for j in got[len(within) : -1]] == borrowers
 
 
 def test_a_job_started_by_a_pass_is_never_its_victim() -> None:
-    """vision's 6-GPU job borrows 2 and starts; nlp's 4-GPU job, behind it in the same
-    pass, needs its quota back, but the borrower has not even started: it waits for
-    the next pass instead of preempting a job that is not running yet (the simulator
-    failed on that, a preempt of a job it had never started)."""
-    pending = (job(1, 6, "amy", qos="high"), job(2, 4, "x", account="nlp"))
-    d = schedule(Snapshot(nodes=(NODE,), pending=pending), 0, rules(vision(), nlp()))
-    assert [s.job_id for s in d.starts] == [1] and d.preempts == ()
-    assert d.reasons[2].startswith("AssocGrpGRES: team nlp uses 0 of its 4 GPUs")
+    """nlp's low-QoS job, within its quota, goes first (a cohort's jobs within quota
+    before its borrowers) and starts; a high-QoS job of no team behind it needs room.
+    It preempts amy's running job, not the low-QoS job that has not even started yet
+    (the simulator failed on such a preempt, of a job it had never started)."""
+    policy = Policy(
+        teams=TeamRules((vision(), nlp()), QOS),
+        preempts={"high": frozenset({"low", "normal"})},
+    )
+    pending = (
+        job(1, 4, "amy", qos="high"),  # vision borrows for it: after nlp's
+        job(2, 4, "x", account="nlp", qos="low"),
+        job(3, 4, "zed", qos="high"),
+    )
+    busy = (running(10, range(0, 2), "amy", start=0),)
+    d = schedule(Snapshot(nodes=(NODE,), pending=pending, running=busy), 100, policy)
+    assert [s.job_id for s in d.starts] == [2]
+    assert [(p.job_id, p.for_job) for p in d.preempts] == [(10, 3)]
+
+
+def test_a_borrower_never_preempts_another_teams_jobs_within_their_quota() -> None:
+    """Teams a and b (2 GPUs each) and c (4, idle) share a pool; zed, in no team, holds
+    GPUs too. a's high-QoS job would borrow: it may not preempt b's low-QoS job while b
+    is within its quota (b would reclaim the GPUs straight back: Kueue's rule), but may
+    once b borrows; zed's high-QoS job preempts by QoS alone."""
+    policy = replace(_three(False), preempts={"high": frozenset({"low"})})
+    urgent = job(1, 4, "ann", qos="high")  # a: 4 of its 2, the pool holds it
+    within = (
+        running(10, range(0, 2), "ben", start=0, qos="low"),  # b: 2 of its 2
+        running(11, range(2, 6), "zed", start=0),
+    )
+    d = schedule(Snapshot(nodes=(NODE,), pending=(urgent,), running=within), 100, policy)
+    assert d.preempts == () and d.starts == ()
+    borrowing = (
+        running(10, range(0, 3), "ben", start=0, qos="low"),  # b: 3 of its 2
+        running(11, range(3, 6), "zed", start=0),
+    )
+    d = schedule(Snapshot(nodes=(NODE,), pending=(urgent,), running=borrowing), 100, policy)
+    assert [p.job_id for p in d.preempts] == [10]
+    outsider = job(2, 4, "zed", qos="high")
+    d = schedule(Snapshot(nodes=(NODE,), pending=(outsider,), running=within), 100, policy)
+    assert [p.job_id for p in d.preempts] == [10]
