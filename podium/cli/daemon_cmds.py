@@ -36,7 +36,7 @@ def start_daemon(
     it exits instead (e.g. an invalid cluster config).
     """
     home.mkdir(parents=True, exist_ok=True)
-    client = EmbeddedBackend(home)
+    client = EmbeddedBackend(home, retry_s=0)  # a daemon that refuses is not running
     answer = _ping(client)
     if answer is not None:
         return answer
@@ -114,7 +114,7 @@ def up(foreground: bool, gpus: int | None, cpus: int | None, config: Path | None
 def stop_daemon(home: Path, timeout: float = 15.0) -> int | None:
     """Ask the daemon for `home` to stop and wait until it has; return how many jobs
     it left running (they keep running), or None if no daemon was running."""
-    client = EmbeddedBackend(home)
+    client = EmbeddedBackend(home, retry_s=0)  # a daemon that refuses is not running
     if _ping(client) is None:
         return None
     running = len(client.jobs(JobFilter(states=("RUNNING",))))

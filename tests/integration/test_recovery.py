@@ -53,7 +53,8 @@ def test_kill9_and_restart_loses_nothing(cluster: Cluster) -> None:
     supervisors = {j: _supervisor_pid(c, j) for j in (long_a, long_b)}
 
     c.kill9()
-    assert c.cli("queue").returncode == 1  # nobody answers, and says so
+    quick = dict(c.env, PODIUM_RETRY_S="1")  # not the 30 s a restart is waited for
+    assert c.cli("queue", env=quick).returncode == 1  # nobody answers, and says so
     for pid in supervisors.values():
         assert psutil.pid_exists(pid), "jobs must outlive the daemon"
     ended = c.home / "jobs" / str(short) / "result.json"  # its supervisor's record

@@ -58,25 +58,32 @@ def _what(failure: OSError) -> str:
     return "closed the connection before answering"
 
 
-def _gave_up(socket: str, failures: list[OSError], safe: bool, maybe_done: bool) -> str:
+def _gave_up(
+    socket: str, failures: list[OSError], safe: bool, maybe_done: bool, window: float
+) -> str:
     """The one line said when a request is given up: what happened (first, and last
     when it differs), and whether the daemon may have carried it out."""
     first, last = _what(failures[0]), _what(failures[-1])
     what = first if first == last else f"{first}, then {last.removesuffix(' the connection')}"
     if not safe:
         return f"the daemon at {socket} {what} (not retried: it may have been carried out)"
-    where = f"the daemon at {socket} {what} (retried for {_retry_window():g} s)"
+    where = f"the daemon at {socket} {what} (retried for {window:g} s)"
     if maybe_done:
         return f"{where}: it may have been carried out; for a submit, check `podium queue`"
     return f"{where}: nothing was carried out"
 
 
 class Client:
-    """Calls the daemon at HOME/podium.sock (HOME: $PODIUM_HOME or the default)."""
+    """Calls the daemon at HOME/podium.sock (HOME: $PODIUM_HOME or the default). A safe
+    request rides out a daemon restart for `retry_s` seconds (None: $PODIUM_RETRY_S,
+    else RETRY_WINDOW_S); 0 asks once."""
 
-    def __init__(self, home: Path | str | None = None, timeout: float = 60.0) -> None:
+    def __init__(
+        self, home: Path | str | None = None, timeout: float = 60.0, retry_s: float | None = None
+    ) -> None:
         self.socket = paths.socket_file(home)
         self.timeout = timeout
+        self.retry_s = retry_s
         self._conn: UnixConnection | None = None
 
     def request(
@@ -145,10 +152,13 @@ class Client:
                 maybe_done = maybe_done or not isinstance(exc, ConnectionRefusedError)
                 failures.append(exc)
             now = time.monotonic()
+            window = _retry_window() if self.retry_s is None else self.retry_s
             if give_up_at is None:
-                give_up_at = now + _retry_window()
+                give_up_at = now + window
             if not safe or now >= give_up_at:
-                raise DaemonUnavailable(_gave_up(self.socket, failures, safe, maybe_done)) from None
+                raise DaemonUnavailable(
+                    _gave_up(self.socket, failures, safe, maybe_done, window)
+                ) from None
             time.sleep(RETRY_DELAYS[min(attempt, len(RETRY_DELAYS) - 1)])
             attempt += 1
         if not response.getheader("Content-Type", "").startswith("application/json"):
@@ -183,8 +193,10 @@ class EmbeddedBackend(Backend):
     name = "embedded"
     CANNOT: ClassVar[Mapping[str, str]] = {}
 
-    def __init__(self, home: Path | str | None = None, timeout: float = 60.0) -> None:
-        self.client = Client(home, timeout)
+    def __init__(
+        self, home: Path | str | None = None, timeout: float = 60.0, retry_s: float | None = None
+    ) -> None:
+        self.client = Client(home, timeout, retry_s)
 
     def close(self) -> None:
         self.client.close()

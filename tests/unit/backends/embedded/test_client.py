@@ -106,3 +106,18 @@ def test_a_cut_answer_to_a_submission_without_a_key_is_not_retried(tmp_path: Pat
 def test_no_daemon_says_how_to_start_one(tmp_path: Path) -> None:
     with pytest.raises(DaemonUnavailable, match="podium up"):
         Client(tmp_path).get("/v1/ping")
+
+
+def test_a_client_told_not_to_wait_asks_a_stale_socket_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`podium up` and `down` probe with retry_s=0: a socket left by a killed daemon
+    refuses at once, and they must not ride out a restart nobody is making (they
+    waited 30 s after a crash)."""
+    monkeypatch.setenv("PODIUM_RETRY_S", "30")
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(tmp_path / "podium.sock"))
+    stale.close()  # bound, never listening: connections are refused
+    with pytest.raises(DaemonUnavailable) as gave_up:
+        Client(tmp_path, retry_s=0).get("/v1/ping")
+    assert "refused the connection (retried for 0 s)" in str(gave_up.value)
