@@ -88,14 +88,14 @@ def test_preempted_job_is_requeued_and_resumes_from_its_checkpoint(policy_cluste
     c = policy_cluster
     env_script = c.script(
         "#SBATCH --qos=low --gpus=4 -o low-%j-%a.out --open-mode=append -J trainer\n"
-        f"exec python3 {EXAMPLES / 'train.py'} --model resnet --steps 400 --checkpoint-every 10 "
+        f"exec python3 {EXAMPLES / 'train.py'} --model resnet --steps 160 --checkpoint-every 10 "
         "--step-time 0.02\n",
         "low.sh",
     )
     low = c.submit(str(env_script))
     out = c.work / f"low-{low}-4294967294.out"
     deadline = time.monotonic() + 120
-    while not (out.exists() and re.search(r"step [1-9]\d+/400", out.read_text())):
+    while not (out.exists() and re.search(r"step [1-9]\d+/160", out.read_text())):
         assert time.monotonic() < deadline, out.read_text() if out.exists() else "no output"
         time.sleep(0.2)
     urgent = c.submit("--qos=high", "--gpus=2", "--wrap", "sleep 1")
@@ -111,7 +111,7 @@ def test_preempted_job_is_requeued_and_resumes_from_its_checkpoint(policy_cluste
     resumed = re.search(r"resumed from checkpoint at step (\d+)", text)
     assert saved and resumed, text
     assert int(resumed.group(1)) == int(saved.group(1)) > 0
-    assert "restart=1" in text and "done: 400 steps" in text
+    assert "restart=1" in text and "done: 160 steps" in text
 
 
 def test_preempt_mode_cancel_ends_the_victim() -> None:
