@@ -19,12 +19,12 @@ of work (jobs younger than the exempt time are spared), and holds their resource
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 
 from podium.api.states import PreemptMode, Reason
 from podium.sched.backfill import INF, reserve, respects_hold, shrink_hold
-from podium.sched.elastic import grow_into_free, larger_sizes, may_shrink, shrink_for
+from podium.sched.elastic import grow_into_free, larger_sizes, shrink_for
 from podium.sched.fit import Index, Node, Request, could_ever_fit, fits_now, request_of
 from podium.sched.limits import Counters
 from podium.sched.model import (
@@ -39,9 +39,9 @@ from podium.sched.model import (
     Start,
 )
 from podium.sched.order import GroupedOrder, priority_key, queue_order
-from podium.sched.preempt import NoVictims, lower_qos, preempt_for
+from podium.sched.preempt import NoVictims, preempt_for
 from podium.sched.priority import Factors
-from podium.sched.reclaim import keep_for, reclaim
+from podium.sched.reclaim import keep_for, qos_victims, reclaim, shrinkable
 from podium.sched.team_ledger import TeamLedger
 from podium.sched.team_share import cohort_order
 
@@ -122,6 +122,7 @@ def schedule(
     # that did: holds and free room only shrink during a pass, so no longer job can.
     held_back: dict[Request, float] = {}
     no_victims = NoVictims()
+    no_reclaim = NoVictims()  # the same, for teams reclaiming quota
     ever_fits: dict[tuple[str, int, int, str | None, int, int], bool] = {}
     allowed_sets = {p: frozenset(n) for p, n in snapshot.partition_nodes.items()}
 
@@ -135,19 +136,6 @@ def schedule(
         return bool(policy.preemption and policy.preempts.get(job.qos)) and not (
             no_victims.covers(job, team_of(job))
         )
-
-    def qos_victims(job: PendingJob) -> Callable[[Allocation], bool]:
-        """Whom `job` may preempt by QoS: lower QoS, and within the teams' rules."""
-        lower = lower_qos(job, policy)
-        teams = ledger.across_teams(job) if ledger is not None else None
-        return lower if teams is None else (lambda a: lower(a) and teams(a))
-
-    def shrinkable(job: PendingJob) -> Callable[[Allocation], bool] | None:
-        """Whose replicas `job` may take, where teams limit it (None: by QoS alone)."""
-        teams = ledger.across_teams(job) if ledger is not None else None
-        if teams is None:
-            return None
-        return lambda a: may_shrink(job, a, policy, now) and teams(a)
 
     def candidates_of(job: PendingJob, allowed: frozenset[str] | None) -> list[Node]:
         """The schedulable nodes of `job`'s partition."""
@@ -198,9 +186,25 @@ def schedule(
             short = ledger.shortfall(job)
             if short is not None:
                 reasons[job.job_id] = short.reason
-                if policy.preemption and short.may_stop is not None:
-                    reclaim(job, short, ledger, candidates_of(job, allowed), policy, now,
-                             victims, preempts, reservations, resizes)  # fmt: skip
+                scope = (team_of(job), short.rule)
+                if (
+                    policy.preemption
+                    and short.may_stop is not None
+                    and not no_reclaim.covers(job, scope)
+                    and not reclaim(
+                        job,
+                        short,
+                        ledger,
+                        candidates_of(job, allowed),
+                        policy,
+                        now,
+                        victims,
+                        preempts,
+                        reservations,
+                        resizes,
+                    )
+                ):
+                    no_reclaim.add(job, scope)
                 continue
         if job.partition in strict_blocked:
             reasons[job.job_id] = Reason.PRIORITY
@@ -256,7 +260,9 @@ def schedule(
             drop()
             continue
         if policy.preemption and (
-            shrunk := shrink_for(job, candidates, policy, now, victims, shrinkable(job))
+            shrunk := shrink_for(
+                job, candidates, policy, now, victims, shrinkable(job, policy, ledger, now)
+            )
         ):
             node, shrinks = shrunk  # elastic jobs give up replicas instead of a victim
             victims.update(r.job_id for r in shrinks)
@@ -266,7 +272,12 @@ def schedule(
             continue
         if may_preempt(job):
             taken = preempt_for(
-                job, candidates, qos_victims(job), policy.preempt_exempt_s, now, victims
+                job,
+                candidates,
+                qos_victims(job, policy, ledger),
+                policy.preempt_exempt_s,
+                now,
+                victims,
             )
             if taken is None:
                 no_victims.add(job, team_of(job))

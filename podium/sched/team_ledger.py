@@ -33,6 +33,7 @@ class Shortfall:
     reason: str
     need: int
     may_stop: Callable[[Allocation], bool] | None
+    rule: str = ""  # which rule chose may_stop: its team's jobs alike share it in a pass
 
 
 class TeamLedger:
@@ -112,6 +113,7 @@ class TeamLedger:
                 "cohort to borrow from",
                 used + gpus - team.quota,
                 self._own_lower(team, job),
+                "own",
             )
         drawn, size = self.pool(team.cohort, (team.name, gpus))
         over_limit = (
@@ -131,13 +133,13 @@ class TeamLedger:
         )
         if over_limit:
             return Shortfall(reason, used + gpus - team.quota - (team.borrowing_limit or 0),
-                             self._own_lower(team, job))  # fmt: skip
+                             self._own_lower(team, job), "own")  # fmt: skip
         need = drawn - size
         if within_quota and team.reclaim_within_cohort != "never":
-            return Shortfall(reason, need, self._borrowers(team, job))
+            return Shortfall(reason, need, self._borrowers(team, job), "borrowers")
         if self.rules.fair_sharing and team.reclaim_within_cohort != "never":
-            return Shortfall(reason, need, self._above_share(team, job))
-        return Shortfall(reason, need, self._own_lower(team, job))
+            return Shortfall(reason, need, self._above_share(team, job), "share")
+        return Shortfall(reason, need, self._own_lower(team, job), "own")
 
     def reclaiming(self, job: PendingJob, need: int) -> bool:
         """Whether GPUs already on their way out cover `need` for `job`'s team."""
