@@ -43,11 +43,20 @@ import sys
 import time
 import warnings
 
-import torch
-import torch.distributed as dist
-import torch.distributed.checkpoint as dcp
-from torch import nn
-from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+# Podium may ask to stop (SIGTERM: preemption) or resize (SIGUSR1) at any moment, also
+# while torch is still loading: the handlers come first, before the slow imports, so
+# that an early signal is answered (save once started, then exit) rather than killing
+# the process with the signal's default action.
+STOP = {"asked": 0}  # 143: SIGTERM; -1: an elastic resize (save, exit 0, restart)
+signal.signal(signal.SIGTERM, lambda *_: STOP.update(asked=143))
+signal.signal(signal.SIGUSR1, lambda *_: STOP.update(asked=STOP["asked"] or -1))
+
+# After the handlers, on purpose (E402):
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.distributed.checkpoint as dcp  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict  # noqa: E402
 
 VOCAB, SEQ, WIDTH = 512, 32, 64
 # One process with no process group is a world of one to DCP: nothing to warn about.
@@ -278,9 +287,7 @@ def main() -> int:
     sample_log = open(args.sample_log, "a", buffering=1) if args.sample_log else None  # noqa: SIM115
 
     run = int(env.get("PODIUM_RESTART_COUNT") or 0) + int(env.get("PODIUM_RESIZE_COUNT") or 0)
-    stop = {"asked": 0}  # 143: SIGTERM; 0: an elastic resize (save, exit 0, restart)
-    signal.signal(signal.SIGTERM, lambda *_: stop.update(asked=143))
-    signal.signal(signal.SIGUSR1, lambda *_: stop.update(asked=stop["asked"] or -1))
+    stop = STOP  # set by the handlers installed at import, before torch
     loss_fn = nn.CrossEntropyLoss(reduction="sum")
     steps_per_epoch = max(1, args.epoch_samples // args.global_batch)
     step = start

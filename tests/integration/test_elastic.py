@@ -5,6 +5,7 @@ of each resize by signal and notice, and stopped at the deadline when they ignor
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import os
 import subprocess
@@ -222,8 +223,15 @@ def test_pytorch_training_continues_across_2_1_and_4_replicas(cluster: Cluster) 
     _until(c, job, lambda j: j["state"] == "RUNNING" and j["replicas"] == 4, timeout=90)
     final = c.wait(job, timeout=300)
     assert final["state"] == "COMPLETED", (c.work / f"train-{job}-0.out").read_text()[-2000:]
-    lost = c.job(job)["lost_gpu_seconds"]
-    assert lost["resize"] == 0, lost  # it saved after each resize signal: nothing to redo
+    shown = c.job(job)
+    lost, log = shown["lost_gpu_seconds"], shown["resize_log"]
+    # It saved after each resize signal: nothing to redo. Freed GPUs may come back in
+    # two passes (1 -> 3 -> 4); a run resized again that soon saves after its start-up
+    # too (train.py answers signals from its first line), but were a signal to beat
+    # even that, the run would lose no more than its start-up.
+    startup = sum(r["from"] * (r["done"] - p["done"]) for p, r in itertools.pairwise(log[1:]))
+    assert lost["resize"] <= startup, (lost, log)
+    assert lost["resize"] == 0 or len(log) > 2, (lost, log)
     progress = [json.loads(x) for x in (c.work / "p.jsonl").read_text().splitlines()]
     worlds = [e["world"] for e in progress if e["event"] in ("begin", "resume")]
     assert worlds[:2] == [2, 1] and worlds[-1] == 4 and worlds[2:] == sorted(worlds[2:]), worlds
