@@ -11,6 +11,7 @@ from typing import Literal
 
 import click
 
+from podium.api.goodput_sums import GROUPINGS, goodput_rows
 from podium.api.selection import JobFilter, Selection
 from podium.api.states import TERMINAL_STATES
 from podium.api.text import printable
@@ -179,13 +180,33 @@ def parse_when(text: str | None) -> float | None:
 @click.option("--state", "-s", default=None, help="Only these states (comma-separated).")
 @click.option("--since", "-S", default=None, help="Jobs that ended after this time.")
 @click.option("--until", "-E", default=None, help="Jobs submitted before this time.")
+@click.option(
+    "--goodput",
+    "by",
+    type=click.Choice(GROUPINGS),
+    default=None,
+    help="Sum by account or user: GPU-seconds charged, lost by cause, and goodput.",
+)
 def acct(
-    as_json: bool, user: str | None, state: str | None, since: str | None, until: str | None
+    as_json: bool,
+    user: str | None,
+    state: str | None,
+    since: str | None,
+    until: str | None,
+    by: str | None,
 ) -> None:
-    """Accounting: started jobs with start, end, elapsed, GPU-seconds and exit code."""
+    """Accounting: started jobs with start, end, elapsed, GPU-seconds and exit code.
+    With --goodput, the share of their GPU-seconds not lost to preemptions, resizes and
+    faults (work since a run's newest checkpoint), summed by account or user."""
     which = JobFilter(state_list(state), user, since=parse_when(since), until=parse_when(until))
     jobs = open_backend().acct(which)
-    if as_json:
+    if by is not None:
+        rows = goodput_rows(jobs, by)
+        if as_json:
+            render.print_json({"by": by, "goodput": rows})
+        else:
+            render.show_goodput(rows, by)
+    elif as_json:
         render.print_json(jobs)
     else:
         render.show_acct(jobs)

@@ -164,6 +164,25 @@ def show_acct(jobs: list[dict[str, Any]], title: str | None = None) -> None:
     )
 
 
+def show_goodput(rows: list[dict[str, Any]], by: str) -> None:
+    """The goodput table: one row per account (or user), then TOTAL; lost GPU-seconds
+    by cause, and goodput as a percentage ("-" where nothing was charged)."""
+    causes = list(rows[-1]["lost_by_cause"]) if rows else []
+    body = [
+        [
+            r["name"] or "-",
+            r["jobs"],
+            f"{r['gpu_seconds']:.1f}",
+            *(f"{r['lost_by_cause'].get(c, 0.0):.1f}" for c in causes),
+            f"{r['useful_gpu_seconds']:.1f}",
+            "-" if r["goodput"] is None else f"{100 * r['goodput']:.1f}%",
+        ]
+        for r in rows
+    ]
+    lost = [f"LOST_{c.upper()}" for c in causes]
+    table(None, [by.upper(), "JOBS", "GPU_SEC", *lost, "USEFUL", "GOODPUT"], body)
+
+
 def show_nodes(nodes: list[dict[str, Any]]) -> None:
     """The node table, then each GPU's owner and health (HyperPod-style labels), then
     what each node enforces of a job's limits (memory, cpus, devices, processes)."""

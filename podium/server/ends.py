@@ -124,13 +124,15 @@ class RunEnds:
                 cause = "resize" if row["preempt_mode"] == RESIZE else "preemption"
                 self._note_lost(row, cause, res.end_time, None)
             if res.state == JobState.PREEMPTED.value and row["preempt_mode"] == RESIZE:
-                self.store.requeue_resized(job_id, now)  # it starts again at its new size
+                ran = self._run_gpu_seconds(row, res.end_time)
+                self.store.requeue_resized(job_id, now, ran)  # it starts again at its new size
                 self._specs.pop(job_id, None)
                 return "requeued"
             if res.state == JobState.PREEMPTED.value and requeued_after_preemption(
                 row["preempt_mode"], self.spec(row).requeue
             ):
-                self.store.requeue(job_id, now, "preempted")
+                ran = self._run_gpu_seconds(row, res.end_time)
+                self.store.requeue(job_id, now, "preempted", ran_gpu_seconds=ran)
                 self.effects.notify(row, self.spec(row), "REQUEUE", "was preempted and requeued")
                 self._specs.pop(job_id, None)
                 return "requeued"
@@ -219,6 +221,7 @@ class RunEnds:
                     exclude=[(str(n), int(g)) for n, g in exclude],
                     checkpoint_mtime=newest,
                     stalled_restarts=verdict.stalled_restarts,
+                    ran_gpu_seconds=self._run_gpu_seconds(row, end_time),
                 )
                 self.effects.notify(row, spec, "REQUEUE", f"ended {state} and was requeued")
                 self._specs.pop(job_id, None)
@@ -261,9 +264,7 @@ class RunEnds:
         asked = self._stop_asked(row, events) if cause != "fault" else None
         if asked is not None and since >= asked:
             since = end_time
-        held = spec_gpu_ids(row)
-        units = self.planner.node.gpu_units(held)
-        gpus = len(held) if units is None else units
+        gpus = self._gpus_weight(row)
         if gpus:
             self.store.add_lost(row["job_id"], cause, gpus * max(0.0, end_time - since), end_time)
 
@@ -281,15 +282,24 @@ class RunEnds:
         ]
         return max(times, default=None)
 
+    def _gpus_weight(self, row: Row) -> float:
+        """What the GPUs a run holds weigh in GPUs (parts of GPUs by their share)."""
+        held = spec_gpu_ids(row)
+        units = self.planner.node.gpu_units(held)
+        return len(held) if units is None else units
+
+    def _run_gpu_seconds(self, row: Row, end_time: float) -> float:
+        """The GPU-seconds of a run that ended at `end_time` (0 for one never started)."""
+        start = row["start_time"]
+        return 0.0 if start is None else self._gpus_weight(row) * max(0.0, end_time - start)
+
     def _charge(self, row: Row, end_time: float) -> None:
         """Add a finished run's GPU-seconds (and weighted CPU-seconds) to fair share."""
         if row["start_time"] is None:
             return
-        held = spec_gpu_ids(row)
-        units = self.planner.node.gpu_units(held)
         amount = run_usage(
             end_time - row["start_time"],
-            len(held) if units is None else units,
+            self._gpus_weight(row),
             row["cpus"],
             self.config.fairshare.cpu_weight,
         )

@@ -7,7 +7,7 @@ Nothing here changes state. Callers hold the reactor's lock.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import Any
 
@@ -132,6 +132,7 @@ class Views:
         (StepRecords), as sacct lists a job and then its steps."""
         found = self.store.jobs(which)
         lost = {r["job_id"]: lost_work(r) for r in found}
+        earlier = {r["job_id"]: r["earlier_gpu_seconds"] or 0.0 for r in found}
         records = job_records(found, self.reactor.clock(), self.node.gpu_units)
         jobs = [j for j in records if j["start_time"] is not None or j["end_time"]]
         steps = StepTable(self.store).of_jobs(j["job_id"] for j in jobs)
@@ -147,6 +148,7 @@ class Views:
                 rows = steps.get(job["job_id"], [])
             job["steps"] = step_records(job, rows)
             job["lost_gpu_seconds"] = lost.get(job["job_id"], {})  # by cause
+            job["gpu_seconds_all_runs"] = all_runs(job, earlier.get(job["job_id"], 0.0))
         return jobs
 
     def jobs_json(self, which: JobFilter, fields: list[str] | None = None) -> str:
@@ -193,6 +195,7 @@ class Views:
         ]
         record.update(elastic_fields(row))
         record["lost_gpu_seconds"] = lost_work(row)  # by cause: preemption, resize, fault
+        record["gpu_seconds_all_runs"] = all_runs(record, row["earlier_gpu_seconds"] or 0.0)
         return record
 
     def nodes(self) -> list[dict[str, Any]]:
@@ -370,3 +373,9 @@ def _gpu_record(
         "job_id": job_id,
         "health": health_json(health.get(g.physical, Health(node, g.physical)), recovery),
     }
+
+
+def all_runs(record: Mapping[str, Any], earlier: float) -> float:
+    """A job's GPU-seconds over every run: its earlier runs' (requeued or resized) and
+    the current or last one's (`gpu_seconds`, as sacct shows a requeued job's)."""
+    return round(earlier + float(record["gpu_seconds"]), 3)

@@ -19,7 +19,8 @@ LIST_COLUMNS = (
     "partition, qos, state, reason, held, nice, submit_time, start_time, end_time, node, "
     "gpus, gpu_ids, cpus, mem_mb, time_limit_s, exit_code, signal, restart_count, stdout, "
     "stderr, work_dir, exclude, checkpoint_mtime, stalled_restarts, cpu_ids, preempt_mode, "
-    "brief, array_pending, gpu_mem_peak_mb, ending, elastic_state, lost_work"
+    "brief, array_pending, gpu_mem_peak_mb, ending, elastic_state, lost_work, "
+    "earlier_gpu_seconds"
 )
 # An array's tasks store no spec of their own (""): they share the array's row's (the
 # row whose id is the array's: its pending tasks, or its first task for arrays stored

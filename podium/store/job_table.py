@@ -396,22 +396,26 @@ class JobStore(JobChanges):
         exclude: Sequence[tuple[str, int]] | None = None,
         checkpoint_mtime: float | None = None,
         stalled_restarts: int | None = None,
+        ran_gpu_seconds: float = 0.0,
     ) -> bool:
         """RUNNING -> PENDING again (preempted or failed node), restart count raised.
 
         The job keeps its id, submit time and checkpoint directory. `exclude` replaces
-        the (node, GPU) pairs it must avoid; the progress fields are auto-resume's.
+        the (node, GPU) pairs it must avoid; the progress fields are auto-resume's;
+        `ran_gpu_seconds`, the run's GPU-seconds, joins its earlier runs'.
         """
         with self.transaction(durable=True) as conn:
             cur = conn.execute(
                 """UPDATE jobs SET state='PENDING', reason='None', start_time=NULL,
                      end_time=NULL, node=NULL, gpu_ids=NULL, exit_code=NULL, signal=NULL,
                      ending=NULL, restart_count=restart_count + 1,
+                     earlier_gpu_seconds=earlier_gpu_seconds + ?,
                      exclude=COALESCE(?, exclude),
                      checkpoint_mtime=COALESCE(?, checkpoint_mtime),
                      stalled_restarts=COALESCE(?, stalled_restarts)
                    WHERE job_id=? AND state='RUNNING'""",
                 (
+                    max(0.0, ran_gpu_seconds),
                     None if exclude is None else json.dumps([list(e) for e in exclude]),
                     checkpoint_mtime,
                     stalled_restarts,

@@ -11,8 +11,6 @@ from typing import Any
 
 from podium.store.database import Database
 
-CAUSES = ("preemption", "resize", "fault")
-
 
 def lost_work(row: sqlite3.Row | Mapping[str, Any]) -> dict[str, float]:
     """A row's lost GPU-seconds by cause ({} for none, or unreadable)."""
@@ -29,7 +27,8 @@ class JobLosses(Database):
     """Lost work of jobs' runs."""
 
     def add_lost(self, job_id: int, cause: str, gpu_seconds: float, now: float) -> None:
-        """Add `gpu_seconds` lost to `cause` (one of CAUSES) for `job_id`, with an event."""
+        """Add `gpu_seconds` lost to `cause` (one of api.goodput_sums.LOSS_CAUSES) for `job_id`,
+        with an event."""
         with self.transaction() as conn:
             row = conn.execute("SELECT lost_work FROM jobs WHERE job_id=?", (job_id,)).fetchone()
             if row is None:

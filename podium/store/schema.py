@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -179,5 +179,10 @@ ALTER TABLE jobs ADD COLUMN elastic_state TEXT;
     # Version 12: the work each job lost, by cause (JSON: `podium.store.lost_work`).
     12: """
 ALTER TABLE jobs ADD COLUMN lost_work TEXT;
+""",
+    # Version 13: the GPU-seconds of a job's runs before the current one (runs that
+    # were requeued or resized), so accounting and goodput see every run.
+    13: """
+ALTER TABLE jobs ADD COLUMN earlier_gpu_seconds REAL NOT NULL DEFAULT 0;
 """,
 }

@@ -135,9 +135,16 @@ def test_a_job_that_ignores_the_resize_is_stopped_at_the_deadline(cluster: Clust
     assert time.monotonic() - asked >= 2  # the grace was given in full
     assert one["resizes"] == 1 and c.job(urgent)["state"] == "RUNNING"
     assert one["lost_gpu_seconds"]["resize"] >= 2 * 2  # 2 GPUs, no checkpoint, 2 s grace
+    assert one["gpu_seconds_all_runs"] >= one["gpu_seconds"] + 2 * 2  # the 2-GPU run too
     assert not [x for x in _lines(c) if x["what"] == "saved"]
     for other in (job, urgent, blocker):
         c.cli("cancel", str(other), check=True)
+    summed = json.loads(c.cli("acct", "--goodput", "user", "--json", check=True).stdout)
+    total = summed["goodput"][-1]
+    assert total["name"] == "TOTAL" and total["lost_by_cause"]["resize"] >= 2 * 2
+    assert total["lost_gpu_seconds"] <= total["gpu_seconds"] and total["goodput"] < 1
+    shown = c.cli("acct", "--goodput", "account", check=True).stdout
+    assert "LOST_RESIZE" in shown and "GOODPUT" in shown and "TOTAL" in shown
 
 
 def test_a_fault_during_a_resize_requeues_the_job_once_at_a_size_that_fits() -> None:

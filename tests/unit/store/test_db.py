@@ -228,6 +228,7 @@ def test_only_a_complete_podium_database_of_a_known_version_is_opened(tmp_path: 
         "ALTER TABLE jobs DROP COLUMN ending",
         "ALTER TABLE jobs DROP COLUMN elastic_state",
         "ALTER TABLE jobs DROP COLUMN lost_work",
+        "ALTER TABLE jobs DROP COLUMN earlier_gpu_seconds",
     )
     Store(old).close()
     with sqlite3.connect(old) as conn:
