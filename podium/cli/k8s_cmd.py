@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from podium import paths
+from podium.cli.config_arg import cluster_config
 
 
 @click.group()
@@ -23,7 +24,7 @@ def k8s() -> None:
     "--config",
     type=click.Path(path_type=Path),
     default=None,
-    help="Cluster config (default: $PODIUM_HOME/cluster.yaml).",
+    help="Cluster config (default: $PODIUM_CONFIG, else $PODIUM_HOME/cluster.yaml).",
 )
 @click.option(
     "--mig-parted",
@@ -34,15 +35,11 @@ def k8s() -> None:
 def device_plugin_cmd(config: Path | None, mig_parted: Path | None) -> None:
     """Print the device plugin's config file: migStrategy mixed for MIG slices,
     sharing.timeSlicing for shards, sharing.mps for MPS (one mode per node)."""
-    from podium.config.cluster import load_config
     from podium.errors import ConfigError
     from podium.node.k8s_config import device_plugin, gpu_operator_mig
     from podium.node.mig_config import CONFIG_NAME
 
-    path = config or paths.config_path()
-    if not path.exists():
-        raise ConfigError(f"no cluster config at {path}: give one with --config FILE")
-    gpus = load_config(path).node.gpus
+    gpus = cluster_config(config).node.gpus
     click.echo(device_plugin(gpus), nl=False)
     if mig_parted is not None:
         text = gpu_operator_mig(gpus)
@@ -66,7 +63,8 @@ def _team_options(command: Any) -> Any:
     for option in reversed(
         [
             click.option("--config", type=click.Path(path_type=Path), default=None,
-                         help="Cluster config (default: $PODIUM_HOME/cluster.yaml)."),
+                         help="Cluster config (default: $PODIUM_CONFIG, else "
+                              "$PODIUM_HOME/cluster.yaml)."),
             click.option("--gpus", type=click.IntRange(min=0), required=True,
                          help="The cluster's GPUs."),
             click.option("--cpus", type=click.IntRange(min=0), required=True,
@@ -89,18 +87,13 @@ def _team_manifests(
     import re
 
     from podium.backends.kubernetes.teams import Capacity, teams
-    from podium.config.cluster import load_config
-    from podium.errors import ConfigError
 
-    path = config or paths.config_path()
-    if not path.exists():
-        raise ConfigError(f"no cluster config at {path}: give one with --config FILE")
     for option, value in (("--prefix", prefix), ("--cohort", cohort)):
         if not re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,30}[a-z0-9-])?", value):
             raise click.UsageError(
                 f"{option} {value!r}: give lower-case letters, digits and '-' (a DNS label)"
             )
-    return teams(load_config(path), Capacity(gpus, cpus, memory_gi), prefix, cohort)
+    return teams(cluster_config(config), Capacity(gpus, cpus, memory_gi), prefix, cohort)
 
 
 @render_group.command("teams")

@@ -74,3 +74,36 @@ def render(
         if name.endswith(".sh"):
             os.chmod(path, 0o755)
     click.echo(f"wrote {', '.join(sorted(files))} to {target}")
+
+
+@slurm.command("teams")
+@click.option(
+    "--config",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Cluster config (default: $PODIUM_CONFIG, else $PODIUM_HOME/cluster.yaml).",
+)
+@click.option("--apply", "do_apply", is_flag=True, help="Run the commands (as a Slurm admin).")
+def teams_cmd(config: Path | None, do_apply: bool) -> None:
+    """The config's teams: as Slurm associations: each team an account under root with
+    GrpTRES=gres/gpu=QUOTA and Fairshare by its weight, its accounts beneath it, its
+    users in it. Prints the sacctmgr commands; --apply runs them. Lending between
+    teams (a shared cohort) and within_team preemption are refused: Slurm has neither."""
+    from podium.backends.slurm import teams as slurm_teams
+    from podium.backends.slurm.commands import SlurmTools
+    from podium.cli.config_arg import cluster_config
+
+    cluster = cluster_config(config)
+    if not cluster.teams:
+        raise ConfigError(
+            "the cluster config has no teams: give teams: with quotas (docs/scheduling.md)"
+        )
+    try:
+        commands = slurm_teams.sacctmgr_commands(cluster)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if not do_apply:
+        click.echo(slurm_teams.script(commands), nl=False)
+        return
+    for line in slurm_teams.apply(commands, SlurmTools(cluster.slurm).run):
+        click.echo(line)

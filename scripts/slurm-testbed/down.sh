@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Stop the cluster up.sh started in DIR, strictly by the pids in DIR/run/*.pid (never by
-# name): cancel its jobs, then slurmd(s), slurmctld, munged; then any slurmstepd left
-# behind that carries this cluster's SLURM_CONF in its environment.
+# name): cancel its jobs, then slurmd(s), slurmctld, slurmdbd and MariaDB (under
+# --accounting), munged; then any slurmstepd left behind that carries this cluster's
+# SLURM_CONF in its environment.
 set -u
 DIR=$(cd "${1:?usage: down.sh DIR}" 2>/dev/null && pwd) || exit 0
 RUN=$DIR/run
@@ -29,6 +30,8 @@ if [ -f "$RUN/slurmctld.pid" ] && [ -d "/proc/$(tr -dc '0-9' < "$RUN/slurmctld.p
 fi
 for f in "$RUN"/slurmd-*.pid; do [ -e "$f" ] && stop_pidfile "$f" slurmd; done
 stop_pidfile "$RUN/slurmctld.pid" slurmctld
+stop_pidfile "$RUN/slurmdbd.pid" slurmdbd
+stop_pidfile "$RUN/mariadbd.pid" mariadbd
 stop_pidfile "$RUN/munged.pid" munged
 stepd=$(readlink -f /usr/sbin/slurmstepd 2>/dev/null)
 for d in /proc/[0-9]*; do

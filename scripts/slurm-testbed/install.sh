@@ -6,7 +6,9 @@ set -euo pipefail
 # libpmix-dev: Debian's mpi/pmix plugin dlopens the unversioned libpmix.so, so
 # `srun --mpi=pmix` (the seed's nccl-test script) fails without it.
 # iproute2 and util-linux: the hosts layout (a network, UTS and mount namespace per node).
-want=(munge slurmctld slurmd slurm-client libpmix-dev iproute2 util-linux)
+# slurmdbd and mariadb-server: accounting (up.sh --accounting), where team quotas are
+# associations' GrpTRES.
+want=(munge slurmctld slurmd slurm-client libpmix-dev iproute2 util-linux slurmdbd mariadb-server)
 missing=()
 for p in "${want[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -8,24 +8,37 @@
 # pid lands in DIR/run/*.pid and every namespace and link made in DIR/run/; down.sh
 # removes exactly those. Adapted from the team's shared testbed (../shared/slurm-testbed).
 #
-#   bash scripts/slurm-testbed/up.sh DIR      # ~1-5 s; prints "ready" when all nodes are idle
+# With --accounting it also starts a private MariaDB (its data in DIR/mysql, TCP on
+# 127.0.0.1 only) and slurmdbd, registers the cluster, and has slurmctld enforce
+# associations and their limits (GrpTRES, as `podium slurm apply teams` sets them).
+#
+#   bash scripts/slurm-testbed/up.sh DIR [--accounting]   # ~1-5 s (+~5 s); prints "ready"
 set -euo pipefail
-DIR=$(cd "${1:?usage: up.sh DIR (rendered with podium slurm render --testbed DIR)}" && pwd)
+DIR=$(cd "${1:?usage: up.sh DIR [--accounting] (rendered with podium slurm render --testbed DIR)}" && pwd)
+ACCOUNTING=0
+case ${2:-} in
+    "") ;;
+    --accounting) ACCOUNTING=1 ;;
+    *) echo "up.sh: unknown option ${2}: expected --accounting or nothing" >&2; exit 2 ;;
+esac
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 [ -f "$DIR/etc/testbed.env" ] || { echo "up.sh: $DIR/etc/testbed.env missing: run podium slurm render --testbed $DIR first" >&2; exit 1; }
 # shellcheck disable=SC1091
 . "$DIR/etc/testbed.env"
 [ "$(id -u)" = 0 ] || { echo "up.sh: must run as root (slurmd runs jobs as their users)" >&2; exit 1; }
-for b in munged mungekey slurmctld slurmd sbatch; do
+want_bins="munged mungekey slurmctld slurmd sbatch"
+[ $ACCOUNTING = 1 ] && want_bins="$want_bins slurmdbd sacctmgr mariadbd mariadb-install-db"
+for b in $want_bins; do
     command -v $b >/dev/null || { echo "up.sh: $b not installed (run install.sh)" >&2; exit 1; }
 done
 trap 'rc=$?; if [ $rc != 0 ]; then echo "up.sh: failed (rc=$rc); logs in $DIR/log" >&2; bash "$HERE/down.sh" "$DIR" >&2 || true; fi' EXIT
 if ls "$DIR"/run/*.pid >/dev/null 2>&1; then bash "$HERE/down.sh" "$DIR"; fi
 busy=$(ss -Hltn 2>/dev/null | awk '{print $4}' | grep -E ":$TB_PORT_CTLD\$" || true)
 [ -z "$busy" ] || { echo "up.sh: port $TB_PORT_CTLD in use (another cluster? use --port-base)" >&2; exit 1; }
-rm -rf "$DIR/state" "$DIR/spool" "$DIR/log" "$DIR/run" "$DIR/munge" "$DIR/dev"
+rm -rf "$DIR/state" "$DIR/spool" "$DIR/log" "$DIR/run" "$DIR/munge" "$DIR/dev" "$DIR/mysql"
 mkdir -p "$DIR"/{state,log,run,dev,munge/key,shared/podium,nodes}
 chmod 755 "$DIR" "$DIR/munge"; chmod 700 "$DIR/munge/key"
+chmod 1777 "$DIR/shared/podium"  # every user's jobs keep their state there (user-NAME, 0700)
 
 # Private munge: own key and socket.
 mungekey -c -k "$DIR/munge/key/munge.key" -b 1024
@@ -94,6 +107,48 @@ if [ $cgroups = 1 ]; then
     printf 'ProctrackType=proctrack/cgroup\nTaskPlugin=task/cgroup\n' > "$DIR/etc/proctrack.conf"
 else
     printf 'ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n' > "$DIR/etc/proctrack.conf"
+fi
+if [ $ACCOUNTING = 1 ]; then
+    # MariaDB of its own: no config files read, no grant tables (only slurmdbd, on
+    # loopback, talks to it), data under DIR/mysql.
+    mkdir -p "$DIR/mysql"
+    mariadb-install-db --no-defaults --datadir="$DIR/mysql/data" --user=root \
+        --auth-root-authentication-method=normal --skip-test-db >"$DIR/log/mariadb-install.log" 2>&1
+    setsid mariadbd --no-defaults --datadir="$DIR/mysql/data" --user=root \
+        --socket="$DIR/mysql/mysqld.sock" --port="$TB_PORT_DB" --bind-address=127.0.0.1 \
+        --skip-grant-tables --skip-name-resolve --pid-file="$DIR/run/mariadbd.pid" \
+        --log-error="$DIR/log/mariadb.log" </dev/null >/dev/null 2>&1 &
+    for _ in $(seq 100); do [ -S "$DIR/mysql/mysqld.sock" ] && break; sleep 0.1; done
+    [ -S "$DIR/mysql/mysqld.sock" ] || { tail "$DIR/log/mariadb.log" >&2; exit 1; }
+    cat > "$DIR/etc/slurmdbd.conf" <<DBD
+AuthType=auth/munge
+AuthInfo=socket=$DIR/munge/munge.sock
+DbdHost=localhost
+DbdAddr=127.0.0.1
+DbdPort=$TB_PORT_DBD
+SlurmUser=root
+PidFile=$DIR/run/slurmdbd.pid
+LogFile=$DIR/log/slurmdbd.log
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=$TB_PORT_DB
+StorageUser=root
+StorageLoc=slurm_acct_db
+DBD
+    chmod 600 "$DIR/etc/slurmdbd.conf"
+    cat > "$DIR/etc/accounting.conf" <<ACC
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=127.0.0.1
+AccountingStoragePort=$TB_PORT_DBD
+AccountingStoragePass=$DIR/munge/munge.sock
+AccountingStorageEnforce=associations,limits,qos
+AccountingStorageTRES=gres/gpu
+ACC
+    slurmdbd
+    for _ in $(seq 100); do timeout 5 sacctmgr -n list cluster >/dev/null 2>&1 && break; sleep 0.1; done
+    sacctmgr -i add cluster "$TB_CLUSTER" >/dev/null
+else
+    echo "AccountingStorageType=accounting_storage/none" > "$DIR/etc/accounting.conf"
 fi
 slurmctld -i
 for _ in $(seq 100); do scontrol ping 2>/dev/null | grep -q UP && break; sleep 0.1; done

@@ -101,10 +101,25 @@ def why_no_hosts() -> str | None:
     return None
 
 
-def start_cluster(port_base: int = 18800, hosts: bool = False) -> Iterator[SlurmCluster]:
+def why_no_accounting() -> str | None:
+    """The reason the test cluster cannot keep accounts (slurmdbd, MariaDB), or None."""
+    for tool in ("slurmdbd", "sacctmgr", "mariadbd", "mariadb-install-db"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (run scripts/slurm-testbed/install.sh)"
+    return None
+
+
+def start_cluster(
+    port_base: int = 18800, hosts: bool = False, accounting: bool = False
+) -> Iterator[SlurmCluster]:
     """A running test cluster; with `hosts`, each node a host of its own (its network,
-    UTS and mount namespaces: hostname, address, /etc/hosts)."""
-    reason = why_no_slurm() or (why_no_hosts() if hosts else None)
+    UTS and mount namespaces: hostname, address, /etc/hosts); with `accounting`,
+    slurmdbd (over its own MariaDB) keeps associations and slurmctld enforces them."""
+    reason = (
+        why_no_slurm()
+        or (why_no_hosts() if hosts else None)
+        or (why_no_accounting() if accounting else None)
+    )
     if reason:
         pytest.skip(reason)
     directory = Path(tempfile.mkdtemp(prefix="podium-slurm-"))
@@ -124,7 +139,9 @@ def start_cluster(port_base: int = 18800, hosts: bool = False) -> Iterator[Slurm
         capture_output=True,
     )
     up = subprocess.run(
-        ["bash", str(SCRIPTS / "up.sh"), str(directory)], capture_output=True, text=True
+        ["bash", str(SCRIPTS / "up.sh"), str(directory), *(["--accounting"] if accounting else [])],
+        capture_output=True,
+        text=True,
     )
     if up.returncode != 0:
         raise AssertionError(f"up.sh failed: {up.stderr[-2000:]}")

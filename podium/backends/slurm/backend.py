@@ -10,6 +10,7 @@ built and checked by Podium (`podium.jobspec.build`), translated to sbatch
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from collections.abc import Mapping
@@ -23,6 +24,7 @@ from podium.api.caller import Caller, this_process
 from podium.api.records import would_queue
 from podium.api.selection import JobFilter, Selection
 from podium.backends.slurm import parse
+from podium.backends.slurm import teams as slurm_teams
 from podium.backends.slurm.admission import SlurmAdmission
 from podium.backends.slurm.commands import SlurmError, SlurmRest, SlurmTools
 from podium.backends.slurm.translate import sbatch_script
@@ -66,9 +68,6 @@ class SlurmBackend(Backend):
         Feature.CHECKPOINT_REPORT: "Slurm does not choose victims by checkpoints: it "
         "preempts by priority and runtime (PreemptType)",
         Feature.FAIR_SHARE: "fair share comes from Slurm: use sshare",
-        Feature.TEAMS: "Slurm cannot lend one account's idle GPUs to another (it has no "
-        "cohorts); a fixed cap per account is an association's GrpTRES=gres/gpu=N "
-        "(sacctmgr show assoc)",
         Feature.HEALTH: "health checks run on the nodes as Slurm's HealthCheckProgram "
         "(podium slurm health-hook); run `podium health --config FILE` on a node",
         Feature.FAULT_INJECTION: "fault injection acts on the embedded cluster's daemon",
@@ -83,12 +82,9 @@ class SlurmBackend(Backend):
     }
 
     def __init__(self, config: ClusterConfig, home: Path | None = None) -> None:
-        if config.teams:  # quotas Slurm would not keep must not look as if they held
-            raise ConfigError(
-                "teams: Slurm cannot lend one account's idle GPUs to another (it has no "
-                "cohorts): remove teams: from the config and give each account "
-                "GrpTRES=gres/gpu=N with sacctmgr instead"
-            )
+        why = slurm_teams.refusal(config)
+        if why is not None:  # quotas Slurm would not keep must not look as if they held
+            raise ConfigError(why)
         self.config = config
         self.home = home or paths.home()
         self.tools = SlurmTools(config.slurm)
@@ -144,6 +140,46 @@ class SlurmBackend(Backend):
     def _records(self) -> list[dict[str, Any]]:
         now = time.time()
         return [parse.job_record(j, now) for j in self.reader.jobs()]
+
+    def _teams(self) -> list[dict[str, Any]]:
+        """Each team's quota from the config, its use and what waits from squeue (jobs
+        under its account or its member accounts), and `enforced_gpus`: the GrpTRES
+        GPU cap on its association now (None when `podium slurm teams --apply` has not
+        made it)."""
+        from podium.sched.team_ledger import TeamLedger, team_rows
+        from podium.server.policy import team_rules
+
+        rules = team_rules(self.config)
+        ledger = TeamLedger(rules)
+        waiting: dict[str, tuple[int | None, int]] = {t.name: (0, 0) for t in rules.teams}
+        for job in self._records():
+            team = slurm_teams.team_of_job(self.config, job["account"] or "")
+            if team is None:
+                continue
+            if job["state"] in ("RUNNING", "COMPLETING"):
+                ledger.used[team] += int(job["gpus"] or 0)
+            elif job["state"] == "PENDING":
+                gpus, count = waiting[team]
+                waiting[team] = ((gpus or 0) + int(job["gpus"] or 0), count + 1)
+        caps = self._gpu_caps()
+        rows = team_rows(ledger, waiting)
+        for row in rows:
+            row["enforced_gpus"] = caps.get(str(row["name"]))
+        return rows
+
+    def _gpu_caps(self) -> dict[str, int]:
+        """Each account's GrpTRES GPU cap, from its account association."""
+        out = self.tools.run(
+            ["sacctmgr", "-n", "-P", "show", "assoc", f"cluster={self.config.cluster_name}",
+             "format=account,user,grptres"]
+        )  # fmt: skip
+        caps: dict[str, int] = {}
+        for line in out.splitlines():
+            account, user, tres = [*line.split("|"), "", "", ""][:3]
+            found = re.search(r"gres/gpu=(\d+)", tres)
+            if not user and found:
+                caps[account] = int(found[1])
+        return caps
 
     def _jobs(self, which: JobFilter) -> list[dict[str, Any]]:
         return which.pick(self._records())

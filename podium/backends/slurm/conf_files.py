@@ -193,7 +193,15 @@ def _slurm_conf(defn: ClusterDefinition, etc: str, testbed: Testbed | None) -> s
         "PreemptMode=REQUEUE",
         "JobRequeue=1",
         "MpiDefault=none",
-        "AccountingStorageType=accounting_storage/none",
+        *(
+            [
+                "# up.sh writes accounting.conf: slurmdbd (with MariaDB) under --accounting,",
+                "# else no accounting.",
+                f"Include {tb.directory}/etc/accounting.conf",
+            ]
+            if tb
+            else ["AccountingStorageType=accounting_storage/none"]
+        ),
         "JobAcctGatherType=jobacct_gather/none",
         "",
         "# Podium's health checks: drain with a reason starting 'podium:', resume only",
@@ -383,6 +391,9 @@ def _testbed_env(defn: ClusterDefinition, testbed: Testbed) -> str:
         f"TB_NODES={shlex.quote(' '.join(n.name for n in all_nodes))}\n"
         f"TB_GPU_FILES={most}\n"
         f"TB_PORT_CTLD={testbed.port_base + 17}\n"
+        f"TB_PORT_DBD={testbed.port_base + 18}\n"  # slurmdbd, under up.sh --accounting
+        f"TB_PORT_DB={testbed.port_base + 19}\n"  # its MariaDB
+        f"TB_CLUSTER={shlex.quote(defn.ClusterName.lower())}\n"
     )
     if testbed.hosts:
         addresses = " ".join(testbed.address(i) for i in range(1, len(all_nodes) + 1))

@@ -26,9 +26,17 @@ def _codes(name: str) -> tuple[int, ...]:
     return tuple(int(c) for c in os.environ.get(name, "").split(",") if c.strip())
 
 
+def _user_dir() -> Path:
+    """This job's user's own directory in the shared state directory, STATE/user-NAME:
+    each user's jobs keep their checkpoints and run records there, private (0700), so
+    the state directory itself is shared like /tmp (1777) and no user's first job
+    decides what the others may write."""
+    base = Path(os.environ.get("PODIUM_STATE_DIR") or "/tmp")
+    return base / f"user-{os.environ.get('SLURM_JOB_USER') or os.getuid()}"
+
+
 def _state_path() -> Path:
-    base = Path(os.environ.get("PODIUM_STATE_DIR") or "/tmp") / "slurm-jobs"
-    return base / f"{os.environ.get('SLURM_JOB_ID', 'local')}.json"
+    return _user_dir() / "slurm-jobs" / f"{os.environ.get('SLURM_JOB_ID', 'local')}.json"
 
 
 def _load() -> dict[str, float | int | None]:
@@ -50,8 +58,19 @@ def start() -> int:
     restart = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
     auto = int(os.environ.get("PODIUM_AUTO_RESUME") or 0)
     checkpoint = os.environ.get("PODIUM_CHECKPOINT_DIR")
-    if checkpoint:
-        Path(checkpoint).mkdir(parents=True, exist_ok=True)
+    mine = _user_dir()
+    try:
+        mine.parent.mkdir(parents=True, exist_ok=True)
+        mine.mkdir(mode=0o700, exist_ok=True)
+        if checkpoint:
+            Path(checkpoint).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        _say(
+            f"cannot make {exc.filename}: {exc.strerror}; the state directory "
+            f"{mine.parent} must exist and be writable by every user, with the sticky bit "
+            "(chmod 1777, as /tmp is)"
+        )
+        return 1
     state = _load()
     newest = newest_checkpoint(checkpoint) if checkpoint else None
     if restart > 0 and auto > 0:

@@ -98,7 +98,10 @@ def sbatch_script(spec: JobSpec, python: str, state_dir: str) -> str:
     if spec.checkpoint_dir:
         lines.append(f"export PODIUM_CHECKPOINT_DIR={shlex.quote(spec.checkpoint_dir)}")
     else:
-        lines.append('export PODIUM_CHECKPOINT_DIR="$PODIUM_STATE_DIR/checkpoints/$SLURM_JOB_ID"')
+        lines.append(
+            'export PODIUM_CHECKPOINT_DIR="$PODIUM_STATE_DIR/user-$SLURM_JOB_USER/checkpoints/'
+            '$SLURM_JOB_ID"'
+        )
     lines.append(
         "export MASTER_PORT=$((20000 + (SLURM_JOB_ID * 7 + PODIUM_RESTART_COUNT) % 20000))"
     )

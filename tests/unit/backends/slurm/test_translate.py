@@ -245,8 +245,10 @@ def test_team_quotas_are_refused_on_slurm_in_one_line() -> None:
     from podium.errors import ConfigError
 
     config = parse_config(
-        "backend: slurm\nteams: [{name: t, cohort: lab, quota: {gpus: 2}, users: [amy]}]\n", "c"
+        "backend: slurm\nteams: [{name: t, cohort: lab, quota: {gpus: 2}, users: [amy]},\n"
+        "  {name: u, cohort: lab, quota: {gpus: 2}, users: [bob]}]\n",
+        "c",
     )
-    with pytest.raises(ConfigError, match="GrpTRES") as err:
+    with pytest.raises(ConfigError, match="GrpTRES is a fixed cap") as err:
         SlurmBackend(config)
     assert "\n" not in str(err.value)
