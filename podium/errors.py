@@ -50,6 +50,14 @@ class PermissionDenied(PodiumError):
     http_status = 403
 
 
+class Unauthenticated(PodiumError):
+    """A request over HTTP without a valid token (none, malformed, unknown, expired or
+    revoked)."""
+
+    exit_code = 1
+    http_status = 401
+
+
 class NotFound(PodiumError):
     """No such job or node."""
 

@@ -72,9 +72,10 @@ def backend_name(path: str | os.PathLike[str]) -> str:
 
 
 def open_backend(home: Path | None = None, timeout: float = 60.0) -> Backend:
-    """The Backend for this cluster, as its config names it."""
+    """The Backend for this cluster, as its config names it; a Podium daemon's HTTP
+    listener when $PODIUM_URL names one (and no `home` is given)."""
     path = config_file(home)
-    name = backend_name(path)
+    name = "embedded" if home is None and os.environ.get("PODIUM_URL") else backend_name(path)
     module, cls = BACKENDS[name]
     backend_class = getattr(importlib.import_module(module), cls)
     if name == "embedded":

@@ -50,6 +50,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "mig": ("podium.cli.mig_cmd", "mig", "Advise MIG layouts for the pending queue."),
     "k8s": ("podium.cli.k8s_cmd", "k8s", "Kubernetes: the NVIDIA device plugin's config."),
     "sim": ("podium.cli.sim_cmd", "sim", "Replay a job trace through the scheduler."),
+    "token": ("podium.cli.token_cmds", "token", "Tokens for the daemon's HTTP API."),
     "demo": ("podium.cli.demo", "demo", "Run the three-researcher scenario on 4 GPUs."),
 }
 

@@ -29,6 +29,7 @@ def start_daemon(
     cpus: int | None = None,
     config: Path | None = None,
     timeout: float = 30.0,
+    http: str | None = None,
 ) -> dict[str, object]:
     """Start the daemon in the background for `home` and wait until it answers.
 
@@ -47,6 +48,8 @@ def start_daemon(
         argv += ["--cpus", str(cpus)]
     if config is not None:
         argv += ["--config", str(config.absolute())]
+    if http is not None:
+        argv += ["--http", http]
     log = paths.log_path(home)
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)  # private, as all state
     with os.fdopen(fd, "ab") as fh:
@@ -89,7 +92,16 @@ def start_daemon(
     default=None,
     help="Cluster config file (default: $PODIUM_HOME/cluster.yaml).",
 )
-def up(foreground: bool, gpus: int | None, cpus: int | None, config: Path | None) -> None:
+@click.option(
+    "--http",
+    default=None,
+    metavar="HOST:PORT",
+    help="Also serve the API over HTTP here, by token (podium token create); e.g. "
+    "127.0.0.1:8686. Overrides http.listen in the config.",
+)
+def up(
+    foreground: bool, gpus: int | None, cpus: int | None, config: Path | None, http: str | None
+) -> None:
     """Start the Podium daemon for $PODIUM_HOME."""
     home = paths.home()
     if foreground:
@@ -99,8 +111,9 @@ def up(foreground: bool, gpus: int | None, cpus: int | None, config: Path | None
         argv += ["--gpus", str(gpus)] if gpus is not None else []
         argv += ["--cpus", str(cpus)] if cpus is not None else []
         argv += ["--config", str(config)] if config is not None else []
+        argv += ["--http", http] if http is not None else []
         sys.exit(daemon_main(argv))
-    answer = start_daemon(home, gpus, cpus, config)
+    answer = start_daemon(home, gpus, cpus, config, http=http)
     nodes = EmbeddedBackend(home).nodes()
     node = nodes[0]
     click.echo(
@@ -109,6 +122,11 @@ def up(foreground: bool, gpus: int | None, cpus: int | None, config: Path | None
     )
     if node.get("gpu_note"):
         click.echo(f"note: {node['gpu_note']}")
+    if answer.get("http"):
+        click.echo(
+            f"HTTP API on http://{answer['http']} (by token: podium token create; "
+            f"PODIUM_URL=http://{answer['http']} PODIUM_TOKEN=... podium queue)"
+        )
 
 
 def stop_daemon(home: Path, timeout: float = 15.0) -> int | None:

@@ -41,7 +41,7 @@ def build_request(
     request: dict[str, Any] = {
         "options": tokens,
         "cwd": os.getcwd(),
-        "environment": dict(os.environ),
+        "environment": {k: v for k, v in os.environ.items() if k != "PODIUM_TOKEN"},
         "script_args": script_args,
         "umask": _umask(),
         "idempotency_key": os.urandom(18).hex(),

@@ -25,6 +25,7 @@ from podium.config.access import (
 )
 from podium.config.common import Closed
 from podium.config.hardware import GpuInventory, GpuSharing, NodeConfig, Partition
+from podium.config.http_config import HttpListener
 from podium.config.operations import (
     GpuTypeThresholds,
     HealthConfig,
@@ -98,6 +99,7 @@ class ClusterConfig(Closed):
         default_factory=list,
         description="team GPU quotas that lend and borrow within a cohort (none: no quotas)",
     )
+    http: HttpListener = Field(default_factory=HttpListener)
     team_fair_sharing: bool = Field(
         default=False,
         description="teams borrow idle quota by weight (the least borrowed per weight first, "

@@ -243,8 +243,15 @@ _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MINIMAL_ENV = ("HOME", "USER", "LOGNAME", "SHELL", "PATH", "LANG", "TERM")
 
 
+# The client's credentials, never a job's: the environment a job inherits from its
+# submitter leaves them out (an explicit --export=NAME=VALUE still sets one).
+CLIENT_ONLY_ENV = frozenset({"PODIUM_TOKEN"})
+
+
 def environment(g: Given | None, submitted: dict[str, str]) -> dict[str, str]:
-    """Resolve --export into the job's base environment (like sbatch at submit time)."""
+    """Resolve --export into the job's base environment (like sbatch at submit time).
+    The submitter's CLIENT_ONLY_ENV (its API token) is never inherited."""
+    submitted = {k: v for k, v in submitted.items() if k not in CLIENT_ONLY_ENV}
     if g is None:
         return dict(submitted)
     text = str(g.value)

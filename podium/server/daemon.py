@@ -17,6 +17,7 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
@@ -30,7 +31,8 @@ from podium.config.cluster import (
     dump_config,
     load_config,
 )
-from podium.errors import PodiumError, StateDiskFull
+from podium.config.http_config import HttpListener, split_listen
+from podium.errors import ConfigError, PodiumError, StateDiskFull
 from podium.jobspec.job import JobState
 from podium.node.health.suite import nvml_probe
 from podium.node.inventory import (
@@ -48,9 +50,11 @@ from podium.run.endwatch import watch_ended
 from podium.run.executor import LocalExecutor
 from podium.run.rundir import close_jobs_dir, open_jobs_dir
 from podium.server.controller import Controller
+from podium.server.http_listener import TokenGate, bind_tcp
 from podium.server.local_node import LocalNode
-from podium.server.peer import PeerCredProtocol
+from podium.server.peer import PeerCredProtocol, bind_unix
 from podium.server.rest_api import create_app
+from podium.server.tokens import TokenBook
 from podium.store.database import reserve_path
 from podium.store.db import Store
 from podium.store.mig_layouts import MigLayouts
@@ -344,14 +348,20 @@ def serve(home: Path, config: ClusterConfig) -> None:
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
-    app = create_app(controller, wake, stop)
+    tokens = TokenBook(store, controller.clock)
+    app = create_app(controller, wake, stop, tokens)
     app.router.lifespan_context = lifespan
     sock = paths.socket_path(home)
     sock.unlink(missing_ok=True)
+    sockets = [bind_unix(str(sock))]
+    served: Any = app
+    if config.http.listen is not None:  # the same API over TCP, each request by its token
+        sockets.append(bind_tcp(config.http.listen))
+        served = TokenGate(app, tokens, metrics_open=not config.http.metrics_token)
+        log.info("HTTP listener on %s", config.http.listen)
     server = _Server(
         uvicorn.Config(
-            app,
-            uds=str(sock),
+            served,
             http=PeerCredProtocol,
             log_level="warning",
             access_log=False,
@@ -361,8 +371,10 @@ def serve(home: Path, config: ClusterConfig) -> None:
     )
     paths.pid_path(home).write_text(f"{os.getpid()}\n")
     try:
-        server.run()
+        server.run(sockets=sockets)
     finally:
+        for listening in sockets:
+            listening.close()
         sock.unlink(missing_ok=True)
         paths.pid_path(home).unlink(missing_ok=True)
         agent.close()
@@ -378,6 +390,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", type=Path, default=None)
     parser.add_argument("--gpus", type=int, default=None)
     parser.add_argument("--cpus", type=int, default=None)
+    parser.add_argument("--http", default=None, help="HOST:PORT: the HTTP listener")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -386,6 +399,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         home.mkdir(parents=True, exist_ok=True)
         config = resolve_config(home, args.config, args.gpus, args.cpus)
+        if args.http is not None:
+            try:
+                split_listen(args.http)
+            except ValueError as exc:
+                raise ConfigError(f"--http {exc}") from None
+            config.http = HttpListener(listen=args.http)
         serve(home, config)
     except PodiumError as exc:
         print(f"podium: {exc}", file=sys.stderr)

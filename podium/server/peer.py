@@ -35,6 +35,15 @@ def peer_cred(sock: socket.socket | None) -> PeerCred | None:
     return PeerCred(pid, uid, gid)
 
 
+def bind_unix(path: str) -> socket.socket:
+    """The daemon's unix socket at `path`, open to every local user (0666, as uvicorn
+    makes its own): who may do what is decided by each peer's credentials."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(path)
+    os.chmod(path, 0o666)
+    return sock
+
+
 def process_cwd(pid: int) -> str | None:
     """The current directory of process `pid` (None when it cannot be read): what the
     kernel says, so a peer cannot claim a directory it is not in."""

@@ -1,7 +1,8 @@
 """The REST API (FastAPI). Every route answers JSON; errors are {"error": one line}.
 
-The caller is identified by the socket's peer credentials (see `peer`), never by
-anything in the request.
+The caller is identified by the socket's peer credentials (see `peer`), or, over the
+HTTP listener, by the bearer token `http_listener.TokenGate` checked; never by anything
+else in the request.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ from podium.server.dry_run import dry_run_record
 from podium.server.mig_advisor import advice_now
 from podium.server.mig_apply import parse_layout
 from podium.server.peer import SCOPE_KEY, PeerCred, process_cwd
+from podium.server.token_routes import add_token_routes
+from podium.server.tokens import TokenBook
 
 
 def fast_json(data: Any) -> Response:
@@ -51,9 +54,13 @@ def fast_json(data: Any) -> Response:
 
 
 def create_app(
-    controller: Controller, wake: Callable[[], None], stop: Callable[[], None]
+    controller: Controller,
+    wake: Callable[[], None],
+    stop: Callable[[], None],
+    tokens: TokenBook | None = None,
 ) -> FastAPI:
-    """The API over `controller`; `wake` prompts a scheduling pass, `stop` the shutdown."""
+    """The API over `controller`; `wake` prompts a scheduling pass, `stop` the shutdown;
+    with `tokens`, the routes that make, list and revoke the HTTP listener's tokens."""
     app = FastAPI(title="Podium", version=__version__, docs_url=None, redoc_url=None)
 
     def caller(request: Request) -> Caller:
@@ -67,7 +74,9 @@ def create_app(
         there needs no look as the user)."""
         cred: PeerCred | None = request.scope.get(SCOPE_KEY)
         who = caller(request)
-        return who._replace(cwd=process_cwd(cred.pid)) if cred is not None else who
+        if cred is None or cred.pid <= 0:  # over HTTP: no process to read a directory of
+            return who
+        return who._replace(cwd=process_cwd(cred.pid))
 
     @app.exception_handler(PodiumError)
     async def podium_error(_: Request, exc: PodiumError) -> JSONResponse:
@@ -116,6 +125,7 @@ def create_app(
             "cluster_name": controller.config.cluster_name,
             "kill_wait_s": controller.config.kill_wait_s,
             "max_array_size": controller.config.max_array_size,
+            "http": controller.config.http.listen,
         }
 
     call = controller.locked
@@ -309,4 +319,6 @@ def create_app(
         stop()
         return {"stopping": True, "running_jobs_kept": True}
 
+    if tokens is not None:
+        add_token_routes(app, controller, tokens, caller)
     return app

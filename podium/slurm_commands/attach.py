@@ -94,7 +94,7 @@ def allocate_and_run(tool: str, args: list[str]) -> int:
                 "wrap": relay,
                 "options": [*job_args, "--output=/dev/null", f"--job-name={name}"],
                 "cwd": os.getcwd(),
-                "environment": dict(os.environ),
+                "environment": {k: v for k, v in os.environ.items() if k != "PODIUM_TOKEN"},
                 "umask": mask,
             }
         )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -184,5 +184,21 @@ ALTER TABLE jobs ADD COLUMN lost_work TEXT;
     # were requeued or resized), so accounting and goodput see every run.
     13: """
 ALTER TABLE jobs ADD COLUMN earlier_gpu_seconds REAL NOT NULL DEFAULT 0;
+""",
+    # Version 14: API tokens for the HTTP listener (`podium.store.token_table`): the
+    # secret's SHA-256 only, never the secret.
+    14: """
+CREATE TABLE IF NOT EXISTS tokens (
+    token_id   TEXT PRIMARY KEY,
+    digest     TEXT NOT NULL,
+    user       TEXT NOT NULL,
+    uid        INTEGER NOT NULL,
+    gid        INTEGER NOT NULL,
+    read_only  INTEGER NOT NULL,
+    created    REAL NOT NULL,
+    created_by TEXT NOT NULL,
+    expires    REAL,
+    revoked    REAL
+);
 """,
 }

@@ -14,7 +14,13 @@ import time
 from podium import paths
 from podium.api import lightjson
 from podium.api.backend_protocol import Backend
-from podium.backends.embedded.unixhttp import ClosedEarly, UnixConnection, query_string
+from podium.backends.embedded.unixhttp import (
+    ClosedEarly,
+    TcpConnection,
+    UnixConnection,
+    query_string,
+    split_url,
+)
 from podium.errors import ApiError, DaemonUnavailable
 
 TYPE_CHECKING = False  # typing itself is not loaded on the client's lean path
@@ -74,17 +80,39 @@ def _gave_up(
 
 
 class Client:
-    """Calls the daemon at HOME/podium.sock (HOME: $PODIUM_HOME or the default). A safe
-    request rides out a daemon restart for `retry_s` seconds (None: $PODIUM_RETRY_S,
-    else RETRY_WINDOW_S); 0 asks once."""
+    """Calls the daemon at HOME/podium.sock (HOME: $PODIUM_HOME or the default), or,
+    when no `home` is given and $PODIUM_URL names one, the daemon's HTTP listener there
+    with the bearer token in $PODIUM_TOKEN. A safe request rides out a daemon restart
+    for `retry_s` seconds (None: $PODIUM_RETRY_S, else RETRY_WINDOW_S); 0 asks once.
+    Raises ApiError for a $PODIUM_URL that is not http://HOST:PORT."""
 
     def __init__(
         self, home: Path | str | None = None, timeout: float = 60.0, retry_s: float | None = None
     ) -> None:
-        self.socket = paths.socket_file(home)
+        import os
+
+        url = os.environ.get("PODIUM_URL") if home is None else None
+        self.address: tuple[str, int] | None = None
+        self.headers: dict[str, str] = {}
+        if url:
+            try:
+                self.address = split_url(url)
+            except ValueError as exc:
+                raise ApiError(str(exc), 400) from None
+            self.socket = url
+            token = os.environ.get("PODIUM_TOKEN", "").strip()
+            if token:
+                self.headers["Authorization"] = f"Bearer {token}"
+        else:
+            self.socket = paths.socket_file(home)
         self.timeout = timeout
         self.retry_s = retry_s
         self._conn: UnixConnection | None = None
+
+    def _connection(self) -> UnixConnection:
+        if self.address is not None:
+            return TcpConnection(*self.address, self.timeout)
+        return UnixConnection(self.socket, self.timeout)
 
     def request(
         self, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None
@@ -114,7 +142,9 @@ class Client:
             if clean:
                 path = f"{path}?{query_string(clean)}"
         payload = lightjson.dumps(body).encode() if body is not None else None
-        headers = {"Content-Type": "application/json"} if payload is not None else {}
+        headers = dict(self.headers)
+        if payload is not None:
+            headers["Content-Type"] = "application/json"
         safe = _retry_safe(method, path, body)
         give_up_at: float | None = None  # set at the first failure
         maybe_done = False  # a request was sent and its answer lost
@@ -122,7 +152,7 @@ class Client:
         attempt = 0
         while True:
             if self._conn is None:
-                self._conn = UnixConnection(self.socket, self.timeout)
+                self._conn = self._connection()
             try:
                 response = self._conn.request(method, path, payload, headers)
                 data = response.body
@@ -131,7 +161,8 @@ class Client:
                 self.close()
                 if give_up_at is None:  # never reached: no daemon, not a restart
                     raise DaemonUnavailable(
-                        f"no Podium daemon at {self.socket} (start one with: podium up)"
+                        f"no Podium daemon at {self.socket} (start one with: podium up"
+                        + (" --http HOST:PORT)" if self.address else ")")
                     ) from None
                 failures.append(exc)
             except PermissionError:

@@ -1,7 +1,7 @@
-"""The little HTTP/1.1 the embedded client speaks to its daemon over a unix socket:
-keep-alive, Content-Length or chunked bodies, and query strings, on the C `_socket`
-module (standard library only, and no `socket`, `typing` or `urllib`: the client's
-lean path loads none of them; see podium.cli.main)."""
+"""The little HTTP/1.1 the embedded client speaks to its daemon over a unix socket (or
+over TCP to its HTTP listener): keep-alive, Content-Length or chunked bodies, and query
+strings, on the C `_socket` module (standard library only, and no `socket`, `typing` or
+`urllib`: the client's lean path loads none of them; see podium.cli.main)."""
 
 from __future__ import annotations
 
@@ -82,9 +82,16 @@ class _Reader:
         return data[:size]
 
 
+class NotListening(FileNotFoundError):
+    """Nothing listens at the daemon's TCP address (as a missing socket file is for the
+    unix socket: no daemon there, not one restarting)."""
+
+
 class UnixConnection:
     """One keep-alive HTTP/1.1 connection to the daemon's unix socket (the C `_socket`
     module: `socket` would load enum and selectors on the lean path)."""
+
+    host = "podium"
 
     def __init__(self, path: str, timeout: float) -> None:
         self.path = path
@@ -92,19 +99,23 @@ class UnixConnection:
         self.sock: _socket.socket | None = None
         self.reader: _Reader | None = None
 
+    def _connect(self) -> _socket.socket:
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self.path)
+        except OSError:
+            sock.close()
+            raise
+        return sock
+
     def request(
         self, method: str, target: str, body: bytes | None, headers: dict[str, str]
     ) -> _Response:
         if self.sock is None:
-            sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-            sock.settimeout(self.timeout)
-            try:
-                sock.connect(self.path)
-            except OSError:
-                sock.close()
-                raise
+            sock = self._connect()
             self.sock, self.reader = sock, _Reader(sock)
-        lines = [f"{method} {target} HTTP/1.1", "Host: podium"]
+        lines = [f"{method} {target} HTTP/1.1", f"Host: {self.host}"]
         lines += [f"{k}: {v}" for k, v in headers.items()]
         lines.append(f"Content-Length: {len(body or b'')}")
         self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + (body or b""))
@@ -158,4 +169,54 @@ class UnixConnection:
         self.sock = self.reader = None
 
 
-__all__ = ["ClosedEarly", "UnixConnection", "query_string"]
+class TcpConnection(UnixConnection):
+    """The same, to the daemon's HTTP listener at (host, port)."""
+
+    def __init__(self, host: str, port: int, timeout: float) -> None:
+        super().__init__(f"{host}:{port}", timeout)
+        self.address = (host, port)
+        self.host = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    def _connect(self) -> _socket.socket:
+        family = _socket.AF_INET6 if ":" in self.address[0] else _socket.AF_INET
+        sock = _socket.socket(family, _socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self.address)
+        except ConnectionRefusedError:
+            sock.close()
+            raise NotListening(f"nothing listens at {self.path}") from None
+        except OSError:
+            sock.close()
+            raise
+        return sock
+
+
+def split_url(url: str) -> tuple[str, int]:
+    """(host, port) of "http://HOST:PORT[/]" (no urllib on the lean path). Raises
+    ValueError (one line) for anything else."""
+    rest = url.removeprefix("http://").rstrip("/")
+    host, sep, port = rest.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if (
+        not url.startswith("http://")
+        or not sep
+        or not host
+        or "/" in rest
+        or not (port.isdigit() and 0 < int(port) < 65536)
+    ):
+        raise ValueError(
+            f"PODIUM_URL={url!r}: give http://HOST:PORT, e.g. http://127.0.0.1:8686 "
+            "(plain HTTP only: keep the listener on loopback, or reach it by an SSH tunnel)"
+        )
+    return host, int(port)
+
+
+__all__ = [
+    "ClosedEarly",
+    "NotListening",
+    "TcpConnection",
+    "UnixConnection",
+    "query_string",
+    "split_url",
+]

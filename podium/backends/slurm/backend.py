@@ -23,8 +23,8 @@ from podium.api.backend_protocol import Backend, Feature
 from podium.api.caller import Caller, this_process
 from podium.api.records import would_queue
 from podium.api.selection import JobFilter, Selection
+from podium.backends.slurm import associations as slurm_teams
 from podium.backends.slurm import parse
-from podium.backends.slurm import teams as slurm_teams
 from podium.backends.slurm.admission import SlurmAdmission
 from podium.backends.slurm.commands import SlurmError, SlurmRest, SlurmTools
 from podium.backends.slurm.translate import sbatch_script
