@@ -34,6 +34,7 @@ from podium.config.cluster import (
 from podium.config.http_config import HttpListener, split_listen
 from podium.errors import ConfigError, PodiumError, StateDiskFull
 from podium.jobspec.job import JobState
+from podium.node.gpu_telemetry import no_telemetry, read_telemetry
 from podium.node.health.suite import nvml_probe
 from podium.node.inventory import (
     GpuInfo,
@@ -52,6 +53,7 @@ from podium.run.rundir import close_jobs_dir, open_jobs_dir
 from podium.server.controller import Controller
 from podium.server.http_listener import TokenGate, bind_tcp
 from podium.server.local_node import LocalNode
+from podium.server.metrics import add_metrics_route, metrics_registry
 from podium.server.peer import PeerCredProtocol, bind_unix
 from podium.server.rest_api import create_app
 from podium.server.tokens import TokenBook
@@ -350,6 +352,8 @@ def serve(home: Path, config: ClusterConfig) -> None:
 
     tokens = TokenBook(store, controller.clock)
     app = create_app(controller, wake, stop, tokens)
+    telemetry = no_telemetry if declared(config, gpus) else read_telemetry
+    add_metrics_route(app, metrics_registry(controller, telemetry))
     app.router.lifespan_context = lifespan
     sock = paths.socket_path(home)
     sock.unlink(missing_ok=True)

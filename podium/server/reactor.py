@@ -48,6 +48,7 @@ from podium.server.ends import RunEnds
 from podium.server.job_rows import gpu_owners, spec_gpu_ids
 from podium.server.launch import Planner
 from podium.server.local_node import LocalNode
+from podium.server.pass_stats import PassStats
 from podium.server.policy import half_life_s, policy_from_config
 from podium.server.snapshot import (
     PendingQueue,
@@ -113,6 +114,7 @@ class Reactor:
         self._next_pass = 0.0  # when time alone makes a pass due
         self._spacing = 0.0  # the last pass's length: the least gap before the next
         self._last_end = 0.0  # when the last pass ended (time.monotonic)
+        self.pass_stats = PassStats()  # what the passes cost (/metrics)
         self._health_seen = -1  # the health table's version the last pass saw
         self.checkpoints: dict[int, float] = {}  # running job -> newest checkpoint (sampled)
         self.reported: dict[int, float] = {}  # running job -> its last `podium checkpoint`
@@ -235,6 +237,7 @@ class Reactor:
                 default=None,
             )  # fmt: skip
             end = time.monotonic()
+            self.pass_stats.record(end - began, len(seen), self.clock())
             # Spaced by what deciding cost (a long queue), not by the launches: starting
             # many jobs must not hold back the pass that starts the next ones.
             self._last_end, self._spacing = end, PASS_SPACING * thought

@@ -20,11 +20,12 @@ from podium.store.brief import (
 from podium.store.database import RESERVE_BYTES, Database
 from podium.store.job_table import JobStore, RunningStart
 from podium.store.lost_work import JobLosses
+from podium.store.metric_reads import MetricReads
 from podium.store.resize_table import JobResizes
 from podium.store.token_table import Tokens
 
 
-class Store(JobStore, JobResizes, JobLosses, Tokens):
+class Store(JobStore, JobResizes, JobLosses, Tokens, MetricReads):
     """The embedded database at `path` (created on first use)."""
 
 
