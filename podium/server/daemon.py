@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import fcntl
 import logging
 import os
 import sys
@@ -32,7 +31,7 @@ from podium.config.cluster import (
     load_config,
 )
 from podium.config.http_config import HttpListener, split_listen
-from podium.errors import ConfigError, PodiumError, StateDiskFull
+from podium.errors import ConfigError, PodiumError
 from podium.jobspec.job import JobState
 from podium.node.gpu_telemetry import no_telemetry, read_telemetry
 from podium.node.health.suite import nvml_probe
@@ -56,9 +55,14 @@ from podium.server.local_node import LocalNode
 from podium.server.metrics import add_metrics_route, metrics_registry
 from podium.server.peer import PeerCredProtocol, bind_unix
 from podium.server.rest_api import create_app
+from podium.server.state_home import (
+    close_job_files,
+    highest_job_id_on_disk,
+    make_private,
+    open_store,
+    take_instance_lock,
+)
 from podium.server.tokens import TokenBook
-from podium.store.database import reserve_path
-from podium.store.db import Store
 from podium.store.mig_layouts import MigLayouts
 
 log = logging.getLogger("podium.daemon")
@@ -105,85 +109,6 @@ def resolve_config(
     if cpus is not None:
         config.node.cpus = cpus
     return config
-
-
-def take_instance_lock(home: Path) -> int:
-    """Hold HOME/daemon.lock for the life of the process; exit if another daemon has it."""
-    fd = os.open(home / "daemon.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raise PodiumError(f"a Podium daemon is already running for {home}") from None
-    return fd
-
-
-def make_private(home: Path) -> None:
-    """Keep the state private: everything the daemon creates is its owner's alone
-    (umask 077). HOME and the jobs and checkpoints directories are 0711, so users reach
-    the socket, their job's script and their checkpoints by name, and list nothing;
-    state left readable by older versions is closed."""
-    os.umask(0o077)
-    home.mkdir(parents=True, exist_ok=True)
-    for directory in (home, home / "checkpoints", home / "containers"):
-        directory.mkdir(exist_ok=True)
-        os.chmod(directory, 0o711)
-    for name in PRIVATE_FILES:
-        with contextlib.suppress(FileNotFoundError):
-            os.chmod(home / name, 0o600)
-
-
-def close_job_files(jobs: Path) -> None:
-    """Close the daemon's files in job directories that older versions left readable."""
-    for job_dir in jobs.iterdir():
-        if not job_dir.is_dir():
-            continue
-        for name in JOB_PRIVATE_FILES:
-            with contextlib.suppress(FileNotFoundError):
-                os.chmod(job_dir / name, 0o600)
-
-
-def open_store(path: Path) -> Store:
-    """The daemon's store at `path`. On a full state disk, the reserve the last daemon
-    kept back (podium.reserve) is spent to open it, as a running daemon spends it, so
-    the outcomes of jobs that ended meanwhile are recorded; raises StateDiskFull where
-    there is no reserve left to spend."""
-    try:
-        return Store(path)
-    except StateDiskFull:
-        try:
-            reserve_path(path).unlink()
-        except FileNotFoundError:
-            raise StateDiskFull(
-                f"the state disk is full and its reserve is spent: make room on the "
-                f"filesystem of {path.parent} (the database is intact), then start again"
-            ) from None
-        log.error("the state disk is full: its reserve is spent on opening the database")
-        return Store(path)
-
-
-def highest_job_id_on_disk(*directories: Path) -> int:
-    """The highest job id that names an entry of these directories (checkpoints, job
-    state); 0 when none does."""
-    highest = 0
-    for directory in directories:
-        with contextlib.suppress(FileNotFoundError), os.scandir(directory) as entries:
-            for entry in entries:
-                if entry.name.isdigit():
-                    highest = max(highest, int(entry.name))
-    return highest
-
-
-# Files of HOME and of each job directory that only the daemon's owner may read.
-PRIVATE_FILES = (
-    "podium.db",
-    "podium.db-wal",
-    "podium.db-shm",
-    "podiumd.log",
-    "health.jsonl",
-    "cluster.yaml",
-    "xid-offset.json",
-)
-JOB_PRIVATE_FILES = ("launch.json", "supervisor.log", "result.json", "started.json")
 
 
 def hide_real_gpus(node: LocalNode, real: list[GpuInfo]) -> None:
