@@ -50,6 +50,7 @@ STATE_WORDS = {
     "PREEMPTED": "preempted",
 }
 ACTIVE_WORDS = ("pending", "running")
+REQUEUE_CAUSES = ("preempted", "node_fail", "failed", "timeout", "out_of_memory")
 
 
 def _gauge(name: str, doc: str, value: float, labels: Sequence[str] = ()) -> GaugeMetricFamily:
@@ -202,6 +203,8 @@ def _scheduler_families(passes: Mapping[str, Any]) -> Iterator[Metric]:
 def _cause(kind: str, detail: str) -> str:
     """A short cause of a requeue ("preempted", "node_fail", "failed" ...) or a resize
     ("shrink", "grow")."""
+    if kind == "relaunch":  # a start whose supervisor never ran, launched again
+        return kind
     word = re.match(r"[A-Za-z_]+", detail)
     return word[0].lower() if word else kind
 
@@ -218,7 +221,10 @@ def _wait_and_cause_families(
         "podium_job_wait_seconds", "Submit to start, of the jobs that started",
         buckets=buckets, sum_value=total,
     )  # fmt: skip
-    causes: dict[str, Counter[str]] = {"requeue": Counter(), "resize": Counter()}
+    causes: dict[str, Counter[str]] = {  # the usual causes at 0, so the series exist
+        "requeue": Counter(dict.fromkeys(REQUEUE_CAUSES, 0)),
+        "resize": Counter(dict.fromkeys(("shrink", "grow"), 0)),
+    }
     for kind, detail, count in events:
         target = "requeue" if kind in ("requeue", "relaunch") else "resize"
         causes[target][_cause(kind, detail)] += count

@@ -15,7 +15,9 @@ from typing import Annotated, Any
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from podium import __version__
@@ -47,6 +49,25 @@ from podium.server.token_routes import add_token_routes
 from podium.server.tokens import TokenBook
 
 
+class ErrorBody(BaseModel):
+    """Every error: one line saying what is wrong and what would be right."""
+
+    error: str
+
+
+# The error shapes every route may answer (in /openapi.json): all are ErrorBody.
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": what}
+    for status, what in (
+        (400, "the request is malformed or asks for something impossible"),
+        (401, "over HTTP: no token, or not a valid one"),
+        (403, "not yours to see or change, or a read-only token asking to change"),
+        (404, "no such job, node, token or route"),
+        (503, "the state disk is full, or the daemon cannot serve now"),
+    )
+}
+
+
 def fast_json(data: Any) -> Response:
     """`data` as JSON, encoded by the json module at once: FastAPI's generic encoder
     takes seconds over 10,000 job records."""
@@ -61,7 +82,13 @@ def create_app(
 ) -> FastAPI:
     """The API over `controller`; `wake` prompts a scheduling pass, `stop` the shutdown;
     with `tokens`, the routes that make, list and revoke the HTTP listener's tokens."""
-    app = FastAPI(title="Podium", version=__version__, docs_url=None, redoc_url=None)
+    app = FastAPI(
+        title="Podium",
+        version=__version__,
+        docs_url=None,
+        redoc_url=None,
+        responses=ERROR_RESPONSES,
+    )
 
     def caller(request: Request) -> Caller:
         cred: PeerCred | None = request.scope.get(SCOPE_KEY)
@@ -321,4 +348,19 @@ def create_app(
 
     if tokens is not None:
         add_token_routes(app, controller, tokens, caller)
+    app.openapi = lambda: podium_openapi(app)  # type: ignore[method-assign]
     return app
+
+
+def podium_openapi(app: FastAPI) -> dict[str, Any]:
+    """The OpenAPI document as the API answers: an invalid request is a 400 with
+    ErrorBody (the handler above), never FastAPI's default 422, so that shape is dropped."""
+    if app.openapi_schema is None:
+        schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
+        for operations in schema.get("paths", {}).values():
+            for operation in operations.values():
+                operation.get("responses", {}).pop("422", None)
+        for name in ("HTTPValidationError", "ValidationError"):
+            schema.get("components", {}).get("schemas", {}).pop(name, None)
+        app.openapi_schema = schema
+    return app.openapi_schema

@@ -6,6 +6,7 @@ on one GPU under dcgm-exporter's name."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import tempfile
@@ -113,3 +114,25 @@ def test_prometheus_sees_what_the_cluster_is_doing(scraped: tuple[Cluster, str])
     _until(url, "slurm_jobs_cancelled", lambda r: _value(r) == 2)
     node = json.loads(c.cli("nodes", "--json", check=True).stdout)[0]["node"]
     c.cli("resume", node, "--gpu", free, check=True)
+
+
+def test_the_grafana_dashboard_asks_prometheus_what_it_can_answer(
+    scraped: tuple[Cluster, str],
+) -> None:
+    """Every query of docs/grafana/podium.json is PromQL Prometheus takes, and every
+    metric it names is one the daemon exports (GPU telemetry aside: none on declared
+    GPUs)."""
+    _, url = scraped
+    board = json.loads((Path(__file__).parents[2] / "docs/grafana/podium.json").read_text())
+    exprs = [t["expr"] for p in board["panels"] for t in p["targets"]]
+    assert len(exprs) >= 10
+    _until(url, 'up{job="podium"}', lambda r: _value(r) == 1)
+    exported = httpx.get(f"{url}/api/v1/label/__name__/values", timeout=10).json()["data"]
+    for expr in exprs:
+        answer = httpx.get(f"{url}/api/v1/query", params={"query": expr}, timeout=10).json()
+        assert answer["status"] == "success", (expr, answer)
+        for name in re.findall(r"\b((?:slurm|podium|DCGM)_[A-Za-z0-9_]+)", expr):
+            base = re.sub(r"_(bucket|count|sum)$", "", name)
+            if base.startswith("DCGM_FI_DEV_") and base != "DCGM_FI_DEV_XID_ERRORS":
+                continue  # NVML telemetry: left out on declared GPUs
+            assert any(e == name or e.startswith(base) for e in exported), (expr, name)
