@@ -19,6 +19,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI
@@ -34,6 +35,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from podium.server.controller import Controller
 from podium.store.lost_work import lost_work
+from podium.store.metric_reads import GROUP_COLUMNS
 
 MIN_JOB_AGE_S = 300.0
 WAIT_BUCKETS = (1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 12 * 3600.0, 86400.0)
@@ -75,60 +77,63 @@ class ClusterCollector(Collector):
         with c.lock:
             now = c.clock()
             store = c.reactor.store
-            jobs = store.metric_jobs(now - MIN_JOB_AGE_S)
-            waits = store.started_waits()
+            since = now - MIN_JOB_AGE_S
+            counts = JobCounts(
+                store.job_counts(since), store.pending_reasons(), store.running_jobs()
+            )
+            waits = store.wait_buckets(WAIT_BUCKETS)
             charged = store.lost_and_charged()
             events = store.event_details(("requeue", "resize", "relaunch"))
             nodes = c.views.nodes()
             units = c.reactor.node.gpu_units
         passes = c.reactor.pass_stats.snapshot()
         partitions = [p.name for p in c.config.partitions]
-        yield from _job_families(jobs, partitions, now)
+        yield from _job_families(counts, partitions)
         yield from _node_families(nodes)
         yield from _scheduler_families(passes)
         yield from _wait_and_cause_families(waits, events)
-        yield from _goodput_families(charged, jobs, now, units)
+        yield from _goodput_families(charged, counts.running, now, units)
         real = [g["index"] for n in nodes for g in n["gpus"] if g["parent"] is None]
-        yield from _gpu_families(nodes, jobs, self.telemetry(real) if real else {})
+        users = {j["job_id"]: j["user"] for j in counts.running}
+        yield from _gpu_families(nodes, users, self.telemetry(real) if real else {})
 
 
-def _job_families(jobs: Sequence[Any], partitions: Sequence[str], now: float) -> Iterator[Metric]:
+@dataclass(frozen=True)
+class JobCounts:
+    """What the store summed of the jobs for one scrape."""
+
+    rows: list[tuple[Any, ...]]  # partition, user, account, qos, state, held, ending, jobs
+    reasons: list[tuple[str, int]]
+    running: list[Any]  # the running jobs' rows
+
+
+def _job_families(counts: JobCounts, partitions: Sequence[str]) -> Iterator[Metric]:
     by_state: Counter[str] = Counter()
-    alloc = Counter({"cpus": 0, "gpus": 0, "memory": 0, "nodes": 0})
-    groups: dict[str, dict[str, Counter[str]]] = {
-        k: {} for k in ("partition", "user", "account", "qos")
-    }
-    reasons: Counter[str] = Counter()
-    held = completing = 0
-    for job in jobs:
-        state = job["state"]
+    held = completing = total = 0
+    for *_, state, is_held, ending, jobs in counts.rows:
         word = STATE_WORDS.get(state)
         if word is None:
             continue
-        by_state[word] += 1
-        running = state == "RUNNING"
-        gpus = len(json.loads(job["gpu_ids"])) if running and job["gpu_ids"] else 0
-        if running:
-            alloc.update(cpus=job["cpus"], gpus=gpus, memory=job["mem_mb"] * 1024 * 1024, nodes=1)
-            completing += bool(job["ending"])
-        if state == "PENDING":
-            held += bool(job["held"])
-            reasons[str(job["reason"] or "None").split(":")[0].strip() or "None"] += 1
-        for key, counts in groups.items():
-            counter = counts.setdefault(str(job[key]), Counter())
-            counter["jobs"] += 1
-            counter[word] += 1
-            counter["gpus_alloc"] += gpus
-    yield _gauge("slurm_jobs", "Jobs pending, running, or ended in the last MinJobAge", len(jobs))
+        total += jobs
+        by_state[word] += jobs
+        held += jobs if state == "PENDING" and is_held else 0
+        completing += jobs if state == "RUNNING" and ending else 0
+    gpus_of = {j["job_id"]: len(json.loads(j["gpu_ids"] or "[]")) for j in counts.running}
+    alloc = {
+        "cpus": sum(j["cpus"] for j in counts.running),
+        "gpus": sum(gpus_of.values()),
+        "memory": sum(j["mem_mb"] for j in counts.running) * 1024 * 1024,
+        "nodes": len(counts.running),
+    }
+    yield _gauge("slurm_jobs", "Jobs pending, running, or ended in the last MinJobAge", total)
     for word in sorted(set(STATE_WORDS.values())):
         yield _gauge(f"slurm_jobs_{word}", f"Jobs in state {word}", by_state[word])
     yield _gauge("slurm_jobs_completing", "Running jobs being stopped", completing)
     yield _gauge("slurm_jobs_hold", "Pending jobs held", held)
-    yield _gauge("slurm_jobs_cpus_alloc", "CPUs allocated to running jobs", alloc["cpus"])
-    yield _gauge("slurm_jobs_gpus_alloc", "GPUs allocated to running jobs", alloc["gpus"])
+    for what, doc in (("cpus", "CPUs"), ("gpus", "GPUs"), ("nodes", "Nodes")):
+        yield _gauge(f"slurm_jobs_{what}_alloc", f"{doc} allocated to running jobs", alloc[what])
     yield _gauge("slurm_jobs_memory_alloc", "Memory allocated to running jobs (bytes)",
                  alloc["memory"])  # fmt: skip
-    yield _gauge("slurm_jobs_nodes_alloc", "Nodes allocated to running jobs", alloc["nodes"])
     yield _gauge("slurm_partitions", "Partitions", len(partitions))
     for key, prefix, label in (
         ("partition", "slurm_partition_jobs", "partition"),
@@ -136,22 +141,31 @@ def _job_families(jobs: Sequence[Any], partitions: Sequence[str], now: float) ->
         ("account", "slurm_account_jobs", "account"),
         ("qos", "podium_qos_jobs", "qos"),
     ):
-        counts = groups[key]
+        grouped: dict[str, Counter[str]] = {}
         if key == "partition":
-            for name in partitions:
-                counts.setdefault(name, Counter())
+            grouped = {name: Counter() for name in partitions}
+        column = GROUP_COLUMNS.index(key)
+        for row in counts.rows:
+            value, state, jobs = str(row[column]), row[4], row[7]
+            counter = grouped.setdefault(value, Counter())
+            counter["jobs"] += jobs
+            counter[STATE_WORDS.get(state, "other")] += jobs
+        for job in counts.running:
+            grouped.setdefault(str(job[key]), Counter())["gpus_alloc"] += gpus_of[job["job_id"]]
         for suffix in ("", *(f"_{w}" for w in ACTIVE_WORDS), "_gpus_alloc"):
-            family = GaugeMetricFamily(
-                f"{prefix}{suffix}", f"Jobs by {key}{suffix}", labels=[label]
-            )
-            for name, counter in sorted(counts.items()):
+            doc = f"Jobs by {key}{suffix}"
+            family = GaugeMetricFamily(f"{prefix}{suffix}", doc, labels=[label])
+            for name, counter in sorted(grouped.items()):
                 family.add_metric([name], counter[suffix.lstrip("_") or "jobs"])
             yield family
+    reasons: Counter[str] = Counter()
+    for reason, jobs in counts.reasons:
+        reasons[reason.split(":")[0].strip() or "None"] += jobs
     family = GaugeMetricFamily(
         "podium_jobs_pending_reason", "Pending jobs by reason (Slurm's words)", labels=["reason"]
     )
-    for reason, count in sorted(reasons.items()):
-        family.add_metric([reason], count)
+    for reason, jobs in sorted(reasons.items()):
+        family.add_metric([reason], jobs)
     yield family
 
 
@@ -210,13 +224,11 @@ def _cause(kind: str, detail: str) -> str:
 
 
 def _wait_and_cause_families(
-    waits: Sequence[float], events: Sequence[tuple[str, str, int]]
+    waits: tuple[list[int], int, float], events: Sequence[tuple[str, str, int]]
 ) -> Iterator[Metric]:
-    buckets, total = [], 0.0
-    for bound in WAIT_BUCKETS:
-        buckets.append((repr(bound), sum(1 for w in waits if w <= bound)))
-    buckets.append(("+Inf", len(waits)))
-    total = sum(max(0.0, w) for w in waits)
+    under, started, total = waits
+    buckets = [(repr(bound), n) for bound, n in zip(WAIT_BUCKETS, under, strict=True)]
+    buckets.append(("+Inf", started))
     yield HistogramMetricFamily(
         "podium_job_wait_seconds", "Submit to start, of the jobs that started",
         buckets=buckets, sum_value=total,
@@ -236,7 +248,7 @@ def _wait_and_cause_families(
 
 
 def _goodput_families(
-    charged: Sequence[Any], jobs: Sequence[Any], now: float, units: Callable[[list[int]], Any]
+    charged: Sequence[Any], running: Sequence[Any], now: float, units: Callable[[list[int]], Any]
 ) -> Iterator[Metric]:
     def run_gpu_seconds(row: Any) -> float:
         if row["start_time"] is None or not row["gpu_ids"]:
@@ -273,9 +285,7 @@ def _goodput_families(
         "A running job's GPU-seconds, every run",
         labels=["job_id", "user"],
     )
-    for job in jobs:
-        if job["state"] != "RUNNING":
-            continue
+    for job in running:
         spent = (job["earlier_gpu_seconds"] or 0.0) + run_gpu_seconds(job)
         seconds.add_metric([str(job["job_id"]), job["user"]], spent)
         if spent > 0:
@@ -287,10 +297,9 @@ def _goodput_families(
 
 def _gpu_families(
     nodes: Sequence[Mapping[str, Any]],
-    jobs: Sequence[Any],
+    users: Mapping[int, str],
     telemetry: Mapping[int, Mapping[str, float]],
 ) -> Iterator[Metric]:
-    users = {j["job_id"]: j["user"] for j in jobs}
     labels = ["gpu", "UUID", "device", "modelName", "Hostname"]
     holder = GaugeMetricFamily("podium_gpu_job", "The job holding each GPU (1)",
                                labels=[*labels, "job_id", "user"])  # fmt: skip
