@@ -39,6 +39,7 @@ class Feature:
     BATCH = "submitting several jobs at once, all or none"
     MIG_ADVICE = "MIG layout advice"
     MIG_APPLY = "re-splitting a GPU's MIG layout"
+    FORECAST = "forecasting when pending jobs start"
 
 
 def records_json(records: list[dict[str, Any]]) -> str:
@@ -191,6 +192,11 @@ class Backend:
         self.refuse(Feature.TEAMS)
         return self._teams()
 
+    def forecast(self) -> list[dict[str, Any]]:
+        """Each pending job's expected start, node and GPUs (podium queue --start)."""
+        self.refuse(Feature.FORECAST)
+        return self._forecast()
+
     def mig_advice(self) -> dict[str, Any]:
         """The MIG layouts the pending queue would be served best by (podium mig)."""
         self.refuse(Feature.MIG_ADVICE)
@@ -273,6 +279,9 @@ class Backend:
         raise NotImplementedError
 
     def _teams(self) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def _forecast(self) -> list[dict[str, Any]]:
         raise NotImplementedError
 
     def _checkpoint(self, job_id: int, step: int) -> dict[str, Any]:

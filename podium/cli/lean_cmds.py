@@ -42,6 +42,9 @@ def submit(args: tuple[str, ...]) -> None:
 @click.option("--all", "-a", "all_", is_flag=True, help="Include finished jobs.")
 @click.option("--me", is_flag=True, help="Only my jobs.")
 @click.option("--array", "-r", is_flag=True, help="A pending array's tasks one a line.")
+@click.option(
+    "--start", is_flag=True, help="Pending jobs' expected start times and GPUs (squeue --start)."
+)
 def queue(
     as_json: bool,
     user: str | None,
@@ -50,9 +53,16 @@ def queue(
     all_: bool,
     me: bool,
     array: bool,
+    start: bool,
 ) -> None:
     """List jobs (pending and running by default), like squeue; a pending array's
-    tasks not yet started are one line (12_[4-9%2]) unless --array."""
+    tasks not yet started are one line (12_[4-9%2]) unless --array. With --start, the
+    pending jobs' expected starts, from the scheduler run forward on the queue as it is."""
+    if start:
+        from podium.cli.forecast_table import show_forecast
+
+        show_forecast(user, as_json)
+        return
     lean.queue(user, state, name, all_, me, as_json, array)
 
 

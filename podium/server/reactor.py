@@ -246,6 +246,15 @@ class Reactor:
                 self._next_pass = min(self._next_pass, end + max(0.0, nearest - self.clock()))
             return started
 
+    def snapshot_now(self) -> tuple[Snapshot, float]:
+        """The snapshot a pass would read now, and now (for a forecast): read under the
+        lock, built outside it; the queue as the last pass left it."""
+        with self.lock:
+            now = self.clock()
+            seen = dict(self.queue.jobs)
+            inputs = self._read_inputs(now, seen)
+        return self._build_snapshot(now, seen, inputs), now
+
     def _read_inputs(self, now: float, pending: dict[int, PendingJob]) -> PassInputs:
         """What a snapshot needs from the store and the node (under the lock)."""
         view, fenced, unhealthy = node_view(self.node, self.store, self.health)

@@ -42,6 +42,7 @@ from podium.server.bodies import (
 )
 from podium.server.controller import Caller, Controller
 from podium.server.dry_run import dry_run_record
+from podium.server.forecast_view import forecast_records
 from podium.server.mig_advisor import advice_now
 from podium.server.mig_apply import parse_layout
 from podium.server.peer import SCOPE_KEY, PeerCred, process_cwd
@@ -238,6 +239,12 @@ def create_app(
         done = call(control.hold, caller(request), body.selection(), False)
         wake()
         return {"released": done}
+
+    @app.get("/v1/forecast")
+    def forecast(request: Request) -> dict[str, Any]:
+        """Each pending job's expected start (as squeue --start); see forecast_view."""
+        caller(request)
+        return forecast_records(controller.reactor)
 
     @app.get("/v1/acct")
     def acct(

@@ -259,6 +259,10 @@ class EmbeddedBackend(Backend):
     def _jobs(self, which: JobFilter) -> list[dict[str, Any]]:
         return self._listing("/v1/jobs", which)
 
+    def _forecast(self) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = self.client.get("/v1/forecast")["jobs"]
+        return found
+
     def _jobs_table(self, fields: tuple[str, ...], which: JobFilter) -> list[dict[str, Any]]:
         query = dict(self._query(which), fields=",".join(fields))
         answer = self.client.request("GET", "/v1/jobs", query=query)

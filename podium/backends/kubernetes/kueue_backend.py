@@ -55,6 +55,8 @@ class KubernetesBackend(Backend):
     name = "kubernetes"
     CANNOT: ClassVar[Mapping[str, str]] = {
         Feature.PRIORITIES: f"{_KUEUE}: priorities are WorkloadPriorityClasses (--qos)",
+        Feature.FORECAST: f"{_KUEUE}: Kueue admits by quota and order, with no plan of "
+        "future starts (its visibility API gives positions, not times)",
         Feature.CHECKPOINT_REPORT: f"{_KUEUE}: Kueue chooses victims by priority and "
         "admission time, not checkpoints (kueue #477)",
         Feature.FAIR_SHARE: f"{_KUEUE}: shares are ClusterQueue quotas in a cohort "

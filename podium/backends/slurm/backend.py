@@ -68,6 +68,7 @@ class SlurmBackend(Backend):
         Feature.CHECKPOINT_REPORT: "Slurm does not choose victims by checkpoints: it "
         "preempts by priority and runtime (PreemptType)",
         Feature.FAIR_SHARE: "fair share comes from Slurm: use sshare",
+        Feature.FORECAST: "Slurm's backfill plans the starts: use squeue --start",
         Feature.HEALTH: "health checks run on the nodes as Slurm's HealthCheckProgram "
         "(podium slurm health-hook); run `podium health --config FILE` on a node",
         Feature.FAULT_INJECTION: "fault injection acts on the embedded cluster's daemon",

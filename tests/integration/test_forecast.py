@@ -1,0 +1,70 @@
+"""`podium queue --start` on the real daemon: pending jobs' expected starts from the
+scheduler run forward, checked against when they really start; a held job and one
+behind a job with no time limit get N/A; the same forecast over the API."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def cluster() -> Iterator[Cluster]:
+    c = make_cluster(gpus=4, cpus=8, kill_wait=1.0)
+    c.start()
+    yield c
+    teardown_cluster(c)
+
+
+def _forecast(c: Cluster) -> dict[int, dict[str, object]]:
+    rows = json.loads(c.cli("queue", "--start", "--json", check=True).stdout)
+    return {int(r["job_id"]): r for r in rows}
+
+
+def test_the_forecast_says_when_a_job_really_starts(cluster: Cluster) -> None:
+    c = cluster
+    short = c.submit("--gpus=2", "-t", "0:04", "--wrap", "sleep 300")  # killed at 4 s
+    long = c.submit("--gpus=2", "-t", "10:00", "--wrap", "sleep 300")
+    c.wait(short, {"RUNNING"})
+    c.wait(long, {"RUNNING"})
+    big = c.submit("--gpus=2", "-t", "1:00", "--wrap", "sleep 300")
+    held = c.submit("--gpus=1", "--hold", "--wrap", "true")
+    deadline = time.monotonic() + 10
+    while True:
+        seen = _forecast(c)
+        if big in seen and seen[big]["expected_start_epoch"] is not None:
+            break
+        assert time.monotonic() < deadline, seen
+        time.sleep(0.2)
+    started = c.job(short)["start_epoch"]
+    expected = float(seen[big]["expected_start_epoch"])  # type: ignore[arg-type]
+    assert abs(expected - (started + 4)) < 1.0, (expected, started)
+    assert seen[big]["sched_node"] and len(seen[big]["sched_gpu_ids"]) == 2  # type: ignore[arg-type]
+    assert seen[held]["expected_start_epoch"] is None
+    real = c.wait(big, {"RUNNING"}, timeout=30)["start_epoch"]
+    assert abs(real - expected) < 3.0, (real, expected)  # the limit, the kill, a pass
+    table = c.cli("queue", "--start", check=True).stdout
+    assert "START_TIME" in table and "N/A" in table
+    for job_id in (long, big, held):
+        c.cli("cancel", str(job_id), check=True)
+
+
+def test_no_time_limit_means_no_forecast_behind_it(cluster: Cluster) -> None:
+    c = cluster
+    endless = c.submit("--gpus=4", "--wrap", "sleep 300")
+    c.wait(endless, {"RUNNING"})
+    behind = c.submit("--gpus=1", "-t", "1:00", "--wrap", "true")
+    time.sleep(1.0)  # a pass has seen it
+    assert _forecast(c)[behind]["expected_start_epoch"] is None
+    with c.api() as api:
+        answer = api.get("/v1/forecast").json()
+    nothing = {"expected_start": None, "expected_start_epoch": None, "node": None, "gpu_ids": []}
+    assert answer["jobs"] == [{"job_id": behind, **nothing}]
+    c.cli("cancel", str(endless), str(behind), check=True)

@@ -1,0 +1,92 @@
+"""The forecast runs the scheduler forward: pending jobs start when running ones reach
+their limits, in priority order with backfill; what waits behind a job with no limit,
+or is held, gets no forecast; dependencies and --begin are honoured."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from podium.jobspec.job import Dependency
+from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot, schedule
+from podium.sched.model import Policy
+from podium.sim.forecast import forecast
+
+NODE = NodeView("n0", cpus=8, memory_mb=16000, gpus=tuple(GpuSlot(i, "h100") for i in range(4)))
+
+
+def job(job_id: int, gpus: int, limit: float | None = 100.0, **kw: object) -> PendingJob:
+    return PendingJob(
+        job_id=job_id, user="u", name=f"j{job_id}", partition="main", qos_priority=100,
+        submit_time=float(job_id), gpus=gpus, time_limit_s=limit, **kw,
+    )  # type: ignore[arg-type]  # fmt: skip
+
+
+def running(job_id: int, gpus: tuple[int, ...], limit: float | None) -> Allocation:
+    return Allocation(job_id=job_id, node="n0", user="u", gpu_indices=gpus, start_time=0.0,
+                      time_limit_s=limit)  # fmt: skip
+
+
+def test_jobs_start_as_running_ones_reach_their_limits() -> None:
+    snap = Snapshot(
+        nodes=(NODE,),
+        running=(running(1, (0, 1), 100), running(2, (2, 3), 300)),
+        pending=(job(3, 2, limit=50), job(4, 4)),
+    )
+    got = forecast(snap, now=10, policy=Policy())
+    assert got.starts[3].start == 100 and set(got.starts[3].gpu_indices) == {0, 1}
+    assert got.starts[4].start == 300 and got.starts[4].node == "n0"
+
+
+def test_backfill_is_forecast_too() -> None:
+    snap = Snapshot(
+        nodes=(NODE,),
+        running=(running(1, (0, 1, 2), 1000),),
+        pending=(job(2, 4, limit=100), job(3, 1, limit=500)),  # 3 fits before 2 may start
+    )
+    got = forecast(snap, now=0, policy=Policy())
+    assert got.starts[3].start == 0 and got.starts[2].start == 1000
+
+
+def test_no_limit_held_and_impossible_jobs_get_no_forecast() -> None:
+    snap = Snapshot(
+        nodes=(NODE,),
+        running=(running(1, (0, 1, 2, 3), None),),
+        pending=(job(2, 1), job(3, 1, held=True)),
+    )
+    assert forecast(snap, now=0, policy=Policy()).starts == {}
+    snap = Snapshot(nodes=(NODE,), pending=(job(2, 1), job(3, 1, held=True)))
+    assert set(forecast(snap, now=0, policy=Policy()).starts) == {2}
+
+
+def test_dependencies_and_begin_times() -> None:
+    after = (Dependency(kind="afterok", job_ids=(1,)),)
+    snap = Snapshot(
+        nodes=(NODE,),
+        running=(running(1, (0,), 200),),
+        pending=(job(2, 1, dependencies=after), job(3, 1, begin_time=500.0)),
+        job_states={1: "RUNNING"},
+    )
+    got = forecast(snap, now=0, policy=Policy())
+    assert got.starts[2].start == 200 and got.starts[3].start == 500
+
+
+def test_an_array_starts_its_tasks_as_room_comes() -> None:
+    snap = Snapshot(nodes=(NODE,), running=(running(1, (0, 1, 2), 100),),
+                    pending=(job(2, 1, count=3),))  # fmt: skip
+    got = forecast(snap, now=0, policy=Policy())
+    assert got.starts[2].start == 0  # its first task starts at once
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 4), st.integers(10, 500)), min_size=1, max_size=12))
+def test_the_first_pass_agrees_with_the_scheduler(jobs: list[tuple[int, int]]) -> None:
+    """What a forecast says starts now is exactly what the daemon's next pass starts,
+    and no forecast start is in the past or beyond what the jobs' limits allow."""
+    pending = tuple(job(i + 1, g, limit=float(lim)) for i, (g, lim) in enumerate(jobs))
+    snap = Snapshot(nodes=(NODE,), pending=pending)
+    got = forecast(snap, now=0, policy=Policy(), max_passes=500)
+    now_starts = {s.job_id for s in schedule(snap, 0, Policy()).starts}
+    assert {j for j, e in got.starts.items() if e.start == 0} == now_starts
+    assert set(got.starts) == {p.job_id for p in pending}  # all fit the node in the end
+    assert all(0 <= e.start <= sum(lim for _, lim in jobs) for e in got.starts.values())
