@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Install Debian's prometheus for the metrics test (tests/integration/test_prometheus.py
-# starts its own server on loopback), if missing. Maintainer scripts are kept from
-# starting the packaged service. Exit 0 when it is (or already was) installed; non-zero
+# starts its own server on loopback) and chromium with chromium-driver for the
+# dashboard test (tests/integration/test_dashboard.py), if missing. Maintainer scripts
+# are kept from starting the packaged services. Exit 0 when it is (or already was) installed; non-zero
 # with the reason otherwise.
 set -euo pipefail
-want=(prometheus)
+want=(prometheus chromium chromium-driver)
 missing=()
 for p in "${want[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

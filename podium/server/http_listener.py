@@ -12,6 +12,7 @@ from typing import Any
 
 from podium.config.http_config import split_listen
 from podium.errors import ConfigError
+from podium.server.dashboard import ASSETS, COOKIE
 from podium.server.peer import SCOPE_KEY, PeerCred
 from podium.server.tokens import TokenBook
 
@@ -40,7 +41,11 @@ class TokenGate:
     def __init__(self, app: Any, book: TokenBook, metrics_open: bool) -> None:
         self.app = app
         self.book = book
-        self.open_paths = {"/openapi.json"} | ({"/metrics"} if metrics_open else set())
+        self.open_paths = {"/openapi.json", "/login", "/logout"} | {
+            f"/static/{name}" for name in ASSETS
+        }
+        if metrics_open:
+            self.open_paths.add("/metrics")
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope.get(SCOPE_KEY) is not None:
@@ -50,16 +55,33 @@ class TokenGate:
         if scope["path"] in self.open_paths:
             await self.app(scope, receive, send)
             return
-        header = dict(scope.get("headers") or ()).get(b"authorization", b"")
-        kind, _, value = header.decode("latin-1").partition(" ")
-        if kind.lower() != "bearer" or not value.strip():
+        headers = dict(scope.get("headers") or ())
+        kind, _, value = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+        from_cookie = kind.lower() != "bearer" or not value.strip()
+        if from_cookie:  # the dashboard's login cookie
+            value = cookie_value(headers.get(b"cookie", b""), COOKIE)
+        page = scope["method"] in READ_METHODS and (
+            scope["path"] == "/" or scope["path"].startswith("/jobs/")
+        )
+        if not value.strip():
+            if page:
+                await _redirect(send, "/login")
+                return
             await _refuse(send, 401, "no token: send the header Authorization: Bearer TOKEN "
                           "(podium token create makes one)")  # fmt: skip
             return
         token = self.book.check(value.strip())
         if token is None:
+            if page:
+                await _redirect(send, "/login")
+                return
             await _refuse(send, 401, "the token is not valid (malformed, unknown, expired "
                           "or revoked): podium token list shows yours")  # fmt: skip
+            return
+        if from_cookie and scope["method"] not in READ_METHODS:
+            # the dashboard only looks: a cookie never changes anything (no CSRF)
+            await _refuse(send, 403, "the dashboard's login only reads: send the token in "
+                          "an Authorization header to change anything")  # fmt: skip
             return
         if token.read_only and scope["method"] not in READ_METHODS:
             await _refuse(send, 403, f"token {token.token_id} is read-only: it may look, "
@@ -68,6 +90,21 @@ class TokenGate:
         scope[SCOPE_KEY] = PeerCred(0, token.uid, token.gid)
         scope[TOKEN_KEY] = token.token_id
         await self.app(scope, receive, send)
+
+
+def cookie_value(header: bytes, name: str) -> str:
+    """The value of cookie `name` in a Cookie header ("" when absent)."""
+    for part in header.decode("latin-1").split(";"):
+        key, _, value = part.strip().partition("=")
+        if key == name:
+            return value
+    return ""
+
+
+async def _redirect(send: Any, where: str) -> None:
+    headers = [(b"location", where.encode()), (b"content-length", b"0")]
+    await send({"type": "http.response.start", "status": 303, "headers": headers})
+    await send({"type": "http.response.body", "body": b""})
 
 
 async def _refuse(send: Any, status: int, message: str) -> None:

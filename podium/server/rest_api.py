@@ -41,6 +41,7 @@ from podium.server.bodies import (
     job_filter,
 )
 from podium.server.controller import Caller, Controller
+from podium.server.dashboard import add_dashboard
 from podium.server.dry_run import dry_run_record
 from podium.server.forecast_view import forecast_records
 from podium.server.mig_advisor import advice_now
@@ -355,6 +356,7 @@ def create_app(
 
     if tokens is not None:
         add_token_routes(app, controller, tokens, caller)
+        add_dashboard(app, tokens)
     app.openapi = lambda: podium_openapi(app)  # type: ignore[method-assign]
     return app
 

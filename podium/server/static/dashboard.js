@@ -1,0 +1,96 @@
+// Podium's dashboard: polls the daemon's JSON API with the page's cookie and builds
+// the page with textContent only (never innerHTML): every job name, user and reason is
+// someone's input.
+"use strict";
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (key === "class") node.className = value; else node.setAttribute(key, value);
+  }
+  for (const child of children) {
+    node.append(child instanceof Node ? child : document.createTextNode(String(child ?? "")));
+  }
+  return node;
+}
+
+async function getJSON(path) {
+  const answer = await fetch(path, { credentials: "same-origin" });
+  if (answer.status === 401) { window.location.href = "/login"; throw new Error("login"); }
+  const body = await answer.json();
+  if (!answer.ok) throw new Error(body.error || answer.status);
+  return body;
+}
+
+function when(epoch) {
+  return epoch == null ? "N/A" : new Date(epoch * 1000).toLocaleString();
+}
+
+function gpuCell(node, gpu, users) {
+  const health = gpu.health || {};
+  const fenced = health.fenced || (health.label && health.label !== "schedulable");
+  const jobs = gpu.share ? gpu.share.jobs : (gpu.job_id == null ? [] : [gpu.job_id]);
+  const cls = "gpu" + (fenced ? " fenced" : jobs.length ? " busy" : "");
+  const cell = el("div", { class: cls, "data-gpu": `${node.node}/${gpu.index}` },
+    el("div", { class: "name" }, `${node.node} GPU ${gpu.index}`),
+    el("div", { class: "what" }, gpu.type || ""));
+  for (const job of jobs) {
+    cell.append(el("div", { class: "what job" }, "job ",
+      el("a", { href: `/jobs/${job}` }, String(job)), ` ${users[job] || ""}`));
+  }
+  if (!jobs.length) cell.append(el("div", { class: "what" }, "idle"));
+  cell.append(el("div", { class: "what health" }, health.label || ""));
+  if (fenced && health.reason) cell.append(el("div", { class: "what reason" }, health.reason));
+  return cell;
+}
+
+async function refreshIndex() {
+  const [nodes, jobs, forecast] = await Promise.all([
+    getJSON("/v1/nodes"), getJSON("/v1/jobs"), getJSON("/v1/forecast")]);
+  const users = {};
+  for (const job of jobs.jobs) users[job.job_id] = job.user;
+  const grid = el("div", { class: "grid" });
+  for (const node of nodes.nodes) for (const gpu of node.gpus) grid.append(gpuCell(node, gpu, users));
+  document.getElementById("gpus").replaceChildren(grid);
+  const expected = {};
+  for (const f of forecast.jobs) expected[f.job_id] = f.expected_start_epoch;
+  const rows = jobs.jobs.map((job) => el("tr", { "data-job": job.job_id },
+    el("td", {}, el("a", { href: `/jobs/${job.job_id}` }, job.display_id)),
+    el("td", {}, job.name), el("td", {}, job.user), el("td", {}, job.state),
+    el("td", {}, job.gpus), el("td", {}, job.state === "RUNNING" ? job.node : job.reason),
+    el("td", {}, job.state === "PENDING" ? when(expected[job.job_id]) : "")));
+  const table = el("table", {}, el("tr", {}, ...["JOB", "NAME", "USER", "STATE", "GPUS",
+    "NODE / REASON", "EXPECTED START"].map((h) => el("th", {}, h))), ...rows);
+  document.getElementById("queue").replaceChildren(jobs.jobs.length ? table : el("p", { class: "muted" }, "no jobs"));
+  document.getElementById("updated").textContent = new Date().toLocaleTimeString();
+}
+
+async function refreshJob(id) {
+  let job;
+  try { job = await getJSON(`/v1/jobs/${id}`); } catch (error) {
+    document.getElementById("job").replaceChildren(el("p", { class: "error" }, error.message));
+    return;
+  }
+  const facts = [["state", job.state], ["user", job.user], ["account", job.account],
+    ["QoS", job.qos], ["GPUs", (job.gpu_ids || []).join(", ") || job.gpus],
+    ["node", job.node || ""], ["reason", job.reason], ["restarts", job.restart_count],
+    ["GPU-seconds (every run)", job.gpu_seconds_all_runs],
+    ["lost GPU-seconds", JSON.stringify(job.lost_gpu_seconds || {})]];
+  const spent = job.gpu_seconds_all_runs || 0;
+  const lost = Object.values(job.lost_gpu_seconds || {}).reduce((a, b) => a + b, 0);
+  facts.push(["goodput", spent > 0 ? `${(100 * (spent - lost) / spent).toFixed(1)} %` : "-"]);
+  const table = el("table", {}, ...facts.map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, v))));
+  const events = el("table", {}, el("tr", {}, el("th", {}, "TIME"), el("th", {}, "EVENT"), el("th", {}, "DETAIL")),
+    ...job.events.map((e) => el("tr", {}, el("td", {}, when(e.time)), el("td", {}, e.kind), el("td", {}, e.detail || ""))));
+  document.getElementById("job").replaceChildren(el("h2", {}, `job ${job.display_id}: ${job.name}`), table,
+    el("h2", {}, "timeline"), events);
+}
+
+function start() {
+  const page = document.body.dataset.page;
+  const tick = page === "job" ? () => refreshJob(document.body.dataset.job) : refreshIndex;
+  tick().catch(() => {});
+  setInterval(() => tick().catch(() => {}), 2000);
+}
+
+document.addEventListener("DOMContentLoaded", start);

@@ -1,0 +1,149 @@
+"""The web dashboard in a real headless Chromium (Debian's chromium and chromedriver,
+driven by Selenium): a login refused with a bad token, then the GPU grid with a job on
+its GPUs, a pending job's reason, a hostile job name shown as text, a GPU fenced by an
+Xid showing up live with its reason, a job's page with its timeline, and a second
+user's login that may not see root's job."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
+from tests.integration.test_http_api import _free_port, _token
+from tests.integration.test_permissions import other_user
+
+pytestmark = pytest.mark.integration
+__all__ = ["other_user"]  # the fixture, used here by name
+CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+
+
+@pytest.fixture(scope="module")
+def dashboard() -> Iterator[tuple[Cluster, str]]:
+    if CHROMIUM is None or DRIVER is None:
+        pytest.skip("chromium and chromium-driver are not installed (.ci/run installs them)")
+    pytest.importorskip("selenium")
+    port = _free_port()
+    c = make_cluster(gpus=4, cpus=8, extra=f"http: {{listen: '127.0.0.1:{port}'}}\n")
+    c.start()
+    yield c, f"http://127.0.0.1:{port}"
+    teardown_cluster(c)
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Any]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,900",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ):
+        options.add_argument(arg)  # fmt: skip
+    driver = webdriver.Chrome(options=options, service=Service(str(DRIVER)))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _until(test: Any, timeout: float = 20) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            found = test()
+            if found:
+                return found
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+        if time.monotonic() > deadline:
+            raise AssertionError("the page never showed it")
+        time.sleep(0.2)
+
+
+def _text(browser: Any, selector: str) -> str:
+    """The text of the element at `selector` now (the page rebuilds itself every 2 s,
+    so an element is looked up again each time)."""
+    from selenium.webdriver.common.by import By
+
+    return str(browser.find_element(By.CSS_SELECTOR, selector).text)
+
+
+def _login(browser: Any, url: str, token: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(url + "/")
+    _until(lambda: browser.current_url.endswith("/login"))
+    field = browser.find_element(By.ID, "token")
+    field.send_keys(token)
+    field.submit()
+
+
+def _shot(browser: Any, tmp_path: Path, name: str) -> None:
+    browser.save_screenshot(str(tmp_path / name))
+    where = os.environ.get("PODIUM_SCREENSHOTS")  # docs/img when making the README's
+    if where:
+        shutil.copy(tmp_path / name, Path(where) / name)
+
+
+def test_what_a_person_sees(dashboard: tuple[Cluster, str], browser: Any, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    c, url = dashboard
+    _login(browser, url, "pdm_000000000000_" + "A" * 43)
+    assert "not valid" in _until(lambda: browser.find_element(By.CLASS_NAME, "error").text)
+    running = c.submit("--gpus=2", "-J", "train-<b>bold</b>", "--wrap", "sleep 300")
+    c.wait(running, {"RUNNING"})
+    waiting = c.submit("--gpus=4", "-t", "1:00", "-J", "big", "--wrap", "sleep 300")
+    _login(browser, url, _token(c, "--read-only"))
+    gpus = c.job(running)["gpu_ids"]
+    cell = f'[data-gpu$="/{gpus[0]}"]'
+    _until(lambda: f"job {running} root" in _text(browser, cell))
+    row = f'tr[data-job="{waiting}"]'
+    _until(lambda: "Resources" in _text(browser, row) and "big" in _text(browser, row))
+    named = f'tr[data-job="{running}"]'
+    assert "train-<b>bold</b>" in _text(browser, named)  # shown as text, never as markup
+    assert not browser.find_elements(By.CSS_SELECTOR, f"{named} b")
+    _shot(browser, tmp_path, "dashboard.png")
+    free = next(g for g in range(4) if g not in gpus)
+    c.cli("inject", "xid", "--gpu", str(free), "--code", "79", check=True)
+    fenced = f'[data-gpu$="/{free}"]'
+    _until(lambda: "fenced" in browser.find_element(By.CSS_SELECTOR, fenced).get_attribute("class"))
+    assert "79" in _text(browser, fenced) or "xid" in _text(browser, fenced).lower()
+    _shot(browser, tmp_path, "dashboard-fenced.png")
+    browser.get(f"{url}/jobs/{running}")
+    _until(lambda: "start" in _text(browser, "#job table + h2 + table"))
+    assert "submit" in _text(browser, "#job table + h2 + table")
+    assert "goodput" in _text(browser, "#job")
+    _shot(browser, tmp_path, "dashboard-job.png")
+    for job_id in (running, waiting):
+        c.cli("cancel", str(job_id), check=True)
+    node = c.cli("nodes", "--json", check=True).stdout.split('"node": "')[1].split('"')[0]
+    c.cli("resume", node, "--gpu", str(free), check=True)
+
+
+def test_a_second_user_sees_the_grid_but_not_roots_job(
+    dashboard: tuple[Cluster, str], browser: Any, other_user: str
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    c, url = dashboard
+    mine = c.submit("--gpus=1", "--wrap", "sleep 300")
+    c.wait(mine, {"RUNNING"})
+    _login(browser, url, _token(c, "--read-only", user=other_user))
+    _until(lambda: browser.find_element(By.CSS_SELECTOR, f'tr[data-job="{mine}"]'))
+    browser.get(f"{url}/jobs/{mine}")
+    _until(lambda: "belongs to root" in _text(browser, "#job .error"))
+    c.cli("cancel", str(mine), check=True)
