@@ -52,8 +52,8 @@ from podium.run.rundir import close_jobs_dir, open_jobs_dir
 from podium.server.controller import Controller
 from podium.server.http_listener import TokenGate, bind_tcp
 from podium.server.local_node import LocalNode
-from podium.server.metrics import add_metrics_route, metrics_registry
 from podium.server.peer import PeerCredProtocol, bind_unix
+from podium.server.prometheus_metrics import add_metrics_route, metrics_registry
 from podium.server.rest_api import create_app
 from podium.server.state_home import (
     close_job_files,

@@ -60,23 +60,19 @@ class TokenGate:
         from_cookie = kind.lower() != "bearer" or not value.strip()
         if from_cookie:  # the dashboard's login cookie
             value = cookie_value(headers.get(b"cookie", b""), COOKIE)
-        page = scope["method"] in READ_METHODS and (
-            scope["path"] == "/" or scope["path"].startswith("/jobs/")
-        )
-        if not value.strip():
-            if page:
-                await _redirect(send, "/login")
-                return
-            await _refuse(send, 401, "no token: send the header Authorization: Bearer TOKEN "
-                          "(podium token create makes one)")  # fmt: skip
-            return
-        token = self.book.check(value.strip())
+        token = self.book.check(value.strip()) if value.strip() else None
         if token is None:
-            if page:
+            page = scope["method"] in READ_METHODS and (
+                scope["path"] == "/" or scope["path"].startswith("/jobs/")
+            )
+            if page:  # a browser: to the login page
                 await _redirect(send, "/login")
-                return
-            await _refuse(send, 401, "the token is not valid (malformed, unknown, expired "
-                          "or revoked): podium token list shows yours")  # fmt: skip
+            elif not value.strip():
+                await _refuse(send, 401, "no token: send the header Authorization: Bearer "
+                              "TOKEN (podium token create makes one)")  # fmt: skip
+            else:
+                await _refuse(send, 401, "the token is not valid (malformed, unknown, "
+                              "expired or revoked): podium token list shows yours")  # fmt: skip
             return
         if from_cookie and scope["method"] not in READ_METHODS:
             # the dashboard only looks: a cookie never changes anything (no CSRF)
