@@ -21,7 +21,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 from podium.api.selection import JobFilter
@@ -79,6 +79,19 @@ class PassInputs(NamedTuple):
     usage: dict[tuple[str, str], float]
     job_states: dict[int, str]
     array_members: dict[int, tuple[int, ...]]
+
+
+def started_elastic(
+    decisions: Decisions, seen: Mapping[int, PendingJob], now: float
+) -> list[Allocation]:
+    """What the elastic jobs a pass starts will hold, at the size each starts at."""
+    out = []
+    for start in decisions.starts:
+        job = seen.get(start.job_id)
+        if job is not None and job.elastic is not None:
+            held = job.allocate(start.node, start.gpu_indices, now)
+            out.append(dataclasses.replace(held, cpus=start.cpus, mem_mb=start.mem_mb))
+    return out
 
 
 class Reactor:
@@ -231,9 +244,12 @@ class Reactor:
             with self.lock:
                 started = self._apply(snap, seen, decisions, reasons)
             # Jobs that came meanwhile are not in `seen`, but they asked for another pass.
+            # An elastic job started by this very pass may grow when its delay ends: the
+            # pass that lets it is due then (it is in no snapshot's running jobs yet).
+            now_running = (*snap.running, *started_elastic(decisions, seen, now))
             nearest = min(
                 (t for t in (next_begin(seen.values(), self.clock()),
-                             next_change(snap.running, self.policy, now)) if t is not None),
+                             next_change(now_running, self.policy, now)) if t is not None),
                 default=None,
             )  # fmt: skip
             end = time.monotonic()

@@ -145,3 +145,20 @@ def test_reasons_are_written_only_when_they_change(c: Cluster) -> None:
     c.reactor.run_pass()
     # Only what changed: the held job, and the next one now first in line.
     assert writes == [{waiting[0]: "Held", waiting[1]: "Resources"}]
+
+
+def test_a_pass_that_starts_an_elastic_job_small_is_due_again_when_it_may_grow(
+    c: Cluster,
+) -> None:
+    """CI saw a job grown 1 -> 2 never grow to 4: the pass that restarted it at 2 did
+    not count it among the running jobs whose grow delay makes a pass due, so the next
+    pass came only with the periodic one (30 s), after the job had finished."""
+    import dataclasses
+
+    c.reactor.policy = dataclasses.replace(c.reactor.policy, elastic_grow_delay_s=5.0)
+    blocker = c.submit("--gpus=1")
+    c.reactor.tick()
+    elastic = c.submit("--elastic=1:2", "--gpus-per-task=1")
+    assert c.reactor.tick() == 1 and c.state(elastic) == "RUNNING"
+    assert c.state(blocker) == "RUNNING"
+    assert c.reactor.pass_due() == pytest.approx(5.0, abs=0.5)  # not PERIODIC_PASS_S
