@@ -22,7 +22,11 @@ from podium.server.tokens import TokenBook
 
 COOKIE = "podium_token"
 ASSETS = {"dashboard.js": "text/javascript", "dashboard.css": "text/css"}
-PAGE_PATHS = ("/", "/jobs/")  # what a browser opens: a missing login goes to /login
+
+
+def is_page(path: str) -> bool:
+    """Whether `path` is a page a browser opens (a missing login goes to /login)."""
+    return path == "/" or path.startswith("/jobs/")
 
 
 def _page(title: str, body: str, **data: str) -> str:
@@ -98,4 +102,4 @@ def add_dashboard(app: FastAPI, book: TokenBook) -> None:
         return Response(data, media_type=kind, headers={"Cache-Control": "no-cache"})
 
 
-__all__ = ["COOKIE", "PAGE_PATHS", "add_dashboard"]
+__all__ = ["COOKIE", "add_dashboard", "is_page"]

@@ -12,7 +12,7 @@ from typing import Any
 
 from podium.config.http_config import split_listen
 from podium.errors import ConfigError
-from podium.server.dashboard import ASSETS, COOKIE
+from podium.server.dashboard import ASSETS, COOKIE, is_page
 from podium.server.peer import SCOPE_KEY, PeerCred
 from podium.server.tokens import TokenBook
 
@@ -62,10 +62,7 @@ class TokenGate:
             value = cookie_value(headers.get(b"cookie", b""), COOKIE)
         token = self.book.check(value.strip()) if value.strip() else None
         if token is None:
-            page = scope["method"] in READ_METHODS and (
-                scope["path"] == "/" or scope["path"].startswith("/jobs/")
-            )
-            if page:  # a browser: to the login page
+            if scope["method"] in READ_METHODS and is_page(scope["path"]):  # a browser
                 await _redirect(send, "/login")
             elif not value.strip():
                 await _refuse(send, 401, "no token: send the header Authorization: Bearer "
