@@ -34,7 +34,11 @@ def show(job: str, as_json: bool) -> None:
     if as_json:
         render.print_json(record)
         return
-    render.show_record(record, skip=lambda k: k in ("script", "events", "spec"))
+    render.show_record(record, skip=lambda k: k in ("script", "events", "spec", "blockers"))
+    if record.get("blockers"):
+        click.echo("why it waits:")
+        for b in record["blockers"]:
+            click.echo(f"  {printable(b['text'])}")
     if "events" not in record:  # a backend that keeps none (Slurm)
         return
     click.echo("events:")

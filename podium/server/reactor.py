@@ -271,6 +271,11 @@ class Reactor:
             inputs = self._read_inputs(now, seen)
         return self._build_snapshot(now, seen, inputs), now
 
+    def pending_reasons(self) -> dict[int, str]:
+        """Each pending job's reason as the last passes left it (a copy: one C-level
+        dict copy under the GIL, so a pass writing meanwhile cannot tear it)."""
+        return self._reasons.copy()
+
     def _read_inputs(self, now: float, pending: dict[int, PendingJob]) -> PassInputs:
         """What a snapshot needs from the store and the node (under the lock)."""
         view, fenced, unhealthy = node_view(self.node, self.store, self.health)

@@ -23,6 +23,7 @@ from podium.recover.ladder import Health
 from podium.sched.fairshare import fairshare_table
 from podium.sched.model import Allocation
 from podium.sched.team_ledger import team_table
+from podium.server.forecast_view import forecast_records
 from podium.server.job_rows import (
     GpuUnits,
     gpu_owners,
@@ -196,6 +197,10 @@ class Views:
         record.update(elastic_fields(row))
         record["lost_gpu_seconds"] = lost_work(row)  # by cause: preemption, resize, fault
         record["gpu_seconds_all_runs"] = all_runs(record, row["earlier_gpu_seconds"] or 0.0)
+        if row["state"] == "PENDING":  # when it should start, and what keeps it waiting
+            found = forecast_records(self.reactor, only=job_id)["jobs"]
+            record["expected_start"] = found[0]["expected_start"] if found else None
+            record["blockers"] = found[0]["blockers"] if found else []
         return record
 
     def nodes(self) -> list[dict[str, Any]]:

@@ -5,6 +5,7 @@ behind a job with no time limit get N/A; the same forecast over the API."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 
@@ -65,6 +66,29 @@ def test_no_time_limit_means_no_forecast_behind_it(cluster: Cluster) -> None:
     assert _forecast(c)[behind]["expected_start_epoch"] is None
     with c.api() as api:
         answer = api.get("/v1/forecast").json()
+    (record,) = answer["jobs"]
     nothing = {"expected_start": None, "expected_start_epoch": None, "node": None, "gpu_ids": []}
-    assert answer["jobs"] == [{"job_id": behind, **nothing}]
+    assert {k: record[k] for k in ("job_id", *nothing)} == {"job_id": behind, **nothing}
+    assert record["reason"] == "Resources"
+    (blocker,) = record["blockers"]
+    assert blocker["job_ids"] == [endless] and "no time limit" in blocker["text"]
     c.cli("cancel", str(endless), str(behind), check=True)
+
+
+def test_show_says_why_a_job_waits_in_plain_words(cluster: Cluster) -> None:
+    c = cluster
+    holder = c.submit("--gpus=3", "-t", "20:00", "--wrap", "sleep 300")
+    c.wait(holder, {"RUNNING"})
+    waiting = c.submit("--gpus=2", "-t", "1:00", "--wrap", "true")
+    after = c.submit("--gpus=1", f"--dependency=afterok:{waiting}", "--wrap", "true")
+    deadline = time.monotonic() + 10
+    while "why it waits:" not in (shown := c.cli("show", str(waiting), check=True).stdout):
+        assert time.monotonic() < deadline, shown
+        time.sleep(0.2)
+    user = c.job(holder)["user"]
+    assert re.search(rf"when these end: job {holder} \({user}, ends in (19|20) min\)", shown)
+    record = json.loads(c.cli("show", str(after), "--json", check=True).stdout)
+    assert [b["text"] for b in record["blockers"]] == [
+        f"It waits for job {waiting} (PENDING) to end successfully (afterok)."
+    ]
+    c.cli("cancel", str(holder), str(waiting), str(after), check=True)
