@@ -82,13 +82,21 @@ def _submit(
     help="State directory for the demo cluster (default: a new temporary one).",
 )
 @click.option("--keep", is_flag=True, help="Leave the demo daemon running at the end.")
+@click.option(
+    "--http",
+    "http",
+    default=None,
+    metavar="HOST:PORT",
+    help="Also serve the API and the web page there (e.g. 127.0.0.1:8686); a read-only "
+    "token to log in with is printed.",
+)
 @click.option("--timeout", type=float, default=600.0, help="Give up after this many seconds.")
 @click.option(
     "--faults",
     is_flag=True,
     help="Instead: a training job survives an Xid 79 on one of its GPUs (auto-resume).",
 )
-def demo(home: Path | None, keep: bool, timeout: float, faults: bool) -> None:
+def demo(home: Path | None, keep: bool, http: str | None, timeout: float, faults: bool) -> None:
     """Run the three-researcher scenario on 4 declared GPUs and show the queue
     (--faults: the fault-tolerance scenario)."""
     made = home is None  # a directory of the demo's own: removed after a good run
@@ -106,8 +114,10 @@ def demo(home: Path | None, keep: bool, timeout: float, faults: bool) -> None:
     real = real_gpus()
     sizes = scenario_sizes(len(real))
     # With real GPUs the default config schedules NVML's inventory; else declare four.
-    started = start_daemon(home, gpus=None if real else DECLARED_GPUS, cpus=8)
+    started = start_daemon(home, gpus=None if real else DECLARED_GPUS, cpus=8, http=http)
     client = EmbeddedBackend(home)
+    if http is not None:
+        _show_page(client, http)
     node = client.nodes()[0]
     kind = f"real {node['gpu_type']}" if real else "declared"
     click.echo(
@@ -180,6 +190,13 @@ def demo(home: Path | None, keep: bool, timeout: float, faults: bool) -> None:
     if not ok:
         sys.exit(1)
     _tidy(home, made and not keep)
+
+
+def _show_page(client: EmbeddedBackend, http: str) -> None:
+    """Say where the web page is, with a read-only token (valid a day) to log in."""
+    made = client.client.post("/v1/tokens", {"read_only": True, "expires_s": 86400.0})
+    click.echo(f"Watch it at http://{http}/ and log in with this read-only token:")
+    click.echo(f"  {made['token']}")
 
 
 def _tidy(home: Path, remove: bool) -> None:

@@ -279,9 +279,10 @@ def _layout_blocker(job: PendingJob, snap: Snapshot) -> Blocker:
     nodes = [n for n in snap.nodes if n.name in _partition_nodes(job, snap)]
     up = [n for n in nodes if n.schedulable]
     kind = f" {job.gpu_type}" if job.gpu_type else ""
+    where = "on one node" if job.nodes == 1 else f"on each of {job.nodes} nodes"
     asks = (
-        f"It asks for {job.gpus}{kind} GPU{'s' if job.gpus != 1 else ''}, {job.cpus} CPUs and "
-        f"{job.mem_mb} MB on each of {job.nodes} node{'s' if job.nodes > 1 else ''}"
+        f"It asks for {_count(job.gpus, kind.strip() + ' GPU')}, {_count(job.cpus, 'CPU')} and "
+        f"{job.mem_mb} MB {where}"
     )
     fits = [n.name for n in up if could_ever_fit(job, n)]
     if not up:
@@ -305,6 +306,11 @@ def _layout_blocker(job: PendingJob, snap: Snapshot) -> Blocker:
         "layout",
         f"{asks}; the most a node of partition {job.partition} has usable is {said}.",
     )
+
+
+def _count(n: int, what: str) -> str:
+    what = what.strip()
+    return f"{n} {what}" if n == 1 else f"{n} {what}s"
 
 
 def _usable(job: PendingJob, node: NodeView) -> int:

@@ -18,6 +18,7 @@ from typing import ParamSpec, TypeVar
 
 from podium.api.caller import Caller, user_name
 from podium.config.cluster import ClusterConfig
+from podium.node.gpu_telemetry import no_telemetry
 from podium.node.inventory import from_nvml
 from podium.recover.agent import HealthAgent
 from podium.run.executor import LocalExecutor
@@ -64,6 +65,8 @@ class Controller:
         self.reactor = Reactor(store, config, node, self.health, self.planner, effects, clock)
         self.lock = self.reactor.lock
         self.agent: HealthAgent | None = None
+        # the GPUs' NVML values by index (node.gpu_telemetry; nothing on declared GPUs)
+        self.telemetry: Callable[[list[int]], dict[int, dict[str, float]]] = no_telemetry
         real_gpus = from_nvml(node.gpus)
         self.intake = Intake(home, config, store, self.planner)
         self.views = Views(self.reactor, lambda: self.agent)

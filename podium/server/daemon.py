@@ -277,8 +277,8 @@ def serve(home: Path, config: ClusterConfig) -> None:
 
     tokens = TokenBook(store, controller.clock)
     app = create_app(controller, wake, stop, tokens)
-    telemetry = no_telemetry if declared(config, gpus) else read_telemetry
-    add_metrics_route(app, metrics_registry(controller, telemetry))
+    controller.telemetry = no_telemetry if declared(config, gpus) else read_telemetry
+    add_metrics_route(app, metrics_registry(controller, controller.telemetry))
     app.router.lifespan_context = lifespan
     sock = paths.socket_path(home)
     sock.unlink(missing_ok=True)

@@ -4,9 +4,11 @@ as the API. A person logs in once with a token (`podium token create --read-only
 kept in a cookie the page's script cannot read (HttpOnly, SameSite=Strict); the script
 then polls the JSON API every 2 s and builds the page with text nodes only.
 
-Pages: `/` (every GPU with its job, user and health, the queue with each pending job's
-reason and expected start) and `/jobs/{id}` (a job's facts, goodput and timeline: its
-details are its user's and the administrators', as `podium show` decides)."""
+Pages: `/` (every GPU with its job, user, health and utilisation; the queue with each
+pending job's reason, blockers in plain words and expected start; the node's health
+events, newest first) and `/jobs/{id}` (a job's facts, goodput, blockers, timeline and
+the end of its output, read as its user: its details are its user's and the
+administrators', as `podium show` decides)."""
 
 from __future__ import annotations
 
@@ -61,7 +63,8 @@ def add_dashboard(app: FastAPI, book: TokenBook) -> None:
         return _page(
             "Podium",
             "<section><h2>GPUs</h2><div id=gpus class=muted>loading</div></section>"
-            "<section><h2>Queue</h2><div id=queue class=muted>loading</div></section>",
+            "<section><h2>Queue</h2><div id=queue class=muted>loading</div></section>"
+            "<section><h2>Health events</h2><div id=health class=muted>loading</div></section>",
             page="index",
         )
 

@@ -49,6 +49,7 @@ from podium.server.mig_apply import parse_layout
 from podium.server.peer import SCOPE_KEY, PeerCred, process_cwd
 from podium.server.token_routes import add_token_routes
 from podium.server.tokens import TokenBook
+from podium.server.watch_routes import add_watch_routes
 
 
 class ErrorBody(BaseModel):
@@ -354,6 +355,7 @@ def create_app(
         stop()
         return {"stopping": True, "running_jobs_kept": True}
 
+    add_watch_routes(app, controller, caller)
     if tokens is not None:
         add_token_routes(app, controller, tokens, caller)
         add_dashboard(app, tokens)

@@ -282,6 +282,15 @@ class Database:
         with self.transaction() as conn:
             self._event(conn, now, kind, job_id=job_id, detail=detail)
 
+    def node_events(self, limit: int) -> list[Row]:
+        """The newest `limit` events of nodes and their GPUs (health findings, fences,
+        remedies), newest first: those with a node and no job."""
+        return self.conn.execute(
+            "SELECT * FROM events WHERE job_id IS NULL AND node IS NOT NULL"
+            " ORDER BY id DESC LIMIT ?",
+            (limit,),
+        ).fetchall()
+
     def events(self, job_id: int | None = None) -> list[Row]:
         if job_id is None:
             return self.conn.execute("SELECT * FROM events ORDER BY id").fetchall()

@@ -1,8 +1,9 @@
 """The web dashboard in a real headless Chromium (Debian's chromium and chromedriver,
 driven by Selenium): a login refused with a bad token, then the GPU grid with a job on
-its GPUs, a pending job's reason, a hostile job name shown as text, a GPU fenced by an
-Xid showing up live with its reason, a job's page with its timeline, and a second
-user's login that may not see root's job."""
+its GPUs, a pending job's reason and blockers, a hostile job name shown as text, a GPU
+fenced by an Xid showing up live with its reason and in the health events, a job's page
+with its timeline and the end of its output, and a second user's login that may see
+neither root's job nor its output."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
@@ -104,7 +106,9 @@ def test_what_a_person_sees(dashboard: tuple[Cluster, str], browser: Any, tmp_pa
     c, url = dashboard
     _login(browser, url, "pdm_000000000000_" + "A" * 43)
     assert "not valid" in _until(lambda: browser.find_element(By.CLASS_NAME, "error").text)
-    running = c.submit("--gpus=2", "-J", "train-<b>bold</b>", "--wrap", "sleep 300")
+    running = c.submit(
+        "--gpus=2", "-J", "train-<b>bold</b>", "--wrap", "echo step-1-of-train; sleep 300"
+    )
     c.wait(running, {"RUNNING"})
     waiting = c.submit("--gpus=4", "-t", "1:00", "-J", "big", "--wrap", "sleep 300")
     _login(browser, url, _token(c, "--read-only"))
@@ -113,6 +117,9 @@ def test_what_a_person_sees(dashboard: tuple[Cluster, str], browser: Any, tmp_pa
     _until(lambda: f"job {running} root" in _text(browser, cell))
     row = f'tr[data-job="{waiting}"]'
     _until(lambda: "Resources" in _text(browser, row) and "big" in _text(browser, row))
+    # its blockers in plain words: the job holding GPUs, with no time limit
+    _until(lambda: f"job {running} (root, no time limit)" in _text(browser, f"{row} .blockers"))
+    assert "util -" in _text(browser, cell)  # declared GPUs: NVML gives no utilisation
     named = f'tr[data-job="{running}"]'
     assert "train-<b>bold</b>" in _text(browser, named)  # shown as text, never as markup
     assert not browser.find_elements(By.CSS_SELECTOR, f"{named} b")
@@ -122,11 +129,13 @@ def test_what_a_person_sees(dashboard: tuple[Cluster, str], browser: Any, tmp_pa
     fenced = f'[data-gpu$="/{free}"]'
     _until(lambda: "fenced" in browser.find_element(By.CSS_SELECTOR, fenced).get_attribute("class"))
     assert "79" in _text(browser, fenced) or "xid" in _text(browser, fenced).lower()
+    _until(lambda: "79" in _text(browser, "#health"))  # the health events, newest first
     _shot(browser, tmp_path, "dashboard-fenced.png")
     browser.get(f"{url}/jobs/{running}")
     _until(lambda: "start" in _text(browser, "#job table + h2 + table"))
     assert "submit" in _text(browser, "#job table + h2 + table")
     assert "goodput" in _text(browser, "#job")
+    _until(lambda: "step-1-of-train" in _text(browser, "#job pre.log"))  # read as the user
     _shot(browser, tmp_path, "dashboard-job.png")
     for job_id in (running, waiting):
         c.cli("cancel", str(job_id), check=True)
@@ -146,4 +155,8 @@ def test_a_second_user_sees_the_grid_but_not_roots_job(
     _until(lambda: browser.find_element(By.CSS_SELECTOR, f'tr[data-job="{mine}"]'))
     browser.get(f"{url}/jobs/{mine}")
     _until(lambda: "belongs to root" in _text(browser, "#job .error"))
+    token = _token(c, "--read-only", user=other_user)
+    bearer = {"Authorization": f"Bearer {token}"}  # the log route refuses too, in one line
+    refused = httpx.get(f"{url}/v1/jobs/{mine}/log", headers=bearer, timeout=10)
+    assert refused.status_code == 403 and "belongs to root" in refused.json()["error"]
     c.cli("cancel", str(mine), check=True)

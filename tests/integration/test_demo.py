@@ -132,3 +132,46 @@ def test_training_job_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     assert second.returncode == 0, second.stderr
     assert "resumed from checkpoint at step 10" in second.stdout
     assert "done: 15 steps" in second.stdout
+
+
+def test_the_demo_s_jobs_show_on_the_web_page_as_they_run(tmp_path: Path) -> None:
+    """README: `podium demo --http 127.0.0.1:PORT` prints a read-only token; with it,
+    the page's API shows the demo's jobs on their GPUs while they run."""
+    import httpx
+
+    from tests.integration.test_http_api import _free_port
+
+    port = _free_port()
+    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}", TMPDIR=str(tmp_path))
+    demo = subprocess.Popen(
+        [PODIUM, "demo", "--http", f"127.0.0.1:{port}"],
+        stdout=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    assert demo.stdout is not None
+    out: list[str] = []
+    try:
+        for line in demo.stdout:
+            out.append(line)
+            if line.startswith("  pdm_"):
+                break
+        assert f"Watch it at http://127.0.0.1:{port}/" in "".join(out), out
+        bearer = {"Authorization": f"Bearer {out[-1].strip()}"}
+        seen: set[str] = set()
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=bearer) as page:
+            assert page.get("/").status_code == 200
+            while len(seen) < 2 and demo.poll() is None:
+                node = page.get("/v1/nodes").json()["nodes"][0]
+                names = {j["job_id"]: j["name"] for j in page.get("/v1/jobs").json()["jobs"]}
+                seen |= {names[g["job_id"]] for g in node["gpus"] if g["job_id"] in names}
+            assert page.post("/v1/jobs/cancel", json={"job_ids": [1]}).status_code == 403
+        assert {"bert", "gpt"} <= seen, seen  # A's and B's jobs on their GPUs
+        rest = demo.communicate(timeout=600)[0]
+        assert demo.returncode == 0, "".join(out) + rest
+    finally:
+        if demo.poll() is None:  # a failed check: stop the demo and the daemon it started
+            demo.kill()
+            demo.wait()
+            from podium.cli.daemon_cmds import stop_daemon
+
+            for home in tmp_path.glob("podium-demo-*"):
+                stop_daemon(home)

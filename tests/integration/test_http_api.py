@@ -10,6 +10,7 @@ import socket
 import sqlite3
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -158,6 +159,14 @@ def test_revoked_and_expired_tokens_stop_at_once(cluster: Cluster) -> None:
         ("GET", "/v1/jobs?user=" + "a" * 60_000, 200),  # no such user: no jobs
         ("DELETE", "/v1/tokens/nothex", 400),
         ("GET", "/v1/nothing", 404),
+        ("GET", "/v1/jobs/999999/log", 404),
+        ("GET", "/v1/jobs/1/log?stream=/etc/shadow", 400),
+        ("GET", "/v1/jobs/1/log?max_bytes=99999999999", 400),
+        ("GET", "/v1/jobs/1/log?max_bytes=-5", 400),
+        ("GET", "/v1/health/events?limit=0", 400),
+        ("GET", "/v1/health/events?limit=" + "9" * 5000, 400),
+        ("GET", "/v1/gpus/telemetry", 200),
+        ("GET", "/v1/forecast?" + "x=1&" * 5000, 200),  # unknown parameters are ignored
     ],
 )
 def test_bad_requests_get_a_clean_4xx(
@@ -181,3 +190,13 @@ def test_bad_listen_addresses_are_one_line(tmp_path: object) -> None:
             assert len(up.stderr.strip().splitlines()) == 1
     finally:
         teardown_cluster(c)
+
+
+def test_every_route_of_the_openapi_document_is_in_docs_api_md(cluster: Cluster) -> None:
+    with httpx.Client(base_url=_url(cluster), timeout=10) as anon:
+        document = anon.get("/openapi.json").json()
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text()
+    routes = [f"`{m.upper()} {p}`" for p, ops in document["paths"].items() for m in ops]
+    assert len(routes) > 30
+    missing = [r for r in routes if r not in docs]
+    assert not missing, f"add to docs/api.md's table: {missing}"

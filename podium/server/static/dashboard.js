@@ -26,7 +26,11 @@ function when(epoch) {
   return epoch == null ? "N/A" : new Date(epoch * 1000).toLocaleString();
 }
 
-function gpuCell(node, gpu, users) {
+function percent(value) {
+  return value == null ? "-" : `${Math.round(value)} %`;
+}
+
+function gpuCell(node, gpu, users, telemetry) {
   const health = gpu.health || {};
   const fenced = health.fenced || (health.label && health.label !== "schedulable");
   const jobs = gpu.share ? gpu.share.jobs : (gpu.job_id == null ? [] : [gpu.job_id]);
@@ -39,29 +43,48 @@ function gpuCell(node, gpu, users) {
       el("a", { href: `/jobs/${job}` }, String(job)), ` ${users[job] || ""}`));
   }
   if (!jobs.length) cell.append(el("div", { class: "what" }, "idle"));
+  // NVML's values for a whole GPU (a MIG slice or share shows its GPU's); none on declared GPUs
+  const values = telemetry[String(gpu.parent == null ? gpu.index : gpu.parent)] || {};
+  const used = values.DCGM_FI_DEV_FB_USED, free = values.DCGM_FI_DEV_FB_FREE;
+  cell.append(el("div", { class: "what util" }, `util ${percent(values.DCGM_FI_DEV_GPU_UTIL)}` +
+    (used == null ? "" : `, mem ${(used / 1024).toFixed(1)}/${((used + free) / 1024).toFixed(0)} GiB`)));
   cell.append(el("div", { class: "what health" }, health.label || ""));
   if (fenced && health.reason) cell.append(el("div", { class: "what reason" }, health.reason));
   return cell;
 }
 
+function blockerList(blockers) {
+  return el("ul", { class: "blockers" }, ...(blockers || []).map((b) => el("li", { "data-kind": b.kind }, b.text)));
+}
+
 async function refreshIndex() {
-  const [nodes, jobs, forecast] = await Promise.all([
-    getJSON("/v1/nodes"), getJSON("/v1/jobs"), getJSON("/v1/forecast")]);
+  const [nodes, jobs, forecast, telemetry, health] = await Promise.all([
+    getJSON("/v1/nodes"), getJSON("/v1/jobs"), getJSON("/v1/forecast"),
+    getJSON("/v1/gpus/telemetry"), getJSON("/v1/health/events?limit=20")]);
   const users = {};
   for (const job of jobs.jobs) users[job.job_id] = job.user;
   const grid = el("div", { class: "grid" });
-  for (const node of nodes.nodes) for (const gpu of node.gpus) grid.append(gpuCell(node, gpu, users));
+  for (const node of nodes.nodes) for (const gpu of node.gpus) grid.append(gpuCell(node, gpu, users, telemetry.gpus));
   document.getElementById("gpus").replaceChildren(grid);
+  for (const id of ["gpus", "queue", "health"]) document.getElementById(id).className = "";
   const expected = {};
-  for (const f of forecast.jobs) expected[f.job_id] = f.expected_start_epoch;
-  const rows = jobs.jobs.map((job) => el("tr", { "data-job": job.job_id },
-    el("td", {}, el("a", { href: `/jobs/${job.job_id}` }, job.display_id)),
-    el("td", {}, job.name), el("td", {}, job.user), el("td", {}, job.state),
-    el("td", {}, job.gpus), el("td", {}, job.state === "RUNNING" ? job.node : job.reason),
-    el("td", {}, job.state === "PENDING" ? when(expected[job.job_id]) : "")));
+  for (const f of forecast.jobs) expected[f.job_id] = f;
+  const rows = jobs.jobs.map((job) => {
+    const f = expected[job.job_id] || {};
+    const why = job.state === "RUNNING" ? job.node : el("div", {}, job.reason, blockerList(f.blockers));
+    return el("tr", { "data-job": job.job_id },
+      el("td", {}, el("a", { href: `/jobs/${job.job_id}` }, job.display_id)),
+      el("td", {}, job.name), el("td", {}, job.user), el("td", {}, job.state),
+      el("td", {}, job.gpus), el("td", { class: "why" }, why),
+      el("td", {}, job.state === "PENDING" ? when(f.expected_start_epoch) : ""));
+  });
   const table = el("table", {}, el("tr", {}, ...["JOB", "NAME", "USER", "STATE", "GPUS",
-    "NODE / REASON", "EXPECTED START"].map((h) => el("th", {}, h))), ...rows);
+    "NODE / WHY IT WAITS", "EXPECTED START"].map((h) => el("th", {}, h))), ...rows);
   document.getElementById("queue").replaceChildren(jobs.jobs.length ? table : el("p", { class: "muted" }, "no jobs"));
+  const events = el("table", {}, el("tr", {}, el("th", {}, "TIME"), el("th", {}, "NODE"), el("th", {}, "EVENT")),
+    ...health.events.map((e) => el("tr", { class: "event" }, el("td", {}, when(e.time)), el("td", {}, e.node || ""),
+      el("td", {}, e.detail || e.kind))));
+  document.getElementById("health").replaceChildren(health.events.length ? events : el("p", { class: "muted" }, "no health events"));
   document.getElementById("updated").textContent = new Date().toLocaleTimeString();
 }
 
@@ -79,11 +102,23 @@ async function refreshJob(id) {
   const spent = job.gpu_seconds_all_runs || 0;
   const lost = Object.values(job.lost_gpu_seconds || {}).reduce((a, b) => a + b, 0);
   facts.push(["goodput", spent > 0 ? `${(100 * (spent - lost) / spent).toFixed(1)} %` : "-"]);
+  if (job.state === "PENDING") facts.push(["expected start", job.expected_start || "N/A"]);
   const table = el("table", {}, ...facts.map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, v))));
   const events = el("table", {}, el("tr", {}, el("th", {}, "TIME"), el("th", {}, "EVENT"), el("th", {}, "DETAIL")),
     ...job.events.map((e) => el("tr", {}, el("td", {}, when(e.time)), el("td", {}, e.kind), el("td", {}, e.detail || ""))));
-  document.getElementById("job").replaceChildren(el("h2", {}, `job ${job.display_id}: ${job.name}`), table,
-    el("h2", {}, "timeline"), events);
+  const parts = [el("h2", {}, `job ${job.display_id}: ${job.name}`), table];
+  if (job.blockers && job.blockers.length) parts.push(el("h2", {}, "why it waits"), blockerList(job.blockers));
+  parts.push(el("h2", {}, "timeline"), events);
+  if (job.state !== "PENDING") {
+    let tail;
+    try { tail = await getJSON(`/v1/jobs/${id}/log`); } catch (error) { tail = { error: error.message, text: "" }; }
+    parts.push(el("h2", {}, "output (last lines)"),
+      tail.error ? el("p", { class: "muted log-error" }, tail.error) : el("pre", { class: "log" }, tail.text));
+  }
+  const section = document.getElementById("job");
+  section.className = "";
+  section.replaceChildren(...parts);
+  document.getElementById("updated").textContent = new Date().toLocaleTimeString();
 }
 
 function start() {

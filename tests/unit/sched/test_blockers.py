@@ -117,7 +117,10 @@ def test_a_layout_no_node_can_hold_says_what_is_short() -> None:
     snap = Snapshot(nodes=(NODE,), pending=(job(2, 6),))
     (layout,) = explain(snap, now=0)[2]
     assert layout.kind == "layout"
-    assert "the most a node of partition main has usable is 4 GPUs (on n0)" in layout.text
+    assert layout.text == (
+        "It asks for 6 GPUs, 1 CPU and 0 MB on one node; the most a node of partition main "
+        "has usable is 4 GPUs (on n0)."
+    )
 
 
 def test_a_fenced_gpu_is_named_with_its_reason() -> None:
