@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -122,6 +123,18 @@ ELASTIC_COLUMNS = ["elastic", "resizes", "lost_gpu_s", "elastic_avg_jct_s", "hig
     default=0.0,
     help="Seconds without progress after each restart (a requeue or a resize).",
 )
+@click.option(
+    "--forecast-error",
+    is_flag=True,
+    help="Instead: at each job's submission ask the forecast (podium queue --start) when "
+    "it starts, and report the error against its real start in the replay.",
+)
+@click.option(
+    "--forecast-sample",
+    type=click.IntRange(1),
+    default=1,
+    help="With --forecast-error: forecast every Nth submission only (big traces).",
+)
 @click.option("--json", "as_json", is_flag=True)
 def sim(
     trace: Path,
@@ -143,11 +156,14 @@ def sim(
     elastic_share: float,
     elastic_modes: str,
     restart_cost: float,
+    forecast_error: bool,
+    forecast_sample: int,
     as_json: bool,
 ) -> None:
     """Replay TRACE under each policy and compare JCT, waits, utilisation and fairness."""
     from podium.sim.elastic_replay import MODES as ELASTIC_MODES
     from podium.sim.engine import POLICIES, SimOptions, simulate, uniform_nodes
+    from podium.sim.forecast_error import error_row, forecast_errors
     from podium.sim.metrics import summarize, team_summary
     from podium.sim.sharing import MODES
     from podium.sim.traces import TraceNode, read_alibaba_nodes, read_trace
@@ -192,7 +208,7 @@ def sim(
     jobs = read_trace(trace, fmt)
     if time_scale != 1.0:
         jobs = [replace(j, submit_time=j.submit_time * time_scale) for j in jobs]
-    results = []
+    results: list[dict[str, Any]] = []
     for mode in modes:
         for kind in kinds:
             options = SimOptions(
@@ -207,6 +223,12 @@ def sim(
                 restart_cost_s=restart_cost,
             )
             for name in names:
+                if forecast_error:
+                    samples = forecast_errors(
+                        jobs, cluster, name, options, sample_every=forecast_sample
+                    )
+                    results.append(error_row(name, samples))
+                    continue
                 result = simulate(jobs, cluster, name, options)
                 row = {**summarize(result), "sharing": mode}
                 if kind:
@@ -219,6 +241,10 @@ def sim(
         return
     gpus = sum(n.gpus for n in cluster)
     title = f"{trace.name}: {len(jobs)} jobs on {len(cluster)} nodes, {gpus} GPUs"
+    if forecast_error:
+        heading = f"{title}: forecast at submission vs real start (seconds)"
+        render.table(heading, [c.upper() for c in results[0]], [list(r.values()) for r in results])
+        return
     columns = COLUMNS + (ELASTIC_COLUMNS if elastic_share else [])
     render.table(title, columns, [[r[c] for c in columns] for r in results])
     for r in results if rules.teams else []:

@@ -15,6 +15,7 @@ of nodes are reported as unschedulable and not replayed.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from podium.sched import Allocation, PendingJob, Snapshot, schedule
@@ -130,9 +131,16 @@ def _fits_somewhere(job: TraceJob, nodes: list[TraceNode]) -> bool:
 
 
 def simulate(
-    trace: list[TraceJob], nodes: list[TraceNode], policy_name: str, options: SimOptions
+    trace: list[TraceJob],
+    nodes: list[TraceNode],
+    policy_name: str,
+    options: SimOptions,
+    on_arrival: Callable[[Snapshot, float, list[int]], None] | None = None,
 ) -> SimResult:
-    """Replay `trace` on `nodes` under the named policy (see POLICIES)."""
+    """Replay `trace` on `nodes` under the named policy (see POLICIES). With
+    `on_arrival`, after the arrivals of each instant and before its pass, it is called
+    with the snapshot a pass would read then, the time and the arrived job ids (what a
+    forecast at submission sees: `podium.sim.forecast_error`)."""
     policy = replace(POLICIES[policy_name], teams=options.teams)
     sharing = plan(trace, nodes, options.sharing, options.mps_units)
     views = tuple(sharing.view(n) for n in nodes)
@@ -230,8 +238,31 @@ def simulate(
             for a in r.allocs
         )
 
+    def snapshot_at(now: float) -> Snapshot:
+        """What a pass reads at `now`: the nodes, what runs, the queue, fair share."""
+        nonlocal tree_of
+        fairshare: dict[tuple[str, str], float] = {}
+        if policy.use_priority and policy.weights.fairshare > 0:
+            seen = ledger.keys() | {
+                (g.jobs[0].account, g.jobs[0].user) for g in groups.groups.values()
+            }
+            if seen != tree_of[0]:  # the tree changes only when a new user shows up
+                tree_of = (seen, share_tree({}, {}, sorted(seen)))
+            live = live_usage(
+                ledger.at(now), (a for r in running.values() for a in r.allocs), now, cpu_weight
+            )
+            fairshare = user_factors(tree_of[1], live)
+        return Snapshot(
+            nodes=views,
+            running=running_allocs(),
+            pending=tuple(pending_jobs.values()),
+            fairshare=fairshare,
+            groups=list(groups.groups.values()),
+        )
+
     while events:
         now = events[0][0]
+        arrived: list[int] = []
         while events and events[0][0] == now:
             _, kind, job_id, token = heapq.heappop(events)
             if kind == 2:
@@ -240,6 +271,7 @@ def simulate(
                 pending_jobs[job_id] = p = pending_of(by_id[job_id])
                 groups.add(p)
                 outcomes[job_id].contenders_at_arrival = len(pending_jobs) + len(running)
+                arrived.append(job_id)
             elif job_id in running and running[job_id].token == token:
                 end_run(job_id, now)
                 outcomes[job_id].end = now
@@ -256,6 +288,8 @@ def simulate(
         )
         wakes.discard(now)
         ended = False
+        if on_arrival is not None and arrived:
+            on_arrival(snapshot_at(now), now, arrived)
         if not pending_jobs and not grow_due:
             continue
         if now < next_pass:
@@ -267,25 +301,7 @@ def simulate(
             continue
         next_pass = now + options.pass_interval_s
         while True:
-            fairshare: dict[tuple[str, str], float] = {}
-            if policy.use_priority and policy.weights.fairshare > 0:
-                seen = ledger.keys() | {
-                    (g.jobs[0].account, g.jobs[0].user) for g in groups.groups.values()
-                }
-                if seen != tree_of[0]:  # the tree changes only when a new user shows up
-                    tree_of = (seen, share_tree({}, {}, sorted(seen)))
-                live = live_usage(
-                    ledger.at(now), (a for r in running.values() for a in r.allocs), now, cpu_weight
-                )
-                fairshare = user_factors(tree_of[1], live)
-            snap = Snapshot(
-                nodes=views,
-                running=running_allocs(),
-                pending=tuple(pending_jobs.values()),
-                fairshare=fairshare,
-                groups=list(groups.groups.values()),
-            )
-            decisions = schedule(snap, now, policy, explain=False)
+            decisions = schedule(snapshot_at(now), now, policy, explain=False)
             passes += 1
             for pre in decisions.preempts:
                 run = end_run(pre.job_id, now)
