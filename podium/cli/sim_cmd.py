@@ -18,6 +18,7 @@ COLUMNS = [
     "finished",
     "avg_jct_s",
     "p50_jct_s",
+    "p95_jct_s",
     "p99_jct_s",
     "avg_wait_s",
     "p99_wait_s",
@@ -25,6 +26,9 @@ COLUMNS = [
     "gpu_util",
     "used_util",
     "preemptions",
+    "max_slowdown",
+    "jain_users",
+    "wait_vs_fifo_bf",
     "rho_avg",
     "rho_max",
 ]
@@ -59,7 +63,8 @@ ELASTIC_COLUMNS = ["elastic", "resizes", "lost_gpu_s", "elastic_avg_jct_s", "hig
 @click.option(
     "--policies",
     default="fifo,fifo-backfill,priority,backfill,preempt,fairshare",
-    help="Comma-separated: fifo, fifo-backfill, priority, backfill, preempt, fairshare.",
+    help="Comma-separated: fifo, fifo-backfill, priority, backfill, preempt, fairshare, "
+    "shortest-first.",
 )
 @click.option(
     "--time-scale",
@@ -164,7 +169,7 @@ def sim(
     from podium.sim.elastic_replay import MODES as ELASTIC_MODES
     from podium.sim.engine import POLICIES, SimOptions, simulate, uniform_nodes
     from podium.sim.forecast_error import error_row, forecast_errors
-    from podium.sim.metrics import summarize, team_summary
+    from podium.sim.metrics import summarize, team_summary, wait_ratio_max
     from podium.sim.sharing import MODES
     from podium.sim.traces import TraceNode, read_alibaba_nodes, read_trace
 
@@ -222,6 +227,7 @@ def sim(
                 elastic_mode=kind or "shrink",
                 restart_cost_s=restart_cost,
             )
+            baseline = None if forecast_error else simulate(jobs, cluster, "fifo-backfill", options)
             for name in names:
                 if forecast_error:
                     samples = forecast_errors(
@@ -231,6 +237,8 @@ def sim(
                     continue
                 result = simulate(jobs, cluster, name, options)
                 row = {**summarize(result), "sharing": mode}
+                if baseline is not None:  # the most any job waits, relative to fifo-backfill
+                    row["wait_vs_fifo_bf"] = round(wait_ratio_max(result, baseline), 2)
                 if kind:
                     row["elastic"] = kind
                 if rules.teams:

@@ -83,15 +83,30 @@ class PriorityConfig(Closed):
     weight_age: float = Field(default=1000, ge=0)
     weight_fairshare: float = Field(default=10000, ge=0)
     weight_qos: float = Field(default=100000, ge=0)
-    weight_jobsize: float = Field(default=1000, ge=0)
+    weight_jobsize: float = Field(default=0, ge=0)  # as Slurm's default: off
     weight_partition: float = Field(default=1000000, ge=0)
     max_age: str = "7-00:00:00"
     favor_small: bool = False
+    weight_shortness: float = Field(
+        default=0, ge=0, description="shortest-first: weight of the requested GPU-time's "
+        "level (GPUs x time limit, by powers of two); 0 is off (docs/scheduling.md)",
+    )  # fmt: skip
+    starve_after: str | None = Field(
+        default=None, description="with weight_shortness: a job pending this long counts "
+        "as the shortest (the starvation guard); none by default",
+    )  # fmt: skip
 
     @field_validator("max_age")
     @classmethod
     def _valid_age(cls, value: str) -> str:
         parse_duration(value)
+        return value
+
+    @field_validator("starve_after")
+    @classmethod
+    def _valid_starve(cls, value: str | None) -> str | None:
+        if value is not None and not parse_duration(value):
+            raise ValueError(f"{value!r} is not a duration: give e.g. 6:00:00 or 1-00:00:00")
         return value
 
 

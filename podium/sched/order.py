@@ -16,7 +16,7 @@ from operator import attrgetter, itemgetter
 
 from podium.sched.fit import request_of
 from podium.sched.model import PendingGroup, PendingJob, Policy, Snapshot
-from podium.sched.priority import Factors, factors
+from podium.sched.priority import Factors, factors, limit_level, shortness_of
 
 INF = float("inf")
 _SUBMIT_ORDER = attrgetter("submit_time", "job_id")
@@ -42,23 +42,24 @@ def _priority_of(
     max_age = weights.max_age_s
     small = weights.favor_small
     w_age, w_share, w_qos = weights.age, weights.fairshare, weights.qos
-    w_size, w_tier = weights.jobsize, weights.partition
+    w_size, w_tier, w_short = weights.jobsize, weights.partition, weights.shortness
+    starve = weights.starve_after_s
 
     def priority(job: PendingJob) -> float:
-        if max_age:
-            waited = now - job.submit_time
-            age = min(1.0, (waited if waited > 0.0 else 0.0) / max_age)
-        else:
-            age = 0.0
+        waited = now - job.submit_time
+        age = min(1.0, (waited if waited > 0.0 else 0.0) / max_age) if max_age else 0.0
         qos = job.qos_priority / max_qos if max_qos > 0 else 0.0
         size = min(1.0, job.gpus * job.nodes / cluster_gpus) if cluster_gpus > 0 else 0.0
         if small:
             size = 1.0 - size
         tier = tiers.get(job.partition, 0) / max_tier if max_tier > 0 else 0.0
         share = fairshare.get((job.account, job.user), 1.0) if fairshare else 1.0
-        return (
+        value = (
             w_age * age + w_share * share + w_qos * qos + w_size * size + w_tier * tier - job.nice
         )
+        if w_short:
+            value += w_short * shortness_of(job.total_gpus, job.time_limit_s, waited, starve)
+        return value
 
     return priority
 
@@ -97,6 +98,7 @@ def queue_order(
             partition_tier=tiers.get(job.partition, 0),
             max_partition_tier=max_tier,
             nice=job.nice,
+            time_limit_s=job.time_limit_s,
         )
     order = sorted(pending, key=lambda j: (-prios[j.job_id].total, j.submit_time, j.job_id))
     return order, prios
@@ -104,13 +106,21 @@ def queue_order(
 
 def group_of(job: PendingJob) -> Hashable:
     """The group a pending job belongs to: jobs alike in everything that orders them
-    (QoS, account and user, size, partition, nice) and in everything a pass asks of
-    them (the request, limits, preemption). Within a group, submit order is priority
-    order. A job with a condition of its own (hold, begin time, dependencies, an array
-    throttle) is a group by itself."""
+    (QoS, account and user, size, partition, nice, the level of their time limit) and
+    in everything a pass asks of them (the request, limits, preemption). Within a group,
+    submit order is priority order. A job with a condition of its own (hold, begin time,
+    dependencies, an array throttle) is a group by itself."""
     if job.held or job.begin_time is not None or job.dependencies or job.array_throttle:
         return job.job_id
-    return (*request_of(job), job.qos, job.qos_priority, job.account, job.user, job.nice)
+    return (
+        *request_of(job),
+        job.qos,
+        job.qos_priority,
+        job.account,
+        job.user,
+        job.nice,
+        limit_level(job.time_limit_s),  # shortest-first orders by it
+    )
 
 
 class PendingGroups:

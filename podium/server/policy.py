@@ -28,6 +28,8 @@ def policy_from_config(config: ClusterConfig) -> Policy:
             partition=p.weight_partition,
             max_age_s=float(parse_duration(p.max_age) or 0),
             favor_small=p.favor_small,
+            shortness=p.weight_shortness,
+            starve_after_s=float(parse_duration(p.starve_after) or 0) if p.starve_after else None,
         ),
         preempts={q.name: frozenset(q.preempt) for q in config.qos if q.preempt},
         preempt_mode={q.name: PreemptMode(q.preempt_mode) for q in config.qos},

@@ -314,6 +314,7 @@ class Views:
                     "qos_factor": round(f.qos, 6),
                     "jobsize": round(f.jobsize, 6),
                     "partition_factor": round(f.partition, 6),
+                    "shortness": round(f.shortness, 6),
                     "nice": f.nice,
                 }
             )

@@ -40,6 +40,9 @@ QOS_PRIORITY = {"high": 1000, "normal": 100, "low": 10}
 NO_FAIRSHARE = PriorityWeights(fairshare=0.0)
 WITH_FAIRSHARE = PriorityWeights(fairshare=100000.0, qos=100000.0)
 PREEMPTS = {"high": frozenset({"low"})}
+# least requested GPU-time first, by levels, and any job pending a day counts as the
+# shortest (docs/scheduling.md: `weight_shortness: 10000`, `starve_after: 1-0`)
+SHORTEST_FIRST = PriorityWeights(fairshare=0.0, shortness=10000.0, starve_after_s=86400.0)
 
 POLICIES: dict[str, Policy] = {
     "fifo": Policy(use_priority=False, backfill=False, preemption=False),
@@ -48,6 +51,7 @@ POLICIES: dict[str, Policy] = {
     "backfill": Policy(backfill=True, preemption=False, weights=NO_FAIRSHARE),
     "preempt": Policy(backfill=True, preemption=True, weights=NO_FAIRSHARE, preempts=PREEMPTS),
     "fairshare": Policy(backfill=True, preemption=True, weights=WITH_FAIRSHARE, preempts=PREEMPTS),
+    "shortest-first": Policy(backfill=True, preemption=False, weights=SHORTEST_FIRST),
 }
 
 

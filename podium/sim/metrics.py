@@ -57,6 +57,10 @@ def summarize(result: SimResult) -> dict[str, Any]:
         share = result.total_gpus / max(1, o.contenders_at_arrival)
         alone = o.job.duration * max(1.0, o.job.gpus / share) if o.job.gpus else o.job.duration
         rho.append(time_shared / alone if alone > 0 else 1.0)
+    slowdown = [t / max(o.job.duration, SLOWDOWN_FLOOR_S) for o, t in zip(done, jct, strict=True)]
+    per_user: dict[tuple[str, str], list[float]] = {}
+    for o, sd in zip(done, slowdown, strict=True):
+        per_user.setdefault((o.job.account, o.job.user), []).append(sd)
     elastic_jct = [t for o, t in zip(done, jct, strict=True) if o.elastic]
     high_wait = [w for o, w in zip(done, wait, strict=True) if o.job.qos == "high"]
     return {
@@ -66,6 +70,7 @@ def summarize(result: SimResult) -> dict[str, Any]:
         "unschedulable": len(result.unschedulable),
         "avg_jct_s": round(_mean(jct), 1),
         "p50_jct_s": round(_pct(jct, 50), 1),
+        "p95_jct_s": round(_pct(jct, 95), 1),
         "p99_jct_s": round(_pct(jct, 99), 1),
         "avg_wait_s": round(_mean(wait), 1),
         "p50_wait_s": round(_pct(wait, 50), 1),
@@ -79,11 +84,41 @@ def summarize(result: SimResult) -> dict[str, Any]:
         "elastic_avg_jct_s": round(_mean(elastic_jct), 1),
         "high_avg_wait_s": round(_mean(high_wait), 1),
         "lost_gpu_s": round(sum(o.lost_seconds * o.job.gpus for o in result.outcomes), 1),
+        "max_slowdown": round(max(slowdown, default=0.0), 1),
+        "jain_users": round(jain([_mean(v) for v in per_user.values()]), 3),
         "rho_avg": round(_mean(rho), 3),
         "rho_p99": round(_pct(rho, 99), 3),
         "rho_max": round(max(rho, default=0.0), 3),
         "rho_le_1": round(sum(1 for r in rho if r <= 1.0) / len(rho), 3) if rho else 0.0,
     }
+
+
+SLOWDOWN_FLOOR_S = 10.0  # bounded slowdown: JCT over the runtime, or this at least
+WAIT_FLOOR_S = 60.0  # waits compared between policies: a minute of waiting is noise
+
+
+def jain(values: list[float]) -> float:
+    """Jain's fairness index of `values`: 1 when all are equal, 1/n at worst."""
+    if not values:
+        return 1.0
+    square = sum(v * v for v in values)
+    return sum(values) ** 2 / (len(values) * square) if square else 1.0
+
+
+def wait_ratio_max(result: SimResult, baseline: SimResult) -> float:
+    """The most any job waited under `result` relative to under `baseline` (the same
+    trace): max over jobs of (wait + 60 s) / (baseline wait + 60 s)."""
+    before = {
+        o.job.job_id: o.first_start - o.job.submit_time
+        for o in baseline.outcomes
+        if o.first_start is not None
+    }
+    ratios = [
+        (o.first_start - o.job.submit_time + WAIT_FLOOR_S) / (before[o.job.job_id] + WAIT_FLOOR_S)
+        for o in result.outcomes
+        if o.first_start is not None and o.job.job_id in before
+    ]
+    return max(ratios, default=1.0)
 
 
 def team_summary(result: SimResult, rules: TeamRules) -> list[dict[str, Any]]:

@@ -27,6 +27,11 @@ POLICIES = {
         preempts={"high": frozenset({"low", "normal"})},
         weights=PriorityWeights(age=10.0**7, max_age_s=10.0),
     ),
+    "shortest-first": Policy(  # by requested GPU-time; a job pending an hour is first
+        backfill=True,
+        preemption=False,
+        weights=PriorityWeights(shortness=10000.0, starve_after_s=3600.0),
+    ),
     "limits": Policy(
         qos_limits={"normal": QosLimits(max_gpus_per_user=4)}, account_gpu_limits={"b": 6}
     ),

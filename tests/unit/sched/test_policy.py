@@ -359,3 +359,32 @@ def test_the_victims_lose_no_more_than_any_other_set_that_frees_enough(
     lost = sum(a.lost_work(now) for a in allocs if a.job_id in chosen)
     cheapest = sum(sorted(a.lost_work(now) for a in allocs)[:wanted])
     assert lost == pytest.approx(cheapest)
+
+
+def test_shortest_first_orders_by_requested_gpu_time_and_guards_against_starvation() -> None:
+    from podium.sched.order import queue_order
+    from podium.sched.priority import limit_level, shortness_of
+
+    w = PriorityWeights(fairshare=0.0, shortness=10000.0, starve_after_s=3600.0)
+    policy = Policy(backfill=True, preemption=False, weights=w)
+    node = NodeView(
+        "n0", cpus=64, memory_mb=64000, gpus=tuple(GpuSlot(i, "h100") for i in range(8))
+    )
+
+    def job(job_id: int, gpus: int, limit: float, submit: float) -> PendingJob:
+        return PendingJob(job_id, "u", f"j{job_id}", "main", 100, submit, gpus=gpus,
+                          time_limit_s=limit)  # fmt: skip
+
+    long_big, short_small, short_big = (
+        job(1, 4, 36000, 0.0),
+        job(2, 1, 600, 50.0),
+        job(3, 4, 600, 60.0),
+    )
+    snap = Snapshot(nodes=(node,), pending=(long_big, short_small, short_big))
+    order, factors = queue_order(snap, 100.0, policy)
+    assert [j.job_id for j in order] == [2, 3, 1]  # least GPU-time first, whatever the order
+    assert factors[2].shortness > factors[3].shortness > factors[1].shortness
+    order, _ = queue_order(snap, 3700.0, policy)  # job 1 has waited an hour: it goes first
+    assert order[0].job_id == 1
+    assert limit_level(600) == limit_level(1000) == 512 and limit_level(None) == 0
+    assert shortness_of(1, None, 0.0, None) == 0.0  # no limit: never counted short
