@@ -16,7 +16,7 @@ Standard library only (the supervisor imports it at every job start).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import NamedTuple, TypedDict
 
@@ -152,6 +152,7 @@ def check_dirs_as_user(
     read: Sequence[str] = (),
     outputs: Sequence[str] = (),
     inputs: Sequence[str] = (),
+    ask: Callable[[Identity, Sequence[str]], tuple[str, str, str] | None] | None = None,
 ) -> None:
     """Raise DirCheckError unless `who` may enter every directory in `enter`, enter
     and write every one in `write`, read every file (or read and enter every
@@ -160,13 +161,25 @@ def check_dirs_as_user(
     read every job input file in `inputs` (a regular file or character device); job
     files are never symbolic links, as the job opens them. The kernel answers as that
     user (a short /bin/sh started with the user's ids), so the answer is what the user
-    could learn alone. /dev/null is always fine and never looked at.
+    could learn alone. /dev/null is always fine and never looked at. With `ask` (a
+    long-lived helper already running as the user: `podium.run.dircheck_helper`), the
+    same checks are asked of it instead, and the shell runs only when `ask` raises.
     """
     args = [f"d:{p}" for p in enter] + [f"w:{p}" for p in write] + [f"r:{p}" for p in read]
     args += [f"o:{p}" for p in outputs if p not in ALWAYS_USABLE]
     args += [f"i:{p}" for p in inputs if p not in ALWAYS_USABLE]
     if not args:
         return
+    if ask is not None:
+        try:
+            found = ask(who, args)
+        except Exception:  # the helper is gone or cannot run: ask the shell instead
+            found = ("", "", "")
+        if found is None:
+            return
+        if found[0] in _FINDINGS:
+            kind, path, what = found
+            raise DirCheckError(_FINDINGS[kind].format(path=path, what=what, job_files=JOB_FILES))
     import subprocess  # here, not at the top: the supervisor imports this module
 
     try:

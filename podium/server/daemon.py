@@ -274,6 +274,7 @@ def serve(home: Path, config: ClusterConfig) -> None:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+        controller.intake.checkers.close()  # the directory-check helpers, one per user
 
     tokens = TokenBook(store, controller.clock)
     app = create_app(controller, wake, stop, tokens)

@@ -21,6 +21,7 @@ from podium.config.cluster import ClusterConfig
 from podium.errors import PermissionDenied, SpecError, StoreError
 from podium.jobspec.build import Built, SubmitRequest, build_job
 from podium.jobspec.job import JobSpec, JobState
+from podium.run.dircheck_helper import DirCheckers
 from podium.run.identity import DirCheckError, check_dirs_as_user
 from podium.server.embedded_admission import EmbeddedAdmission
 from podium.server.job_rows import job_record
@@ -38,6 +39,7 @@ class Intake:
         self.config = config
         self.store = store
         self.planner = planner
+        self.checkers = DirCheckers()  # one helper per user, not a /bin/sh per submission
 
     def check(self, req: SubmitRequest, who: Caller, now: float) -> Built:
         """The job `req` asks for, checked for this cluster and this caller; raises
@@ -96,6 +98,7 @@ class Intake:
                 read=read,
                 outputs=outputs,
                 inputs=inputs,
+                ask=self.checkers.ask,
             )
         except DirCheckError as exc:
             raise SpecError(f"the job's files: {exc}") from None

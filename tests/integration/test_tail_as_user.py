@@ -1,4 +1,5 @@
-"""A job's log tail is read with the job user's identity (the dashboard's job page):
+"""Reading and checking as the job's user: a job's log tail (the dashboard's job page) and
+the submit path's directory-check helper run with the user's identity. The log tail:
 a file closed to that user, a link to one, a FIFO or a missing file yield a one-line
 error, never the daemon's root view; a readable file yields its end and its size."""
 
@@ -71,3 +72,28 @@ def test_reads_only_what_the_user_could(second_user: Identity, open_dir: Path) -
         tail_as_user(second_user, str(closed / "job.out"), 100)
     with pytest.raises(TailError, match="not an absolute path"):
         tail_as_user(second_user, "relative.out", 100)
+
+
+def test_the_directory_check_helper_answers_as_the_user(
+    second_user: Identity, open_dir: Path
+) -> None:
+    """The submit path's helper (podium.run.dircheck_helper) runs with the user's ids:
+    a directory only root may enter is closed to it, one the user may write is open."""
+    from podium.run.dircheck_helper import DirCheckers
+
+    checkers = DirCheckers()
+    if not checkers.python:
+        pytest.skip("no system Python for the helper")
+    closed = open_dir / "closed"
+    closed.mkdir(mode=0o700)
+    mine = open_dir / "mine"
+    mine.mkdir()
+    os.chown(mine, second_user.uid, second_user.gid)
+    try:
+        assert checkers.ask(second_user, [f"d:{closed}"]) == ("denied", str(closed), "")
+        assert checkers.ask(second_user, [f"w:{open_dir}"]) == ("readonly", str(open_dir), "")
+        assert checkers.ask(second_user, [f"w:{mine}", f"o:{mine}/job.out"]) is None
+        (helper,) = checkers._helpers.values()
+        assert os.stat(f"/proc/{helper.proc.pid}").st_uid == second_user.uid
+    finally:
+        checkers.close()

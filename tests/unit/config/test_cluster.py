@@ -67,3 +67,14 @@ def test_partitions_name_known_nodes_and_qos_preempt_known_levels() -> None:
         parse_config(
             "qos: [{name: high, priority: 1, preempt: [nobody]}]\ndefault_qos: high\n", "cfg"
         )
+
+
+def test_shortest_first_knobs_reach_the_policy() -> None:
+    from podium.server.policy import policy_from_config
+
+    config = parse_config("priority: {weight_shortness: 10000, starve_after: '1-0'}\n", "t")
+    weights = policy_from_config(config).weights
+    assert (weights.shortness, weights.starve_after_s, weights.jobsize) == (10000.0, 86400.0, 0.0)
+    with pytest.raises(ConfigError) as info:
+        parse_config("priority: {starve_after: forever}\n", "t")
+    assert "\n" not in str(info.value) and "starve_after" in str(info.value)
