@@ -90,7 +90,11 @@ def squeue(args: list[str]) -> int:
         backend = _backend()
         return backend.jobs(which) if keys is None else backend.jobs_table(keys, which)
 
-    return run(args, jobs_of)
+    def forecast_of() -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = _backend().forecast()
+        return found
+
+    return run(args, jobs_of, forecast_of)
 
 
 def sacct(args: list[str]) -> int:

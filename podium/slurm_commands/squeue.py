@@ -3,7 +3,8 @@
 
 Options: `-u/--user`, `-j/--jobs`, `-t/--states`, `-n/--name`, `--me`, `-h/--noheader`,
 `-o/--format`, `--json`, `-r/--array` (a pending array's tasks one a line; without it
-they are one, "12_[4-9%2]"), `-a/--all` (accepted: every partition is shown anyway).
+they are one, "12_[4-9%2]"), `-a/--all` (accepted: every partition is shown anyway),
+`--start` (pending jobs with their expected start and nodes, from Podium's forecast).
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ VALUED |= {"--format": "format"}
 FLAGS = {"-h": "noheader", "--noheader": "noheader", "--json": "json", "--me": "me"}
 FLAGS |= {"-r": "array", "--array": "array"}  # a pending array's tasks one a line
 FLAGS |= {"-a": "all", "--all": "all"}  # accepted: every partition is shown anyway
+FLAGS |= {"--start": "start"}  # pending jobs with their expected start (the forecast)
+START_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %20Y %R"
 _FIELD_RE = re.compile(r"%(\.)?(\d*)([a-zA-Z%])")
 
 
@@ -87,6 +90,7 @@ FIELDS: dict[str, tuple[str, tuple[str, ...], Callable[[Mapping[str, Any]], Any]
     "V": ("SUBMIT_TIME", ("submit_time",), lambda j: (j.get("submit_time") or "N/A")[:19]),
     "S": ("START_TIME", ("start_time",), lambda j: (j.get("start_time") or "N/A")[:19]),
     "e": ("END_TIME", ("end_time",), lambda j: (j.get("end_time") or "N/A")[:19]),
+    "Y": ("SCHEDNODES", ("job_id",), lambda j: j.get("sched_nodes") or "(null)"),  # --start
 }
 FILTER_KEYS = ("job_id", "array_job_id", "user", "state", "name")  # what -u -j -t -n read
 ARRAY_KEYS = ("array_task_id", "array_task_string", "display_id")  # what -r reads
@@ -185,12 +189,16 @@ def format_keys(fmt: str) -> tuple[str, ...]:
 
 
 def squeue(
-    args: list[str], jobs_of: Callable[[bool, tuple[str, ...] | None], list[dict[str, Any]]]
+    args: list[str],
+    jobs_of: Callable[[bool, tuple[str, ...] | None], list[dict[str, Any]]],
+    forecast_of: Callable[[], list[dict[str, Any]]] | None = None,
 ) -> int:
     """Parse squeue's options, then print the jobs filtered and formatted.
     `jobs_of(all, keys)` gives pending and running jobs, or every job with `all` (for
-    -t naming others), with at least those record keys (None: whole records)."""
-    fmt, header, as_json, array = DEFAULT_FORMAT, True, False, False
+    -t naming others), with at least those record keys (None: whole records).
+    `--start` lists the pending jobs with `forecast_of()`'s expected starts (the
+    records of GET /v1/forecast) as START_TIME and SCHEDNODES, as Slurm's does."""
+    fmt, header, as_json, array, start = DEFAULT_FORMAT, True, False, False, False
     users: set[str] = set()
     ids: set[int] = set()
     states: set[str] = set()
@@ -206,6 +214,8 @@ def squeue(
             as_json = True
         elif name == "array":
             array = True
+        elif name == "start":
+            start = True
         elif name == "me":
             users.add(os.environ.get("USER") or os.environ.get("SLURM_JOB_USER") or "")
         elif name == "user":
@@ -219,6 +229,9 @@ def squeue(
             names.update(items)
         elif name == "format":
             fmt = value
+    if start:
+        fmt = START_FORMAT if fmt == DEFAULT_FORMAT else fmt
+        states = states or {"PENDING"}
     render([], fmt, header=False)  # a bad format is refused before the cluster is asked
     everything = bool(states - {"PENDING", "RUNNING"})
     keys = None if as_json else format_keys(fmt) + (ARRAY_KEYS if array else ())
@@ -227,6 +240,13 @@ def squeue(
         from podium.api.arrays import expanded
 
         listed = [task for job in listed for task in expanded(job)]
+    if start and forecast_of is not None:
+        expected = {f["job_id"]: f for f in forecast_of()}
+        for j in listed:
+            found = expected.get(j["job_id"]) if j.get("state") == "PENDING" else None
+            if found is not None:
+                j["start_time"] = found.get("expected_start")
+                j["sched_nodes"] = found.get("node")
     jobs = [
         j
         for j in listed

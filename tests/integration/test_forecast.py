@@ -4,6 +4,7 @@ behind a job with no time limit get N/A; the same forecast over the API."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import time
@@ -12,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
+from tests.integration.test_slurm_commands import slurm
 
 pytestmark = pytest.mark.integration
 
@@ -49,6 +51,17 @@ def test_the_forecast_says_when_a_job_really_starts(cluster: Cluster) -> None:
     assert abs(expected - (started + 4)) < 1.0, (expected, started)
     assert seen[big]["sched_node"] and len(seen[big]["sched_gpu_ids"]) == 2  # type: ignore[arg-type]
     assert seen[held]["expected_start_epoch"] is None
+    shim = slurm(c, "squeue", "--start")  # Slurm's own command, as scripts call it
+    assert shim.returncode == 0, shim.stderr
+    head, *rows = shim.stdout.splitlines()
+    assert head.split() == ["JOBID", "PARTITION", "NAME", "USER", "ST", "START_TIME", "NODES",
+                            "SCHEDNODES", "NODELIST(REASON)"]  # fmt: skip
+    by_id = {r.split()[0]: r.split() for r in rows}
+    assert str(held) in by_id and str(long) not in by_id  # pending jobs only
+    if str(big) in by_id:  # still pending (it starts about 4 s after the short job did)
+        when = dt.datetime.fromtimestamp(expected).strftime("%Y-%m-%dT%H:%M:%S")
+        assert by_id[str(big)][5] == when, (by_id, when)
+    assert by_id[str(held)][5] == "N/A" and by_id[str(held)][7] == "(null)"
     real = c.wait(big, {"RUNNING"}, timeout=30)["start_epoch"]
     assert abs(real - expected) < 3.0, (real, expected)  # the limit, the kill, a pass
     table = c.cli("queue", "--start", check=True).stdout
