@@ -335,15 +335,35 @@ def main() -> int:
                 why = "SIGTERM" if asked == 143 else "resize"
                 print(f"[job {job}] {why}: checkpoint saved at step {step}", flush=True)
             if world > 1:
-                dist.destroy_process_group()
+                _leave(rank, world)
             return 143 if asked == 143 else 0
     if rank == 0:
         rate = (step - start) / max(time.time() - began, 1e-9)
         print(f"[job {job}] done: {step} steps ({rate:.1f} steps/s), checkpoint "
               f"{checkpoints.latest()}", flush=True)  # fmt: skip
     if world > 1:
-        dist.destroy_process_group()
+        _leave(rank, world)
     return 0
+
+
+def _leave(rank: int, world: int, wait_s: float = 30.0) -> None:
+    """Destroy the process group with rank 0, whose process hosts the rendezvous store,
+    last: a rank whose destroy_process_group() still talks to a store that has gone
+    can hang for ever (pytorch/pytorch#75097; seen here once in gloo, rank 1 after rank 0
+    exited). Every rank passes a barrier; the others destroy and say so in the store;
+    rank 0 waits for them (at most `wait_s`), then destroys its own."""
+    store = dist.distributed_c10d._get_default_store()
+    dist.barrier()
+    if rank != 0:
+        dist.destroy_process_group()
+        with contextlib.suppress(Exception):  # rank 0 waits only so long anyway
+            store.add("podium/left", 1)
+        return
+    deadline = time.monotonic() + wait_s
+    with contextlib.suppress(Exception):
+        while store.add("podium/left", 0) < world - 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    dist.destroy_process_group()
 
 
 def _agreed(asked: int, world: int, device: torch.device) -> int:
