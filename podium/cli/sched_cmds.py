@@ -12,7 +12,8 @@ from podium.cli import render
 @click.command()
 @click.option("--json", "as_json", is_flag=True)
 def priority(as_json: bool) -> None:
-    """Each pending job's priority and its factors: age, fair share, QoS, size, partition, nice."""
+    """Each pending job's priority and its factors: age, fair share, QoS, size, partition,
+    shortness (shortest-first), nice."""
     jobs = open_backend().priorities()
     if as_json:
         render.print_json(jobs)
@@ -30,6 +31,7 @@ def priority(as_json: bool) -> None:
             "QOS_F",
             "JOBSIZE",
             "PARTITION_F",
+            "SHORT",
             "NICE",
         ],
         [
@@ -44,6 +46,7 @@ def priority(as_json: bool) -> None:
                 f"{j['qos_factor']:.3f}",
                 f"{j['jobsize']:.3f}",
                 f"{j['partition_factor']:.3f}",
+                f"{j.get('shortness', 0.0):.3f}",  # a backend with no such factor: 0
                 j["nice"],
             ]
             for j in jobs
