@@ -12,7 +12,7 @@ from podium.sim.engine import SimOptions, uniform_nodes
 from podium.sim.forecast_error import Sample, error_row, forecast_errors, percentile, summarize
 from podium.sim.traces import TraceJob, read_tiresias
 
-SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "traces"
+DATA = Path(__file__).resolve().parent / "data"  # ../shared/traces' Tiresias 60, copied
 NODES = uniform_nodes(1, 4, 8, 16000)
 
 
@@ -35,7 +35,7 @@ def test_summary_figures() -> None:
 
 
 def test_the_tiresias_figures_of_docs_scheduling() -> None:
-    trace = read_tiresias(SHARED / "tiresias_60_job.csv")
+    trace = read_tiresias(DATA / "tiresias_60_job.csv")
     nodes = uniform_nodes(4, 4, 40, 256000)
     exact = error_row("fifo-backfill", forecast_errors(trace, nodes, "fifo-backfill", SimOptions()))
     assert exact["no_forecast"] == 0 and exact["waited"] == 25
