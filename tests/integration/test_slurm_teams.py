@@ -8,6 +8,7 @@ teams` shows the use, what waits and the cap Slurm enforces. What Slurm cannot h
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -155,6 +156,7 @@ def test_teams_become_associations_whose_gpu_caps_slurm_enforces(
             _as_user(slurm, other_user, config, work, "cancel", str(job_id))
         for job_id in mine + theirs:
             slurm.wait_job(job_id, TERMINAL)
+        shutil.rmtree(work, ignore_errors=True)  # the second user's directory under /tmp
 
 
 @pytest.mark.parametrize(
