@@ -4,6 +4,7 @@ user types it: run by tests/integration/test_slurm_clients.py; prints one JSON o
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -21,8 +22,22 @@ print("rank", dist.get_rank(), "world", dist.get_world_size(), "sum", int(t.item
 def torchx(*args: str) -> str:
     done = subprocess.run(["torchx", *args], capture_output=True, text=True, timeout=300)
     if done.returncode != 0:
-        raise SystemExit(f"torchx {' '.join(args)}: {done.returncode}: {done.stderr[-2000:]}")
+        raise SystemExit(f"torchx {' '.join(args)}: {done.returncode}: {done.stderr[-2000:]}"
+                         + job_logs(done.stderr))  # fmt: skip
     return done.stdout
+
+
+def job_logs(torchx_stderr: str) -> str:
+    """The failed app's own stdout and stderr, so a failure in CI says why the job failed."""
+    launched = re.search(r"Launched app: (slurm://\S+)", torchx_stderr)
+    if launched is None:
+        return ""
+    logs = []
+    for stream in ("stdout", "stderr"):
+        done = subprocess.run(["torchx", "log", "--stream", stream, launched.group(1)],
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        logs.append(f"\n--- job {stream} ---\n{done.stdout[-3000:]}{done.stderr[-1000:]}")
+    return "".join(logs)
 
 
 def app_id(text: str) -> str:
