@@ -1,5 +1,10 @@
 """torchx's slurm scheduler against Podium's Slurm commands, through the torchx CLI as a
-user types it: run by tests/integration/test_slurm_clients.py; prints one JSON object."""
+user types it: run by tests/integration/test_slurm_clients.py; prints one JSON object.
+
+The DDP script destroys its process group before it exits: without that, gloo's threads
+outlive the interpreter on a loaded machine and rank 0 aborts with "terminate called
+without an active exception" (seen in CI; pytorch#75097), which is the script's fault,
+not the launcher's."""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ dist.init_process_group("gloo")
 t = torch.ones(1) * (dist.get_rank() + 1)
 dist.all_reduce(t)
 print("rank", dist.get_rank(), "world", dist.get_world_size(), "sum", int(t.item()))
+dist.destroy_process_group()
 """
 
 
