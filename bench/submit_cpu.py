@@ -2,6 +2,7 @@
 after a change), interleaved.
 
     python bench/submit_cpu.py --before /tmp/podium-before [--jobs 300] [--runs 3]
+                               [--clients 1]
 
 Each run starts a fresh embedded cluster (4 declared GPUs) from one checkout (its
 `podium` package first on PYTHONPATH), submits JOBS held jobs one `podium submit`
@@ -10,8 +11,11 @@ output directory is checked as the user; the default `slurm-%j.out` in the submi
 directory needs no check), and reads the daemon's CPU time
 (its own and its children's: a `/bin/sh` per check and a long-lived helper count
 alike) before and after.
-Held jobs never start: only the submit path is measured. Reported per checkout:
-milliseconds of daemon CPU per submission, min / median / max over the runs.
+Held jobs never start: only the submit path is measured. With `--clients N`, N
+threads each run their share of the `podium submit` processes at once (as several
+users or a script's parallel loop would), which is where concurrent submissions can
+share a commit's flush. Reported per checkout: milliseconds of daemon CPU per
+submission and submissions per second, min / median / max over the runs.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import json
 import statistics
 import subprocess
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psutil
@@ -47,8 +53,9 @@ def daemon_cpu(home: Path) -> float:
     return float(used)
 
 
-def one_run(tree: Path, jobs: int) -> float:
-    """Milliseconds of daemon CPU per submission with the checkout at `tree`."""
+def one_run(tree: Path, jobs: int, clients: int) -> tuple[float, float]:
+    """Milliseconds of daemon CPU per submission with the checkout at `tree`, and
+    submissions per second, with `clients` submitting at once."""
     cluster = EmbeddedCluster(embedded_config(cpus=8, gpus=4))
     cluster.env["PYTHONPATH"] = str(tree)  # its daemon and clients run this checkout
     env = cluster.env
@@ -57,10 +64,17 @@ def one_run(tree: Path, jobs: int) -> float:
         argv = [str(BIN / "podium"), "submit", "-Q", "--hold", "-o", "logs/%j.out",
                 "--wrap", "true"]  # fmt: skip
         subprocess.run(argv, env=env, check=True, cwd=cluster.work)  # warm
-        before = daemon_cpu(cluster.home)
-        for _ in range(jobs):
-            subprocess.run(argv, env=env, check=True, cwd=cluster.work)
-        return (daemon_cpu(cluster.home) - before) / jobs * 1000
+        before, began = daemon_cpu(cluster.home), time.perf_counter()
+
+        def submit_share(share: int) -> None:
+            for _ in range(share):
+                subprocess.run(argv, env=env, check=True, cwd=cluster.work)
+
+        shares = [jobs // clients + (i < jobs % clients) for i in range(clients)]
+        with ThreadPoolExecutor(clients) as pool:
+            list(pool.map(submit_share, shares))
+        wall = time.perf_counter() - began
+        return (daemon_cpu(cluster.home) - before) / jobs * 1000, jobs / wall
 
 
 def main() -> None:
@@ -68,22 +82,33 @@ def main() -> None:
     parser.add_argument("--before", type=Path, required=True, help="the other checkout")
     parser.add_argument("--jobs", type=int, default=300)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--clients", type=int, default=1)
     args = parser.parse_args()
     compile_podium()
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(args.before / "podium")])
     trees = {"before": args.before.resolve(), "after": ROOT}
-    got: dict[str, list[float]] = {name: [] for name in trees}
+    cpu: dict[str, list[float]] = {name: [] for name in trees}
+    rate: dict[str, list[float]] = {name: [] for name in trees}
     for _ in range(args.runs):
         for name, tree in trees.items():
-            got[name].append(one_run(tree, args.jobs))
-            print(name, f"{got[name][-1]:.2f} ms", flush=True)
-    for name, values in got.items():
-        low, mid, high = min(values), statistics.median(values), max(values)
-        print(f"{name}: daemon CPU per submission {low:.2f} / {mid:.2f} / {high:.2f} ms "
+            ms, per_s = one_run(tree, args.jobs, args.clients)
+            cpu[name].append(ms)
+            rate[name].append(per_s)
+            print(name, f"{ms:.2f} ms, {per_s:.1f} submissions/s", flush=True)
+    for name in trees:
+        print(f"{name} ({args.clients} clients): daemon CPU per submission "
+              f"{spread(cpu[name], '.2f')} ms, submissions/s {spread(rate[name], '.1f')} "
               "(min / median / max)")  # fmt: skip
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
-    (out / "submit_cpu.json").write_text(json.dumps(got, indent=2))
+    record = {"clients": args.clients, "jobs": args.jobs, "cpu_ms": cpu, "per_s": rate}
+    (out / f"submit_cpu-{args.clients}c.json").write_text(json.dumps(record, indent=2))
+
+
+def spread(values: list[float], fmt: str) -> str:
+    """min / median / max of `values`."""
+    low, mid, high = min(values), statistics.median(values), max(values)
+    return f"{low:{fmt}} / {mid:{fmt}} / {high:{fmt}}"
 
 
 if __name__ == "__main__":

@@ -52,6 +52,7 @@ class Controller:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config
+        self.store = store
         self.node = node
         self.clock = clock
         self.owner_uid = os.geteuid()
@@ -87,8 +88,10 @@ class Controller:
 
     def locked(self, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """`call(*args, **kwargs)` under the reactor's lock: how every request reads or
-        changes the cluster (a part's methods expect the lock held)."""
-        with self.lock:
+        changes the cluster (a part's methods expect the lock held). What it committed
+        as durable is on disk when this returns: flushed after the lock is released,
+        once for every request that committed meanwhile (a group commit)."""
+        with self.store.group_commit(), self.lock:
             return call(*args, **kwargs)
 
 
