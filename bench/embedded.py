@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import httpx
@@ -71,12 +71,13 @@ def slurm_testbed(
     yaml_text: str,
     port_base: int,
     extra_conf: str = "",
-    settings: dict[str, str] | None = None,
+    settings: Mapping[str, str | None] | None = None,
     spool_on_tmpfs: bool = False,
 ) -> Iterator[Path]:
     """A real Slurm cluster for one benchmark run: `yaml_text` rendered by `podium slurm
     render --testbed` into a temporary directory (with `extra_conf` lines appended to
-    slurm.conf, and each of `settings` replacing that key's line or added), started by
+    slurm.conf, and each of `settings` replacing that key's line or added; a None
+    value removes the key, leaving Slurm's default), started by
     scripts/slurm-testbed/up.sh, stopped and removed after. With `spool_on_tmpfs`,
     each slurmd's spool (SlurmdSpoolDir, where it keeps a job's script and state) is
     on /dev/shm, as Podium keeps its running jobs' state. Yields the directory (its
@@ -98,7 +99,7 @@ def slurm_testbed(
     text = conf.read_text() + extra_conf
     for key, value in (settings or {}).items():
         lines = [ln for ln in text.splitlines() if not ln.startswith(f"{key}=")]
-        text = "\n".join([*lines, f"{key}={value}"]) + "\n"
+        text = "\n".join([*lines, *([f"{key}={value}"] if value is not None else [])]) + "\n"
     conf.write_text(text)
     scripts = Path(__file__).resolve().parents[1] / "scripts" / "slurm-testbed"
     subprocess.run(
@@ -137,3 +138,51 @@ Scheduling:
         - {{Name: g, Cpus: {cpus}, MemoryMiB: {cpus * 1000}, Gpus: {{Count: {gpus}, Type: h100}},
            MinCount: {nodes}, MaxCount: {nodes}}}
 """
+
+
+# Slurm's own defaults for the scheduler (SchedulerParameters unset: sched_interval=60,
+# bf_interval=30, batch_sched_delay=3), against the test bed's quick settings.
+SLURM_DEFAULT_SCHEDULER: dict[str, str | None] = {"SchedulerParameters": None}
+
+
+def slurm_pids(directory: Path) -> dict[str, list[int]]:
+    """The test cluster's daemons by name: slurmctld, its slurmds, its private munged."""
+    run = directory / "run"
+    return {
+        "slurmctld": [int((run / "slurmctld.pid").read_text())],
+        "slurmd": [int(p.read_text()) for p in sorted(run.glob("slurmd*.pid"))],
+        "munged": [int((run / "munged.pid").read_text())],
+    }
+
+
+@contextlib.contextmanager
+def slurmrestd(directory: Path) -> Iterator[httpx.Client]:
+    """Slurm's REST daemon (Debian's `slurmrestd`, openapi/v0.0.38) for the test cluster
+    at `directory`, on a unix socket with local authentication (the caller's uid, as
+    Podium's socket does); yields a client for it. As root it needs
+    SLURMRESTD_SECURITY=disable_user_check."""
+    if shutil.which("slurmrestd") is None:
+        raise SystemExit("slurmrestd is not installed: apt-get install slurmrestd")
+    sock = directory / "run" / "slurmrestd.sock"
+    env = dict(
+        os.environ,
+        SLURM_CONF=str(directory / "etc" / "slurm.conf"),
+        SLURMRESTD_SECURITY="disable_user_check",
+    )
+    log = (directory / "log" / "slurmrestd.log").open("w")
+    argv = ["slurmrestd", "-a", "rest_auth/local", "-s", "openapi/v0.0.38", f"unix:{sock}"]
+    proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 20
+        while not sock.exists():
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise SystemExit(f"slurmrestd did not start; see {log.name}")
+            time.sleep(0.05)
+        with httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(sock)), base_url="http://slurm", timeout=600
+        ) as client:
+            yield client
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        log.close()

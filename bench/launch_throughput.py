@@ -1,28 +1,37 @@
-"""Many trivial jobs from parallel clients: Podium's embedded cluster beside a real Slurm
-tuned for throughput, on this machine, one after the other (issue 13).
+"""Many trivial jobs from parallel clients, and jobs arriving at paced rates: Podium's
+embedded cluster beside a real Slurm, on this machine, sides interleaved run by run.
 
-    python bench/launch_throughput.py [--jobs 2000] [--clients 4] [--modes cli,batch,array]
-                                      [--sides podium,slurm,slurm-spool-tmpfs]
+    python bench/launch_throughput.py [--runs 3] [--jobs 1000] [--clients 4]
+        [--modes cli,batch,array,paced] [--rates 5,10,20,30] [--paced-seconds 10]
+        [--sides podium,slurm-tuned,slurm-default,slurm-spool-tmpfs]
 
 Each job is `date +%s.%N > FILE`: it records, on the submitters' clock, when it
-started. Each of CLIENTS threads submits JOBS/CLIENTS jobs, back to back:
-  cli    one CLI process per job: `podium submit` / `sbatch`, as users script them;
+started. Modes:
+  cli    CLIENTS threads each submit JOBS/CLIENTS jobs back to back, one CLI process
+         per job: `podium submit` / `sbatch`, as users script them;
   batch  Podium only: one `podium submit --batch FILE` per client (one commit);
-  array  one `--array=0-N` per client, on both sides.
-Reported per mode and side: jobs/s end to end (first submit until every job has
-started and the cluster lists none pending or running), submits/s, submit->start
-p50/p99 (from the time just before the job's submit call to the time inside it), and
-CPU per job: of the cluster's own processes (Podium's daemon, launcher, supervisors
-and jobs; Slurm's slurmctld, slurmd, slurmstepd and jobs), measured by a cpuacct
-cgroup they are moved into; of its controller alone (the daemon, slurmctld); and of
-the whole machine (clients included).
+  array  one `--array=0-N` per client, on both sides;
+  paced  open-loop arrivals at each of RATES jobs/s for PACED_SECONDS, one CLI process
+         per job started on its schedule whatever the earlier ones do (as independent
+         users would), so both sides see the same arrival rate: submit->start at equal
+         load, up to and past each side's saturation.
+Reported per mode and side, min / median / max over the runs: jobs/s end to end
+(first submit until every job has started and the cluster lists none pending or
+running), submits/s, submit->start p50/p99 (from just before the job's submit call to
+the time inside the job), and CPU per job: of the cluster's own processes (Podium's
+daemon, launcher, helpers, supervisors and jobs; Slurm's slurmctld, slurmds,
+slurmstepds, jobs and its munged), measured by a cpuacct cgroup they are moved into;
+of its controller alone (the daemon, slurmctld); and of the whole machine (clients
+included). Ratios are Podium's median over the peer's, with the range of the per-run
+ratios (each run's sides measured back to back).
 
-Slurm is tuned as its high-throughput guide advises (SLURM_TUNING below: deferred
-scheduling with a 1 s main loop, a deep queue, bounded RPC load, short MinJobAge),
-which docs/benchmarks.md lists; it runs twice, its slurmds' spool on the state disk
-(as installed) and on /dev/shm (where Podium, as root, keeps running jobs' state).
-Needs root and Debian's slurm packages. A benchmark, not a test: results go to
-bench/results/.
+Slurm's sides: `slurm-tuned` as its high-throughput guide advises (SLURM_TUNING:
+deferred scheduling with a 1 s main loop, a deep queue, bounded RPC load, short
+MinJobAge); `slurm-default` with SchedulerParameters unset (Slurm's defaults:
+sched_interval=60, bf_interval=30, batch_sched_delay=3; scheduling on each submit);
+`slurm-spool-tmpfs` tuned with the slurmds' spool on /dev/shm (where Podium, as root,
+keeps running jobs' state). Needs root and Debian's slurm packages. A benchmark, not
+a test: results go to bench/results/.
 """
 
 from __future__ import annotations
@@ -31,12 +40,14 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +55,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.embedded import (
     BIN,
+    SLURM_DEFAULT_SCHEDULER,
     EmbeddedCluster,
     compile_podium,
     embedded_config,
     slurm_definition,
+    slurm_pids,
     slurm_testbed,
 )
 
@@ -186,10 +199,10 @@ class SlurmSide(Side):
         return len(out.stdout.split()) if out.returncode == 0 else 1
 
     def cluster_pids(self) -> list[int]:
-        """slurmctld first, then the slurmds."""
-        run = self.directory / "run"
-        ctld = int((run / "slurmctld.pid").read_text())
-        return [ctld, *(int(p.read_text()) for p in run.glob("slurmd*.pid"))]
+        """slurmctld first, then the slurmds and the cluster's munged (Slurm's
+        authentication: each RPC's credential is made and checked by it)."""
+        pids = slurm_pids(self.directory)
+        return [*pids["slurmctld"], *pids["slurmd"], *pids["munged"]]
 
 
 def run_mode(side: Side, mode: str, jobs: int, clients: int) -> dict[str, Any]:
@@ -229,13 +242,7 @@ def run_mode(side: Side, mode: str, jobs: int, clients: int) -> dict[str, Any]:
     for t in threads:
         t.join()
     t_submitted = time.time()
-    deadline = time.monotonic() + 1200
-    while time.monotonic() < deadline:
-        if len(os.listdir(stamps)) >= per * clients and side.remaining() == 0:
-            break
-        time.sleep(0.1)
-    else:
-        raise SystemExit(f"{side.name} {mode}: jobs did not finish in time")
+    wait_all_started(side, stamps, per * clients, mode)
     t_done = time.time()
     cpu, busy = group.usage_s() - cpu0, machine_busy_s() - busy0
     controller = side.controller_cpu_s() - ctl0
@@ -257,68 +264,156 @@ def run_mode(side: Side, mode: str, jobs: int, clients: int) -> dict[str, Any]:
     }
 
 
-SIDES = ("podium", "slurm", "slurm-spool-tmpfs")
+def wait_all_started(side: Side, stamps: Path, count: int, what: str) -> None:
+    deadline = time.monotonic() + 1200
+    while time.monotonic() < deadline:
+        if len(os.listdir(stamps)) >= count and side.remaining() == 0:
+            return
+        time.sleep(0.1)
+    raise SystemExit(f"{side.name} {what}: jobs did not finish in time")
+
+
+def run_paced(side: Side, rate: float, seconds: float) -> dict[str, Any]:
+    """Jobs arriving at `rate` per second for `seconds`, one CLI process each started
+    on schedule (open loop); submit->start of each, and how late the arrivals were."""
+    stamps = Path(tempfile.mkdtemp(prefix="podium-bench-stamps-", dir=side.work))
+    os.chmod(stamps, 0o777)
+    count = max(1, round(rate * seconds))
+    submitted: dict[str, float] = {}
+    lateness: list[float] = []
+    t0 = time.time() + 0.5
+
+    def arrival(i: int) -> None:
+        due = t0 + i / rate
+        delay = due - time.time()
+        if delay > 0:
+            time.sleep(delay)
+        began = time.time()
+        submitted[str(i)] = began
+        lateness.append(began - due)
+        side.cli(f"date +%s.%N > {stamps}/{i}")
+
+    with ThreadPoolExecutor(max_workers=32) as pool:
+        list(pool.map(arrival, range(count)))
+    t_submitted = time.time()
+    wait_all_started(side, stamps, count, f"paced {rate}/s")
+    starts = {p.name: float(p.read_text() or "nan") for p in stamps.iterdir()}
+    latency = [starts[k] - v for k, v in submitted.items() if k in starts]
+    shutil.rmtree(stamps, ignore_errors=True)
+    return {
+        "jobs": count,
+        "offered_per_s": rate,
+        "submits_per_s": count / (t_submitted - t0),
+        "arrival_late_p99_s": pct(lateness, 0.99),
+        "submit_start_p50_s": pct(latency, 0.5),
+        "submit_start_p99_s": pct(latency, 0.99),
+    }
+
+
+SIDES = ("podium", "slurm-tuned", "slurm-default", "slurm-spool-tmpfs")
+SLURM_SETTINGS: dict[str, Mapping[str, str | None]] = {
+    "slurm-tuned": SLURM_TUNING,
+    "slurm-spool-tmpfs": SLURM_TUNING,
+    "slurm-default": {**SLURM_DEFAULT_SCHEDULER, "SlurmdDebug": "error", "SlurmctldDebug": "error"},
+}
 
 
 def with_side(name: str, body: Callable[[Side], dict[str, Any]]) -> dict[str, Any]:
-    """Run `body` on a fresh cluster: podium, slurm (its spool on the state disk, as
-    installed), or slurm-spool-tmpfs (each slurmd's spool on /dev/shm, as Podium keeps
-    its running jobs' state on a tmpfs)."""
+    """Run `body` on a fresh cluster of side `name` (SIDES)."""
     if name == "podium":
         with EmbeddedCluster(embedded_config(cpus=64, gpus=8, interval_s=0.5)) as cluster:
             return body(PodiumSide(cluster))
     definition = slurm_definition("bench", nodes=2, cpus=32, gpus=4)
     tmpfs = name == "slurm-spool-tmpfs"
-    with slurm_testbed(definition, 19900, settings=SLURM_TUNING, spool_on_tmpfs=tmpfs) as path:
+    settings = SLURM_SETTINGS[name]
+    with slurm_testbed(definition, 19900, settings=settings, spool_on_tmpfs=tmpfs) as path:
         return body(SlurmSide(path))
+
+
+def one_side(side: Side, modes: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    """Every mode of one run on one fresh cluster."""
+    out: dict[str, Any] = {}
+    for mode in modes:
+        if mode == "paced":
+            for rate in args.rates:
+                out[f"paced@{rate:g}"] = run_paced(side, rate, args.paced_seconds)
+        elif not (mode == "batch" and side.name == "slurm"):
+            out[mode] = run_mode(side, mode, args.jobs, args.clients)
+    return out
+
+
+KEYS = (
+    "jobs_per_s",
+    "submits_per_s",
+    "submit_start_p50_s",
+    "submit_start_p99_s",
+    "arrival_late_p99_s",
+    "cluster_cpu_ms_per_job",
+    "controller_cpu_ms_per_job",
+    "machine_cpu_ms_per_job",
+)
+
+
+def spread(values: list[float]) -> str:
+    return f"{min(values):.3g} / {statistics.median(values):.3g} / {max(values):.3g}"
+
+
+def summary(runs: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Per mode and figure: each side's min / median / max, and Podium's median over
+    each peer's with the range of the per-run ratios."""
+    lines = []
+    modes = list(dict.fromkeys(m for side_runs in runs.values() for m in side_runs[0]))
+    for mode in modes:
+        for key in KEYS:
+            row = []
+            mine = [r[mode][key] for r in runs.get("podium", []) if key in r.get(mode, {})]
+            for name, side_runs in runs.items():
+                peer_mode = "array" if mode == "batch" and name != "podium" else mode
+                values = [r[peer_mode][key] for r in side_runs if key in r.get(peer_mode, {})]
+                if not values:
+                    continue
+                cell = f"{name} {spread(values)}"
+                if name != "podium" and mine and len(mine) == len(values):
+                    ratios = [a / b for a, b in zip(mine, values, strict=True) if b]
+                    if ratios:
+                        median = statistics.median(mine) / statistics.median(values)
+                        cell += f" (ratio {median:.3g}, runs {min(ratios):.3g}-{max(ratios):.3g})"
+                row.append(cell)
+            if row:
+                lines.append(f"{mode} {key}: " + "; ".join(row))
+    return lines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=2000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--clients", type=int, default=4)
-    parser.add_argument("--modes", default="cli,batch,array")
-    parser.add_argument("--sides", default=",".join(SIDES), help=f"of {', '.join(SIDES)}")
+    parser.add_argument("--modes", default="cli,batch,array,paced")
+    parser.add_argument("--rates", default="5,10,20,30", help="paced arrivals, jobs/s")
+    parser.add_argument("--paced-seconds", type=float, default=10.0)
+    parser.add_argument("--sides", default="podium,slurm-tuned,slurm-default")
     args = parser.parse_args()
+    args.rates = [float(r) for r in args.rates.split(",")]
     compile_podium()
     if os.geteuid() != 0:
         raise SystemExit("needs root (cpuacct cgroups, and Slurm's daemons)")
-    modes = args.modes.split(",")
-    results: dict[str, dict[str, Any]] = {}
-    for name in args.sides.split(","):
+    modes, sides = args.modes.split(","), args.sides.split(",")
+    for name in sides:
         if name not in SIDES:
             raise SystemExit(f"--sides: unknown side {name!r}; known: {', '.join(SIDES)}")
-        wanted = [m for m in modes if not (name.startswith("slurm") and m == "batch")]
-        results[name] = with_side(
-            name,
-            lambda side, wanted=wanted: {
-                m: run_mode(side, m, args.jobs, args.clients) for m in wanted
-            },
-        )
-        print(name, json.dumps(results[name], indent=1), flush=True)
-    keys = ("jobs_per_s", "submits_per_s", "submit_start_p50_s", "submit_start_p99_s")
-    keys += ("cluster_cpu_ms_per_job", "controller_cpu_ms_per_job", "machine_cpu_ms_per_job")
-    peers = [n for n in SIDES[1:] if n in results]
-    if "podium" in results and peers:
-        print(f"{'':38}{'podium':>10}" + "".join(f"{p:>19}{'ratio':>7}" for p in peers))
-        for mode in modes:
-            base = "array" if mode == "batch" else mode
-            for key in keys:
-                a = results["podium"].get(mode, {}).get(key)
-                if a is None:
-                    continue
-                label = f"{mode} {key}" + (" (slurm: array)" if mode == "batch" else "")
-                row = f"{label:38}{a:10.3f}"
-                for peer in peers:
-                    b = results[peer].get(base, {}).get(key)
-                    row += f"{b:19.3f}{a / b:7.2f}" if b else f"{'':26}"
-                print(row)
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in sides}
+    for run in range(args.runs):
+        for name in sides:  # interleaved: each run measures every side back to back
+            got = with_side(name, lambda side: one_side(side, modes, args))
+            runs[name].append(got)
+            print(f"run {run + 1} {name}", json.dumps(got), flush=True)
+    print("\n".join(summary(runs)))
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
     path = out / f"launch-throughput-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(
-        json.dumps({"args": vars(args), "slurm_tuning": SLURM_TUNING, **results}, indent=2)
-    )
+    record = {"args": vars(args), "slurm_settings": SLURM_SETTINGS, "runs": runs}
+    path.write_text(json.dumps(record, indent=2))
     print(f"written to {path}")
 
 

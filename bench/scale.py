@@ -1,27 +1,44 @@
-"""The embedded daemon with 10,000 pending jobs, beside slurmctld with the same queue.
+"""The embedded daemon with 10,000 pending jobs, beside slurmctld with the same queue,
+through each side's CLI and through each side's REST API, sides interleaved run by run.
 
-    python bench/scale.py [--pending 10000] [--sides podium,slurm] [--arrays]
+    python bench/scale.py [--runs 3] [--pending 10000]
+                          [--sides podium,slurm-default,slurm-tuned] [--arrays]
 
-Both sides get one node of 8 declared GPUs kept busy by 8 one-GPU `sleep` jobs, then
-PENDING more one-GPU jobs that cannot start, each submitted on its own (with --arrays:
-arrays of 1,000 tasks, quicker to fill; slurmctld then keeps an array as one record
-until its tasks start, so compare Slurm with single jobs), with varied nice values.
-Measured with the queue full (medians of several runs each):
-  submit_p50_ms     one more single job through the API (Podium) / sbatch (Slurm);
-  ping_p99_ms       Podium: GET /v1/ping every 10 ms while a job is submitted every
-                    100 ms (each submit prompts a scheduling pass);
-  queue_json_s      `podium queue --json` / `squeue --json`, the whole command;
-  table_s           `podium queue` / `squeue`, the whole command;
-  table_1k_s        the same with 1,000 jobs in the queue (the rest cancelled);
-  idle_cpu_pct      the daemon's CPU over 20 s with nothing happening (% of one core);
-  rss_mb            the daemon's (slurmctld's) resident memory.
-Slurm's side needs root and Debian's slurm packages (scripts/slurm-testbed). This is a
-benchmark, not a test: numbers vary with the machine. Results go to bench/results/.
+Each side gets one node of 8 declared GPUs kept busy by 8 one-GPU `sleep` jobs, then
+PENDING more one-GPU jobs that cannot start, submitted one by one through the side's
+REST API from 2 threads (Podium's API on its unix socket; Slurm's slurmrestd on a
+unix socket, openapi/v0.0.38, local authentication), with varied nice values (with
+--arrays: arrays of 1,000 tasks through the CLI, quicker to fill; slurmctld keeps an
+array as one record until its tasks start, so compare Slurm with single jobs).
+Measured with the queue full:
+  fill_per_s          submissions per second while the queue filled (API, 2 threads);
+  submit_cli_p50_ms   one more job by the CLI, the whole process (`podium submit` /
+                      `sbatch`), median of 30;
+  submit_api_p50_ms   one more job by the REST API (POST /v1/jobs / POST
+                      /slurm/v0.0.38/job/submit), median of 30;
+  ping_p99_ms         Podium only: GET /v1/ping every 10 ms while a job is submitted
+                      every 100 ms (each submit prompts a scheduling pass);
+  queue_json_s        `podium queue --json` / `squeue -r --json`, the whole command;
+  table_s             `podium queue` / `squeue -r`, the whole command;
+  list_api_s          GET /v1/jobs / GET /slurm/v0.0.38/jobs;
+  idle_controller_pct the controller's CPU (the daemon / slurmctld) over 20 idle s,
+                      in % of one core;
+  idle_cluster_pct    the same for the whole cluster: Podium's daemon and its
+                      children; slurmctld, the slurmd, munged and slurmrestd;
+  rss_mb              the controller's resident memory;
+  table_1k_s          the table with 1,000 jobs left (the rest cancelled).
+Slurm's sides: `slurm-default`, SchedulerParameters unset (sched_interval=60,
+bf_interval=30: Slurm's defaults); `slurm-tuned`, the high-throughput settings of
+bench/launch_throughput.py; `slurm-testbed`, the test bed's quick loop
+(sched_interval=2, bf_interval=2, what this benchmark used before 2026-11-26). Needs
+root and Debian's slurm packages with slurmrestd. A benchmark, not a test: results go
+to bench/results/.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -29,19 +46,28 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+import httpx
+import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.embedded import (
     BIN,
+    SLURM_DEFAULT_SCHEDULER,
     EmbeddedCluster,
     compile_podium,
     embedded_config,
     slurm_definition,
+    slurm_pids,
     slurm_testbed,
+    slurmrestd,
 )
+from bench.launch_throughput import SLURM_TUNING
 
 ROOT = Path(__file__).resolve().parents[1]
 EMBEDDED = embedded_config(cpus=64, gpus=8, interval_s=1)
@@ -57,6 +83,22 @@ def pct(values: list[float], q: float) -> float:
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def group_cpu_seconds(pids: list[int]) -> float:
+    """CPU seconds of `pids` so far, each with its children (those waited for and
+    those still running)."""
+    used = 0.0
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(pid)
+            t = proc.cpu_times()
+            used += t.user + t.system + t.children_user + t.children_system
+            for child in proc.children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    c = child.cpu_times()
+                    used += c.user + c.system
+    return used
 
 
 def rss_mb(pid: int) -> float:
@@ -76,10 +118,14 @@ def timed(argv: list[str], env: dict[str, str], cwd: Path, runs: int = 3) -> flo
     return statistics.median(times)
 
 
-def idle_cpu(pid: int, seconds: float = 20.0) -> float:
-    before = cpu_seconds(pid)
+def idle_cpu(controller: int, cluster: list[int], seconds: float = 20.0) -> tuple[float, float]:
+    """% of one core used over `seconds` by the controller, and by the whole cluster."""
+    before, whole = cpu_seconds(controller), group_cpu_seconds(cluster)
     time.sleep(seconds)
-    return 100.0 * (cpu_seconds(pid) - before) / seconds
+    return (
+        100.0 * (cpu_seconds(controller) - before) / seconds,
+        100.0 * (group_cpu_seconds(cluster) - whole) / seconds,
+    )
 
 
 class PodiumSide:
@@ -98,10 +144,26 @@ class PodiumSide:
             "environment": {"PATH": "/usr/bin:/bin"},
         }
 
-    def submit(self, options: list[str]) -> list[int]:
-        reply = self.http.post("/v1/jobs", json=self.body(options))
+    def submit(self, options: list[str], http: httpx.Client | None = None) -> list[int]:
+        """One job through the REST API."""
+        reply = (http or self.http).post("/v1/jobs", json=self.body(options))
         reply.raise_for_status()
         return [j["job_id"] for j in reply.json()["jobs"]]
+
+    def api_client(self) -> httpx.Client:
+        return self.cluster.client(timeout=600)
+
+    def submit_cli(self, options: list[str]) -> None:
+        argv = [str(BIN / "podium"), "submit", "-Q", "-o", "/dev/null", *options]
+        subprocess.run([*argv, "--wrap", "sleep 3600"], env=self.env, cwd=self.work, check=True)
+
+    def list_api(self) -> int:
+        reply = self.http.get("/v1/jobs")
+        reply.raise_for_status()
+        return len(reply.json()["jobs"])
+
+    def cluster_pids(self) -> list[int]:
+        return [self.pid]  # its children (launcher, helpers, supervisors) are counted with it
 
     def pending(self) -> list[str]:
         jobs = self.http.get("/v1/jobs", params={"state": "PENDING"}).json()["jobs"]
@@ -151,14 +213,53 @@ class PodiumSide:
 class SlurmSide:
     name = "slurm"
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, rest: httpx.Client) -> None:
         self.env = dict(os.environ, SLURM_CONF=str(directory / "etc" / "slurm.conf"))
         self.env.pop("SLURM_JWT", None)
         self.work = directory / "work"
         self.work.mkdir(exist_ok=True)
-        self.pid = int((directory / "run" / "slurmctld.pid").read_text())
+        self.directory = directory
+        self.rest = rest
+        self.pid = slurm_pids(directory)["slurmctld"][0]
 
-    def submit(self, options: list[str]) -> list[int]:
+    def submit(self, options: list[str], http: httpx.Client | None = None) -> list[int]:
+        """One job through slurmrestd (`options` of the forms --gpus=N, --nice=N)."""
+        job: dict[str, Any] = {
+            "name": "scale",
+            "current_working_directory": str(self.work),
+            "environment": {"PATH": "/usr/bin:/bin"},
+            "standard_output": "/dev/null",
+        }
+        for option in options:
+            key, _, value = option.lstrip("-").partition("=")
+            job[{"gpus": "gpus_per_node", "nice": "nice"}[key]] = (
+                value if key == "gpus" else int(value)
+            )
+        body = {"script": "#!/bin/sh\nsleep 3600\n", "job": job}
+        reply = (http or self.rest).post("/slurm/v0.0.38/job/submit", json=body)
+        reply.raise_for_status()
+        answer = reply.json()
+        if answer.get("errors"):
+            raise SystemExit(f"slurmrestd refused a job: {answer['errors']}")
+        return [int(answer["job_id"])]
+
+    def api_client(self) -> httpx.Client:
+        sock = self.directory / "run" / "slurmrestd.sock"
+        return httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(sock)), base_url="http://slurm", timeout=600
+        )
+
+    def list_api(self) -> int:
+        reply = self.rest.get("/slurm/v0.0.38/jobs")
+        reply.raise_for_status()
+        return len(reply.json()["jobs"])
+
+    def cluster_pids(self) -> list[int]:
+        pids = slurm_pids(self.directory)
+        rest = [p.pid for p in psutil.process_iter(["name"]) if p.info["name"] == "slurmrestd"]
+        return [*pids["slurmctld"], *pids["slurmd"], *pids["munged"], *rest]
+
+    def submit_cli(self, options: list[str]) -> None:
         out = subprocess.run(
             ["sbatch", "--parsable", "-o", "/dev/null", *options, "--wrap", "sleep 3600"],
             env=self.env,
@@ -167,7 +268,7 @@ class SlurmSide:
             capture_output=True,
             text=True,
         ).stdout
-        return [int(out.strip().split(";")[0])]
+        int(out.strip().split(";")[0])
 
     def pending(self) -> list[str]:
         out = subprocess.run(
@@ -191,65 +292,124 @@ class SlurmSide:
         return float("nan")  # slurmctld has no ping over the same kind of transport
 
 
+def fill(side: PodiumSide | SlurmSide, pending: int, arrays: bool) -> float:
+    """Fill the queue with `pending` jobs; submissions per second it took."""
+    t0 = time.perf_counter()
+    if arrays:
+        for a in range(pending // 1000):
+            side.submit_cli(["--gpus=1", "--array=0-999", f"--nice={a * 10}"])
+        return pending / (time.perf_counter() - t0)
+
+    def share(k: int) -> None:
+        with side.api_client() as http:
+            for n in range(k, pending, 2):
+                side.submit(["--gpus=1", f"--nice={n % 50}"], http)
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(share, range(2)))
+    return pending / (time.perf_counter() - t0)
+
+
 def measure(side: PodiumSide | SlurmSide, pending: int, arrays: bool) -> dict[str, Any]:
     for _ in range(8):
         side.submit(["--gpus=1"])
-    arrays, singles = divmod(pending, 1000) if arrays else (0, pending)
-    t0 = time.perf_counter()
-    for a in range(arrays):
-        side.submit(["--gpus=1", "--array=0-999", f"--nice={a * 10}"])
-    for s in range(singles):
-        side.submit(["--gpus=1", f"--nice={s % 50}"])
-    fill_s = time.perf_counter() - t0
-    time.sleep(5)  # let the daemon take it in
-    submit_ms = []
+    fill_per_s = fill(side, pending, arrays)
+    time.sleep(5)  # let the controller take it in
+    cli_ms, api_ms = [], []
     for _ in range(30):
         t = time.perf_counter()
+        side.submit_cli(["--gpus=1"])
+        cli_ms.append(1000 * (time.perf_counter() - t))
+        t = time.perf_counter()
         side.submit(["--gpus=1"])
-        submit_ms.append(1000 * (time.perf_counter() - t))
+        api_ms.append(1000 * (time.perf_counter() - t))
     out: dict[str, Any] = {
         "pending": len(side.pending()),
-        "fill_s": round(fill_s, 1),
-        "submit_p50_ms": round(statistics.median(submit_ms), 1),
+        "fill_per_s": round(fill_per_s, 1),
+        "submit_cli_p50_ms": round(statistics.median(cli_ms), 1),
+        "submit_api_p50_ms": round(statistics.median(api_ms), 1),
         "ping_p99_ms": round(side.ping_p99_ms(), 1),
     }
     time.sleep(3)
     out["queue_json_s"] = round(timed(side.command("queue", "--json"), side.env, side.work), 3)
     out["table_s"] = round(timed(side.command("queue"), side.env, side.work), 3)
-    out["idle_cpu_pct"] = round(idle_cpu(side.pid), 2)
+    lists = []
+    for _ in range(3):
+        t = time.perf_counter()
+        side.list_api()
+        lists.append(time.perf_counter() - t)
+    out["list_api_s"] = round(statistics.median(lists), 3)
+    controller, cluster = idle_cpu(side.pid, side.cluster_pids())
+    out["idle_controller_pct"], out["idle_cluster_pct"] = round(controller, 2), round(cluster, 2)
     out["rss_mb"] = round(rss_mb(side.pid), 1)
-    side.cancel(side.pending()[1000:])
+    extra = side.pending()[1000:]
+    if extra:
+        side.cancel(extra)
     time.sleep(5)
     out["pending_after_cancel"] = len(side.pending())
     out["table_1k_s"] = round(timed(side.command("queue"), side.env, side.work), 3)
     return out
 
 
-def run_podium(pending: int, arrays: bool) -> dict[str, Any]:
-    with EmbeddedCluster(EMBEDDED) as cluster:
-        return measure(PodiumSide(cluster), pending, arrays)
+SIDES = ("podium", "slurm-default", "slurm-tuned", "slurm-testbed")
+SLURM_SETTINGS: dict[str, Mapping[str, str | None]] = {
+    "slurm-default": SLURM_DEFAULT_SCHEDULER,
+    "slurm-tuned": {**SLURM_TUNING, "MinJobAge": "300"},  # keep ended jobs as the others do
+    "slurm-testbed": {},
+}
 
 
-def run_slurm(pending: int, arrays: bool) -> dict[str, Any]:
-    with slurm_testbed(SLURM, 19820, "MaxJobCount=50000\n") as directory:
-        return measure(SlurmSide(directory), pending, arrays)
+@contextlib.contextmanager
+def side_of(name: str) -> Iterator[PodiumSide | SlurmSide]:
+    """A fresh cluster of side `name` (SIDES)."""
+    if name == "podium":
+        with EmbeddedCluster(EMBEDDED) as cluster:
+            yield PodiumSide(cluster)
+        return
+    with (
+        slurm_testbed(
+            SLURM, 19820, "MaxJobCount=50000\n", settings=SLURM_SETTINGS[name]
+        ) as directory,
+        slurmrestd(directory) as rest,
+    ):
+        yield SlurmSide(directory, rest)
+
+
+def spread(values: list[float]) -> str:
+    return f"{min(values):g} / {statistics.median(values):g} / {max(values):g}"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--pending", type=int, default=10_000)
-    parser.add_argument("--sides", default="podium,slurm")
+    parser.add_argument("--sides", default="podium,slurm-default,slurm-tuned")
     parser.add_argument("--arrays", action="store_true", help="fill with arrays of 1,000")
     args = parser.parse_args()
+    sides = args.sides.split(",")
+    for name in sides:
+        if name not in SIDES:
+            raise SystemExit(f"--sides: unknown side {name!r}; known: {', '.join(SIDES)}")
     compile_podium()
-    results: dict[str, Any] = {"pending": args.pending, "arrays": args.arrays}
-    for name in args.sides.split(","):
-        run = run_podium if name == "podium" else run_slurm
-        results[name] = run(args.pending, args.arrays)
-        print(name, json.dumps(results[name]), flush=True)
-    out = ROOT / "bench" / "results" / f"scale-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"written to {out}")
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in sides}
+    for run in range(args.runs):
+        for name in sides:  # interleaved: each run measures every side back to back
+            with side_of(name) as side:
+                runs[name].append(measure(side, args.pending, args.arrays))
+            print(f"run {run + 1} {name}", json.dumps(runs[name][-1]), flush=True)
+    for key in runs[sides[0]][0]:
+        cells = []
+        for name in sides:
+            values = [r[key] for r in runs[name] if r[key] == r[key]]  # NaN: not measured
+            if values:
+                cells.append(f"{name} {spread(values)}")
+        print(f"{key}: " + "; ".join(cells))
+    out = ROOT / "bench" / "results"
+    out.mkdir(exist_ok=True)
+    path = out / f"scale-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    record = {"args": vars(args), "slurm_settings": SLURM_SETTINGS, "runs": runs}
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    print(f"written to {path}")
 
 
 if __name__ == "__main__":
