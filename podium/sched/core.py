@@ -316,7 +316,8 @@ def schedule(
                 ledger is None or ledger.shortfall(more) is None)  # fmt: skip
 
         running = [a for a in snapshot.running if a.elastic is not None and a.job_id not in victims]
-        resizes.extend(grow_into_free(running, nodes, policy, now, fits_quota))
+        ending = frozenset(a.node for a in snapshot.running if a.ending)
+        resizes.extend(grow_into_free(running, nodes, policy, now, fits_quota, ending))
     return Decisions(
         resizes=tuple(resizes),
         starts=tuple(starts),

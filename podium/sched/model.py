@@ -172,6 +172,7 @@ class Allocation:
     gpu_units: float | None = None  # GPUs charged when it holds parts of GPUs (MIG, MPS)
     checkpoint_time: float | None = None  # its newest checkpoint of this run (None: none)
     elastic: Elastic | None = None  # its replicas' range (an elastic job; resized in place)
+    ending: bool = False  # its end is given (cancelled): its processes are being stopped
 
     @property
     def replicas(self) -> int:

@@ -207,6 +207,7 @@ def allocation(
         gpu_units=gpu_units,
         checkpoint_time=checkpoint_time,
         elastic=elastic_of(brief(r), r),
+        ending=r["ending"] is not None,
     )
 
 

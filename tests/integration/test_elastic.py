@@ -232,16 +232,17 @@ def test_pytorch_training_continues_across_2_1_and_4_replicas(cluster: Cluster) 
     assert final["state"] == "COMPLETED", (c.work / f"train-{job}-0.out").read_text()[-2000:]
     shown = c.job(job)
     lost, log = shown["lost_gpu_seconds"], shown["resize_log"]
-    # It saved after each resize signal: nothing to redo. Freed GPUs may come back in
-    # two passes (1 -> 3 -> 4); a run resized again that soon saves after its start-up
-    # too (train.py answers signals from its first line), but were a signal to beat
-    # even that, the run would lose no more than its start-up.
+    # It saved after each resize signal: nothing to redo. The two jobs were cancelled
+    # at once and end one after the other: it grows once, into both (1 -> 4), not at
+    # each end (1 -> 2 -> 4, which restarted every replica twice and, on a loaded
+    # machine, let the run finish before its second growth). Were a signal to come
+    # during a run's start-up, the run would lose no more than its start-up.
     startup = sum(r["from"] * (r["done"] - p["done"]) for p, r in itertools.pairwise(log[1:]))
     assert lost["resize"] <= startup, (lost, log)
     assert lost["resize"] == 0 or len(log) > 2, (lost, log)
     progress = [json.loads(x) for x in (c.work / "p.jsonl").read_text().splitlines()]
     worlds = [e["world"] for e in progress if e["event"] in ("begin", "resume")]
-    assert worlds[:2] == [2, 1] and worlds[-1] == 4 and worlds[2:] == sorted(worlds[2:]), worlds
+    assert worlds == [2, 1, 4], worlds
     expected = {
         e["step"]: e["loss"]
         for e in map(json.loads, (c.work / "ref.jsonl").read_text().splitlines())

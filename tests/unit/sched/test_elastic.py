@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -107,6 +109,21 @@ def test_an_elastic_job_grows_into_idle_gpus_when_nothing_waits() -> None:
     waiting = (plain(1, 8),)  # a job waits for room: the free GPUs are not taken from it
     d = schedule(Snapshot(nodes=(NODE,), running=running, pending=waiting), 100, POLICY)
     assert d.resizes == ()
+
+
+def test_an_elastic_job_grows_once_into_what_jobs_being_cancelled_free() -> None:
+    """Two jobs cancelled at once end one after the other: the elastic job does not
+    grow into the first one's GPUs while the second still ends, but into both after."""
+    small = (running_elastic(5, range(0, 1), 1, 8, start=0), other(9, range(3, 8)))
+    ending = dataclasses.replace(other(9, range(3, 8)), ending=True)
+    d = schedule(Snapshot(nodes=(NODE,), running=(small[0], ending)), 100, POLICY)
+    assert d.resizes == ()  # GPUs 1-2 are free, but 3-7 come free soon
+    d = schedule(Snapshot(nodes=(NODE,), running=small[:1]), 100, POLICY)
+    assert [r.replicas for r in d.resizes] == [8]  # once, into all of them
+    d = schedule(Snapshot(nodes=(NODE,), running=small), 100, POLICY)
+    assert [r.replicas for r in d.resizes] == [3]  # nothing ending: into what is free
+    mine = dataclasses.replace(small[0], ending=True)  # itself cancelled: never grown
+    assert schedule(Snapshot(nodes=(NODE,), running=(mine,)), 100, POLICY).resizes == ()
 
 
 @settings(max_examples=200, deadline=None)
