@@ -12,6 +12,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Self
 
 import httpx
 
@@ -37,7 +38,7 @@ class EmbeddedCluster:
         self.work.mkdir()
         self.env = dict(os.environ, PODIUM_HOME=str(self.home), PATH=f"{BIN}:{os.environ['PATH']}")
 
-    def __enter__(self) -> EmbeddedCluster:
+    def __enter__(self) -> Self:
         subprocess.run([str(BIN / "podium"), "up"], env=self.env, check=True, capture_output=True)
         return self
 

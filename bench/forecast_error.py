@@ -59,9 +59,11 @@ class Side:
 
     name = ""
 
-    def submit(self, gpus: int, seconds: float, limit_min: int) -> int: ...
+    def submit(self, gpus: int, seconds: float, limit_min: int) -> int:
+        raise NotImplementedError
 
-    def read(self) -> list[tuple[int, str, float, float | None, float | None]]: ...
+    def read(self) -> list[tuple[int, str, float, float | None, float | None]]:
+        raise NotImplementedError
 
 
 class PodiumSide(Side):

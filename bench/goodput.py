@@ -40,8 +40,6 @@ from embedded import EmbeddedCluster
 
 from podium.api.states import TERMINAL_STATES
 from podium.cli.fault_demo import read_progress
-from podium.cli.inject import xid_line
-from podium.node.inventory import declared_bus_id
 from podium.sim.goodput import (
     GoodputModel,
     llama3_mtbf_s,
@@ -100,9 +98,10 @@ class Cluster(EmbeddedCluster):
         r.raise_for_status()
         return int(r.json()["jobs"][0]["job_id"])
 
-    def inject(self, gpu: int) -> None:
-        with open(self.kernel_log, "a") as fh:
-            fh.write(xid_line(declared_bus_id(gpu), 48, time.clock_gettime(time.CLOCK_BOOTTIME)))
+    def inject(self, client: httpx.Client, gpu: int) -> None:
+        """An Xid 48 for `gpu`, written by the daemon (`podium inject xid`) into the
+        kernel log its agent watches, with the bus id this cluster declares it at."""
+        client.post("/v1/inject", json={"kind": "xid", "gpu": gpu, "code": 48}).raise_for_status()
 
 
 class Injector(threading.Thread):
@@ -127,7 +126,7 @@ class Injector(threading.Thread):
                 if job["state"] != "RUNNING" or not job["gpu_ids"]:
                     self.missed += 1  # the fault hit hardware the job was not on
                     continue
-                self.cluster.inject(self.rng.choice(job["gpu_ids"]))
+                self.cluster.inject(client, self.rng.choice(job["gpu_ids"]))
                 self.faults.append(time.time())
 
 

@@ -63,7 +63,8 @@ class Side:
 
     def submit(self, gpus: int, command: str) -> None: ...
 
-    def jobs(self) -> list[dict[str, Any]]: ...
+    def jobs(self) -> list[dict[str, Any]]:
+        raise NotImplementedError
 
     def wait_all(self, count: int, timeout: float) -> list[dict[str, Any]]:
         deadline = time.monotonic() + timeout
