@@ -53,6 +53,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.cpu_use import CpuGroup, machine_busy_s, pct
 from bench.embedded import (
     BIN,
     SLURM_DEFAULT_SCHEDULER,
@@ -73,39 +74,6 @@ SLURM_TUNING = {
     "SlurmdDebug": "error",
     "SlurmctldDebug": "error",
 }
-CPUACCT = Path("/sys/fs/cgroup/cpuacct")
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
-
-
-def machine_busy_s() -> float:
-    """CPU seconds the whole machine has spent busy (not idle, iowait or steal)."""
-    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    user, nice, system, _idle, _iowait, irq, softirq = fields[:7]
-    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
-
-
-class CpuGroup:
-    """A cpuacct cgroup the cluster's processes are moved into (their children follow)."""
-
-    def __init__(self, name: str) -> None:
-        self.path = CPUACCT / f"podium-bench-{name}-{os.getpid()}"
-        self.path.mkdir()
-
-    def add(self, pids: list[int]) -> None:
-        for pid in pids:
-            (self.path / "cgroup.procs").write_text(str(pid))
-
-    def usage_s(self) -> float:
-        return int((self.path / "cpuacct.usage").read_text()) / 1e9
-
-    def remove(self) -> None:
-        for pid in (self.path / "cgroup.procs").read_text().split():
-            (CPUACCT / "cgroup.procs").write_text(pid)
-        self.path.rmdir()
 
 
 class Side:

@@ -56,6 +56,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.cpu_use import idle_cpu, pct, rss_mb
 from bench.embedded import (
     BIN,
     SLURM_DEFAULT_SCHEDULER,
@@ -72,40 +73,6 @@ from bench.launch_throughput import SLURM_TUNING
 ROOT = Path(__file__).resolve().parents[1]
 EMBEDDED = embedded_config(cpus=64, gpus=8, interval_s=1)
 SLURM = slurm_definition("scale", nodes=1, cpus=64, gpus=8)
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
-
-
-def group_cpu_seconds(pids: list[int]) -> float:
-    """CPU seconds of `pids` so far, each with its children (those waited for and
-    those still running)."""
-    used = 0.0
-    for pid in pids:
-        with contextlib.suppress(psutil.Error):
-            proc = psutil.Process(pid)
-            t = proc.cpu_times()
-            used += t.user + t.system + t.children_user + t.children_system
-            for child in proc.children(recursive=True):
-                with contextlib.suppress(psutil.Error):
-                    c = child.cpu_times()
-                    used += c.user + c.system
-    return used
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def timed(argv: list[str], env: dict[str, str], cwd: Path, runs: int = 3) -> float:
@@ -116,16 +83,6 @@ def timed(argv: list[str], env: dict[str, str], cwd: Path, runs: int = 3) -> flo
         subprocess.run(argv, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL)
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
-
-
-def idle_cpu(controller: int, cluster: list[int], seconds: float = 20.0) -> tuple[float, float]:
-    """% of one core used over `seconds` by the controller, and by the whole cluster."""
-    before, whole = cpu_seconds(controller), group_cpu_seconds(cluster)
-    time.sleep(seconds)
-    return (
-        100.0 * (cpu_seconds(controller) - before) / seconds,
-        100.0 * (group_cpu_seconds(cluster) - whole) / seconds,
-    )
 
 
 class PodiumSide:

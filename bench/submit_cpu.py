@@ -21,7 +21,6 @@ submission and submissions per second, min / median / max over the runs.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import statistics
 import subprocess
@@ -30,10 +29,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import psutil
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.cpu_use import group_cpu_seconds
 from bench.embedded import BIN, EmbeddedCluster, compile_podium, embedded_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,15 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def daemon_cpu(home: Path) -> float:
     """Seconds of CPU the daemon of `home` used so far, with its children's: those it
     waited for and those still running (a long-lived helper)."""
-    pid = int((home / "podiumd.pid").read_text().split()[0])
-    daemon = psutil.Process(pid)
-    t = daemon.cpu_times()
-    used = t.user + t.system + t.children_user + t.children_system
-    for child in daemon.children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            c = child.cpu_times()
-            used += c.user + c.system
-    return float(used)
+    return group_cpu_seconds([int((home / "podiumd.pid").read_text().split()[0])])
 
 
 def one_run(tree: Path, jobs: int, clients: int) -> tuple[float, float]:
