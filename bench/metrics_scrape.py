@@ -29,8 +29,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.cpu_use import cpu_seconds
 from bench.embedded import EmbeddedCluster, embedded_config
-from bench.scale import cpu_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 
