@@ -54,7 +54,7 @@ def machine_busy_s() -> float:
     """CPU seconds the whole machine has spent busy (not idle, iowait or steal)."""
     fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     user, nice, system, _idle, _iowait, irq, softirq = fields[:7]
-    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+    return (user + nice + system + irq + softirq) / TICKS
 
 
 class CpuGroup:

@@ -147,13 +147,24 @@ SLURM_DEFAULT_SCHEDULER: dict[str, str | None] = {"SchedulerParameters": None}
 
 
 def slurm_pids(directory: Path) -> dict[str, list[int]]:
-    """The test cluster's daemons by name: slurmctld, its slurmds, its private munged."""
+    """The test cluster's daemons by name: slurmctld, its slurmds, its private munged,
+    and its slurmrestd while `slurmrestd` runs one (none otherwise)."""
     run = directory / "run"
+    rest = run / "slurmrestd.pid"
     return {
         "slurmctld": [int((run / "slurmctld.pid").read_text())],
         "slurmd": [int(p.read_text()) for p in sorted(run.glob("slurmd*.pid"))],
         "munged": [int((run / "munged.pid").read_text())],
+        "slurmrestd": [int(rest.read_text())] if rest.exists() else [],
     }
+
+
+def slurmrestd_client(directory: Path) -> httpx.Client:
+    """A client of the slurmrestd that `slurmrestd` runs for the cluster at `directory`."""
+    sock = directory / "run" / "slurmrestd.sock"
+    return httpx.Client(
+        transport=httpx.HTTPTransport(uds=str(sock)), base_url="http://slurm", timeout=600
+    )
 
 
 @contextlib.contextmanager
@@ -173,17 +184,18 @@ def slurmrestd(directory: Path) -> Iterator[httpx.Client]:
     log = (directory / "log" / "slurmrestd.log").open("w")
     argv = ["slurmrestd", "-a", "rest_auth/local", "-s", "openapi/v0.0.38", f"unix:{sock}"]
     proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+    pid_file = directory / "run" / "slurmrestd.pid"  # for slurm_pids: this one, no other
+    pid_file.write_text(str(proc.pid))
     try:
         deadline = time.monotonic() + 20
         while not sock.exists():
             if time.monotonic() > deadline or proc.poll() is not None:
                 raise SystemExit(f"slurmrestd did not start; see {log.name}")
             time.sleep(0.05)
-        with httpx.Client(
-            transport=httpx.HTTPTransport(uds=str(sock)), base_url="http://slurm", timeout=600
-        ) as client:
+        with slurmrestd_client(directory) as client:
             yield client
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+        pid_file.unlink(missing_ok=True)
         log.close()

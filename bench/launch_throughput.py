@@ -15,7 +15,8 @@ started. Modes:
          per job started on its schedule whatever the earlier ones do (as independent
          users would), so both sides see the same arrival rate: submit->start at equal
          load, up to and past each side's saturation.
-Reported per mode and side, min / median / max over the runs: jobs/s end to end
+Reported per mode and side, min / median / max over the runs (bench/tables.py prints
+them as docs/benchmarks.md's tables): jobs/s end to end
 (first submit until every job has started and the cluster lists none pending or
 running), submits/s, submit->start p50/p99 (from just before the job's submit call to
 the time inside the job), and CPU per job: of the cluster's own processes (Podium's
@@ -40,7 +41,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -64,6 +64,7 @@ from bench.embedded import (
     slurm_pids,
     slurm_testbed,
 )
+from bench.tables import launch_tables
 
 ROOT = Path(__file__).resolve().parents[1]
 SLURM_TUNING = {
@@ -310,48 +311,6 @@ def one_side(side: Side, modes: list[str], args: argparse.Namespace) -> dict[str
     return out
 
 
-KEYS = (
-    "jobs_per_s",
-    "submits_per_s",
-    "submit_start_p50_s",
-    "submit_start_p99_s",
-    "arrival_late_p99_s",
-    "cluster_cpu_ms_per_job",
-    "controller_cpu_ms_per_job",
-    "machine_cpu_ms_per_job",
-)
-
-
-def spread(values: list[float]) -> str:
-    return f"{min(values):.3g} / {statistics.median(values):.3g} / {max(values):.3g}"
-
-
-def summary(runs: dict[str, list[dict[str, Any]]]) -> list[str]:
-    """Per mode and figure: each side's min / median / max, and Podium's median over
-    each peer's with the range of the per-run ratios."""
-    lines = []
-    modes = list(dict.fromkeys(m for side_runs in runs.values() for m in side_runs[0]))
-    for mode in modes:
-        for key in KEYS:
-            row = []
-            mine = [r[mode][key] for r in runs.get("podium", []) if key in r.get(mode, {})]
-            for name, side_runs in runs.items():
-                peer_mode = "array" if mode == "batch" and name != "podium" else mode
-                values = [r[peer_mode][key] for r in side_runs if key in r.get(peer_mode, {})]
-                if not values:
-                    continue
-                cell = f"{name} {spread(values)}"
-                if name != "podium" and mine and len(mine) == len(values):
-                    ratios = [a / b for a, b in zip(mine, values, strict=True) if b]
-                    if ratios:
-                        median = statistics.median(mine) / statistics.median(values)
-                        cell += f" (ratio {median:.3g}, runs {min(ratios):.3g}-{max(ratios):.3g})"
-                row.append(cell)
-            if row:
-                lines.append(f"{mode} {key}: " + "; ".join(row))
-    return lines
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -376,11 +335,11 @@ def main() -> None:
             got = with_side(name, lambda side: one_side(side, modes, args))
             runs[name].append(got)
             print(f"run {run + 1} {name}", json.dumps(got), flush=True)
-    print("\n".join(summary(runs)))
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
     path = out / f"launch-throughput-{time.strftime('%Y%m%d-%H%M%S')}.json"
     record = {"args": vars(args), "slurm_settings": SLURM_SETTINGS, "runs": runs}
+    print("\n".join(launch_tables(record)))  # docs/benchmarks.md's tables
     path.write_text(json.dumps(record, indent=2))
     print(f"written to {path}")
 

@@ -52,7 +52,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -67,8 +66,10 @@ from bench.embedded import (
     slurm_pids,
     slurm_testbed,
     slurmrestd,
+    slurmrestd_client,
 )
 from bench.launch_throughput import SLURM_TUNING
+from bench.tables import scale_tables
 
 ROOT = Path(__file__).resolve().parents[1]
 EMBEDDED = embedded_config(cpus=64, gpus=8, interval_s=1)
@@ -201,10 +202,7 @@ class SlurmSide:
         return [int(answer["job_id"])]
 
     def api_client(self) -> httpx.Client:
-        sock = self.directory / "run" / "slurmrestd.sock"
-        return httpx.Client(
-            transport=httpx.HTTPTransport(uds=str(sock)), base_url="http://slurm", timeout=600
-        )
+        return slurmrestd_client(self.directory)
 
     def list_api(self) -> int:
         reply = self.rest.get("/slurm/v0.0.38/jobs")
@@ -212,9 +210,8 @@ class SlurmSide:
         return len(reply.json()["jobs"])
 
     def cluster_pids(self) -> list[int]:
-        pids = slurm_pids(self.directory)
-        rest = [p.pid for p in psutil.process_iter(["name"]) if p.info["name"] == "slurmrestd"]
-        return [*pids["slurmctld"], *pids["slurmd"], *pids["munged"], *rest]
+        """slurmctld, the slurmd, munged and this cluster's slurmrestd."""
+        return [pid for pids in slurm_pids(self.directory).values() for pid in pids]
 
     def submit_cli(self, options: list[str]) -> None:
         out = subprocess.run(
@@ -332,10 +329,6 @@ def side_of(name: str) -> Iterator[PodiumSide | SlurmSide]:
         yield SlurmSide(directory, rest)
 
 
-def spread(values: list[float]) -> str:
-    return f"{min(values):g} / {statistics.median(values):g} / {max(values):g}"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -354,17 +347,11 @@ def main() -> None:
             with side_of(name) as side:
                 runs[name].append(measure(side, args.pending, args.arrays))
             print(f"run {run + 1} {name}", json.dumps(runs[name][-1]), flush=True)
-    for key in runs[sides[0]][0]:
-        cells = []
-        for name in sides:
-            values = [r[key] for r in runs[name] if r[key] == r[key]]  # NaN: not measured
-            if values:
-                cells.append(f"{name} {spread(values)}")
-        print(f"{key}: " + "; ".join(cells))
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
     path = out / f"scale-{time.strftime('%Y%m%d-%H%M%S')}.json"
     record = {"args": vars(args), "slurm_settings": SLURM_SETTINGS, "runs": runs}
+    print("\n".join(scale_tables(record)))  # docs/benchmarks.md's table
     path.write_text(json.dumps(record, indent=2) + "\n")
     print(f"written to {path}")
 
