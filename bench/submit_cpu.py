@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.cpu_use import group_cpu_seconds
 from bench.embedded import BIN, EmbeddedCluster, compile_podium, embedded_config
+from bench.tables import spread
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -87,18 +87,12 @@ def main() -> None:
             print(name, f"{ms:.2f} ms, {per_s:.1f} submissions/s", flush=True)
     for name in trees:
         print(f"{name} ({args.clients} clients): daemon CPU per submission "
-              f"{spread(cpu[name], '.2f')} ms, submissions/s {spread(rate[name], '.1f')} "
+              f"{spread(cpu[name], 2)} ms, submissions/s {spread(rate[name], 1)} "
               "(min / median / max)")  # fmt: skip
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
     record = {"clients": args.clients, "jobs": args.jobs, "cpu_ms": cpu, "per_s": rate}
     (out / f"submit_cpu-{args.clients}c.json").write_text(json.dumps(record, indent=2))
-
-
-def spread(values: list[float], fmt: str) -> str:
-    """min / median / max of `values`."""
-    low, mid, high = min(values), statistics.median(values), max(values)
-    return f"{low:{fmt}} / {mid:{fmt}} / {high:{fmt}}"
 
 
 if __name__ == "__main__":
