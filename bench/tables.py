@@ -41,6 +41,19 @@ SCALE_ROWS = (
 )
 
 
+def number(value: Any) -> float | None:
+    """A result's figure, None when it was not measured (absent or NaN)."""
+    return None if value is None or value != value else float(value)
+
+
+def row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def header(cells: list[str]) -> list[str]:
+    return [row(cells), "|" + "---|" * len(cells)]
+
+
 def spread(values: list[float], digits: int) -> str:
     low, mid, high = min(values), statistics.median(values), max(values)
     return f"{low:,.{digits}f} / {mid:,.{digits}f} / {high:,.{digits}f}"
@@ -63,15 +76,14 @@ def table(
     """One markdown table: a row per figure, a column per side, a ratio per peer."""
     sides = list(runs)
     peers = [s for s in sides if s != "podium"]
-    head = ["figure", *sides, *(f"podium / {p}" for p in peers)]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = header(["figure", *sides, *(f"podium / {p}" for p in peers)])
     for key, label, digits in rows:
         values = {s: [v for r in runs[s] if (v := pick(s, r, key)) is not None] for s in sides}
         if not any(values.values()):
             continue
         cells = [spread(values[s], digits) if values[s] else "" for s in sides]
         ratios = [ratio(values.get("podium", []), values[p]) for p in peers]
-        lines.append("| " + " | ".join([label, *cells, *ratios]) + " |")
+        lines.append(row([label, *cells, *ratios]))
     return lines
 
 
@@ -86,8 +98,7 @@ def launch_tables(record: dict[str, Any]) -> list[str]:
 
         def pick(side: str, run: dict[str, Any], key: str, mode: str = mode) -> float | None:
             got = run.get("array" if mode == "batch" and side != "podium" else mode, {})
-            value = got.get(key)
-            return None if value is None or value != value else float(value)
+            return number(got.get(key))
 
         title = f"{mode} (Slurm: arrays)" if mode == "batch" else mode
         out += [f"**{title}**", "", *table(runs, LAUNCH_ROWS, pick), ""]
@@ -98,8 +109,7 @@ def paced_table(runs: dict[str, list[dict[str, Any]]], modes: list[str]) -> list
     """Submit->start at each paced arrival rate: per side, p50 and p99 (medians over
     the runs, with their min-max), and the rate the clients kept."""
     sides = list(runs)
-    head = ["offered jobs/s", *(f"{s}: p50 / p99 (s)" for s in sides)]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = header(["offered jobs/s", *(f"{s}: p50 / p99 (s)" for s in sides)])
     for mode in modes:
         cells = [mode.split("@", 1)[1]]
         for side in sides:
@@ -115,14 +125,13 @@ def paced_table(runs: dict[str, list[dict[str, Any]]], modes: list[str]) -> list
                 f"{statistics.median(p99):.3f} ({min(p99):.3f}-{max(p99):.3f}); "
                 f"kept {kept:.1f}/s"
             )
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(row(cells))
     return [*lines, ""]
 
 
 def scale_tables(record: dict[str, Any]) -> list[str]:
     def pick(side: str, run: dict[str, Any], key: str) -> float | None:
-        value = run.get(key)
-        return None if value is None or value != value else float(value)
+        return number(run.get(key))
 
     return [*table(record["runs"], SCALE_ROWS, pick), ""]
 
