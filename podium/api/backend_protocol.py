@@ -32,6 +32,7 @@ class Feature:
     FAIR_SHARE = "fair share"
     TEAMS = "team quotas"
     CHECKPOINT_REPORT = "reporting a job's checkpoint"
+    PROGRESS_REPORT = "reporting a job's progress"
     HEALTH = "health checks on request"
     FAULT_INJECTION = "fault injection"
     GPU_RESUME = "resuming one GPU"
@@ -186,6 +187,11 @@ class Backend:
         self.refuse(Feature.CHECKPOINT_REPORT)
         return self._checkpoint(job_id, step)
 
+    def progress(self, job_id: int, done: float, total: float) -> dict[str, Any]:
+        """A running job says it has done `done` of `total` (podium progress)."""
+        self.refuse(Feature.PROGRESS_REPORT)
+        return self._progress(job_id, done, total)
+
     def teams(self) -> list[dict[str, Any]]:
         """Each team's GPU quota, limits, use, borrowed and lent GPUs (podium teams;
         `sched.team_ledger.team_table`'s records)."""
@@ -285,6 +291,9 @@ class Backend:
         raise NotImplementedError
 
     def _checkpoint(self, job_id: int, step: int) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _progress(self, job_id: int, done: float, total: float) -> dict[str, Any]:
         raise NotImplementedError
 
     def _mig_advice(self) -> dict[str, Any]:

@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "release": ("podium.cli.job_cmds", "release", "Release held jobs."),
     "requeue": ("podium.cli.job_cmds", "requeue", "Stop running jobs and queue them again."),
     "checkpoint": ("podium.cli.job_cmds", "checkpoint", "Note a job's finished checkpoint."),
+    "progress": ("podium.cli.job_cmds", "progress", "Note how far a job is (DONE --of TOTAL)."),
     "acct": ("podium.cli.job_cmds", "acct", "Accounting: finished and running jobs."),
     "priority": ("podium.cli.sched_cmds", "priority", "Pending jobs' priority factors (sprio)."),
     "share": ("podium.cli.sched_cmds", "share", "Fair share per account and user (sshare)."),

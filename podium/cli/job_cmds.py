@@ -34,7 +34,13 @@ def show(job: str, as_json: bool) -> None:
     if as_json:
         render.print_json(record)
         return
-    render.show_record(record, skip=lambda k: k in ("script", "events", "spec", "blockers"))
+    shown_apart = ("script", "events", "spec", "blockers", "progress")
+    render.show_record(record, skip=lambda k: k in shown_apart)
+    if record.get("progress"):
+        from podium.api.progress import progress_words
+        from podium.api.times import iso
+
+        click.echo(f"progress: {progress_words(record['progress'], iso)}")
     if record.get("blockers"):
         click.echo("why it waits:")
         for b in record["blockers"]:
@@ -140,16 +146,41 @@ def requeue(jobs: tuple[str, ...]) -> None:
 def checkpoint(step: int, job: str | None) -> None:
     """Say that this job finished a checkpoint at STEP: preemption and shrinking count
     its lost work from now (run it from the job, after the checkpoint is on disk)."""
+    done = open_backend().checkpoint(_this_job("checkpoint", job), step)
+    click.echo(f"job {done['job_id']}: checkpoint at step {done['step']} noted")
+
+
+def _this_job(command: str, job: str | None) -> int:
+    """The job named by --job, else the one this runs in ($PODIUM_JOB_ID)."""
     import os
 
     text = job or os.environ.get("PODIUM_JOB_ID") or ""
     if not text.isdigit() or int(text) < 1:
         raise SpecError(
-            "podium checkpoint: run it inside a job (it reads $PODIUM_JOB_ID) or name the "
+            f"podium {command}: run it inside a job (it reads $PODIUM_JOB_ID) or name the "
             f"job with --job ID, a positive number{f' (got {text!r})' if text else ''}"
         )
-    done = open_backend().checkpoint(int(text), step)
-    click.echo(f"job {done['job_id']}: checkpoint at step {done['step']} noted")
+    return int(text)
+
+
+@click.command()
+@click.argument("done", type=click.FloatRange(0, 1e15))
+@click.option("--of", "total", type=click.FloatRange(0, 1e15, min_open=True), required=True,
+              help="The whole work, in DONE's units (steps, samples, epochs).")  # fmt: skip
+@click.option("--job", "job", default=None, help="The job (default: $PODIUM_JOB_ID, in a job).")
+def progress(done: float, total: float, job: str | None) -> None:
+    """Say that this job has done DONE of its work (--of TOTAL): from two reports on,
+    `podium queue --start` and `podium show` expect it to end where its rate says, when
+    that is before its time limit (run it from the job, e.g. every few minutes)."""
+    from podium.api.progress import progress_words
+    from podium.api.times import iso
+
+    got = open_backend().progress(_this_job("progress", job), done, total)
+    line = f"job {got['job_id']}: {progress_words(got, iso)}"
+    end, limit = got["expected_end"], got["limit_end"]
+    if end is not None and limit is not None and end > limit:
+        line += f", after its time limit ({iso(limit)}): it will be stopped then"
+    click.echo(line)
 
 
 _RELATIVE = re.compile(r"^now-(\d+)(s|sec|seconds|m|min|minutes|h|hours|d|days)$")

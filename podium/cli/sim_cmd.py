@@ -140,6 +140,13 @@ ELASTIC_COLUMNS = ["elastic", "resizes", "lost_gpu_s", "elastic_avg_jct_s", "hig
     default=1,
     help="With --forecast-error: forecast every Nth submission only (big traces).",
 )
+@click.option(
+    "--progress-after",
+    type=click.FloatRange(0.0),
+    default=None,
+    help="With --forecast-error: running jobs report a steady rate (podium progress), so "
+    "their real end is known this many seconds into each run (default: no job reports).",
+)
 @click.option("--json", "as_json", is_flag=True)
 def sim(
     trace: Path,
@@ -163,6 +170,7 @@ def sim(
     restart_cost: float,
     forecast_error: bool,
     forecast_sample: int,
+    progress_after: float | None,
     as_json: bool,
 ) -> None:
     """Replay TRACE under each policy and compare JCT, waits, utilisation and fairness."""
@@ -190,6 +198,8 @@ def sim(
         )
     if time_scale <= 0 or time_limit_factor <= 0:
         raise SpecError("--time-scale and --time-limit-factor must be positive")
+    if progress_after is not None and not forecast_error:
+        raise SpecError("--progress-after changes only forecasts: add --forecast-error")
     if node_list is not None:
         cluster = read_alibaba_nodes(node_list)
     elif config is not None:
@@ -226,6 +236,7 @@ def sim(
                 elastic_share=elastic_share,
                 elastic_mode=kind or "shrink",
                 restart_cost_s=restart_cost,
+                progress_after_s=progress_after,
             )
             baseline = None if forecast_error else simulate(jobs, cluster, "fifo-backfill", options)
             for name in names:

@@ -63,7 +63,12 @@ def gpu_list(indices: Iterable[int]) -> str:
 
 
 def _end(alloc: Allocation) -> float | None:
-    return None if alloc.time_limit_s is None else alloc.start_time + alloc.time_limit_s
+    return alloc.end_time()
+
+
+def _by_progress(alloc: Allocation) -> bool:
+    """Whether its expected end comes from the progress it reports, not its limit."""
+    return alloc.expected_end is not None and alloc.expected_end == alloc.end_time()
 
 
 def _holder_words(allocs: list[Allocation], now: float) -> str:
@@ -76,6 +81,7 @@ def _holder_words(allocs: list[Allocation], now: float) -> str:
     for a in ordered[:MAX_NAMED]:
         end = _end(a)
         when = "no time limit" if end is None else f"ends {within(end - now)}"
+        when += ", by its progress" if _by_progress(a) else ""
         words.append(f"job {a.job_id} ({a.user}, {when})")
     if len(ordered) > MAX_NAMED:
         words.append(f"{len(ordered) - MAX_NAMED} more")

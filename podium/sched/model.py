@@ -173,6 +173,7 @@ class Allocation:
     checkpoint_time: float | None = None  # its newest checkpoint of this run (None: none)
     elastic: Elastic | None = None  # its replicas' range (an elastic job; resized in place)
     ending: bool = False  # its end is given (cancelled): its processes are being stopped
+    expected_end: float | None = None  # when its reported progress says it ends (podium progress)
 
     @property
     def replicas(self) -> int:
@@ -183,6 +184,14 @@ class Allocation:
     def gpu_amount(self) -> float:
         """The GPUs fair share charges it for: its parts' fractions, else its count."""
         return len(self.gpu_indices) if self.gpu_units is None else self.gpu_units
+
+    def end_time(self) -> float | None:
+        """When it is expected to end: at its time limit, or earlier where the progress
+        it reports says so (None: no limit and no such word)."""
+        limit = None if self.time_limit_s is None else self.start_time + self.time_limit_s
+        if self.expected_end is None:
+            return limit
+        return self.expected_end if limit is None else min(limit, self.expected_end)
 
     def lost_work(self, now: float) -> float:
         """GPU-seconds stopping it now would lose: its GPUs times the time since its

@@ -75,6 +75,11 @@ class CheckpointRequest(RequestModel):
     step: int = Field(ge=0, le=2**62)
 
 
+class ProgressRequest(RequestModel):
+    done: float = Field(ge=0, le=1e15, allow_inf_nan=False)
+    total: float = Field(gt=0, le=1e15, allow_inf_nan=False)
+
+
 class ResumeRequest(RequestModel):
     gpu: int | None = Field(default=None, ge=0, le=1023)
 

@@ -163,6 +163,27 @@ class Control:
             self.reactor.effects.saved(job_id, step)
         return {"job_id": job_id, "step": step, "time": now, "stopping": stopping}
 
+    def progress(self, who: Caller, job_id: int, done: float, total: float) -> dict[str, Any]:
+        """A running job says it has done `done` of `total` units of its work (`podium
+        progress`; its own user or an admin only): the forecast ends it where its rate
+        says, when that is before its time limit (podium.api.progress)."""
+        if done > total:
+            raise SpecError(
+                f"progress {done:g} of {total:g}: the work done cannot exceed the total "
+                "(give DONE --of TOTAL with DONE <= TOTAL)"
+            )
+        row = self.store.job(job_id)
+        self._own(who, [row])
+        if row["state"] != RUNNING:
+            raise SpecError(
+                f"job {job_id} is {row['state'].lower()}: only a running job reports progress"
+            )
+        now = self.reactor.clock()
+        got = self.reactor.progress.report(job_id, row["start_time"] or now, done, total, now)
+        start, limit = row["start_time"], row["time_limit_s"]
+        limit_end = None if limit is None or start is None else start + limit
+        return {"job_id": job_id, **got.record(), "limit_end": limit_end}
+
     def send_signal(self, who: Caller, selection: Selection, sig: int, scope: str) -> list[int]:
         """`scancel --signal=SIG [-b|-f]`: `sig` to the selected running jobs' steps,
         batch shell or every process (`scope`); a job that is not running is refused,

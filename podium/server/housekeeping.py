@@ -84,6 +84,7 @@ class Housekeeping:
         with reactor.lock:
             reactor.checkpoints = {j: t for j, t in found.items() if t is not None}
             reactor.reported = {j: t for j, t in reactor.reported.items() if j in dirs}
+            reactor.progress.keep(dirs)
 
     def stop_idle_mps(self) -> None:
         """Stop the MPS control daemons whose GPU has no running MPS job of their user

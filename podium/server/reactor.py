@@ -50,6 +50,7 @@ from podium.server.launch import Planner
 from podium.server.local_node import LocalNode
 from podium.server.pass_stats import PassStats
 from podium.server.policy import half_life_s, policy_from_config
+from podium.server.progress_book import ProgressBook
 from podium.server.snapshot import (
     PendingQueue,
     allocation,
@@ -131,6 +132,7 @@ class Reactor:
         self._health_seen = -1  # the health table's version the last pass saw
         self.checkpoints: dict[int, float] = {}  # running job -> newest checkpoint (sampled)
         self.reported: dict[int, float] = {}  # running job -> its last `podium checkpoint`
+        self.progress = ProgressBook()  # running job -> what it says of its progress
 
     # --- what others ask of it ------------------------------------------------------
 
@@ -290,6 +292,7 @@ class Reactor:
                 node.gpu_units(spec_gpu_ids(r)),
                 max(self.checkpoints.get(r["job_id"], 0.0), self.reported.get(r["job_id"], 0.0))
                 or None,
+                self.progress.expected_end(r["job_id"], r["start_time"]),
             )
             for r in self.running_rows()
         )

@@ -34,6 +34,7 @@ from podium.server.bodies import (
     InjectRequest,
     JobIdPath,
     MigApplyRequest,
+    ProgressRequest,
     ResumeRequest,
     SelectionBody,
     SignalRequest,
@@ -231,6 +232,10 @@ def create_app(
     @app.post("/v1/jobs/{job_id}/checkpoint")
     def checkpoint(request: Request, job_id: JobIdPath, body: CheckpointRequest) -> dict[str, Any]:
         return call(control.checkpoint, caller(request), job_id, body.step)
+
+    @app.post("/v1/jobs/{job_id}/progress")
+    def progress(request: Request, job_id: JobIdPath, body: ProgressRequest) -> dict[str, Any]:
+        return call(control.progress, caller(request), job_id, body.done, body.total)
 
     @app.post("/v1/jobs/requeue")
     def requeue(request: Request, body: SelectionBody) -> dict[str, Any]:

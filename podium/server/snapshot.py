@@ -185,10 +185,12 @@ def allocation(
     now: float,
     gpu_units: float | None = None,
     checkpoint_time: float | None = None,
+    expected_end: float | None = None,
 ) -> Allocation:
     """What a running job's row holds, as the scheduler sees it; `gpu_units` what its
     parts of GPUs weigh in fair share (LocalNode.gpu_units); `checkpoint_time` its
-    newest checkpoint's time as last sampled (what preemption would not lose)."""
+    newest checkpoint's time as last sampled (what preemption would not lose);
+    `expected_end` when the progress it reports says it ends (podium progress)."""
     return Allocation(
         job_id=r["job_id"],
         node=r["node"] or node,
@@ -208,6 +210,7 @@ def allocation(
         checkpoint_time=checkpoint_time,
         elastic=elastic_of(brief(r), r),
         ending=r["ending"] is not None,
+        expected_end=expected_end,
     )
 
 

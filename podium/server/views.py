@@ -197,6 +197,9 @@ class Views:
         record.update(elastic_fields(row))
         record["lost_gpu_seconds"] = lost_work(row)  # by cause: preemption, resize, fault
         record["gpu_seconds_all_runs"] = all_runs(record, row["earlier_gpu_seconds"] or 0.0)
+        said = self.reactor.progress.of(job_id, row["start_time"])
+        if said is not None and row["state"] == RUNNING:  # what it says of how far it is
+            record["progress"] = said.record()
         if row["state"] == "PENDING":  # when it should start, and what keeps it waiting
             found = forecast_records(self.reactor, only=job_id)["jobs"]
             record["expected_start"] = found[0]["expected_start"] if found else None

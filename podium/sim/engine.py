@@ -15,6 +15,7 @@ of nodes are reported as unschedulable and not replayed.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -70,6 +71,9 @@ class SimOptions:
     elastic_share: float = 0.0  # of the jobs of 2 to a node's GPUs: elastic (elastic_replay)
     elastic_mode: str = "shrink"  # requeue, shrink or shrink-ckpt (elastic_replay.MODES)
     restart_cost_s: float = 0.0  # no progress after each restart (requeue or resize)
+    # running jobs report their progress at a steady rate (podium progress): a run's end
+    # is known this long after it starts (None: no job reports, ends are the limits')
+    progress_after_s: float | None = None
 
 
 @dataclass
@@ -105,6 +109,7 @@ class _Run:
     started: float
     overhead: float = 0.0  # seconds of restart before it makes progress
     replicas: int = 0  # an elastic run's size (0: not elastic)
+    end: float = math.inf  # when it ends in the replay
 
     def progress(self, now: float) -> float:
         """Seconds of progress it made by `now`."""
@@ -232,15 +237,20 @@ def simulate(
         return run
 
     def running_allocs() -> tuple[Allocation, ...]:
-        """What the running jobs hold, with their newest checkpoints in shrink-ckpt."""
-        if not with_checkpoints:
+        """What the running jobs hold, with their newest checkpoints in shrink-ckpt and
+        the ends their progress reports give (SimOptions.progress_after_s)."""
+        told, interval = options.progress_after_s, options.checkpoint_interval_s
+        if not with_checkpoints and told is None:
             return tuple(a for r in running.values() for a in r.allocs)
-        interval = options.checkpoint_interval_s
-        return tuple(
-            with_checkpoint(a, r.started + r.overhead, now, interval)
-            for r in running.values()
-            for a in r.allocs
-        )
+        held = []
+        for r in running.values():
+            for a in r.allocs:
+                if with_checkpoints:
+                    a = with_checkpoint(a, r.started + r.overhead, now, interval)
+                if told is not None and now - r.started >= told:
+                    a = replace(a, expected_end=r.end)
+                held.append(a)
+        return tuple(held)
 
     def snapshot_at(now: float) -> Snapshot:
         """What a pass reads at `now`: the nodes, what runs, the queue, fair share."""
@@ -347,10 +357,10 @@ def simulate(
                 out = outcomes[s.job_id]
                 overhead = options.restart_cost_s if out.first_start is not None else 0.0
                 replicas = len(s.gpu_indices) if p.elastic is not None else 0
-                running[s.job_id] = _Run(allocs, token, now, overhead, replicas)
+                ends = now + overhead + state.remaining[s.job_id] / max(1, replicas)
+                running[s.job_id] = _Run(allocs, token, now, overhead, replicas, ends)
                 if out.first_start is None:
                     out.first_start = now
-                ends = now + overhead + state.remaining[s.job_id] / max(1, replicas)
                 heapq.heappush(events, (ends, 0, s.job_id, token))
             if not decisions.preempts and not decisions.resizes:
                 break

@@ -2,8 +2,9 @@
 virtual clock from the cluster as it is now (pure: no I/O, no clock of its own).
 
 From a `Snapshot` of now, passes run at each moment something changes: a running job
-reaches its time limit and ends (a job with no limit never ends here, so what waits
-behind it gets no forecast, as Slurm's `squeue --start` says N/A), a pending job's
+reaches its time limit and ends, or ends earlier where the progress it reports says
+so (`Allocation.end_time`; a job with neither never ends here, so what waits behind it
+gets no forecast, as Slurm's `squeue --start` says N/A), a pending job's
 `--begin` time comes. Each pass is `sched.schedule` itself, with the same policy:
 priority, backfill, limits, quotas and dependencies (a job that ends here ends
 COMPLETED, so what depends on it may start). Started jobs hold their resources until
@@ -43,7 +44,8 @@ class Forecast:
 
 
 def _end(alloc: Allocation) -> float:
-    return math.inf if alloc.time_limit_s is None else alloc.start_time + alloc.time_limit_s
+    end = alloc.end_time()
+    return math.inf if end is None else end
 
 
 def forecast(snap: Snapshot, now: float, policy: Policy, max_passes: int = 100) -> Forecast:
@@ -87,7 +89,9 @@ def forecast(snap: Snapshot, now: float, policy: Policy, max_passes: int = 100) 
                 held = replace(job, job_id=job_id, cpus=start.cpus, mem_mb=start.mem_mb)
                 running.append(held.allocate(node, gpus, t))
             states[job_id] = "RUNNING"
-        later = [_end(a) for a in running if _end(a) > t]
+        # a job past its expected end (its limit being enforced, or slower than its
+        # progress said) ends at once: the next pass runs at the same time without it
+        later = [max(_end(a), t) for a in running if _end(a) != math.inf]
         later += [p.begin_time for p in pending.values() if p.begin_time and p.begin_time > t]
         t = min(later, default=math.inf)
         if t == math.inf:

@@ -1,6 +1,7 @@
 """`podium queue --start` on the real daemon: pending jobs' expected starts from the
 scheduler run forward, checked against when they really start; a held job and one
-behind a job with no time limit get N/A; the same forecast over the API."""
+behind a job with no time limit get N/A; the same forecast over the API; a job that
+reports its progress (`podium progress`) is expected to end where its rate says."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ from collections.abc import Iterator
 import pytest
 
 from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
+from tests.integration.test_permissions import _as, other_user
 from tests.integration.test_slurm_commands import slurm
+
+__all__ = ["other_user"]  # the fixture, used here by name
 
 pytestmark = pytest.mark.integration
 
@@ -105,3 +109,41 @@ def test_show_says_why_a_job_waits_in_plain_words(cluster: Cluster) -> None:
         f"It waits for job {waiting} (PENDING) to end successfully (afterok)."
     ]
     c.cli("cancel", str(holder), str(waiting), str(after), check=True)
+
+
+def test_a_job_that_reports_its_progress_is_expected_to_end_by_it(
+    cluster: Cluster, other_user: str
+) -> None:
+    c = cluster
+    # 12 units of work, about a second each, under a 30-minute limit: its rate, not its
+    # limit, says when its GPUs come free
+    steps = "for i in $(seq 1 12); do podium progress $i --of 12 >/dev/null; sleep 1; done"
+    worker = c.submit("--gpus=4", "-t", "30:00", "--wrap", steps)
+    c.wait(worker, {"RUNNING"})
+    waiting = c.submit("--gpus=2", "-t", "1:00", "--wrap", "true")
+    deadline = time.monotonic() + 20
+    while True:  # from its second report on, a rate, so an end
+        seen = _forecast(c).get(waiting, {}).get("expected_start_epoch")
+        if seen is not None and float(seen) < time.time() + 600:  # type: ignore[arg-type]
+            break
+        assert time.monotonic() < deadline, seen
+        time.sleep(0.3)
+    time.sleep(3)  # a few more reports: the rate settles
+    expected = float(_forecast(c)[waiting]["expected_start_epoch"])  # type: ignore[arg-type]
+    shown = c.cli("show", str(worker), check=True).stdout
+    assert re.search(r"progress: \d+ % \(\d+ of 12\), expected to end at ", shown), shown
+    why = c.cli("show", str(waiting), check=True).stdout
+    assert f"job {worker} (root, ends in" in why and "by its progress" in why, why
+    # bad reports are one line each, and change nothing
+    over = c.cli("progress", "13", "--of", "12", "--job", str(worker))
+    assert over.returncode != 0 and "cannot exceed the total" in over.stderr, over.stderr
+    assert len(over.stderr.strip().splitlines()) == 1
+    idle = c.cli("progress", "1", "--of", "2", "--job", str(waiting))
+    assert idle.returncode != 0 and "only a running job reports progress" in idle.stderr
+    theirs = _as(c, other_user, "progress", "1", "--of", "2", "--job", str(worker))
+    assert theirs.returncode == 1 and "belongs to root" in theirs.stderr, theirs.stderr
+    outside = c.cli("progress", "1", "--of", "2", env={**c.env, "PODIUM_JOB_ID": ""})
+    assert outside.returncode != 0 and "run it inside a job" in outside.stderr
+    real = c.wait(waiting, {"RUNNING", "COMPLETED"}, timeout=60)["start_epoch"]
+    assert abs(real - expected) < 4.0, (real, expected)  # the rate, the last sleep, a pass
+    assert c.wait(worker)["state"] == "COMPLETED"

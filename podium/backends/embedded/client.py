@@ -355,6 +355,11 @@ class EmbeddedBackend(Backend):
         answer: dict[str, Any] = self.client.post(f"/v1/jobs/{job_id}/checkpoint", {"step": step})
         return answer
 
+    def _progress(self, job_id: int, done: float, total: float) -> dict[str, Any]:
+        body = {"done": done, "total": total}
+        answer: dict[str, Any] = self.client.post(f"/v1/jobs/{job_id}/progress", body)
+        return answer
+
     def _teams(self) -> list[dict[str, Any]]:
         answer: list[dict[str, Any]] = self.client.get("/v1/teams")["teams"]
         return answer

@@ -59,6 +59,8 @@ class KubernetesBackend(Backend):
         "future starts (its visibility API gives positions, not times)",
         Feature.CHECKPOINT_REPORT: f"{_KUEUE}: Kueue chooses victims by priority and "
         "admission time, not checkpoints (kueue #477)",
+        Feature.PROGRESS_REPORT: f"{_KUEUE}: with no forecast of starts, a job's "
+        "progress would change nothing",
         Feature.FAIR_SHARE: f"{_KUEUE}: shares are ClusterQueue quotas in a cohort "
         "(podium k8s render teams)",
         Feature.HEALTH: "health checks run on each node (podium health there)",

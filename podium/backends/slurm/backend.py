@@ -67,6 +67,7 @@ class SlurmBackend(Backend):
         Feature.PRIORITIES: "priorities come from Slurm: use sprio",
         Feature.CHECKPOINT_REPORT: "Slurm does not choose victims by checkpoints: it "
         "preempts by priority and runtime (PreemptType)",
+        Feature.PROGRESS_REPORT: "Slurm's squeue --start plans by time limits alone",
         Feature.FAIR_SHARE: "fair share comes from Slurm: use sshare",
         Feature.FORECAST: "Slurm's backfill plans the starts: use squeue --start",
         Feature.HEALTH: "health checks run on the nodes as Slurm's HealthCheckProgram "

@@ -103,6 +103,11 @@ async function refreshJob(id) {
   const lost = Object.values(job.lost_gpu_seconds || {}).reduce((a, b) => a + b, 0);
   facts.push(["goodput", spent > 0 ? `${(100 * (spent - lost) / spent).toFixed(1)} %` : "-"]);
   if (job.state === "PENDING") facts.push(["expected start", job.expected_start || "N/A"]);
+  if (job.progress) {
+    const p = job.progress;
+    const end = p.expected_end === null ? "its end is estimated from its next report" : `expected to end ${when(p.expected_end)}`;
+    facts.push(["progress", `${Math.round(100 * p.fraction)} % (${p.done} of ${p.total}), ${end}`]);
+  }
   const table = el("table", {}, ...facts.map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, v))));
   const events = el("table", {}, el("tr", {}, el("th", {}, "TIME"), el("th", {}, "EVENT"), el("th", {}, "DETAIL")),
     ...job.events.map((e) => el("tr", {}, el("td", {}, when(e.time)), el("td", {}, e.kind), el("td", {}, e.detail || ""))));

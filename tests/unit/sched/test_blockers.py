@@ -145,3 +145,14 @@ def test_spans_read_as_words() -> None:
     assert [within(s) for s in (5, 600, 7500, 400000)] == [
         "in 5 s", "in 10 min", "in 2 h 05 min", "in 4 days"
     ]  # fmt: skip
+
+
+def test_an_end_from_reported_progress_is_said_to_be_so() -> None:
+    snap = Snapshot(
+        nodes=(NODE,),
+        running=(running(1, (0, 1, 2, 3), 36000, expected_end=1500.0),),
+        pending=(job(2, 4),),
+    )
+    (gpus,) = explain(snap, now=300)[2]
+    assert gpus.until == 1500
+    assert "job 1 (alice, ends in 20 min, by its progress)" in gpus.text

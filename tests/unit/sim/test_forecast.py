@@ -4,6 +4,8 @@ or is held, gets no forecast; dependencies and --begin are honoured."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -90,3 +92,24 @@ def test_the_first_pass_agrees_with_the_scheduler(jobs: list[tuple[int, int]]) -
     assert {j for j, e in got.starts.items() if e.start == 0} == now_starts
     assert set(got.starts) == {p.job_id for p in pending}  # all fit the node in the end
     assert all(0 <= e.start <= sum(lim for _, lim in jobs) for e in got.starts.values())
+
+
+def test_a_job_whose_progress_says_it_ends_early_frees_its_gpus_then() -> None:
+    reported = Allocation(job_id=1, node="n0", user="u", gpu_indices=(0, 1, 2, 3),
+                          start_time=0.0, time_limit_s=3600, expected_end=400.0)  # fmt: skip
+    snap = Snapshot(nodes=(NODE,), running=(reported,), pending=(job(2, 2),))
+    assert forecast(snap, now=100, policy=Policy()).starts[2].start == 400
+    late = replace(reported, expected_end=5000.0)  # beyond its limit: the limit holds
+    snap = Snapshot(nodes=(NODE,), running=(late,), pending=(job(2, 2),))
+    assert forecast(snap, now=100, policy=Policy()).starts[2].start == 3600
+    endless = replace(reported, time_limit_s=None)  # no limit, but its progress tells
+    snap = Snapshot(nodes=(NODE,), running=(endless,), pending=(job(2, 2),))
+    assert forecast(snap, now=100, policy=Policy()).starts[2].start == 400
+
+
+def test_a_job_past_its_expected_end_ends_at_once() -> None:
+    overdue = Allocation(job_id=1, node="n0", user="u", gpu_indices=(0, 1, 2, 3),
+                         start_time=0.0, time_limit_s=None, expected_end=50.0)  # fmt: skip
+    snap = Snapshot(nodes=(NODE,), running=(overdue,), pending=(job(2, 2), job(3, 2)))
+    got = forecast(snap, now=100, policy=Policy())
+    assert got.starts[2].start == 100 and got.starts[3].start == 100

@@ -6,6 +6,7 @@ here, so CI makes them."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from podium.sim.engine import SimOptions, uniform_nodes
@@ -43,3 +44,24 @@ def test_the_tiresias_figures_of_docs_scheduling() -> None:
     doubled = SimOptions(time_limit_factor=2.0)
     late = error_row("backfill", forecast_errors(trace, nodes, "backfill", doubled))
     assert float(late["waited_median_signed_s"]) < -60  # they start well before forecast
+
+
+def test_progress_reports_take_the_limits_slack_out_of_the_forecast() -> None:
+    trace = [TraceJob(1, 0.0, 4, 100.0), TraceJob(2, 10.0, 2, 50.0)]
+    told = SimOptions(time_limit_factor=2.0, progress_after_s=5.0)  # known 5 s into a run
+    (sample,) = [s for s in forecast_errors(trace, NODES, "fifo-backfill", told) if s.job_id == 2]
+    assert sample.predicted == sample.real == 100.0  # not 200: job 1's rate says 100
+    early = SimOptions(time_limit_factor=2.0, progress_after_s=20.0)  # not known yet at 10 s
+    (sample,) = [s for s in forecast_errors(trace, NODES, "fifo-backfill", early) if s.job_id == 2]
+    assert sample.predicted == 200.0
+    trace60 = read_tiresias(DATA / "tiresias_60_job.csv")
+    nodes = uniform_nodes(4, 4, 40, 256000)
+    rows = {
+        after: error_row(
+            "fifo-backfill",
+            forecast_errors(trace60, nodes, "fifo-backfill", replace(told, progress_after_s=after)),
+        )
+        for after in (None, 60.0)
+    }  # docs/scheduling.md's rows: 124 s median without reports, 27 s with them
+    assert rows[None]["waited_median_abs_s"] == 124.0
+    assert rows[60.0]["waited_median_abs_s"] == 27.0
