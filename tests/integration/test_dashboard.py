@@ -131,8 +131,10 @@ def test_what_a_person_sees(dashboard: tuple[Cluster, str], browser: Any, tmp_pa
     assert "79" in _text(browser, fenced) or "xid" in _text(browser, fenced).lower()
     _until(lambda: "79" in _text(browser, "#health"))  # the health events, newest first
     _shot(browser, tmp_path, "dashboard-fenced.png")
+    c.cli("progress", "1", "--of", "4", "--job", str(running), check=True)  # how far it is
     browser.get(f"{url}/jobs/{running}")
     _until(lambda: "start" in _text(browser, "#job table + h2 + table"))
+    assert "25 % (1 of 4), its end is estimated from its next report" in _text(browser, "#job")
     assert "submit" in _text(browser, "#job table + h2 + table")
     assert "goodput" in _text(browser, "#job")
     _until(lambda: "step-1-of-train" in _text(browser, "#job pre.log"))  # read as the user
