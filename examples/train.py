@@ -39,6 +39,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 import warnings
@@ -190,10 +191,14 @@ class Checkpoints:
 class Progress:
     """Rank 0's JSON-lines record of steps, checkpoints and resumes (or nothing)."""
 
-    def __init__(self, path: str | None, rank: int) -> None:
+    def __init__(self, path: str | None, rank: int, report_every: float = 0.0) -> None:
         self.fh = open(path, "a", buffering=1) if path and rank == 0 else None  # noqa: SIM115 (open for the whole run)
         self.restart = int(os.environ.get("PODIUM_RESTART_COUNT", "0"))
         self.heartbeat = os.environ.get("PODIUM_HEARTBEAT_FILE")
+        in_podium = rank == 0 and report_every > 0 and os.environ.get("PODIUM_JOB_ID")
+        self.podium = shutil.which("podium") if in_podium else None
+        self.every, self.next_report = report_every, 0.0
+        self.reporting: subprocess.Popen[bytes] | None = None
 
     def log(self, event: str, step: int, **more: object) -> None:
         if self.fh is not None:
@@ -203,6 +208,20 @@ class Progress:
     def beat(self) -> None:
         if self.heartbeat:
             os.utime(self.heartbeat)
+
+    def report(self, step: int, steps: int) -> None:
+        """Tell Podium how far the run is (`podium progress`, whose rate gives the
+        forecast this job's end), at most every --report-every seconds, and without
+        waiting for the answer: a step never waits on it."""
+        if self.podium is None or time.monotonic() < self.next_report:
+            return
+        if self.reporting is not None and self.reporting.poll() is None:
+            return  # the last report is still on its way
+        self.next_report = time.monotonic() + self.every
+        command = [self.podium, "progress", str(step), "--of", str(steps)]
+        self.reporting = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
 
 
 def gpu_shortage(visible: str, count: int, local_rank: int, world: int) -> str | None:
@@ -236,6 +255,10 @@ def main() -> int:
     parser.add_argument("--micro-batch", type=int, default=16, help="most per rank per pass")
     parser.add_argument("--epoch-samples", type=int, default=1024, help="samples per epoch")
     parser.add_argument("--sample-log", default=None, help="append each rank's samples here")
+    parser.add_argument(
+        "--report-every", type=float, default=30.0,
+        help="seconds between `podium progress` reports from rank 0 (0: none)",
+    )  # fmt: skip
     args = parser.parse_args()
 
     env = os.environ  # torch's names (Podium's srun sets them), else srun's own
@@ -282,7 +305,7 @@ def main() -> int:
     start = int(place["step"])
     if start:
         print(f"[job {job} rank {rank}] resumed from checkpoint at step {start}", flush=True)
-    progress = Progress(args.progress, rank)
+    progress = Progress(args.progress, rank, args.report_every)
     progress.log("resume" if start else "begin", start, world=world)
     sample_log = open(args.sample_log, "a", buffering=1) if args.sample_log else None  # noqa: SIM115
 
@@ -323,6 +346,7 @@ def main() -> int:
             sample_log.write(json.dumps({**entry, "samples": mine}) + "\n")
         progress.log("step", step, loss=round(mean_loss, 6), world=world)
         progress.beat()
+        progress.report(step, args.steps)
         asked = _agreed(stop["asked"], world, device)
         place = {"step": step, "epoch": step // steps_per_epoch}
         if asked or step % args.checkpoint_every == 0 or step == args.steps:
