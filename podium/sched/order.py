@@ -104,37 +104,38 @@ def queue_order(
     return order, prios
 
 
-def group_of(job: PendingJob) -> Hashable:
+def group_of(job: PendingJob, by_limit_level: bool = True) -> Hashable:
     """The group a pending job belongs to: jobs alike in everything that orders them
-    (QoS, account and user, size, partition, nice, the level of their time limit) and
-    in everything a pass asks of them (the request, limits, preemption). Within a group,
-    submit order is priority order. A job with a condition of its own (hold, begin time,
-    dependencies, an array throttle) is a group by itself."""
+    (QoS, account and user, size, partition, nice, and the level of their time limit
+    where `by_limit_level`: shortest-first orders by it) and in everything a pass asks
+    of them (the request, limits, preemption). Within a group, submit order is priority
+    order. A job with a condition of its own (hold, begin time, dependencies, an array
+    throttle) is a group by itself."""
     if job.held or job.begin_time is not None or job.dependencies or job.array_throttle:
         return job.job_id
-    return (
-        *request_of(job),
-        job.qos,
-        job.qos_priority,
-        job.account,
-        job.user,
-        job.nice,
-        limit_level(job.time_limit_s),  # shortest-first orders by it
-    )
+    alike = (*request_of(job), job.qos, job.qos_priority, job.account, job.user, job.nice)
+    return (*alike, limit_level(job.time_limit_s)) if by_limit_level else alike
+
+
+def orders_by_limit(policy: Policy) -> bool:
+    """Whether `policy`'s priority depends on a job's time limit (shortest-first): its
+    groups must then keep time-limit levels apart (`group_of`)."""
+    return policy.weights.shortness != 0
 
 
 class PendingGroups:
     """Pending jobs kept by `group_of`, each group in submit order, for a caller that
     adds and removes jobs between passes (the simulator). Pure data: no clock, no I/O."""
 
-    def __init__(self) -> None:
+    def __init__(self, by_limit_level: bool = True) -> None:
+        self.by_limit_level = by_limit_level  # group_of's: False only where no order needs it
         self.groups: dict[Hashable, PendingGroup] = {}
         self._keys: dict[Hashable, list[tuple[float, int]]] = {}
 
     def add(self, job: PendingJob) -> None:
         """Queue `job` in its group (anywhere in submit order: a requeued job goes back
         to its place)."""
-        name = group_of(job)
+        name = group_of(job, self.by_limit_level)
         limit = _limit(job)
         key = (job.submit_time, job.job_id)
         group, keys = self.groups.get(name), self._keys.get(name)
@@ -151,7 +152,7 @@ class PendingGroups:
 
     def remove(self, job: PendingJob) -> None:
         """Take `job` out of its group (it started, or it left the queue)."""
-        name = group_of(job)
+        name = group_of(job, self.by_limit_level)
         group, keys = self.groups[name], self._keys[name]
         at = bisect_left(keys, (job.submit_time, job.job_id))
         del group.jobs[at], group.shortest[at], keys[at]
@@ -235,4 +236,11 @@ class GroupedOrder:
                 heapq.heapreplace(heap, (key(jobs[at + 1]), index, at + 1))
 
 
-__all__ = ["GroupedOrder", "PendingGroups", "group_of", "priority_key", "queue_order"]
+__all__ = [
+    "GroupedOrder",
+    "PendingGroups",
+    "group_of",
+    "orders_by_limit",
+    "priority_key",
+    "queue_order",
+]

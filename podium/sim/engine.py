@@ -31,7 +31,7 @@ from podium.sched.elastic import next_change
 from podium.sched.fairshare import Association, user_factors
 from podium.sched.fit import could_ever_fit
 from podium.sched.model import Policy, TeamRules
-from podium.sched.order import PendingGroups
+from podium.sched.order import PendingGroups, orders_by_limit
 from podium.sched.priority import PriorityWeights
 from podium.sim.elastic_replay import elastic_of, is_elastic, picked, with_checkpoint
 from podium.sim.sharing import plan
@@ -171,7 +171,7 @@ def simulate(
     outcomes = {j.job_id: JobOutcome(j) for j in runnable}
     by_id = {j.job_id: j for j in runnable}
     pending_jobs: dict[int, PendingJob] = {}
-    groups = PendingGroups()  # the same jobs, grouped for a lazy walk of the queue
+    groups = PendingGroups(orders_by_limit(policy))  # grouped for a lazy walk of the queue
     running: dict[int, _Run] = {}
     node_gpus = max((n.gpus for n in whole), default=0)
     share, mode = options.elastic_share, options.elastic_mode

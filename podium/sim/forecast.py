@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from podium.sched import schedule
 from podium.sched.model import Allocation, PendingJob, Policy, Snapshot
-from podium.sched.order import PendingGroups
+from podium.sched.order import PendingGroups, orders_by_limit
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ def forecast(snap: Snapshot, now: float, policy: Policy, max_passes: int = 100) 
     module docstring), within `max_passes` passes."""
     running = list(snap.running)
     pending: dict[int, PendingJob] = {p.job_id: p for p in snap.pending}
-    groups = PendingGroups()  # the queue grouped, so each pass walks it lazily
+    groups = PendingGroups(orders_by_limit(policy))  # grouped: each pass walks it lazily
     for queued in pending.values():
         groups.add(queued)
     states = dict(snap.job_states)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot, schedule
 from podium.sched.model import Policy, QosLimits
-from podium.sched.order import GroupedOrder, PendingGroups, group_of, queue_order
+from podium.sched.order import GroupedOrder, PendingGroups, group_of, orders_by_limit, queue_order
 from podium.sched.priority import PriorityWeights
 
 NODES = tuple(
@@ -73,6 +73,26 @@ def test_groups_keep_submit_order_through_requeues_and_starts() -> None:
     assert groups.groups == {}
 
 
+def test_time_limit_levels_part_groups_only_where_they_order() -> None:
+    short, long = (pending(i, 1, 1, "normal", "u1", float(i), time_limit_s=t)
+                   for i, t in ((1, 60.0), (2, 7200.0)))  # fmt: skip
+    assert group_of(short, by_limit_level=False) == group_of(long, by_limit_level=False)
+    assert group_of(short) != group_of(long)
+    assert orders_by_limit(POLICIES["shortest-first"]) and not orders_by_limit(POLICIES["backfill"])
+    alike = tuple(
+        pending(i, 1, 1, "normal", "u1", float(i), time_limit_s=(7200.0, 60.0)[i % 2])
+        for i in range(1, 9)
+    )  # one shape, one user: only their limits tell them apart
+    for name in ("shortest-first", "backfill"):
+        policy = POLICIES[name]
+        groups = PendingGroups(orders_by_limit(policy))
+        for job in alike:
+            groups.add(job)
+        snap = Snapshot(nodes=NODES, pending=alike, groups=list(groups.groups.values()))
+        order, _ = queue_order(snap, 10.0, policy, with_factors=False)
+        assert list(GroupedOrder(snap, 10.0, policy)) == order, name
+
+
 job_specs = st.lists(
     st.tuples(
         st.sampled_from([1, 2, 4]),  # GPUs
@@ -129,7 +149,7 @@ def test_the_grouped_walk_starts_and_preempts_what_the_full_sort_does(
                 time_limit_s=7200.0,
             )
         )
-    groups = PendingGroups()
+    groups = PendingGroups(orders_by_limit(policy))  # limit levels apart where they order
     for job in jobs:
         groups.add(job)
     plain = Snapshot(nodes=NODES, running=tuple(running), pending=jobs)
