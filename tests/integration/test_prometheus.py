@@ -102,6 +102,9 @@ def test_prometheus_sees_what_the_cluster_is_doing(scraped: tuple[Cluster, str])
     assert _value(_query(url, 'podium_jobs_pending_reason{reason="Resources"}')) == 1
     assert _value(_query(url, "slurm_schedule_cycle_cnt")) >= 1
     _until(url, "podium_job_wait_seconds_count", lambda r: _value(r) >= 1)
+    c.cli("progress", "1", "--of", "4", "--job", str(running), check=True)  # what it says
+    said = f'podium_job_progress_ratio{{job_id="{running}"}}'
+    assert _value(_until(url, said, lambda r: _value(r) == 0.25)) == 0.25
     free = next(str(g) for g in range(4) if str(g) not in gpus)
     c.cli("inject", "xid", "--gpu", free, "--code", "79", check=True)
     _until(url, f'DCGM_FI_DEV_XID_ERRORS{{gpu="{free}"}}', lambda r: _value(r) == 79)
