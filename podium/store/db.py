@@ -18,14 +18,15 @@ from podium.store.brief import (
     spec_of,
 )
 from podium.store.database import RESERVE_BYTES, Database
-from podium.store.job_table import JobStore, RunningStart
+from podium.store.job_runs import JobRuns, RunningStart
+from podium.store.job_table import JobStore
 from podium.store.lost_work import JobLosses
 from podium.store.metric_reads import MetricReads
 from podium.store.resize_table import JobResizes
 from podium.store.token_table import Tokens
 
 
-class Store(JobStore, JobResizes, JobLosses, Tokens, MetricReads):
+class Store(JobStore, JobRuns, JobResizes, JobLosses, Tokens, MetricReads):
     """The embedded database at `path` (created on first use)."""
 
 
