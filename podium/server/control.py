@@ -149,12 +149,7 @@ class Control:
         preemption and shrinking count its lost work from now (its own user or an
         admin only). A job being stopped (preempted, requeued, resized) is stopped at
         once, without waiting out its grace."""
-        row = self.store.job(job_id)
-        self._own(who, [row])
-        if row["state"] != RUNNING:
-            raise SpecError(
-                f"job {job_id} is {row['state'].lower()}: only a running job reports checkpoints"
-            )
+        row = self._own_running(who, job_id, "checkpoints")
         now = self.reactor.clock()
         self.reactor.reported[job_id] = now
         self.store.event(now, "checkpoint", job_id=job_id, detail=f"step {step}")
@@ -172,17 +167,23 @@ class Control:
                 f"progress {done:g} of {total:g}: the work done cannot exceed the total "
                 "(give DONE --of TOTAL with DONE <= TOTAL)"
             )
-        row = self.store.job(job_id)
-        self._own(who, [row])
-        if row["state"] != RUNNING:
-            raise SpecError(
-                f"job {job_id} is {row['state'].lower()}: only a running job reports progress"
-            )
+        row = self._own_running(who, job_id, "progress")
         now = self.reactor.clock()
         got = self.reactor.progress.report(job_id, row["start_time"] or now, done, total, now)
         start, limit = row["start_time"], row["time_limit_s"]
         limit_end = None if limit is None or start is None else start + limit
         return {"job_id": job_id, **got.record(), "limit_end": limit_end}
+
+    def _own_running(self, who: Caller, job_id: int, reports: str) -> Row:
+        """Job `job_id`'s row, when `who` may act on it and it is running (what a job
+        reports of itself, `reports`, is only a running job's)."""
+        row = self.store.job(job_id)
+        self._own(who, [row])
+        if row["state"] != RUNNING:
+            raise SpecError(
+                f"job {job_id} is {row['state'].lower()}: only a running job reports {reports}"
+            )
+        return row
 
     def send_signal(self, who: Caller, selection: Selection, sig: int, scope: str) -> list[int]:
         """`scancel --signal=SIG [-b|-f]`: `sig` to the selected running jobs' steps,
