@@ -30,24 +30,22 @@ from podium.api.text import printable
 from podium.config.cluster import ClusterConfig
 from podium.errors import StoreError
 from podium.jobspec.job import JobSpec, JobState
-from podium.run.plan import Grant
 from podium.sched import (
     Allocation,
     Decisions,
     NodeView,
     PendingJob,
     Snapshot,
-    Start,
     schedule,
 )
 from podium.sched.elastic import next_change
 from podium.sched.fairshare import user_factors
-from podium.sched.model import Resize
 from podium.server.effects import Effects
 from podium.server.ends import RunEnds
 from podium.server.job_rows import gpu_owners, spec_gpu_ids
 from podium.server.launch import Planner
 from podium.server.local_node import LocalNode
+from podium.server.pass_starts import PassStarts
 from podium.server.pass_stats import PassStats
 from podium.server.policy import half_life_s, policy_from_config
 from podium.server.progress_book import ProgressBook
@@ -59,8 +57,7 @@ from podium.server.snapshot import (
     node_view,
     share_inputs,
 )
-from podium.server.starting import StartingJob
-from podium.store.db import Row, RunningStart, Store
+from podium.store.db import Row, Store
 from podium.store.health_table import HealthTable
 
 log = logging.getLogger("podium.reactor")
@@ -121,6 +118,10 @@ class Reactor:
         self.queue = PendingQueue(store, config, self._unreadable)
         self.last: Decisions | None = None  # the last pass's decisions (podium priority)
         self.ends = RunEnds(store, config, planner, effects, self.clock_now)
+        self.starter = PassStarts(
+            store, node, planner, effects, self.queue, self.clock_now, self.spec,
+            self.running_rows, self.hold_broken,
+        )  # fmt: skip
         self._reasons: dict[int, str] = {}  # what the store holds for pending jobs
         self._reserve_retry = 0.0  # when to try again to keep the state disk's reserve
         self._pass_lock = threading.Lock()  # one pass at a time
@@ -367,7 +368,7 @@ class Reactor:
                 self.effects.preempt(pre.job_id)
                 log.info("job %s preempted (%s) for job %s", pre.job_id, pre.mode, pre.for_job)
         if decisions.resizes and view == snap.nodes[0]:
-            self._resize(decisions.resizes)
+            self.starter.resize(decisions.resizes)
         cancels = [j for j in decisions.cancels if unchanged(j)]
         if cancels:
             self.store.cancel_pending(cancels, self.clock(), Reason.DEPENDENCY_NEVER)
@@ -377,95 +378,9 @@ class Reactor:
             self._reasons.update(write)
         starts = tuple(s for s in starts if unchanged(s.job_id))
         if starts:
-            self._start(starts)
+            self.starter.start(starts)
         self.queue.refresh()
         return len(starts)
-
-    def _resize(self, resizes: tuple[Resize, ...]) -> None:
-        """Have each elastic job the pass resized stopped, to start again at its new
-        size (the resize is recorded first: it survives a restart of the daemon)."""
-        running = {r["job_id"]: r for r in self.running_rows()}
-        now = self.clock()
-        for resize in resizes:
-            row = running.get(resize.job_id)
-            elastic = self.spec(row).elastic if row is not None else None
-            if row is None or elastic is None:
-                continue
-            replicas = elastic.replicas_of(row["cpus"])
-            if self.store.start_resize(resize.job_id, replicas, resize.replicas, resize.cause, now):
-                self.effects.resize(resize.job_id, resize.replicas, elastic.grace_s)
-                log.info("job %s resized: %s", resize.job_id, resize.cause)
-
-    def _start(self, starts: tuple[Start, ...]) -> None:
-        """Record the starts as RUNNING (one commit), then launch each run.
-
-        The commit comes first: a daemon that dies between the two leaves jobs that
-        recovery finds never launched, never a job running twice. A job whose planning
-        or launch raises is held with the reason (`hold_broken`); the others start.
-        """
-        starts = self._split_arrays(starts)
-        rows = {r["job_id"]: r for r in self.store.rows_of([s.job_id for s in starts])}
-        records = []
-        planned: dict[int, tuple[StartingJob, JobSpec, Grant]] = {}
-        free_cpus = self.planner.free_cpu_ids(self.running_rows())
-        for start in starts:
-            row = rows[start.job_id]
-            try:
-                job, spec = StartingJob.of_row(row), self.spec(row)
-                stdout = self.planner.output_path(job, spec, spec.output)
-                stderr = self.planner.output_path(job, spec, spec.error) if spec.error else stdout
-            except Exception as exc:
-                self.hold_broken(start.job_id, "cannot plan its start", exc)
-                continue
-            take = tuple(free_cpus[: start.cpus]) if len(free_cpus) >= start.cpus else ()
-            free_cpus = free_cpus[start.cpus :]
-            grant = self.node.grant_of(start.gpu_indices, start.cpus, start.mem_mb, take)
-            planned[start.job_id] = (job, spec, grant)
-            records.append(
-                RunningStart(
-                    start.job_id,
-                    self.node.name,
-                    grant.units,
-                    grant.cpus,
-                    grant.mem_mb,
-                    stdout,
-                    stderr,
-                    grant.cpu_ids,
-                )
-            )
-        marked = set(self.store.mark_running(records, self.clock()))
-        for start in starts:
-            if start.job_id not in marked:
-                continue
-            row = rows[start.job_id]
-            job, spec, grant = planned[start.job_id]
-            try:
-                self.effects.launch(job, spec, grant)
-            except Exception as exc:
-                self.hold_broken(start.job_id, "launch failed", exc)
-                continue
-            self.effects.notify(row, spec, "BEGIN", "began")
-
-    def _split_arrays(self, starts: tuple[Start, ...]) -> tuple[Start, ...]:
-        """The starts, each of a pending array's tasks made its own row first (the
-        lowest indices, in order): a pass starts an array's tasks as the array."""
-        by_array: dict[int, int] = {}
-        for s in starts:
-            if s.job_id in self.queue.arrays:
-                by_array[s.job_id] = by_array.get(s.job_id, 0) + 1
-        if not by_array:
-            return starts
-        now = self.clock()
-        tasks = {a: iter(self.store.split_tasks(a, n, now)) for a, n in by_array.items()}
-        out = []
-        for s in starts:
-            if s.job_id not in tasks:
-                out.append(s)
-                continue
-            task = next(tasks[s.job_id], None)  # None: fewer were left than the pass saw
-            if task is not None:
-                out.append(dataclasses.replace(s, job_id=task))
-        return tuple(out)
 
     def hold_broken(self, job_id: int, what: str, exc: BaseException) -> None:
         """Hold a job that broke its own start, with the reason; log it once. Other jobs
