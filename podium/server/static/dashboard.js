@@ -96,7 +96,7 @@ async function refreshJob(id) {
   }
   const facts = [["state", job.state], ["user", job.user], ["account", job.account],
     ["QoS", job.qos], ["GPUs", (job.gpu_ids || []).join(", ") || job.gpus],
-    ["node", job.node || ""], ["reason", job.reason], ["restarts", job.restart_count],
+    ["node", job.node || ""], ["reason", job.reason === "None" ? "-" : job.reason], ["restarts", job.restart_count],
     ["GPU-seconds (every run)", job.gpu_seconds_all_runs],
     ["lost GPU-seconds", JSON.stringify(job.lost_gpu_seconds || {})]];
   const spent = job.gpu_seconds_all_runs || 0;
