@@ -116,8 +116,6 @@ def schedule(
     has_blocked: set[str] = set()
     reserved: set[str] = set()
     victims: set[int] = {a.job_id for a in snapshot.running if a.preempting}
-    # whether any running job may shrink (none: no node is searched for shrinks)
-    any_elastic = any(a.elastic is not None for a in snapshot.running)
     partition_nodes: dict[str, list[Node]] = {}
     no_room: set[Request] = set()
     # Requests that fit now but would delay a reservation, with the shortest time limit
@@ -261,7 +259,7 @@ def schedule(
             reasons[job.job_id] = Reason.NODE_UNAVAILABLE
             drop()
             continue
-        if (policy.preemption and any_elastic) and (
+        if policy.preemption and (
             shrunk := shrink_for(
                 job, candidates, policy, now, victims, shrinkable(job, policy, ledger, now)
             )

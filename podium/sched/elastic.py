@@ -80,8 +80,8 @@ def shrink_for(
         return None
     best: tuple[float, int, Node, list[Resize]] | None = None
     for node in candidates:
-        if node.hold is not None or not could_ever_fit(job, node.view):
-            continue
+        if node.hold is not None or not node.elastic_jobs or not could_ever_fit(job, node.view):
+            continue  # held for another job, nothing here may shrink, or it never fits
         gpus = len(node.gpus_of(job.gpu_type))
         if quota_need > 0:  # as if fewer were free: the shrinks must free the quota too
             gpus = min(gpus, job.gpus - quota_need)

@@ -67,6 +67,7 @@ class Node:
     slices: frozenset[int] = frozenset()  # parts of GPUs: given only to jobs naming their type
     parents: dict[int, int] = field(default_factory=dict)  # part -> its GPU
     mps_users: dict[int, set[str]] = field(default_factory=dict)  # GPU -> users of MPS on it
+    elastic_jobs: int = 0  # elastic jobs here that may shrink (not started by this pass)
 
     def __post_init__(self) -> None:
         self.types = {g.index: g.type for g in self.view.gpus}
@@ -85,6 +86,8 @@ class Node:
                     if self.types.get(g) == MPS and g in self.parents:
                         self.mps_users.setdefault(self.parents[g], set()).add(alloc.user)
         self.allocs.append(alloc)
+        if alloc.elastic is not None and not alloc.starting:
+            self.elastic_jobs += 1
         self.users.add(alloc.user)
         if alloc.exclusive == "node":
             self.exclusive_node = True
