@@ -62,10 +62,6 @@ def gpu_list(indices: Iterable[int]) -> str:
     return f"GPU {names}" if len(shown) == 1 else f"GPUs {names}"
 
 
-def _end(alloc: Allocation) -> float | None:
-    return alloc.end_time()
-
-
 def _by_progress(alloc: Allocation) -> bool:
     """Whether its expected end comes from the progress it reports, not its limit."""
     return alloc.expected_end is not None and alloc.expected_end == alloc.end_time()
@@ -76,10 +72,10 @@ def _holder_words(allocs: list[Allocation], now: float) -> str:
     by_job: dict[int, Allocation] = {}
     for a in allocs:
         by_job.setdefault(a.job_id, a)
-    ordered = sorted(by_job.values(), key=lambda a: (_end(a) is None, _end(a) or 0.0))
+    ordered = sorted(by_job.values(), key=lambda a: (a.end_time() is None, a.end_time() or 0.0))
     words = []
     for a in ordered[:MAX_NAMED]:
-        end = _end(a)
+        end = a.end_time()
         when = "no time limit" if end is None else f"ends {within(end - now)}"
         when += ", by its progress" if _by_progress(a) else ""
         words.append(f"job {a.job_id} ({a.user}, {when})")
@@ -254,7 +250,7 @@ def _room_blockers(
         wanted = set(expected.gpu_indices)
         holders = [a for a in on_node if wanted & set(a.gpu_indices)] if wanted else []
         if not holders:  # waits for CPUs, memory, or a whole node
-            holders = [a for a in on_node if (_end(a) or float("inf")) <= expected.start]
+            holders = [a for a in on_node if (a.end_time() or float("inf")) <= expected.start]
         where = f"{expected.node}" + (f" ({gpu_list(wanted)})" if wanted else "")
         text = f"It is expected to start {within(expected.start - now)} on {where}"
         text += f", when these end: {_holder_words(holders, now)}." if holders else "."
@@ -262,7 +258,7 @@ def _room_blockers(
         return [Blocker("gpus", text, ids, expected.start)]
     nodes = _partition_nodes(job, snap)
     holders = [a for a in snap.running if a.node in nodes]
-    endless = [a for a in holders if _end(a) is None]
+    endless = [a for a in holders if a.end_time() is None]
     if endless:
         text = (
             "No start can be forecast: what it needs is held by jobs with no time limit: "
