@@ -7,14 +7,20 @@ it took to start (loading data, compiling) does not count, and a run resumed fro
 checkpoint (which reports from the step it resumed at) is measured on its own. One
 report says how far it is but not how fast: the end is estimated from the second
 report on, made at least `MIN_SPAN_S` after the first. A report whose `done` went
-back, or whose `total` changed, starts the measure again."""
+back, or whose `total` changed, starts the measure again.
+
+What a job says is its user's word, never trusted further than it can hurt: a rate that
+puts the end more than `HORIZON_S` after the report (or past any time a clock can
+show) gives no end at all, so every end that leaves here is finite and bounded."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 MIN_SPAN_S = 1.0  # two reports closer than this give no rate worth trusting
+HORIZON_S = 366 * 86400.0  # an end further than this from the report is not believed
 
 
 @dataclass(frozen=True)
@@ -58,11 +64,15 @@ class Progress:
 
     def expected_end(self) -> float | None:
         """When the rest of its work is done at the rate measured (its newest report's
-        time once all is done; None while the rate is unknown)."""
+        time once all is done; None while the rate is unknown, or when it puts the end
+        more than HORIZON_S after the newest report: always finite)."""
         if self.done >= self.total:
             return self.at
         rate = self.rate()
-        return None if rate is None else self.at + (self.total - self.done) / rate
+        if rate is None:
+            return None
+        left = (self.total - self.done) / rate
+        return self.at + left if math.isfinite(left) and left <= HORIZON_S else None
 
     def record(self) -> dict[str, float | None]:
         """What `podium show` and the API give of it."""
@@ -86,4 +96,4 @@ def progress_words(progress: dict[str, float | None], iso: Callable[[float], str
     return words + f", expected to end at {iso(end)}"
 
 
-__all__ = ["MIN_SPAN_S", "Progress", "progress_words"]
+__all__ = ["HORIZON_S", "MIN_SPAN_S", "Progress", "progress_words"]

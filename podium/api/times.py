@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import time
 
+LATEST = 253402300799.0  # 9999-12-31T23:59:59Z: the last second ISO 8601 years can show
+
 
 def iso(ts: float | None) -> str | None:
     """An epoch time as ISO 8601 in local time with its UTC offset, to the second
     ("2026-11-23T02:40:00+00:00"), as datetime's isoformat(timespec="seconds") would
-    write it; None stays None. C calls only: listings format 30,000 of these."""
-    if ts is None:
+    write it; None stays None, and so does any value no calendar shows (infinite, NaN,
+    before 1970 or after 9999): total over floats. C calls only: listings format 30,000
+    of these."""
+    if ts is None or not 0.0 <= ts <= LATEST:  # False for NaN too
         return None
     local = time.localtime(ts)
     offset = local.tm_gmtoff
@@ -23,9 +27,9 @@ def iso(ts: float | None) -> str | None:
 
 def format_duration(seconds: float | None) -> str:
     """Format seconds the way squeue does: [days-]hours:minutes:seconds."""
-    if seconds is None:
+    if seconds is None or not seconds < 1e12:  # infinite or NaN (no 32,000-year limits)
         return "UNLIMITED"
-    total = max(0, int(seconds))
+    total = int(max(seconds, 0.0))
     days, rem = divmod(total, 86400)
     hours, rem = divmod(rem, 3600)
     minutes, secs = divmod(rem, 60)

@@ -44,8 +44,11 @@ class ExpectedStart:
 
 
 def within(seconds: float) -> str:
-    """A span from now in words: "in 40 s", "in 12 min", "in 2 h 05 min", "in 3 days"."""
-    s = max(0, round(seconds))
+    """A span from now in words: "in 40 s", "in 12 min", "in 2 h 05 min", "in 3 days";
+    total over floats ("in more than 10 years" past that, infinite or NaN)."""
+    if not seconds <= 10 * 365 * 86400:  # NaN too
+        return "in more than 10 years"
+    s = round(max(seconds, 0.0))
     if s < 60:
         return f"in {s} s"
     if s < 3600:
@@ -103,10 +106,12 @@ class Explainer:
         self.fenced = fenced or {}
         self._ahead: dict[int, tuple[int, list[int]]] | None = None
 
-    def of(self, job: PendingJob, reason: str | None) -> list[Blocker]:
+    def of(self, job: PendingJob, reason: str | None, now: float | None = None) -> list[Blocker]:
         """What keeps `job` (pending in the snapshot) from starting, most telling
-        first; [] for a job with no reason yet."""
-        snap, now = self.snap, self.now
+        first; [] for a job with no reason yet. `now` (default: the snapshot's) is when
+        the sentences are read: "ends in 5 min" counts from it, while the queue order
+        stays the snapshot's (an explainer kept for a while reads right)."""
+        snap, now = self.snap, self.now if now is None else now
         found: list[Blocker] = []
         if reason == Reason.HELD:
             found.append(Blocker("held", "It is held: `podium release` lets it be scheduled."))

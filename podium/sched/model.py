@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -187,11 +188,15 @@ class Allocation:
 
     def end_time(self) -> float | None:
         """When it is expected to end: at its time limit, or earlier where the progress
-        it reports says so (None: no limit and no such word)."""
+        it reports says so (None: no limit and no such word). Always finite: an end
+        that is not (an absurd limit or report) counts as none."""
         limit = None if self.time_limit_s is None else self.start_time + self.time_limit_s
-        if self.expected_end is None:
-            return limit
-        return self.expected_end if limit is None else min(limit, self.expected_end)
+        said = self.expected_end
+        if said is None or not math.isfinite(said):
+            end = limit
+        else:
+            end = said if limit is None else min(limit, said)
+        return end if end is not None and math.isfinite(end) else None
 
     def lost_work(self, now: float) -> float:
         """GPU-seconds stopping it now would lose: its GPUs times the time since its

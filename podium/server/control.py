@@ -258,6 +258,7 @@ class Control:
         if not reason.strip():
             raise SpecError("a drain needs a reason: podium drain NODE --reason TEXT")
         self.store.set_node_state(node, "drain", reason.strip(), who.uid, self.reactor.clock())
+        self.reactor.wake()  # what the forecast and the next pass read has changed
 
     def resume(self, who: Caller, node: str, gpu: int | None = None) -> None:
         """Return a node (an admin's drain and whatever health fenced on it), or one GPU

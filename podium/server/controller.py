@@ -24,6 +24,7 @@ from podium.recover.agent import HealthAgent
 from podium.run.executor import LocalExecutor
 from podium.server.control import Control
 from podium.server.effects import LocalEffects
+from podium.server.forecast_view import ForecastBook
 from podium.server.housekeeping import Housekeeping
 from podium.server.intake import Intake
 from podium.server.launch import Planner
@@ -71,6 +72,7 @@ class Controller:
         real_gpus = from_nvml(node.gpus)
         self.intake = Intake(home, config, store, self.planner)
         self.views = Views(self.reactor, lambda: self.agent)
+        self.forecasts = ForecastBook(self.reactor)  # shared by every request, made unlocked
         self.migs = MigApplier(config, node, MigLayouts(store), self.health, real_gpus, clock=clock)
         self.control = Control(self.reactor, executor, lambda: self.agent, self.migs.plans)
         self.housekeeping = Housekeeping(self.reactor, executor, lambda: self.agent, real_gpus)

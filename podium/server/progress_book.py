@@ -15,6 +15,7 @@ class ProgressBook:
 
     def __init__(self) -> None:
         self._jobs: dict[int, Progress] = {}
+        self.version = 0  # raised by every report (what the forecast depends on)
 
     def report(
         self, job_id: int, run_start: float, done: float, total: float, at: float
@@ -28,6 +29,7 @@ class ProgressBook:
             else before.then(run_start, done, total, at)
         )
         self._jobs[job_id] = now
+        self.version += 1
         return now
 
     def of(self, job_id: int, run_start: float | None) -> Progress | None:

@@ -95,6 +95,7 @@ class ClusterCollector(Collector):
         yield from _job_families(counts, partitions)
         yield from _node_families(nodes)
         yield from _scheduler_families(passes)
+        yield from _forecast_families(c.forecasts.made_count, c.forecasts.last_cost)
         yield from _wait_and_cause_families(waits, events)
         yield from _goodput_families(charged, counts.running, now, units)
         yield from _progress_families([(j, p) for j, p in said if p is not None])
@@ -217,6 +218,14 @@ def _scheduler_families(passes: Mapping[str, Any]) -> Iterator[Metric]:
     if passes["last_when"] is not None:
         yield _gauge("podium_schedule_cycle_last_timestamp_seconds", "When the last pass ended",
                      passes["last_when"])  # fmt: skip
+
+
+def _forecast_families(made: int, last_cost: float | None) -> Iterator[Metric]:
+    yield CounterMetricFamily("podium_forecasts", "Forecasts of expected starts made (each "
+                              "is shared by every request until the cluster changes)",
+                              value=made)  # fmt: skip
+    if last_cost is not None:
+        yield _gauge("podium_forecast_last_seconds", "What the last forecast cost", last_cost)
 
 
 def _cause(kind: str, detail: str) -> str:

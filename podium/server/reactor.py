@@ -134,6 +134,7 @@ class Reactor:
         self.checkpoints: dict[int, float] = {}  # running job -> newest checkpoint (sampled)
         self.reported: dict[int, float] = {}  # running job -> its last `podium checkpoint`
         self.progress = ProgressBook()  # running job -> what it says of its progress
+        self.generation = 0  # raised by each change a forecast would see (forecast_key)
 
     # --- what others ask of it ------------------------------------------------------
 
@@ -161,6 +162,14 @@ class Reactor:
     def wake(self) -> None:
         """Ask for a pass soon (a change the store does not record: a node resumed)."""
         self._wanted = True
+        self.generation += 1
+
+    def forecast_key(self) -> tuple[int, int, int]:
+        """What a forecast made now would differ by: raised by each pass that saw new,
+        ended or changed jobs or started, stopped or resized any, by a wake, a health
+        change and a progress report (server.forecast_view keeps a forecast while
+        this stays the same)."""
+        return (self.generation, self.health.version, self.progress.version)
 
     def running_rows(self) -> list[Row]:
         return self.store.jobs(JobFilter(states=(RUNNING,)))
@@ -236,7 +245,8 @@ class Reactor:
             with self.lock:  # read what the pass needs; build it without the lock
                 self._wanted = False
                 self._health_seen = self.health.version
-                self.queue.refresh()
+                if self.queue.refresh():
+                    self.generation += 1
                 now = self.clock()
                 seen = dict(self.queue.jobs)
                 inputs = self._read_inputs(now, seen)
@@ -246,6 +256,8 @@ class Reactor:
             thought = time.monotonic() - began
             with self.lock:
                 started = self._apply(snap, seen, decisions, reasons)
+                if decisions.starts or decisions.preempts or decisions.resizes:
+                    self.generation += 1
             # Jobs that came meanwhile are not in `seen`, but they asked for another pass.
             # An elastic job started by this very pass may grow when its delay ends: the
             # pass that lets it is due then (it is in no snapshot's running jobs yet).

@@ -23,7 +23,6 @@ from podium.recover.ladder import Health
 from podium.sched.fairshare import fairshare_table
 from podium.sched.model import Allocation
 from podium.sched.team_ledger import team_table
-from podium.server.forecast_view import forecast_records
 from podium.server.job_rows import (
     GpuUnits,
     gpu_owners,
@@ -172,7 +171,9 @@ class Views:
     def show(self, job_id: int, who: Caller, task: int | None = None) -> dict[str, Any]:
         """One job in full, its script and events included: for its user and admins.
         With `task`, task `task` of array `job_id`: its own row, or, while it waits in
-        its array's row, that row (as `scontrol show job 12_3` shows the array's)."""
+        its array's row, that row (as `scontrol show job 12_3` shows the array's).
+        A pending job's expected start and blockers are not here: they come from the
+        forecast, made without the lock (`with_forecast`)."""
         now = self.reactor.clock()
         if task is not None:
             job_id = self.store.task_row(job_id, task)["job_id"]
@@ -200,10 +201,6 @@ class Views:
         said = self.reactor.progress.of(job_id, row["start_time"])
         if said is not None and row["state"] == RUNNING:  # what it says of how far it is
             record["progress"] = said.record()
-        if row["state"] == "PENDING":  # when it should start, and what keeps it waiting
-            found = forecast_records(self.reactor, only=job_id)["jobs"]
-            record["expected_start"] = found[0]["expected_start"] if found else None
-            record["blockers"] = found[0]["blockers"] if found else []
         return record
 
     def nodes(self) -> list[dict[str, Any]]:

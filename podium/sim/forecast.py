@@ -11,11 +11,15 @@ COMPLETED, so what depends on it may start). Started jobs hold their resources u
 their own limit. Preemption victims end at once and are not requeued here, and elastic
 jobs keep their size: a forecast is a plan, not a replay.
 
-Bounded by `max_passes`: jobs not started within them get no forecast."""
+Bounded by `max_passes` and by `out_of_time` (asked between passes: the caller's
+budget of real time, so that a queue of distinct shapes, which every pass walks in
+full, costs a known time): jobs not started within them get no forecast. Every start
+it gives is finite."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from podium.sched import schedule
@@ -48,9 +52,16 @@ def _end(alloc: Allocation) -> float:
     return math.inf if end is None else end
 
 
-def forecast(snap: Snapshot, now: float, policy: Policy, max_passes: int = 100) -> Forecast:
+def forecast(
+    snap: Snapshot,
+    now: float,
+    policy: Policy,
+    max_passes: int = 100,
+    out_of_time: Callable[[], bool] | None = None,
+) -> Forecast:
     """Each pending job's expected start from `snap` at `now` under `policy` (see the
-    module docstring), within `max_passes` passes."""
+    module docstring), within `max_passes` passes, and no pass begun once
+    `out_of_time()` says so (None: passes alone bound it)."""
     running = list(snap.running)
     pending: dict[int, PendingJob] = {p.job_id: p for p in snap.pending}
     groups = PendingGroups(orders_by_limit(policy))  # grouped: each pass walks it lazily
@@ -59,7 +70,7 @@ def forecast(snap: Snapshot, now: float, policy: Policy, max_passes: int = 100) 
     states = dict(snap.job_states)
     starts: dict[int, Expected] = {}
     t, ran_at, passes, synthetic = now, now, 0, -1
-    while pending and passes < max_passes:
+    while pending and passes < max_passes and not (passes and out_of_time and out_of_time()):
         view = replace(
             snap,
             running=tuple(running),
