@@ -1,12 +1,13 @@
 """Config section for the HTTP listener beside the unix socket (`http:`): where it
-listens (off unless named; loopback unless an administrator names another address)
-and whether /metrics asks for a token too."""
+listens (off unless named; loopback unless an administrator names another address),
+with TLS or not, the names it answers to, whether /metrics asks for a token too, how
+long a dashboard login lasts and how many tokens a user may hold."""
 
 from __future__ import annotations
 
 import ipaddress
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from podium.config.common import Closed
 
@@ -38,6 +39,44 @@ class HttpListener(Closed):
     metrics_token: bool = Field(
         default=False, description="whether /metrics needs a token too (Prometheus' bearer)"
     )
+    tls_cert: str | None = Field(
+        default=None, description="PEM certificate chain: serve HTTPS (with tls_key)"
+    )
+    tls_key: str | None = Field(default=None, description="its unencrypted PEM private key")
+    host_names: list[str] = Field(
+        default_factory=list,
+        description="DNS names the listener answers to besides its address and localhost "
+        "(a Host header naming any other is refused: DNS rebinding)",
+    )
+    session_hours: float = Field(
+        default=12.0, gt=0, le=24 * 30, description="how long a dashboard login lasts"
+    )
+    max_tokens_per_user: int = Field(
+        default=100, ge=1, le=100_000, description="valid tokens one user may hold at once"
+    )
+
+    @field_validator("host_names")
+    @classmethod
+    def _host_names(cls, names: list[str]) -> list[str]:
+        for name in names:
+            labels = name.split(".")
+            if len(name) > 253 or not all(
+                0 < len(label) <= 63 and label.replace("-", "").isalnum() and label.isascii()
+                for label in labels
+            ):
+                raise ValueError(f"{name!r} is not a DNS name: give e.g. gpu-box.example.org")
+        return [n.lower() for n in names]
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> HttpListener:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("give http.tls_cert and http.tls_key together (or neither)")
+        return self
+
+    @property
+    def tls(self) -> bool:
+        """Whether the listener serves HTTPS."""
+        return self.tls_cert is not None
 
     @field_validator("listen")
     @classmethod

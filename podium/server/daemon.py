@@ -12,6 +12,8 @@ import asyncio
 import contextlib
 import logging
 import os
+import socket
+import ssl
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -50,11 +52,14 @@ from podium.run.endwatch import watch_ended
 from podium.run.executor import LocalExecutor
 from podium.run.rundir import close_jobs_dir, open_jobs_dir
 from podium.server.controller import Controller
-from podium.server.http_listener import TokenGate, bind_tcp
+from podium.server.dashboard import cookie_name
+from podium.server.http_limits import RequestLimits
+from podium.server.http_listener import TokenGate, bind_tcp, tls_context
 from podium.server.local_node import LocalNode
 from podium.server.peer import PeerCredProtocol, bind_unix
 from podium.server.prometheus_metrics import add_metrics_route, metrics_registry
 from podium.server.rest_api import create_app
+from podium.server.sessions import SessionBook
 from podium.server.state_home import (
     close_job_files,
     highest_job_id_on_disk,
@@ -69,15 +74,39 @@ log = logging.getLogger("podium.daemon")
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server, except that SIGTERM/SIGINT mean "stop cleanly and exit 0".
+    """uvicorn's server, except that SIGTERM/SIGINT mean "stop cleanly and exit 0", and
+    that `tls_sockets` are served with their own TLS context beside the plain ones
+    (uvicorn's one `ssl` setting would put the unix socket under TLS too).
 
     uvicorn re-raises the signal after its graceful shutdown, which would kill the
     process before the daemon removes its socket and pid file and closes the store.
     """
 
+    tls_sockets: list[tuple[socket.socket, ssl.SSLContext]]
+
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         super().handle_exit(sig, frame)
         self._captured_signals.clear()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.should_exit or not getattr(self, "tls_sockets", None):
+            return
+        config, loop = self.config, asyncio.get_running_loop()
+
+        def protocol(_loop: asyncio.AbstractEventLoop | None = None) -> asyncio.Protocol:
+            made: asyncio.Protocol = config.http_protocol_class(  # type: ignore[call-arg]
+                config=config,
+                server_state=self.server_state,
+                app_state=self.lifespan.state,
+                _loop=_loop,
+            )
+            return made
+
+        for sock, context in self.tls_sockets:
+            self.servers.append(
+                await loop.create_server(protocol, sock=sock, ssl=context, backlog=config.backlog)
+            )
 
 
 def resolve_config(
@@ -276,19 +305,32 @@ def serve(home: Path, config: ClusterConfig) -> None:
             await task
         controller.intake.checkers.close()  # the directory-check helpers, one per user
 
-    tokens = TokenBook(store, controller.clock)
-    app = create_app(controller, wake, stop, tokens)
+    http = config.http
+    tokens = TokenBook(store, controller.clock, max_per_user=http.max_tokens_per_user)
+    sessions = SessionBook(store, tokens, ttl_s=http.session_hours * 3600)
+    app = create_app(controller, wake, stop, tokens, sessions)
     controller.telemetry = no_telemetry if declared(config, gpus) else read_telemetry
     add_metrics_route(app, metrics_registry(controller, controller.telemetry))
     app.router.lifespan_context = lifespan
+    context = tls_context(http)  # before any socket: a bad certificate stops the start
     sock = paths.socket_path(home)
     sock.unlink(missing_ok=True)
     sockets = [bind_unix(str(sock))]
-    served: Any = app
-    if config.http.listen is not None:  # the same API over TCP, each request by its token
-        sockets.append(bind_tcp(config.http.listen))
-        served = TokenGate(app, tokens, metrics_open=not config.http.metrics_token)
-        log.info("HTTP listener on %s", config.http.listen)
+    tls_sockets: list[tuple[socket.socket, ssl.SSLContext]] = []
+    # Bodies bounded before they are read, on every socket; over TCP the token gate
+    # comes first, so nobody's body is read before they are known.
+    served: Any = RequestLimits(app)
+    if http.listen is not None:  # the same API over TCP, each request by its token
+        tcp = bind_tcp(http.listen)
+        if context is None:
+            sockets.append(tcp)
+        else:
+            tls_sockets.append((tcp, context))
+        served = TokenGate(
+            served, tokens, sessions, cookie_name(http.listen, http.tls),
+            metrics_open=not http.metrics_token, host_names=http.host_names,
+        )  # fmt: skip
+        log.info("HTTP%s listener on %s", "S" if context else "", http.listen)
     server = _Server(
         uvicorn.Config(
             served,
@@ -299,11 +341,12 @@ def serve(home: Path, config: ClusterConfig) -> None:
             timeout_graceful_shutdown=5,
         )
     )
+    server.tls_sockets = tls_sockets
     paths.pid_path(home).write_text(f"{os.getpid()}\n")
     try:
         server.run(sockets=sockets)
     finally:
-        for listening in sockets:
+        for listening in [*sockets, *(s for s, _ in tls_sockets)]:
             listening.close()
         sock.unlink(missing_ok=True)
         paths.pid_path(home).unlink(missing_ok=True)

@@ -1,8 +1,11 @@
 """Caller identity from the unix socket's peer credentials (SO_PEERCRED).
 
-`PeerCredProtocol` is uvicorn's h11 protocol with one addition: on each connection
+`PeerCredProtocol` is uvicorn's h11 protocol with two additions: on each connection
 it reads the peer's pid, uid and gid from the kernel and puts them in the ASGI scope
-as scope["podium.peer"]. Nothing the client sends can change them.
+as scope["podium.peer"] (nothing the client sends can change them), and it gives a
+client HEADER_TIMEOUT_S to send each request's line and headers, from the connection's
+start or the last answer, before answering 408 and closing (a client that sends a byte
+at a time must not hold a connection for ever).
 """
 
 from __future__ import annotations
@@ -14,9 +17,19 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 SCOPE_KEY = "podium.peer"
+TOKEN_KEY = "podium.token"  # over HTTP: the id of the token the request came with
+HEADER_TIMEOUT_S = 10.0
+_LATE = (
+    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+    b"connection: close\r\ncontent-length: %d\r\n\r\n%s"
+)
+_LATE_BODY = (
+    b'{"error": "the request line and headers did not arrive within %d s"}' % HEADER_TIMEOUT_S
+)
 
 
 @dataclass(frozen=True)
@@ -54,7 +67,11 @@ def process_cwd(pid: int) -> str | None:
 
 
 class PeerCredProtocol(H11Protocol):
-    """uvicorn's H11Protocol that tags every request with the peer's credentials."""
+    """uvicorn's H11Protocol that tags every request with the peer's credentials and
+    bounds the time its headers may take (see the module docstring)."""
+
+    header_timeout_s = HEADER_TIMEOUT_S
+    _header_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -66,3 +83,34 @@ class PeerCredProtocol(H11Protocol):
             await inner(scope, receive, send)
 
         self.app = app
+        self._arm_header_timer()
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        if self.conn.their_state is not h11.IDLE:  # this request's headers are in
+            self._disarm_header_timer()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+            self._arm_header_timer()  # the next request's headers are awaited
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_header_timer()
+        super().connection_lost(exc)
+
+    def _arm_header_timer(self) -> None:
+        self._disarm_header_timer()
+        self._header_timer = self.loop.call_later(self.header_timeout_s, self._headers_late)
+
+    def _disarm_header_timer(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _headers_late(self) -> None:
+        self._header_timer = None
+        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+            return
+        self.transport.write(_LATE % (len(_LATE_BODY), _LATE_BODY))
+        self.transport.close()

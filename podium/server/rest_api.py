@@ -42,12 +42,12 @@ from podium.server.bodies import (
     job_filter,
 )
 from podium.server.controller import Caller, Controller
-from podium.server.dashboard import add_dashboard
+from podium.server.dashboard import add_dashboard, cookie_name
 from podium.server.dry_run import dry_run_record
-from podium.server.forecast_view import forecast_records
 from podium.server.mig_advisor import advice_now
 from podium.server.mig_apply import parse_layout
 from podium.server.peer import SCOPE_KEY, PeerCred, process_cwd
+from podium.server.sessions import SessionBook
 from podium.server.token_routes import add_token_routes
 from podium.server.tokens import TokenBook
 from podium.server.watch_routes import add_watch_routes
@@ -83,9 +83,11 @@ def create_app(
     wake: Callable[[], None],
     stop: Callable[[], None],
     tokens: TokenBook | None = None,
+    sessions: SessionBook | None = None,
 ) -> FastAPI:
     """The API over `controller`; `wake` prompts a scheduling pass, `stop` the shutdown;
-    with `tokens`, the routes that make, list and revoke the HTTP listener's tokens."""
+    with `tokens`, the routes that make, list and revoke the HTTP listener's tokens, and
+    with `sessions` too, the dashboard."""
     app = FastAPI(
         title="Podium",
         version=__version__,
@@ -162,6 +164,15 @@ def create_app(
     call = controller.locked
     intake, views, control = controller.intake, controller.views, controller.control
 
+    def with_forecast(record: dict[str, Any]) -> dict[str, Any]:
+        """A pending job's record with its expected start and blockers (`podium show`),
+        from the shared forecast: made outside the lock, not once per call."""
+        if record["state"] == "PENDING":
+            found = controller.forecasts.records(only=record["job_id"])["jobs"]
+            record["expected_start"] = found[0]["expected_start"] if found else None
+            record["blockers"] = found[0]["blockers"] if found else []
+        return record
+
     @app.post("/v1/jobs")
     def submit(request: Request, body: SubmitRequest) -> dict[str, Any]:
         who, clock = submitter(request), controller.clock
@@ -203,7 +214,7 @@ def create_app(
         job_id: JobIdPath,
         task: Annotated[int | None, Query(ge=0, le=MAX_JOB_ID)] = None,
     ) -> dict[str, Any]:
-        return call(views.show, job_id, caller(request), task)
+        return with_forecast(call(views.show, job_id, caller(request), task))
 
     @app.post("/v1/jobs/cancel")
     def cancel(request: Request, body: SelectionBody) -> dict[str, Any]:
@@ -227,7 +238,7 @@ def create_app(
     def time_limit(request: Request, job_id: JobIdPath, body: TimeLimit) -> dict[str, Any]:
         who = caller(request)
         call(control.set_time_limit, who, job_id, body.time_limit_s)
-        return call(views.show, job_id, who)
+        return with_forecast(call(views.show, job_id, who))
 
     @app.post("/v1/jobs/{job_id}/checkpoint")
     def checkpoint(request: Request, job_id: JobIdPath, body: CheckpointRequest) -> dict[str, Any]:
@@ -251,7 +262,7 @@ def create_app(
     def forecast(request: Request) -> dict[str, Any]:
         """Each pending job's expected start (as squeue --start); see forecast_view."""
         caller(request)
-        return forecast_records(controller.reactor)
+        return controller.forecasts.records()
 
     @app.get("/v1/acct")
     def acct(
@@ -363,7 +374,10 @@ def create_app(
     add_watch_routes(app, controller, caller)
     if tokens is not None:
         add_token_routes(app, controller, tokens, caller)
-        add_dashboard(app, tokens)
+        if sessions is not None:
+            http = controller.config.http
+            cookie = cookie_name(http.listen, http.tls)
+            add_dashboard(app, tokens, sessions, controller.locked, cookie, http.tls)
     app.openapi = lambda: podium_openapi(app)  # type: ignore[method-assign]
     return app
 

@@ -1,7 +1,8 @@
 """The REST API's token routes: make, list and revoke the bearer tokens the HTTP
 listener takes. Over the unix socket a user makes their own (an administrator anyone's);
 over HTTP a token may make more for its own user, never for another, and a read-only
-token none (the gate lets it only read)."""
+token none (the gate lets it only read); what a token makes expires no later than it
+and is revoked with it (`podium.server.tokens`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pydantic import Field
 from podium.api.caller import Caller
 from podium.config.validation import RequestModel
 from podium.server.controller import Controller
+from podium.server.peer import TOKEN_KEY
 from podium.server.tokens import MAX_EXPIRY_S, TokenBook
 
 TokenIdPath = Annotated[str, Path(pattern=r"^[0-9a-f]{12}$")]
@@ -36,8 +38,10 @@ def add_token_routes(
 
     @app.post("/v1/tokens")
     def create_token(request: Request, body: TokenRequest) -> dict[str, Any]:
-        who = caller(request)
-        return controller.locked(book.create, who, body.user, body.read_only, body.expires_s)
+        who, parent = caller(request), request.scope.get(TOKEN_KEY)
+        return controller.locked(
+            book.create, who, body.user, body.read_only, body.expires_s, parent
+        )
 
     @app.get("/v1/tokens")
     def list_tokens(request: Request) -> dict[str, Any]:

@@ -4,6 +4,11 @@ store and in memory, so checking one costs no database read. A token acts with e
 its user's rights: the HTTP listener turns it into the same caller the unix socket's
 peer credentials give.
 
+A token made over HTTP with another token is that token's child: it expires no later
+than its parent and is revoked with it (and with its parent's parent), so a token that
+leaked can be ended with everything made from it. A user holds at most
+`max_per_user` valid tokens at once.
+
 A token is `pdm_<id>_<secret>`: the id (12 hex digits) names it in listings and
 revocations, the secret proves it. Only `create` ever sees the secret."""
 
@@ -15,8 +20,9 @@ import pwd
 import re
 import secrets
 import sqlite3
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from podium.api.caller import Caller
@@ -25,6 +31,7 @@ from podium.store.db import Store
 
 TOKEN_SHAPE = re.compile(r"pdm_([0-9a-f]{12})_([A-Za-z0-9_-]{43})")
 MAX_EXPIRY_S = 10 * 365 * 86400
+MAX_PER_USER = 100  # valid tokens one user may hold at once (http.max_tokens_per_user)
 
 
 @dataclass(frozen=True)
@@ -41,13 +48,14 @@ class Token:
     created_by: str
     expires: float | None
     revoked: float | None
+    parent: str | None = None
 
     @staticmethod
     def of_row(row: sqlite3.Row) -> Token:
         return Token(
             row["token_id"], row["digest"], row["user"], row["uid"], row["gid"],
             bool(row["read_only"]), row["created"], row["created_by"], row["expires"],
-            row["revoked"],
+            row["revoked"], row["parent"],
         )  # fmt: skip
 
     def record(self, now: float) -> dict[str, Any]:
@@ -60,6 +68,7 @@ class Token:
             "created_by": self.created_by,
             "expires": self.expires,
             "revoked": self.revoked,
+            "parent": self.parent,
             "valid": self.valid(now),
         }
 
@@ -67,25 +76,39 @@ class Token:
         return self.revoked is None and (self.expires is None or now < self.expires)
 
 
-def _digest(secret: str) -> str:
+def digest_of(secret: str) -> str:
+    """The SHA-256 of a secret, as stored."""
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
 class TokenBook:
-    """The daemon's tokens: made, checked, listed and revoked (callers hold the
-    controller's lock for create and revoke, which write the store)."""
+    """The daemon's tokens: made, checked, listed and revoked. Thread-safe: its own
+    lock guards the tokens in memory (checks and listings run on any thread);
+    callers hold the controller's lock for create and revoke, which write the store."""
 
-    def __init__(self, store: Store, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, store: Store, clock: Callable[[], float], max_per_user: int = MAX_PER_USER
+    ) -> None:
         self.store = store
         self.clock = clock
+        self.max_per_user = max_per_user
+        self._lock = threading.Lock()
         self._by_id = {t["token_id"]: Token.of_row(t) for t in store.tokens()}
+        self.revoked_hooks: list[Callable[[list[str]], None]] = []  # told what was revoked
 
     def create(
-        self, caller: Caller, user: str | None, read_only: bool, expires_s: float | None
+        self,
+        caller: Caller,
+        user: str | None,
+        read_only: bool,
+        expires_s: float | None,
+        parent: str | None = None,
     ) -> dict[str, Any]:
         """A new token for `user` (default: the caller), the token itself in "token".
-        Raises PermissionDenied for another user's token unless the caller is an
-        administrator, SpecError for an unknown user or an expiry out of bounds."""
+        `parent`: the token the request came with (over HTTP), which the new one may
+        not outlive. Raises PermissionDenied for another user's token unless the caller
+        is an administrator, or past the caller's count of valid tokens; SpecError for
+        an unknown user or an expiry out of bounds or past the parent's."""
         name = user or caller.name
         if name != caller.name and not caller.is_admin:
             raise PermissionDenied(
@@ -99,48 +122,115 @@ class TokenBook:
         if expires_s is not None and not 0 < expires_s <= MAX_EXPIRY_S:
             raise SpecError(f"expires in {expires_s:g} s: give a time after now, at most 10 years")
         now = self.clock()
-        token_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
         expires = None if expires_s is None else now + expires_s
-        digest = _digest(secret)
-        self.store.add_token(
-            token_id, digest, name, entry.pw_uid, entry.pw_gid, read_only, now, caller.name,
-            expires,
-        )  # fmt: skip
-        token = Token(token_id, digest, name, entry.pw_uid, entry.pw_gid, read_only, now,
-                      caller.name, expires, None)  # fmt: skip
-        self._by_id[token_id] = token
+        with self._lock:
+            if parent is not None:
+                expires = self._within_parent(parent, expires, now)
+            held = sum(1 for t in self._by_id.values() if t.uid == entry.pw_uid and t.valid(now))
+            if held >= self.max_per_user:
+                raise PermissionDenied(
+                    f"{name} holds {held} valid tokens, the most one user may "
+                    f"(http.max_tokens_per_user): revoke some first (podium token list)"
+                )
+            token_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
+            token = Token(
+                token_id, digest_of(secret), name, entry.pw_uid, entry.pw_gid, read_only, now,
+                caller.name, expires, None, parent,
+            )  # fmt: skip
+            self.store.add_token(
+                token_id, token.digest, name, entry.pw_uid, entry.pw_gid, read_only, now,
+                caller.name, expires, parent,
+            )  # fmt: skip
+            self._by_id[token_id] = token
         return dict(token.record(now), token=f"pdm_{token_id}_{secret}")
+
+    def _within_parent(self, parent: str, expires: float | None, now: float) -> float | None:
+        """The new token's expiry under `parent` (the lock held): the parent's when none
+        was asked; SpecError when the one asked comes after the parent's."""
+        limit = self._by_id[parent].expires
+        if limit is None or (expires is not None and expires <= limit):
+            return expires
+        if expires is None:
+            return limit
+        raise SpecError(
+            f"token {parent}, which makes this one, expires in {limit - now:.0f} s: a token "
+            f"made with it expires no later (give --expires {max(1, int(limit - now))} or less)"
+        )
 
     def check(self, text: str) -> Token | None:
         """The valid token `text` is, or None (malformed, unknown, wrong secret, expired
-        or revoked). The secret is compared in constant time."""
+        or revoked, or made with a token that is no longer valid). The secret is
+        compared in constant time."""
         shape = TOKEN_SHAPE.fullmatch(text)
         if shape is None:
             return None
         token = self._by_id.get(shape[1])
-        if token is None or not hmac.compare_digest(token.digest, _digest(shape[2])):
+        if token is None or not hmac.compare_digest(token.digest, digest_of(shape[2])):
             return None
-        return token if token.valid(self.clock()) else None
+        return token if self.valid(token.token_id) else None
+
+    def valid(self, token_id: str) -> bool:
+        """Whether token `token_id` may be used now: it and every token it was made
+        with are neither expired nor revoked."""
+        now = self.clock()
+        seen: set[str] = set()
+        token = self._by_id.get(token_id)
+        while token is not None and token.token_id not in seen:
+            if not token.valid(now):
+                return False
+            seen.add(token.token_id)
+            if token.parent is None:
+                return True
+            token = self._by_id.get(token.parent)
+        return False  # a parent that is not there (or a loop no create can make)
+
+    def get(self, token_id: str) -> Token | None:
+        """Token `token_id`, valid or not (None: no such token)."""
+        return self._by_id.get(token_id)
 
     def listing(self, caller: Caller) -> list[dict[str, Any]]:
         """The caller's tokens (an administrator's: everyone's), oldest first."""
         now = self.clock()
+        with self._lock:
+            tokens = list(self._by_id.values())
         return [
-            t.record(now) for t in self._by_id.values() if caller.is_admin or t.uid == caller.uid
+            dict(t.record(now), valid=t.valid(now) and self.valid(t.token_id))
+            for t in tokens
+            if caller.is_admin or t.uid == caller.uid
         ]
 
     def revoke(self, caller: Caller, token_id: str) -> dict[str, Any]:
-        """Revoke one of the caller's tokens (an administrator: anyone's). Raises
-        NotFound for a token that is not there, or not the caller's to see."""
+        """Revoke one of the caller's tokens (an administrator: anyone's), every token
+        made with it, and their sessions. Raises NotFound for a token that is not
+        there, or not the caller's to see."""
         token = self._by_id.get(token_id)
         if token is None or not (caller.is_admin or token.uid == caller.uid):
             raise NotFound(f"no token {token_id!r} of yours (podium token list shows them)")
         now = self.clock()
-        self.store.revoke_token(token_id, now, caller.name)
-        if token.revoked is None:
-            token = Token(**{**token.__dict__, "revoked": now})
-            self._by_id[token_id] = token
-        return token.record(now)
+        with self._lock:
+            family = self._descendants(token_id)
+            self.store.revoke_tokens(family, now, caller.name)
+            for member in family:
+                if self._by_id[member].revoked is None:
+                    self._by_id[member] = replace(self._by_id[member], revoked=now)
+            record = self._by_id[token_id].record(now)
+        for hook in self.revoked_hooks:
+            hook(family)
+        return dict(record, revoked_with_it=[t for t in family if t != token_id])
+
+    def _descendants(self, token_id: str) -> list[str]:
+        """`token_id` and every token made from it, at any depth (the lock held)."""
+        children: dict[str, list[str]] = {}
+        for t in self._by_id.values():
+            if t.parent is not None:
+                children.setdefault(t.parent, []).append(t.token_id)
+        found, todo = [token_id], [token_id]
+        while todo:
+            for child in children.get(todo.pop(), ()):
+                if child not in found:
+                    found.append(child)
+                    todo.append(child)
+        return found
 
 
-__all__ = ["MAX_EXPIRY_S", "TOKEN_SHAPE", "Token", "TokenBook"]
+__all__ = ["MAX_EXPIRY_S", "MAX_PER_USER", "TOKEN_SHAPE", "Token", "TokenBook", "digest_of"]

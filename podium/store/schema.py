@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -199,6 +199,19 @@ CREATE TABLE IF NOT EXISTS tokens (
     created_by TEXT NOT NULL,
     expires    REAL,
     revoked    REAL
+);
+""",
+    # Version 15: the token a token was made with (it expires no later and is revoked
+    # with it), and the dashboard's login sessions (`podium.server.sessions`): digests
+    # of the cookie and of the page's key, never either itself.
+    15: """
+ALTER TABLE tokens ADD COLUMN parent TEXT;
+CREATE TABLE IF NOT EXISTS sessions (
+    digest     TEXT PRIMARY KEY,
+    key_digest TEXT NOT NULL,
+    token_id   TEXT NOT NULL,
+    created    REAL NOT NULL,
+    expires    REAL NOT NULL
 );
 """,
 }

@@ -1,18 +1,26 @@
-"""API tokens of the HTTP listener: who each acts as, read-only or not, when it
-expires or was revoked, and the SHA-256 of its secret (the secret itself is shown
-once, when made, and never stored). Each public method is one transaction."""
+"""API tokens of the HTTP listener and the dashboard's login sessions.
+
+A token: who it acts as, read-only or not, when it expires or was revoked, the token it
+was made with (`parent`), and the SHA-256 of its secret (the secret itself is shown
+once, when made, and never stored). A session: the SHA-256 of its cookie and of its
+page key, the token it was opened with, and when it expires. Each public method is
+one transaction."""
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 
 from podium.store.database import Database
 
-TOKEN_COLUMNS = "token_id, digest, user, uid, gid, read_only, created, created_by, expires, revoked"
+TOKEN_COLUMNS = (
+    "token_id, digest, user, uid, gid, read_only, created, created_by, expires, revoked, parent"
+)
+SESSION_COLUMNS = "digest, key_digest, token_id, created, expires"
 
 
 class Tokens(Database):
-    """The tokens table."""
+    """The tokens and sessions tables."""
 
     def add_token(
         self,
@@ -25,31 +33,60 @@ class Tokens(Database):
         now: float,
         created_by: str,
         expires: float | None,
+        parent: str | None = None,
     ) -> None:
         """Record a new token (its id is unique: a clash raises sqlite3.IntegrityError)."""
         with self.transaction() as conn:
             conn.execute(
-                f"INSERT INTO tokens ({TOKEN_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,NULL)",
-                (token_id, digest, user, uid, gid, int(read_only), now, created_by, expires),
-            )
+                f"INSERT INTO tokens ({TOKEN_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,NULL,?)",
+                (
+                    token_id, digest, user, uid, gid, int(read_only), now, created_by, expires,
+                    parent,
+                ),
+            )  # fmt: skip
             self._event(
                 conn, now, "token", detail=f"{token_id} for {user} by {created_by}"
                 + (" (read-only)" if read_only else "")
+                + (f" with token {parent}" if parent else "")
             )  # fmt: skip
 
     def tokens(self) -> list[sqlite3.Row]:
         """Every token, oldest first."""
         return list(self.conn.execute(f"SELECT {TOKEN_COLUMNS} FROM tokens ORDER BY created"))
 
-    def revoke_token(self, token_id: str, now: float, by: str) -> bool:
-        """Revoke a token; False when there is none by that id or it was revoked."""
+    def revoke_tokens(self, token_ids: Iterable[str], now: float, by: str) -> list[str]:
+        """Revoke tokens and end their sessions; those revoked now (not before)."""
+        done: list[str] = []
         with self.transaction() as conn:
-            cur = conn.execute(
-                "UPDATE tokens SET revoked=? WHERE token_id=? AND revoked IS NULL", (now, token_id)
+            for token_id in token_ids:
+                cur = conn.execute(
+                    "UPDATE tokens SET revoked=? WHERE token_id=? AND revoked IS NULL",
+                    (now, token_id),
+                )
+                conn.execute("DELETE FROM sessions WHERE token_id=?", (token_id,))
+                if cur.rowcount == 1:
+                    done.append(token_id)
+                    self._event(conn, now, "token revoked", detail=f"{token_id} by {by}")
+        return done
+
+    def add_session(
+        self, digest: str, key_digest: str, token_id: str, now: float, expires: float
+    ) -> None:
+        """Record a new login session (digests only)."""
+        with self.transaction() as conn:
+            conn.execute(
+                f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?,?,?,?,?)",
+                (digest, key_digest, token_id, now, expires),
             )
-            if cur.rowcount == 1:
-                self._event(conn, now, "token revoked", detail=f"{token_id} by {by}")
-        return cur.rowcount == 1
+
+    def sessions(self) -> list[sqlite3.Row]:
+        """Every session, oldest first."""
+        return list(self.conn.execute(f"SELECT {SESSION_COLUMNS} FROM sessions ORDER BY created"))
+
+    def drop_sessions(self, digests: Iterable[str]) -> None:
+        """Forget sessions (logged out, expired, or one too many for their token)."""
+        with self.transaction() as conn:
+            conn.executemany("DELETE FROM sessions WHERE digest=?", [(d,) for d in digests])
 
 
-__all__ = ["TOKEN_COLUMNS", "Tokens"]
+__all__ = ["SESSION_COLUMNS", "TOKEN_COLUMNS", "Tokens"]

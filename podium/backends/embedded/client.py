@@ -16,7 +16,9 @@ from podium.api import lightjson
 from podium.api.backend_protocol import Backend
 from podium.backends.embedded.unixhttp import (
     ClosedEarly,
+    NotListening,
     TcpConnection,
+    TlsFailed,
     UnixConnection,
     query_string,
     split_url,
@@ -57,6 +59,8 @@ def _retry_window() -> float:
 
 
 def _what(failure: OSError) -> str:
+    if isinstance(failure, NotListening):
+        return "refused the connection"
     if isinstance(failure, FileNotFoundError):
         return "went away and did not come back"
     if isinstance(failure, ConnectionRefusedError):
@@ -71,7 +75,7 @@ def _gave_up(
     when it differs), and whether the daemon may have carried it out."""
     first, last = _what(failures[0]), _what(failures[-1])
     what = first if first == last else f"{first}, then {last.removesuffix(' the connection')}"
-    if not safe:
+    if maybe_done and not safe:
         return f"the daemon at {socket} {what} (not retried: it may have been carried out)"
     where = f"the daemon at {socket} {what} (retried for {window:g} s)"
     if maybe_done:
@@ -84,7 +88,7 @@ class Client:
     when no `home` is given and $PODIUM_URL names one, the daemon's HTTP listener there
     with the bearer token in $PODIUM_TOKEN. A safe request rides out a daemon restart
     for `retry_s` seconds (None: $PODIUM_RETRY_S, else RETRY_WINDOW_S); 0 asks once.
-    Raises ApiError for a $PODIUM_URL that is not http://HOST:PORT."""
+    Raises ApiError for a $PODIUM_URL that is not http(s)://HOST:PORT."""
 
     def __init__(
         self, home: Path | str | None = None, timeout: float = 60.0, retry_s: float | None = None
@@ -93,10 +97,12 @@ class Client:
 
         url = os.environ.get("PODIUM_URL") if home is None else None
         self.address: tuple[str, int] | None = None
+        self.tls = False
         self.headers: dict[str, str] = {}
         if url:
             try:
-                self.address = split_url(url)
+                host, port, self.tls = split_url(url)
+                self.address = (host, port)
             except ValueError as exc:
                 raise ApiError(str(exc), 400) from None
             self.socket = url
@@ -111,7 +117,7 @@ class Client:
 
     def _connection(self) -> UnixConnection:
         if self.address is not None:
-            return TcpConnection(*self.address, self.timeout)
+            return TcpConnection(*self.address, self.timeout, self.tls)
         return UnixConnection(self.socket, self.timeout)
 
     def request(
@@ -133,9 +139,11 @@ class Client:
         the daemon answers or `$PODIUM_RETRY_S` (RETRY_WINDOW_S) have passed, when doing
         it twice does no harm: reads, the idempotent changes, and submissions carrying
         an idempotency key (the daemon then returns the job the first attempt created,
-        across a restart: the key is stored with the job). Where no daemon was ever
-        reached it fails at once. When it gives up on a request the daemon may have
-        carried out, DaemonUnavailable says so (check `podium queue`).
+        across a restart: the key is stored with the job). A request that was never
+        sent (the connection refused) waits the same, whatever it is. Where no socket
+        file was ever found it fails at once; over TCP, where a restarting daemon and
+        none look alike, it waits the window. When it gives up on a request the daemon
+        may have carried out, DaemonUnavailable says so (check `podium queue`).
         """
         if query:
             clean = {k: v for k, v in query.items() if v is not None}
@@ -159,12 +167,16 @@ class Client:
                 break
             except FileNotFoundError as exc:
                 self.close()
-                if give_up_at is None:  # never reached: no daemon, not a restart
+                if give_up_at is None and self.address is None:  # no socket file: no daemon
                     raise DaemonUnavailable(
-                        f"no Podium daemon at {self.socket} (start one with: podium up"
-                        + (" --http HOST:PORT)" if self.address else ")")
+                        f"no Podium daemon at {self.socket} (start one with: podium up)"
                     ) from None
+                # Over TCP a daemon restarting and no daemon look the same (nothing
+                # listens): the request, never sent, waits for the window either way.
                 failures.append(exc)
+            except TlsFailed as exc:
+                self.close()
+                raise DaemonUnavailable(str(exc)) from None
             except PermissionError:
                 self.close()
                 raise DaemonUnavailable(
@@ -186,7 +198,13 @@ class Client:
             window = _retry_window() if self.retry_s is None else self.retry_s
             if give_up_at is None:
                 give_up_at = now + window
-            if not safe or now >= give_up_at:
+            if (maybe_done and not safe) or now >= give_up_at:
+                if not maybe_done and all(isinstance(f, NotListening) for f in failures):
+                    raise DaemonUnavailable(
+                        f"no Podium daemon at {self.socket}: nothing listened there for "
+                        f"{window:g} s (start one with: podium up --http HOST:PORT; "
+                        "PODIUM_RETRY_S sets how long to wait)"
+                    ) from None
                 raise DaemonUnavailable(
                     _gave_up(self.socket, failures, safe, maybe_done, window)
                 ) from None

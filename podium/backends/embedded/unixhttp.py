@@ -82,6 +82,11 @@ class _Reader:
         return data[:size]
 
 
+class TlsFailed(ConnectionError):
+    """The TLS handshake with the daemon's listener failed (its certificate untrusted,
+    or it does not speak TLS): asking again will not help."""
+
+
 class NotListening(FileNotFoundError):
     """Nothing listens at the daemon's TCP address (as a missing socket file is for the
     unix socket: no daemon there, not one restarting)."""
@@ -170,11 +175,14 @@ class UnixConnection:
 
 
 class TcpConnection(UnixConnection):
-    """The same, to the daemon's HTTP listener at (host, port)."""
+    """The same, to the daemon's HTTP listener at (host, port); with `tls`, over TLS,
+    the certificate checked against the system's CAs (or $SSL_CERT_FILE's) and the host
+    name (the `ssl` module is loaded only then)."""
 
-    def __init__(self, host: str, port: int, timeout: float) -> None:
+    def __init__(self, host: str, port: int, timeout: float, tls: bool = False) -> None:
         super().__init__(f"{host}:{port}", timeout)
         self.address = (host, port)
+        self.tls = tls
         self.host = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
     def _connect(self) -> _socket.socket:
@@ -189,33 +197,52 @@ class TcpConnection(UnixConnection):
         except OSError:
             sock.close()
             raise
-        return sock
+        if not self.tls:
+            return sock
+        import socket as socket_module
+        import ssl
+
+        plain = socket_module.socket(family, _socket.SOCK_STREAM, fileno=sock.detach())
+        try:
+            return ssl.create_default_context().wrap_socket(plain, server_hostname=self.address[0])
+        except ssl.SSLError as exc:
+            plain.close()
+            raise TlsFailed(
+                f"TLS with {self.path} failed: {exc.reason or exc} (a certificate this "
+                "machine does not trust? SSL_CERT_FILE may name its CA)"
+            ) from None
+        except OSError:
+            plain.close()
+            raise
 
 
-def split_url(url: str) -> tuple[str, int]:
-    """(host, port) of "http://HOST:PORT[/]" (no urllib on the lean path). Raises
-    ValueError (one line) for anything else."""
-    rest = url.removeprefix("http://").rstrip("/")
+def split_url(url: str) -> tuple[str, int, bool]:
+    """(host, port, over TLS) of "http://HOST:PORT[/]" or "https://..." (no urllib on
+    the lean path). Raises ValueError (one line) for anything else."""
+    tls = url.startswith("https://")
+    rest = url.removeprefix("https://" if tls else "http://").rstrip("/")
     host, sep, port = rest.rpartition(":")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     if (
-        not url.startswith("http://")
+        not (tls or url.startswith("http://"))
         or not sep
         or not host
         or "/" in rest
         or not (port.isdigit() and 0 < int(port) < 65536)
     ):
         raise ValueError(
-            f"PODIUM_URL={url!r}: give http://HOST:PORT, e.g. http://127.0.0.1:8686 "
-            "(plain HTTP only: keep the listener on loopback, or reach it by an SSH tunnel)"
+            f"PODIUM_URL={url!r}: give http://HOST:PORT or https://HOST:PORT, e.g. "
+            "http://127.0.0.1:8686 (plain HTTP: keep the listener on loopback, or reach it "
+            "by an SSH tunnel; HTTPS when http.tls_cert is set)"
         )
-    return host, int(port)
+    return host, int(port), tls
 
 
 __all__ = [
     "ClosedEarly",
     "NotListening",
     "TcpConnection",
+    "TlsFailed",
     "UnixConnection",
     "query_string",
     "split_url",

@@ -1,7 +1,10 @@
-// Podium's dashboard: polls the daemon's JSON API with the page's cookie and builds
-// the page with textContent only (never innerHTML): every job name, user and reason is
-// someone's input.
+// Podium's dashboard: polls the daemon's JSON API with the session's cookie and the
+// page key this origin keeps in localStorage (another port's page can read neither
+// that key nor send it), and builds the page with textContent only (never innerHTML):
+// every job name, user and reason is someone's input.
 "use strict";
+
+const KEY = "podium-key";
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -15,7 +18,8 @@ function el(tag, attrs, ...children) {
 }
 
 async function getJSON(path) {
-  const answer = await fetch(path, { credentials: "same-origin" });
+  const headers = { "X-Podium-Key": localStorage.getItem(KEY) || "" };
+  const answer = await fetch(path, { credentials: "same-origin", headers });
   if (answer.status === 401) { window.location.href = "/login"; throw new Error("login"); }
   const body = await answer.json();
   if (!answer.ok) throw new Error(body.error || answer.status);
@@ -126,11 +130,23 @@ async function refreshJob(id) {
   document.getElementById("updated").textContent = new Date().toLocaleTimeString();
 }
 
+// One refresh at a time: the next is asked for 2 s after the last answer came, so a
+// slow daemon is never sent a second request while it works on the first.
 function start() {
   const page = document.body.dataset.page;
+  if (page === "stored") {  // just logged in: keep the page key, then the cluster
+    localStorage.setItem(KEY, document.body.dataset.key);
+    window.location.replace("/");
+    return;
+  }
+  if (page === "logout") {
+    localStorage.removeItem(KEY);
+    window.location.replace("/login");
+    return;
+  }
   const tick = page === "job" ? () => refreshJob(document.body.dataset.job) : refreshIndex;
-  tick().catch(() => {});
-  setInterval(() => tick().catch(() => {}), 2000);
+  const again = () => tick().catch(() => {}).finally(() => setTimeout(again, 2000));
+  again();
 }
 
 document.addEventListener("DOMContentLoaded", start);

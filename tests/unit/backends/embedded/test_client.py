@@ -121,3 +121,47 @@ def test_a_client_told_not_to_wait_asks_a_stale_socket_once(
     with pytest.raises(DaemonUnavailable) as gave_up:
         Client(tmp_path, retry_s=0).get("/v1/ping")
     assert "refused the connection (retried for 0 s)" in str(gave_up.value)
+
+
+def _free_tcp_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def test_over_http_a_refused_request_waits_for_the_daemon_to_come_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 43: over PODIUM_URL every request failed at once while the daemon restarted
+    (nothing listens for a moment: the connection is refused), where the unix socket's
+    client waited. A refused connection sent nothing, so any request (a submission
+    without a key too) waits for the daemon within PODIUM_RETRY_S."""
+    port = _free_tcp_port()
+    monkeypatch.setenv("PODIUM_URL", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("PODIUM_RETRY_S", "10")
+    body = b'{"jobs": [{"job_id": 1}]}'
+    ok = b"HTTP/1.1 200 OK\r\n" + JSON + b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+
+    def later() -> None:
+        time.sleep(0.5)  # the daemon is back after half a second
+        listener = socket.create_server(("127.0.0.1", port))
+        with listener:
+            conn, _ = listener.accept()
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(4096)
+                conn.sendall(ok)
+
+    threading.Thread(target=later, daemon=True).start()
+    assert Client().post("/v1/jobs", {"wrap": "true", "cwd": "/"}) == {"jobs": [{"job_id": 1}]}
+
+
+def test_over_http_no_daemon_at_all_is_said_after_the_window(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PODIUM_URL", f"http://127.0.0.1:{_free_tcp_port()}")
+    monkeypatch.setenv("PODIUM_RETRY_S", "0.3")
+    with pytest.raises(DaemonUnavailable, match=r"nothing listened there for 0\.3 s"):
+        Client().get("/v1/ping")
