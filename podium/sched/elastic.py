@@ -5,10 +5,12 @@ An elastic job runs MIN to MAX replicas (`Elastic`). Pure, like the rest of the 
 - **Start.** A pending elastic job starts at the largest of its sizes (MIN, MIN + STEP,
   ... up to MAX, and MAX) that fits now, within its limits and team quota (`larger_sizes`).
 - **Shrink instead of preempt.** A job that cannot start may take replicas from a
-  running elastic job of lower QoS priority, or of the same priority once that job has
-  run `elastic_min_stable_s` at its size, never below MIN (`shrink_for`). The elastic
-  job is resized (stopped after its grace and started again smaller); nothing is
-  killed for good. A job of higher QoS does not wait for the stable time.
+  running elastic job by the rules preemption follows: of a QoS its QoS preempts
+  (the QoS `preempt` lists, as Slurm's), at once; or of the same QoS priority once that
+  job has run `elastic_min_stable_s` at its size (replicas above MIN are shared among
+  equals); never below MIN (`shrink_for`), never for a QoS that is merely higher. The
+  elastic job is resized (stopped after its grace and started again smaller); nothing
+  is killed for good.
 - **Grow.** When nothing waits for room, a running elastic job that has run
   `elastic_grow_delay_s` at its size grows to the largest of its sizes that the GPUs,
   CPUs and memory left free on its node hold (`grow_into_free`). It does not grow
@@ -50,11 +52,13 @@ def larger_sizes(job: PendingJob) -> list[PendingJob]:
 
 
 def may_shrink(job: PendingJob, alloc: Allocation, policy: Policy, now: float) -> bool:
-    """Whether `job` may take replicas from `alloc`: lower QoS priority always; the same
-    priority once `alloc` has been stable long enough."""
-    theirs = policy.qos_priority.get(alloc.qos, 0)
-    if job.qos_priority > theirs:
+    """Whether `job` may take replicas from `alloc`: at once when `job`'s QoS preempts
+    `alloc`'s (what it could preempt whole, it may shrink); when both have the same QoS
+    priority, once `alloc` has been stable long enough. A higher QoS priority alone
+    gives no right to shrink, as it gives none to preempt."""
+    if alloc.qos in policy.preempts.get(job.qos, ()):
         return True
+    theirs = policy.qos_priority.get(alloc.qos, 0)
     return job.qos_priority == theirs and now - alloc.start_time >= policy.elastic_min_stable_s
 
 

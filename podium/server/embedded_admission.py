@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from podium.api.caller import Caller
 from podium.api.containers import is_image_path
 from podium.api.mig import model_for, profiles
 from podium.api.suggest import did_you_mean
@@ -206,6 +207,8 @@ def _names(draft: Draft) -> Partition:
             f"{where}user {who.name} may not charge account {account!r} "
             f"(InvalidAccount: see podium share for yours)"
         )
+    if not who.is_admin:
+        _team_member(config, account, who, f"{g.where}: --account: " if g is not None else "")
     out["account"] = account
     qos = config.default_qos
     if (g := draft.given("qos")) is not None:
@@ -232,6 +235,25 @@ def _names(draft: Draft) -> Partition:
             )
     out["qos"] = qos
     return partition
+
+
+def _team_member(config: ClusterConfig, account: str, who: Caller, where: str) -> None:
+    """Raise SpecError when `account` is a team's and `who` may not charge it: a team's
+    account counts for the users the team lists, and for those its `accounts` entry
+    names (users or groups); an entry that names nobody opens it to nobody else (a
+    team's quota is not anyone's for the asking)."""
+    team = next((t for t in config.teams if account in t.accounts), None)
+    if team is None or who.name in team.users:
+        return
+    entry = config.account(account)
+    named = entry is not None and bool(entry.users or entry.allow_groups)
+    if named and entry is not None and entry.open_to(who.name, who.groups):
+        return
+    raise SpecError(
+        f"{where or 'default account: '}account {account!r} is team {team.name}'s and user "
+        f"{who.name} is not one of its members: the team lists its users (teams[].users), "
+        f"or accounts[] names who may charge {account!r} (users, allow_groups)"
+    )
 
 
 def check_fits(job: dict[str, Any], config: ClusterConfig) -> None:

@@ -22,8 +22,8 @@ from tests.integration.test_resiliency import health_cluster
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
-QOS = (
-    "qos:\n  - {name: high, priority: 1000}\n  - {name: normal, priority: 100}\n"
+QOS = (  # high may preempt (and so shrink) low; normal, though higher than low, may not
+    "qos:\n  - {name: high, priority: 1000, preempt: [low]}\n  - {name: normal, priority: 100}\n"
     "  - {name: low, priority: 10}\n"
     "elastic: {min_stable: '5:00', grow_delay: '0:02'}\n"
 )

@@ -12,7 +12,10 @@ from podium.sched.model import Elastic, Policy
 
 NODE = NodeView("n0", cpus=64, memory_mb=64000, gpus=tuple(GpuSlot(i, "h100") for i in range(8)))
 QOS = {"low": 10, "normal": 100, "high": 1000}
-POLICY = Policy(qos_priority=QOS, elastic_min_stable_s=300, elastic_grow_delay_s=60)
+PREEMPTS = {"normal": frozenset({"low"}), "high": frozenset({"low", "normal"})}
+POLICY = Policy(
+    qos_priority=QOS, preempts=PREEMPTS, elastic_min_stable_s=300, elastic_grow_delay_s=60
+)
 
 
 def elastic_job(job_id: int, low: int, high: int, step: int = 1, qos: str = "low") -> PendingJob:
@@ -58,6 +61,29 @@ def test_an_elastic_job_starts_as_large_as_fits() -> None:
     full = (other(9, range(0, 7)),)
     d = schedule(Snapshot(nodes=(NODE,), running=full, pending=(elastic_job(1, 2, 8),)), 0, POLICY)
     assert d.starts == () and d.reasons[1] == "Resources"  # not even MIN fits
+
+
+def test_a_higher_qos_shrinks_an_elastic_job_only_where_its_qos_may_preempt() -> None:
+    """Issue 43: shrinking obeys the QoS preempt lists, as preemption does. A job of a
+    higher QoS priority whose QoS preempts nothing waits: it neither shrinks a lower
+    QoS's elastic job nor preempts it, however new that job is."""
+    running = (running_elastic(5, range(0, 6), 2, 6, start=0), other(9, range(6, 8)))
+    no_lists = dataclasses.replace(POLICY, preempts={})
+    d = schedule(Snapshot(nodes=(NODE,), running=running, pending=(plain(1, 3),)), 10, no_lists)
+    assert (d.resizes, d.preempts, d.reasons[1]) == ((), (), "Resources")
+    only_high = dataclasses.replace(POLICY, preempts={"high": frozenset({"low"})})
+    d = schedule(Snapshot(nodes=(NODE,), running=running, pending=(plain(1, 3),)), 10, only_high)
+    assert d.resizes == ()  # normal preempts nothing here
+    d = schedule(
+        Snapshot(nodes=(NODE,), running=running, pending=(plain(1, 3, "high"),)), 10, only_high
+    )
+    assert [(r.job_id, r.replicas) for r in d.resizes] == [(5, 3)]
+    # the same QoS priority: only once the elastic job has been stable long enough
+    same = (running_elastic(5, range(0, 6), 2, 6, start=0, qos="normal"), other(9, range(6, 8)))
+    d = schedule(Snapshot(nodes=(NODE,), running=same, pending=(plain(1, 3),)), 10, no_lists)
+    assert d.resizes == ()
+    d = schedule(Snapshot(nodes=(NODE,), running=same, pending=(plain(1, 3),)), 400, no_lists)
+    assert [(r.job_id, r.replicas) for r in d.resizes] == [(5, 3)]
 
 
 def test_a_higher_priority_job_shrinks_an_elastic_job_instead_of_preempting_it() -> None:

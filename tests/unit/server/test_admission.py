@@ -124,6 +124,45 @@ def test_qos_and_accounts_are_open_only_to_their_members() -> None:
     assert access["account_qos"] == {"vision": ["normal", "low"]}
 
 
+def test_a_teams_account_is_its_members_only() -> None:
+    """Issue 43: with the documented team (`accounts: [nlp]`, no users) and no account
+    list, any user could charge nlp and reclaim its quota from other users' jobs. A
+    team's account now counts only for the team's users, or for those the account's
+    entry names; an entry naming nobody opens it to nobody else."""
+    base = config().model_dump()
+    teams = [
+        {"name": "nlp", "cohort": "lab", "quota": {"gpus": 2}, "accounts": ["nlp"]},
+        {"name": "vision", "cohort": "lab", "quota": {"gpus": 2}, "users": ["amy"],
+         "accounts": ["vis"]},
+    ]  # fmt: skip
+
+    def submit(cfg: ClusterConfig, who: Caller, *options: str) -> JobSpec:
+        request = SubmitRequest(script="#!/bin/sh\n", options=list(options), cwd="/tmp")
+        return build_job(request, cfg, who, NOW, EmbeddedAdmission()).spec
+
+    cfg = ClusterConfig.model_validate(dict(base, teams=teams))
+    mallory = Caller(1003, 1003, "mallory", groups=("mallory",))
+    with pytest.raises(SpecError, match="account 'nlp' is team nlp's and user mallory is not"):
+        submit(cfg, mallory, "--account=nlp")
+    with pytest.raises(SpecError, match="team vision's"):
+        submit(cfg, mallory, "-A", "vis")
+    assert submit(cfg, Caller(1004, 1004, "amy"), "-A", "vis").account == "vis"
+    assert submit(cfg, mallory).account == "mallory"  # an account of no team: as before
+    root = Caller(0, 0, "root", is_admin=True)
+    assert submit(cfg, root, "--account=nlp").account == "nlp"
+    named = dict(base, teams=teams, accounts=[
+        {"name": "nlp", "users": [{"name": "bob"}], "allow_groups": ["nlp-lab"]},
+        {"name": "vis"}, {"name": "mallory"},
+    ])  # fmt: skip
+    cfg = ClusterConfig.model_validate(named)
+    assert submit(cfg, Caller(1005, 1005, "bob"), "--account=nlp").account == "nlp"
+    assert submit(cfg, Caller(1006, 1006, "eve", groups=("nlp-lab",)), "-A", "nlp")
+    with pytest.raises(SpecError, match="may not charge account 'nlp'"):
+        submit(cfg, mallory, "--account=nlp")
+    with pytest.raises(SpecError, match="team vision's"):  # an open entry opens no team
+        submit(cfg, mallory, "--account=vis")
+
+
 def test_what_slurm_accepts_is_accepted() -> None:
     spec = build(options=["--mem=0"])
     assert spec.mem_mb == 64000 and spec.mem_request == ("mem", 0)  # all of the node's
