@@ -18,9 +18,11 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
+from tests.integration.test_permissions import _as, other_user
 from tests.integration.test_resiliency import health_cluster
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+__all__ = ["other_user"]  # the fixture, used here by name
 
 QOS = (  # high may preempt (and so shrink) low; normal, though higher than low, may not
     "qos:\n  - {name: high, priority: 1000, preempt: [low]}\n  - {name: normal, priority: 100}\n"
@@ -121,6 +123,33 @@ def test_an_elastic_job_shrinks_for_a_higher_qos_and_grows_back(cluster: Cluster
     assert any(line.split()[0] == str(job) and " 4 " in line for line in queue.splitlines())
     c.cli("cancel", str(job), check=True)
     assert c.wait(job)["state"] == "CANCELLED"
+
+
+def test_a_higher_qos_that_preempts_nothing_shrinks_no_one(
+    cluster: Cluster, other_user: str
+) -> None:
+    """Issue 43, item 7: a second user's elastic job (QoS low) was shrunk by any job of
+    a higher QoS, though that QoS's preempt list did not name low, and every user may
+    use it: three submit-and-cancel cycles in 50 s forced 6 resizes. Here `normal`
+    (priority 100 > 10) preempts nothing: its jobs wait, and the elastic job is never
+    resized; `high` lists low, and does shrink it."""
+    c = cluster
+    done = _as(c, other_user, "submit", "--parsable", "--qos=low", "--elastic=1:4",
+               "--gpus-per-task=1", "--resize-grace=5", "--wrap", "exec sleep 300")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    theirs = int(done.stdout)
+    _until(c, theirs, lambda j: j["state"] == "RUNNING" and j["replicas"] == 4)
+    for _ in range(3):  # the attack: submit and cancel, again and again
+        mine = c.submit("--qos=normal", "--gpus=2", "--wrap", "sleep 300")
+        assert c.wait_reason(mine, "Resources")["state"] == "PENDING"
+        time.sleep(0.6)  # several passes
+        c.cli("cancel", str(mine), check=True)
+    kept = c.job(theirs)
+    assert (kept["state"], kept["replicas"], kept["resizes"]) == ("RUNNING", 4, 0)
+    urgent = c.submit("--qos=high", "--gpus=1", "--wrap", "sleep 300")
+    _until(c, theirs, lambda j: j["resizes"] == 1 and j["replicas"] == 3)
+    c.cli("cancel", str(urgent), check=True)
+    assert _as(c, other_user, "cancel", str(theirs)).returncode == 0
 
 
 def test_a_job_that_ignores_the_resize_is_stopped_at_the_deadline(cluster: Cluster) -> None:

@@ -105,3 +105,30 @@ def test_idle_quota_is_shared_by_weight_between_two_users_teams(other_user: str)
         assert _as(c, other_user, "cancel", *map(str, theirs)).returncode == 0
     finally:
         teardown_cluster(c)
+
+
+def test_a_user_outside_a_team_cannot_charge_its_account(other_user: str) -> None:
+    """Issue 43, item 8, in the documented example (team nlp with `accounts: [nlp]` and
+    no users): a user in no team submitted --account nlp, and its reclaim preempted
+    another user's borrowing job. Now the submission is refused in one line, and the
+    borrowing job runs on."""
+    teams = (
+        "teams:\n"
+        "  - {name: vision, cohort: lab, quota: {gpus: 1}, users: [root]}\n"
+        "  - {name: nlp, cohort: lab, quota: {gpus: 1}, accounts: [nlp]}\n"
+    )
+    c = make_cluster(gpus=2, kill_wait=1.0, extra=teams)
+    c.start()
+    try:
+        borrowing = c.submit("--gpus=2", "--wrap", "sleep 300")  # vision borrows nlp's GPU
+        c.wait(borrowing, {"RUNNING"})
+        refused = _as(c, other_user, "submit", "--account=nlp", "--gpus=1", "--wrap", "true")
+        assert refused.returncode != 0, refused.stdout
+        assert "account 'nlp' is team nlp's" in refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+        time.sleep(1.0)  # passes come and go: nothing reclaims for a job never accepted
+        assert c.job(borrowing)["state"] == "RUNNING" and c.job(borrowing)["restart_count"] == 0
+        assert not [j for j in json.loads(c.cli("queue", "--json").stdout) if j["account"] == "nlp"]
+        c.cli("cancel", str(borrowing), check=True)
+    finally:
+        teardown_cluster(c)
