@@ -60,8 +60,13 @@ def create(user: str | None, read_only: bool, expires: str | None, as_json: bool
         render.print_json(made)
         return
     rights = "read-only" if made["read_only"] else "full"
+    made_with = f", made with token {made['parent']}" if made.get("parent") else ""
     click.echo(
-        f"token {made['token_id']} for {made['user']} ({rights}), expires "
+        "for the dashboard: log in with it there; the browser keeps a read-only session, "
+        "never the token (docs/dashboard.md)"
+    )
+    click.echo(
+        f"token {made['token_id']} for {made['user']} ({rights}{made_with}), expires "
         f"{_when(made['expires'])}; shown once, keep it secret:"
     )
     click.echo(made["token"])
@@ -93,8 +98,10 @@ def revoke(token_id: str) -> None:
     """Revoke a token by its id (podium token list); it stops working at once."""
     if not re.fullmatch(r"[0-9a-f]{12}", token_id):
         raise SpecError(f"{token_id!r} is not a token id: give the ID column of podium token list")
-    Client().request("DELETE", f"/v1/tokens/{token_id}")
-    click.echo(f"revoked {token_id}")
+    done = Client().request("DELETE", f"/v1/tokens/{token_id}")
+    also = (done or {}).get("revoked_with_it") or []
+    click.echo(f"revoked {token_id}" + (f" and the tokens made with it: {', '.join(also)}"
+                                         if also else ""))  # fmt: skip
 
 
 __all__ = ["expiry_seconds", "token"]
