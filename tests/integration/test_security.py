@@ -51,8 +51,8 @@ def test_mail_user_cannot_become_an_option_and_mail_runs_as_the_user(other_user:
         job_id = int(ok.stdout)
         c.wait(job_id)
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and not log.exists():
-            time.sleep(0.05)
+        while time.monotonic() < deadline and not (log.exists() and log.read_text().strip()):
+            time.sleep(0.05)  # the file is made before the line is written: wait for both
         line = log.read_text().strip()
         entry = pwd.getpwnam(other_user)
         ids, _, args = line.partition(" | ")
