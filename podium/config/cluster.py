@@ -35,6 +35,7 @@ from podium.config.operations import (
 )
 from podium.config.team_config import Team, check_teams
 from podium.config.validation import one_line
+from podium.config.yaml_text import load_config_text
 from podium.errors import ConfigError
 
 __all__ = [
@@ -231,7 +232,7 @@ class ClusterConfig(Closed):
 def parse_config(text: str, what: str) -> ClusterConfig:
     """Parse and validate YAML config text; raise ConfigError with one line."""
     try:
-        data = yaml.safe_load(text) or {}
+        data = load_config_text(text) or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""

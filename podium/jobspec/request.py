@@ -10,6 +10,7 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from podium.api.suggest import did_you_mean
 from podium.config.validation import RequestModel
+from podium.config.yaml_text import NULLS, as_flag
 from podium.errors import SpecError
 from podium.jobspec.job_file import JOB_FILE_KEYS, yaml_mapping
 from podium.jobspec.options import OPTIONS, Given, parse_tokens, script_directives
@@ -155,6 +156,8 @@ def _yaml_options(text: str) -> tuple[list[Given], str | None, str | None, list[
     for key, value in data.items():
         name = str(key).replace("_", "-")
         where = f"job file key {key!r}"
+        if JOB_FILE_KEYS.get(name) in ("script", "command") and not isinstance(value, str):
+            raise SpecError(f"{where}: expected text (a block scalar: {key}: |)")
         if JOB_FILE_KEYS.get(name) == "script":
             script = str(value)
             if not script.startswith("#!"):
@@ -169,9 +172,9 @@ def _yaml_options(text: str) -> tuple[list[Given], str | None, str | None, list[
             command = str(value)
             continue
         if name == "args":
-            if not isinstance(value, list):
-                raise SpecError(f"{where}: expected a list of arguments")
-            args = [str(a) for a in value]
+            if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
+                raise SpecError(f"{where}: expected a list of arguments, e.g. [--lr, '0.1']")
+            args = list(value)
             continue
         opt = OPTIONS.get(name)
         if opt is not None and opt.scope == "cli":
@@ -181,17 +184,22 @@ def _yaml_options(text: str) -> tuple[list[Given], str | None, str | None, list[
         if opt is None:
             hint = did_you_mean(name, [*OPTIONS, *JOB_FILE_KEYS])
             raise SpecError(f"{where}: unknown key{hint}; keys are sbatch's long option names")
-        if opt.arg == "none" or (opt.arg == "optional" and isinstance(value, bool)):
-            if not isinstance(value, bool):
-                raise SpecError(f"{where}: expected true or false")
-            if name == "requeue" and value is False:
+        flag = as_flag(value) if isinstance(value, str) else None
+        if opt.arg == "none" or (opt.arg == "optional" and flag is not None):
+            if flag is None:
+                raise SpecError(f"{where}: expected true or false, not {str(value)[:40]!r}")
+            if name == "requeue" and flag is False:
                 given.append(Given("no-requeue", None, where))
-            elif value:
+            elif flag:
                 given.append(Given(name, None, where))
             continue
-        if isinstance(value, list | dict) or value is None:
-            raise SpecError(f"{where}: expected a single value")
-        given.append(Given(name, str(value), where))
+        if not isinstance(value, str) or value in NULLS:
+            what = "nothing" if isinstance(value, str) else "a list or mapping"
+            raise SpecError(
+                f"{where}: expected one value, as sbatch's --{name} takes it (e.g. "
+                f"{name}: VALUE), not {what}"
+            )
+        given.append(Given(name, value, where))
     if script is not None and command is not None:
         raise SpecError("job file: give either 'script' or 'command', not both")
     return given, script, command, args

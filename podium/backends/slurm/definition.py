@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from podium.api.mig import MODELS, MigLayoutError, model_for, place, profiles
 from podium.backends.slurm.aws_keys import strip_aws_only, unexpanded
+from podium.config.yaml_text import load_config_text
 from podium.errors import ConfigError
 
 # Instance types ParallelCluster users name most, and what Slurm needs of them:
@@ -299,7 +300,7 @@ def read_definition(text: str, what: str) -> tuple[ClusterDefinition, list[str]]
     (returned); anything else unknown is an error. Raises ConfigError, one line: the
     first problem's path and message."""
     try:
-        data = yaml.safe_load(text)
+        data = load_config_text(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{what}: not valid YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):

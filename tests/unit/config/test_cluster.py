@@ -78,3 +78,18 @@ def test_shortest_first_knobs_reach_the_policy() -> None:
     with pytest.raises(ConfigError) as info:
         parse_config("priority: {starve_after: forever}\n", "t")
     assert "\n" not in str(info.value) and "starve_after" in str(info.value)
+
+
+def test_times_in_the_config_are_read_as_written() -> None:
+    """Issue 44, item 1: YAML 1.1 reads an unquoted 2:00:00 as the integer 7200; the
+    config reads it as the time written, numbers and booleans as before."""
+    config = parse_config(
+        "partitions:\n  - {name: main, default: true, max_time: 2:00:00, default_time: 1:30}\n"
+        "scheduler: {preempt_exempt_time: 5:00, preemption: false}\n"
+        "elastic: {min_stable: 10:00}\nkill_wait_s: 5\n",
+        "test",
+    )
+    main = config.partitions[0]
+    assert (main.max_time_s, main.max_time, main.default_time) == (7200, "2:00:00", "1:30")
+    assert config.scheduler.preempt_exempt_s == 300 and config.scheduler.preemption is False
+    assert config.elastic.seconds(config.elastic.min_stable) == 600 and config.kill_wait_s == 5
