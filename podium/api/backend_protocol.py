@@ -138,8 +138,15 @@ class Backend:
 
     def control(self, action: Action, selection: Selection) -> list[int]:
         """Cancel, hold, release or requeue the selected jobs (an array task named
-        alone acts on that task only); the ids it acted on."""
+        alone acts on that task only); the ids it acted on, whose names as users write
+        them ("4_0" for an array's task) `names` then holds where they differ."""
+        self.names: dict[int, str] = {}
         return self._control(action, selection)
+
+    def named(self, job_ids: Sequence[int]) -> list[str]:
+        """`job_ids` as users name them (what the last `control` learnt of them)."""
+        names = getattr(self, "names", {})
+        return [names.get(j, str(j)) for j in job_ids]
 
     def send_signal(self, selection: Selection, sig: int, scope: str = "steps") -> list[int]:
         """`scancel --signal`: `sig` to the selected running jobs' srun steps ("steps"),

@@ -34,12 +34,21 @@ def start_daemon(
     """Start the daemon in the background for `home` and wait until it answers.
 
     Returns its ping answer. Raises PodiumError with the daemon's own error line when
-    it exits instead (e.g. an invalid cluster config).
+    it exits instead (e.g. an invalid cluster config), and when a daemon already runs
+    there that the options asked for would change (`podium up --http` on a daemon
+    without a listener said "Podium is up" and listened nowhere).
     """
     home.mkdir(parents=True, exist_ok=True)
     client = EmbeddedBackend(home, retry_s=0)  # a daemon that refuses is not running
     answer = _ping(client)
     if answer is not None:
+        changes = _changes(client, answer, gpus, cpus, config, http)
+        if changes:
+            raise PodiumError(
+                f"Podium is already up for {home} (pid {answer['pid']}) and "
+                f"{'; '.join(changes)}: to change it, podium down (running jobs keep "
+                "running), then podium up with the new options"
+            )
         return answer
     argv = [sys.executable, "-m", "podium.server.daemon", "--home", str(home)]
     if gpus is not None:
@@ -75,6 +84,35 @@ def start_daemon(
             raise PodiumError(f"the daemon exited with code {code}; see {log}")
         time.sleep(0.05)
     raise PodiumError(f"the daemon did not answer within {timeout:.0f}s; see {log}")
+
+
+def _changes(
+    client: EmbeddedBackend,
+    answer: dict[str, object],
+    gpus: int | None,
+    cpus: int | None,
+    config: Path | None,
+    http: str | None,
+) -> list[str]:
+    """What of the options asked for the running daemon does not have, in words."""
+    found = []
+    if http is not None and answer.get("http") != http:
+        listens = answer.get("http")
+        found.append(
+            f"it listens on {listens}, not --http {http}"
+            if listens
+            else f"it has no HTTP listener (--http {http})"
+        )
+    if config is not None and answer.get("config_file") != str(config.absolute()):
+        runs = answer.get("config_file") or "no config file"
+        found.append(f"it runs {runs}, not --config {config}")
+    if gpus is not None or cpus is not None:
+        node = client.nodes()[0]
+        if gpus is not None and node["gpus_total"] != gpus:
+            found.append(f"it has {node['gpus_total']} GPUs, not --gpus {gpus}")
+        if cpus is not None and node["cpus_total"] != cpus:
+            found.append(f"it has {node['cpus_total']} CPUs, not --cpus {cpus}")
+    return found
 
 
 @click.command()

@@ -109,7 +109,7 @@ def _hold_release(jobs: tuple[str, ...], action: Literal["hold", "release"]) -> 
     done = backend.control(action, Selection(ids, tasks=tasks))
     if not done:
         raise SpecError(f"none of {', '.join(jobs)} is pending: nothing to {action}")
-    click.echo(f"{key} " + " ".join(str(j) for j in done))
+    click.echo(f"{key} " + " ".join(backend.named(done)))
 
 
 @click.command()
@@ -136,7 +136,7 @@ def requeue(jobs: tuple[str, ...]) -> None:
     ids, tasks = job_refs_of(jobs)
     backend = open_backend()
     done = backend.control("requeue", Selection(ids, tasks=tasks))
-    click.echo("requeued " + " ".join(str(j) for j in done))
+    click.echo("requeued " + " ".join(backend.named(done)))
 
 
 @click.command()

@@ -150,7 +150,7 @@ def cancel(
     elif not done:
         print("no job matched")
     else:
-        print("cancelled " + " ".join(str(j) for j in done))
+        print("cancelled " + " ".join(backend.named(done)))
     return 0
 
 

@@ -58,6 +58,14 @@ def within(seconds: float) -> str:
     return f"in {s // 86400} days"
 
 
+def job_name(job: Allocation | PendingJob) -> str:
+    """A job as its user names it: "12", or "4_0" for task 0 of array 4 (its own id
+    is the daemon's business, as squeue shows)."""
+    if job.array_task_id is not None and job.array_job_id is not None:
+        return f"{job.array_job_id}_{job.array_task_id}"
+    return str(job.job_id)
+
+
 def gpu_list(indices: Iterable[int]) -> str:
     """GPU indices as "GPU 3" or "GPUs 0, 1, 2"."""
     shown = sorted(indices)
@@ -81,7 +89,7 @@ def _holder_words(allocs: list[Allocation], now: float) -> str:
         end = a.end_time()
         when = "no time limit" if end is None else f"ends {within(end - now)}"
         when += ", by its progress" if _by_progress(a) else ""
-        words.append(f"job {a.job_id} ({a.user}, {when})")
+        words.append(f"job {job_name(a)} ({a.user}, {when})")
     if len(ordered) > MAX_NAMED:
         words.append(f"{len(ordered) - MAX_NAMED} more")
     return ", ".join(words)
@@ -104,7 +112,7 @@ class Explainer:
         self.snap, self.policy, self.now = snap, policy, now
         self.expected = expected or {}
         self.fenced = fenced or {}
-        self._ahead: dict[int, tuple[int, list[int]]] | None = None
+        self._ahead: dict[int, tuple[int, list[PendingJob]]] | None = None
 
     def of(self, job: PendingJob, reason: str | None, now: float | None = None) -> list[Blocker]:
         """What keeps `job` (pending in the snapshot) from starting, most telling
@@ -134,7 +142,7 @@ class Explainer:
         elif reason in (Reason.RESOURCES, Reason.PRIORITY):
             if reason == Reason.PRIORITY:
                 found += self._ahead_of(job)
-            found += _room_blockers(job, snap, now, self.expected.get(job.job_id))
+            found += _room_blockers(job, snap, now, self.expected.get(job.job_id), self.expected)
         elif reason and reason != Reason.NONE:  # a team quota's own sentence (team_ledger)
             found.append(Blocker("quota", reason[0].upper() + reason[1:] + "."))
         if reason in (Reason.RESOURCES, Reason.PRIORITY, Reason.NODE_UNAVAILABLE):
@@ -147,7 +155,7 @@ class Explainer:
         if self._ahead is None:
             self._ahead = {}
             order, _ = queue_order(self.snap, self.now, self.policy, with_factors=False)
-            seen: dict[str, tuple[int, list[int]]] = {}
+            seen: dict[str, tuple[int, list[PendingJob]]] = {}
             for other in order:
                 count, first = seen.get(other.partition, (0, []))
                 self._ahead[other.job_id] = (count, first)
@@ -157,7 +165,7 @@ class Explainer:
                     or (other.begin_time is not None and other.begin_time > self.now)
                 )
                 if not waits_otherwise:
-                    named = [*first, other.job_id] if len(first) < MAX_NAMED else first
+                    named = [*first, other] if len(first) < MAX_NAMED else first
                     seen[other.partition] = (count + 1, named)
         count, first = self._ahead.get(job.job_id, (0, []))
         if not count:
@@ -167,8 +175,8 @@ class Explainer:
             Blocker(
                 "priority",
                 f"{count} job{'s' if count > 1 else ''} of partition {job.partition} come "
-                f"before it in priority order: {', '.join(map(str, first))}{more}.",
-                tuple(first),
+                f"before it in priority order: {', '.join(map(job_name, first))}{more}.",
+                tuple(j.job_id for j in first),
             )
         ]
 
@@ -247,9 +255,15 @@ def _gpus_of(allocs: list[Allocation]) -> int:
 
 
 def _room_blockers(
-    job: PendingJob, snap: Snapshot, now: float, expected: ExpectedStart | None
+    job: PendingJob,
+    snap: Snapshot,
+    now: float,
+    expected: ExpectedStart | None,
+    others: Mapping[int, ExpectedStart] | None = None,
 ) -> list[Blocker]:
-    """Who holds what it waits for, and when they end."""
+    """Who holds what it waits for, and when they end; where they end before its
+    expected start, the jobs the forecast starts there first (`others`: every job's
+    expected start), since it waits for those too."""
     if expected is not None:
         on_node = [a for a in snap.running if a.node == expected.node]
         wanted = set(expected.gpu_indices)
@@ -258,9 +272,20 @@ def _room_blockers(
             holders = [a for a in on_node if (a.end_time() or float("inf")) <= expected.start]
         where = f"{expected.node}" + (f" ({gpu_list(wanted)})" if wanted else "")
         text = f"It is expected to start {within(expected.start - now)} on {where}"
-        text += f", when these end: {_holder_words(holders, now)}." if holders else "."
+        text += f", when these end: {_holder_words(holders, now)}" if holders else ""
         ids = tuple(sorted({a.job_id for a in holders}))
-        return [Blocker("gpus", text, ids, expected.start)]
+        last = max((a.end_time() or expected.start for a in holders), default=now)
+        first = (
+            _started_there_first(job, snap, expected, others or {}) if last < expected.start else []
+        )
+        if first:
+            names = ", ".join(
+                f"job {job_name(p)} ({p.user}, expected to start {within(s.start - now)})"
+                for p, s in first[:MAX_NAMED]
+            )
+            text += f"{',' if holders else ''} after what the forecast runs there first: {names}"
+            ids = tuple(sorted({*ids, *(p.job_id for p, _ in first[:MAX_NAMED])}))
+        return [Blocker("gpus", text + ".", ids, expected.start)]
     nodes = _partition_nodes(job, snap)
     holders = [a for a in snap.running if a.node in nodes]
     endless = [a for a in holders if a.end_time() is None]
@@ -274,6 +299,25 @@ def _room_blockers(
     if holders:
         text += f"; what it needs is held by {_holder_words(holders, now)}"
     return [Blocker("forecast", text + ".", tuple(sorted({a.job_id for a in holders})))]
+
+
+def _started_there_first(
+    job: PendingJob,
+    snap: Snapshot,
+    expected: ExpectedStart,
+    others: Mapping[int, ExpectedStart],
+) -> list[tuple[PendingJob, ExpectedStart]]:
+    """Pending jobs the forecast starts before `job` on its node and GPUs (the whole
+    node when it waits for no GPU), soonest first."""
+    wanted = set(expected.gpu_indices)
+    found = []
+    for other in snap.pending:
+        seen = others.get(other.job_id)
+        if other.job_id == job.job_id or seen is None or seen.node != expected.node:
+            continue
+        if seen.start < expected.start and (not wanted or wanted & set(seen.gpu_indices)):
+            found.append((other, seen))
+    return sorted(found, key=lambda pair: (pair[1].start, pair[0].job_id))
 
 
 def _partition_nodes(job: PendingJob, snap: Snapshot) -> set[str]:
@@ -341,4 +385,4 @@ def _fenced_blockers(
     return out
 
 
-__all__ = ["Blocker", "ExpectedStart", "Explainer", "gpu_list", "within"]
+__all__ = ["Blocker", "ExpectedStart", "Explainer", "gpu_list", "job_name", "within"]

@@ -164,6 +164,7 @@ class Allocation:
     exclusive: Exclusive = Exclusive.NONE
     name: str = ""
     array_job_id: int | None = None
+    array_task_id: int | None = None  # as users name it: ARRAY_TASK (blockers' sentences)
     qos: str = ""
     account: str = ""
     start_time: float = 0.0
@@ -241,6 +242,7 @@ class PendingJob:
     dependency_any: bool = False
     kill_on_invalid_dep: bool = False
     array_job_id: int | None = None
+    array_task_id: int | None = None  # a task's own row (requeued): ARRAY_TASK to users
     array_throttle: int | None = None
     qos: str = ""
     account: str = ""
@@ -266,6 +268,7 @@ class PendingJob:
             exclusive=self.exclusive,
             name=self.name,
             array_job_id=self.array_job_id,
+            array_task_id=self.array_task_id,
             qos=self.qos,
             account=self.account,
             start_time=now,

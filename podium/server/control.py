@@ -21,6 +21,7 @@ from podium.jobspec.job import JobState
 from podium.recover.agent import HealthAgent
 from podium.recover.ladder import Health, Label
 from podium.run.executor import LocalExecutor
+from podium.server.job_rows import display_id
 from podium.server.reactor import Reactor
 from podium.store.db import Row
 from podium.store.mig_layouts import MigLayouts
@@ -96,7 +97,7 @@ class Control:
         if foreign:
             r = foreign[0]
             raise PermissionDenied(
-                f"job {r['job_id']} belongs to {r['user']}; you may act only on your own jobs"
+                f"job {display_id(r)} belongs to {r['user']}; you may act only on your own jobs"
             )
 
     def _task_rows(self, who: Caller, tasks: Sequence[tuple[int, int]]) -> list[Row]:
@@ -132,9 +133,11 @@ class Control:
         done = []
         for r in rows:
             if r["state"] != RUNNING:
-                raise SpecError(f"job {r['job_id']} is pending: only a running job is requeued")
+                raise SpecError(
+                    f"job {display_id(r)} is {_state_words(r)}: only a running job is requeued"
+                )
             if not self.reactor.spec(r).requeue:
-                raise SpecError(f"job {r['job_id']} was submitted with --no-requeue")
+                raise SpecError(f"job {display_id(r)} was submitted with --no-requeue")
         for r in rows:
             self.store.set_preempt_mode(r["job_id"], PreemptMode.REQUEUE)
             self.store.event(
@@ -181,7 +184,8 @@ class Control:
         self._own(who, [row])
         if row["state"] != RUNNING:
             raise SpecError(
-                f"job {job_id} is {row['state'].lower()}: only a running job reports {reports}"
+                f"job {display_id(row)} is {_state_words(row)}: only a running job reports "
+                f"{reports}"
             )
         return row
 
@@ -193,7 +197,8 @@ class Control:
         idle = [r for r in rows if r["state"] != RUNNING]
         if idle:
             raise SpecError(
-                f"job {idle[0]['job_id']} is {idle[0]['state']}: only a running job gets a signal"
+                f"job {display_id(idle[0])} is {_state_words(idle[0])}: only a running job "
+                "gets a signal"
             )
         done = []
         for r in rows:
@@ -217,7 +222,8 @@ class Control:
         live = [r for r in rows if r["state"] in (PENDING, RUNNING)]
         if not live:
             raise SpecError(
-                f"job {job_id} is {rows[0]['state']}: only a pending or running job's limit changes"
+                f"job {display_id(rows[0])} is {_state_words(rows[0])}: only a pending or "
+                "running job's limit changes"
             )
         caps = {p.name: p.max_time_s for p in self.reactor.config.partitions}
         for r in live:
@@ -226,7 +232,7 @@ class Control:
             raising = raising or (old is not None and seconds is not None and seconds > old)
             if raising and not who.is_admin:
                 raise PermissionDenied(
-                    f"only an administrator may raise job {r['job_id']}'s time limit "
+                    f"only an administrator may raise job {display_id(r)}'s time limit "
                     f"(from {_limit(old)} to {_limit(seconds)}); you may lower it"
                 )
             cap = caps.get(r["partition"])
@@ -294,9 +300,11 @@ class Control:
         rank. For the job's owner or an admin. Returns the rank's pid."""
         row = self.store.job(job_id)
         if row["uid"] != who.uid and not who.is_admin:
-            raise PermissionDenied(f"job {job_id} belongs to {row['user']}")
+            raise PermissionDenied(f"job {display_id(row)} belongs to {row['user']}")
         if row["state"] != RUNNING:
-            raise SpecError(f"job {job_id} is {row['state']}: only a running job can be hit")
+            raise SpecError(
+                f"job {display_id(row)} is {_state_words(row)}: only a running job can be hit"
+            )
         pids = self.executor.task_pids(job_id)
         if rank not in pids:
             ranks = f"0-{len(pids) - 1}" if pids else "none started yet"
@@ -328,3 +336,10 @@ class Control:
 
 def _limit(seconds: int | None) -> str:
     return "UNLIMITED" if seconds is None else format_duration(seconds)
+
+
+def _state_words(row: Row) -> str:
+    """A job's state as a sentence says it: "pending", "completed", "held"."""
+    if row["state"] == PENDING and row["held"]:
+        return "held"
+    return str(row["state"]).lower()

@@ -67,6 +67,7 @@ class Controller:
         self.reactor = Reactor(store, config, node, self.health, self.planner, effects, clock)
         self.lock = self.reactor.lock
         self.agent: HealthAgent | None = None
+        self.config_file: str | None = None  # where the config came from (podium up reads it)
         # the GPUs' NVML values by index (node.gpu_telemetry; nothing on declared GPUs)
         self.telemetry: Callable[[list[int]], dict[int, dict[str, float]]] = no_telemetry
         real_gpus = from_nvml(node.gpus)

@@ -217,8 +217,9 @@ def declared(config: ClusterConfig, gpus: list[GpuInfo]) -> bool:
     return config.node.gpus.source == "declared" or not from_nvml(gpus)
 
 
-def serve(home: Path, config: ClusterConfig) -> None:
-    """Run the daemon in this process until it is stopped."""
+def serve(home: Path, config: ClusterConfig, config_file: Path | None = None) -> None:
+    """Run the daemon in this process until it is stopped (`config_file`: where its
+    config came from, which `podium up` compares with what it is asked for)."""
     # Scheduling passes run on a worker thread: hand the interpreter to the API's
     # threads within half a millisecond (not the default 5 ms) when they need it.
     sys.setswitchinterval(0.0005)
@@ -246,6 +247,7 @@ def serve(home: Path, config: ClusterConfig) -> None:
         executor.launcher.warm_up()  # the first job need not wait for its imports
     applied = MigLayouts(store).all_applied(config.node.name)
     controller = Controller(home, config, store, executor, local_node(config, gpus, applied))
+    controller.config_file = str(config_file) if config_file is not None else None
     agent = HealthAgent(
         home,
         config,
@@ -378,7 +380,8 @@ def main(argv: list[str] | None = None) -> int:
             except ValueError as exc:
                 raise ConfigError(f"--http {exc}") from None
             config.http = HttpListener(listen=args.http)
-        serve(home, config)
+        used = args.config or paths.config_path(home)
+        serve(home, config, used.absolute() if used.exists() else None)
     except PodiumError as exc:
         print(f"podium: {exc}", file=sys.stderr)
         return exc.exit_code

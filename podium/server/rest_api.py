@@ -159,6 +159,7 @@ def create_app(
             "kill_wait_s": controller.config.kill_wait_s,
             "max_array_size": controller.config.max_array_size,
             "http": controller.config.http.listen,
+            "config_file": controller.config_file,
         }
 
     call = controller.locked
@@ -221,7 +222,7 @@ def create_app(
         selection, who = body.selection(), caller(request)
         done = call(control.cancel, who, selection)
         wake()
-        return {"cancelled": done}
+        return {"cancelled": done, "display_ids": call(views.display_ids, done)}
 
     @app.post("/v1/jobs/signal")
     def send_signal(request: Request, body: SignalRequest) -> dict[str, Any]:
@@ -232,7 +233,8 @@ def create_app(
 
     @app.post("/v1/jobs/hold")
     def hold(request: Request, body: SelectionBody) -> dict[str, Any]:
-        return {"held": call(control.hold, caller(request), body.selection(), True)}
+        done = call(control.hold, caller(request), body.selection(), True)
+        return {"held": done, "display_ids": call(views.display_ids, done)}
 
     @app.post("/v1/jobs/{job_id}/time-limit")
     def time_limit(request: Request, job_id: JobIdPath, body: TimeLimit) -> dict[str, Any]:
@@ -250,13 +252,14 @@ def create_app(
 
     @app.post("/v1/jobs/requeue")
     def requeue(request: Request, body: SelectionBody) -> dict[str, Any]:
-        return {"requeued": call(control.requeue, caller(request), body.selection())}
+        done = call(control.requeue, caller(request), body.selection())
+        return {"requeued": done, "display_ids": call(views.display_ids, done)}
 
     @app.post("/v1/jobs/release")
     def release(request: Request, body: SelectionBody) -> dict[str, Any]:
         done = call(control.hold, caller(request), body.selection(), False)
         wake()
-        return {"released": done}
+        return {"released": done, "display_ids": call(views.display_ids, done)}
 
     @app.get("/v1/forecast")
     def forecast(request: Request) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from podium.sched.model import Allocation
 from podium.sched.team_ledger import team_table
 from podium.server.job_rows import (
     GpuUnits,
+    display_id,
     gpu_owners,
     job_record,
     job_records,
@@ -202,6 +203,10 @@ class Views:
         if said is not None and row["state"] == RUNNING:  # what it says of how far it is
             record["progress"] = said.record()
         return record
+
+    def display_ids(self, job_ids: list[int]) -> list[str]:
+        """The jobs' ids as users write them ("4_0" for a task of array 4), in order."""
+        return [display_id(self.store.job(j)) for j in job_ids]
 
     def nodes(self) -> list[dict[str, Any]]:
         node = self.node

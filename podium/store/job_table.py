@@ -253,7 +253,8 @@ class JobStore(JobChanges):
         """PENDING jobs (all, or those among `job_ids`) with what the scheduler reads of
         them: their brief, never the stored spec."""
         query = """SELECT job_id, user, name, account, partition, qos, submit_time, cpus,
-                     mem_mb, gpus, nice, held, array_job_id, array_throttle, time_limit_s,
+                     mem_mb, gpus, nice, held, array_job_id, array_task_id, array_throttle,
+                     time_limit_s,
                      exclude, brief, array_pending, elastic_state FROM jobs
                    WHERE state='PENDING'"""
         if job_ids is None:

@@ -333,7 +333,11 @@ class EmbeddedBackend(Backend):
         key = {"cancel": "cancelled", "hold": "held", "release": "released", "requeue": "requeued"}[
             action
         ]
-        done: list[int] = self.client.post(f"/v1/jobs/{action}", body)[key]
+        answer = self.client.post(f"/v1/jobs/{action}", body)
+        done: list[int] = answer[key]
+        shown = answer.get("display_ids") or []
+        if len(shown) == len(done):
+            self.names = {j: str(n) for j, n in zip(done, shown, strict=True) if str(j) != n}
         return done
 
     def _send_signal(self, selection: Selection, sig: int, scope: str) -> list[int]:

@@ -156,3 +156,41 @@ def test_an_end_from_reported_progress_is_said_to_be_so() -> None:
     (gpus,) = explain(snap, now=300)[2]
     assert gpus.until == 1500
     assert "job 1 (alice, ends in 20 min, by its progress)" in gpus.text
+
+
+def test_array_tasks_are_named_as_users_name_them() -> None:
+    """Issue 44, item 3: blockers named an array task by its internal id ("job 6")
+    where the queue shows 4_0."""
+    snap = Snapshot(
+        nodes=(NODE,),
+        running=(running(6, (0, 1, 2, 3), 600, array_job_id=4, array_task_id=0),),
+        pending=(job(7, 2), job(8, 2, array_job_id=5, array_task_id=3)),
+    )
+    found = explain(snap, now=0)
+    assert "job 4_0 (alice, ends in 10 min)" in found[7][0].text and "job 6" not in found[7][0].text
+    ahead = next(b for b in found[8] if b.kind == "priority")
+    assert "priority order: 7." in ahead.text
+    first = next(b for b in explain(
+        Snapshot(nodes=(NODE,), running=snap.running, pending=(job(8, 2, array_job_id=5,
+                 array_task_id=3), job(9, 4))), now=0)[9] if b.kind == "priority")  # fmt: skip
+    assert "priority order: 5_3." in first.text and first.job_ids == (8,)
+
+
+def test_a_job_behind_one_the_forecast_starts_first_names_that_one_too() -> None:
+    """Issue 44, item 3: the sentence named only the running holder, which ends long
+    before the job's expected start; it waits for the job the forecast starts there
+    first, and says so."""
+    snap = Snapshot(
+        nodes=(NODE,),
+        running=(running(1, (0, 1, 2, 3), 600),),
+        pending=(job(2, 4, limit=3600), job(3, 4, limit=60)),
+    )
+    found = explain(snap, now=0)[3]  # job 2 comes first in priority order, too
+    gpus = next(b for b in found if b.kind == "gpus")
+    assert "expected to start in 1 h 10 min" in gpus.text
+    assert "job 1 (alice, ends in 10 min)" in gpus.text
+    assert (
+        "after what the forecast runs there first: job 2 (carol, expected to start in 10 min)"
+        in gpus.text
+    )
+    assert gpus.job_ids == (1, 2)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from podium.api.selection import Selection
+from podium.api.selection import JobFilter, Selection
 from podium.errors import NotFound, PermissionDenied, SpecError
 from tests.unit.server.harness import ADMIN, BOB, ME, Cluster
 
@@ -55,6 +55,28 @@ def test_requeue_takes_running_jobs_only_and_honours_no_requeue(c: Cluster) -> N
         c.control.requeue(ME, Selection((keep,)))
     assert c.control.requeue(ME, Selection((go,))) == [go]
     assert ("requeue", go) in c.effects.signals
+
+
+def test_refusals_name_the_state_and_the_task_as_users_see_them(c: Cluster) -> None:
+    """Issue 44, item 3: requeue of a COMPLETED job said "is pending", and an array
+    task was named by its internal id ("job 6") where the queue shows 4_0."""
+    done = c.submit("--gpus=1")
+    c.reactor.tick()
+    c.end(done)
+    c.reactor.tick()
+    with pytest.raises(SpecError, match=f"job {done} is completed: only a running job"):
+        c.control.requeue(ME, Selection((done,)))
+    held = c.submit("--gpus=1", "--hold")
+    with pytest.raises(SpecError, match=f"job {held} is held: only a running job"):
+        c.control.requeue(ME, Selection((held,)))
+    array = c.submit("--gpus=2", "--array=0-1")
+    c.reactor.tick()  # task 0 starts: a row of its own, with an id of its own
+    running = c.store.jobs(JobFilter(states=("RUNNING",)))
+    task = next(r for r in running if r["array_task_id"] == 0)
+    assert task["job_id"] != array
+    with pytest.raises(PermissionDenied, match=f"job {array}_0 belongs to alice"):
+        c.control.send_signal(BOB, Selection((), tasks=((array, 0),)), 10, "batch")
+    assert c.views.display_ids([task["job_id"], done]) == [f"{array}_0", str(done)]
 
 
 def test_hold_and_release_change_pending_jobs(c: Cluster) -> None:
