@@ -5,6 +5,7 @@ against a real daemon: help that lists every option, the YAML job file, squeue's
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -80,3 +81,61 @@ def test_nodes_say_what_the_cgroups_enforce(shared_cluster: Cluster) -> None:
     for resource, how in node["enforcement"].items():
         row = next(line for line in out.splitlines() if f" {resource} " in line)
         assert how.split(":")[0] in row
+
+
+def test_a_job_files_unquoted_time_is_the_time_written(shared_cluster: Cluster) -> None:
+    """Issue 44, item 1: `time: 2:00:00` was a 5-day limit (YAML 1.1's base-60 7200,
+    read as minutes) and `time: 1:30` 90 minutes; now they are what sbatch reads."""
+    c = shared_cluster
+    for written, seconds in (("2:00:00", 7200), ("1:30", 90), ("45", 2700), ("1-0", 86400)):
+        (c.work / "t.yaml").write_text(f"time: {written}\nhold: yes\ncommand: true\n")
+        job = int(c.cli("submit", "--parsable", "-f", "t.yaml", check=True).stdout)
+        assert c.job(job)["time_limit_s"] == seconds, written
+        c.cli("cancel", str(job), check=True)
+    (c.work / "t.yaml").write_text("time:\ncommand: true\n")
+    bad = c.cli("submit", "-f", "t.yaml")
+    assert bad.returncode == 2 and "'time': expected one value" in bad.stderr
+
+
+def test_up_on_a_running_daemon_refuses_what_it_would_not_do(shared_cluster: Cluster) -> None:
+    """Issue 44, item 2: `podium up --http HOST:PORT` on a running daemon printed
+    "Podium is up" and listened nowhere; the README's next command then failed."""
+    c = shared_cluster
+    again = c.cli("up")
+    assert again.returncode == 0 and "Podium is up" in again.stdout  # nothing asked: fine
+    for args, words in (
+        (("--http", "127.0.0.1:18999"), "it has no HTTP listener (--http 127.0.0.1:18999)"),
+        (("--gpus", "2"), "it has 4 GPUs, not --gpus 2"),
+        (("--cpus", "3"), "it has 64 CPUs, not --cpus 3"),
+    ):
+        refused = c.cli("up", *args)
+        assert refused.returncode != 0 and words in refused.stderr, refused.stderr
+        assert "podium down" in refused.stderr and refused.stderr.count("\n") == 1
+    assert c.cli("up", "--gpus", "4").returncode == 0  # what it has: fine
+
+
+def test_refusals_say_the_state_and_the_task_as_the_queue_shows_them(
+    shared_cluster: Cluster,
+) -> None:
+    """Issue 44, item 3: `podium requeue` of a COMPLETED job said "is pending"; an
+    array task was named by its internal id."""
+    c = shared_cluster
+    done = c.submit("--wrap", "true")
+    c.wait(done)
+    refused = c.cli("requeue", str(done))
+    assert f"job {done} is completed: only a running job is requeued" in refused.stderr
+    array = c.submit("--array=0-1", "--wrap", "true")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        tasks = [j for j in json.loads(c.cli("queue", "--all", "--json").stdout)
+                 if j["array_job_id"] == array and j["state"] == "COMPLETED"]  # fmt: skip
+        if len(tasks) == 2:
+            break
+        time.sleep(0.2)
+    refused = c.cli("requeue", f"{array}_0")
+    assert f"job {array}_0 is completed" in refused.stderr, refused.stderr
+    held = c.submit("--hold", "--array=0-2", "--wrap", "true")
+    released = c.cli("release", f"{held}_1", check=True)
+    assert released.stdout.strip() == f"released {held}_1", released.stdout
+    cancelled = c.cli("cancel", str(held), check=True)
+    assert cancelled.stdout.split()[0] == "cancelled" and f"{held}_" in cancelled.stdout
