@@ -11,6 +11,7 @@ import click
 from podium import paths
 from podium.backends.embedded.client import EmbeddedBackend
 from podium.cli import render
+from podium.cli.progress import while_working
 from podium.errors import DaemonUnavailable
 from podium.node.health.check_results import Status, worst_status
 
@@ -67,7 +68,14 @@ def health(
     records = None
     if config is None:  # a running daemon runs them: results become events and act
         try:
-            data = EmbeddedBackend(home, timeout=3600).health(deep)
+            backend = EmbeddedBackend(home, timeout=3600)
+            if deep:  # minutes of burn-in and bandwidth: say it is working
+                data = while_working(
+                    "podium health", "deep checks on the daemon's node",
+                    lambda: backend.health(deep),
+                )  # fmt: skip
+            else:
+                data = backend.health(deep)
             records = data["results"]
         except DaemonUnavailable:
             pass
@@ -75,7 +83,13 @@ def health(
         path = config or paths.config_path(home)
         cluster = load_config(path) if path.exists() else default_config()
         inventory = resolve_inventory(cluster.node.gpus, place=str(home))
-        results = run_checks(node_checks(cluster, home, inventory, nvml_probe()), deep=deep)
+        checks = node_checks(cluster, home, inventory, nvml_probe())
+        if deep:
+            results = while_working(
+                "podium health", "deep checks", lambda: run_checks(checks, deep=deep)
+            )
+        else:
+            results = run_checks(checks, deep=deep)
         records = [r.to_json() for r in results]
         home.mkdir(parents=True, exist_ok=True)
         append_results(home / "health.jsonl", cluster.node.name, results)

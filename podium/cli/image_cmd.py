@@ -8,6 +8,7 @@ import datetime as dt
 import click
 
 from podium.cli import render
+from podium.cli.progress import while_working
 from podium.errors import SpecError
 from podium.run.containers.images.cache import Cache
 from podium.run.containers.images.importer import import_image
@@ -29,7 +30,10 @@ def import_(uri: str, output: str | None, arch: str | None) -> None:
     oci:PATH[:REF]. Without --output it goes to your image cache, where
     --container-image=REFERENCE finds it; prints where it went."""
     try:
-        click.echo(import_image(uri, output, arch))
+        click.echo(
+            while_working("podium image import", f"importing {uri}",
+                          lambda: import_image(uri, output, arch))
+        )  # fmt: skip
     except ImageError as exc:
         raise SpecError(str(exc)) from None
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
+import time
+from typing import Any
 
 import click
 
 from podium.backends import open_backend
+from podium.cli.progress import Progress
 from podium.cli.yardstick import Yardstick, host_names, outcome, submit, wait
 
 
@@ -67,7 +70,15 @@ def nccl_test(
         click.echo(job_id)
         return
     print(f"podium: nccl-test is job {job_id}; waiting for it", file=sys.stderr, flush=True)
-    [ended] = wait(backend, [job_id], output, os.getcwd())
+    with Progress("podium nccl-test") as progress:
+        task = progress.task(f"job {job_id}", unit="s")
+
+        def seen(record: dict[str, Any]) -> None:
+            waits = f" ({record['reason']})" if record["state"] == "PENDING" else ""
+            task.update(time.monotonic() - task.began, f"{record['state']}{waits}")
+
+        [ended] = wait(backend, [job_id], output, os.getcwd(), seen)
+        task.finish(ended.record["state"])
     if ended.output is not None:
         sys.stdout.write(ended.output)
     if ended.record["state"] != "COMPLETED":

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from podium.cli import render
+from podium.cli.progress import Progress
 from podium.errors import SpecError
 from podium.sched.model import TeamRules
 
@@ -224,37 +225,52 @@ def sim(
     if time_scale != 1.0:
         jobs = [replace(j, submit_time=j.submit_time * time_scale) for j in jobs]
     results: list[dict[str, Any]] = []
-    for mode in modes:
-        for kind in kinds:
-            options = SimOptions(
-                checkpoint_interval_s=checkpoint_interval,
-                time_limit_factor=time_limit_factor,
-                pass_interval_s=pass_interval,
-                sharing=mode,
-                mps_units=mps_units,
-                teams=rules,
-                elastic_share=elastic_share,
-                elastic_mode=kind or "shrink",
-                restart_cost_s=restart_cost,
-                progress_after_s=progress_after,
-            )
-            baseline = None if forecast_error else simulate(jobs, cluster, "fifo-backfill", options)
-            for name in names:
-                if forecast_error:
-                    samples = forecast_errors(
-                        jobs, cluster, name, options, sample_every=forecast_sample
+    with Progress("podium sim") as progress:
+        for mode in modes:
+            for kind in kinds:
+                options = SimOptions(
+                    checkpoint_interval_s=checkpoint_interval,
+                    time_limit_factor=time_limit_factor,
+                    pass_interval_s=pass_interval,
+                    sharing=mode,
+                    mps_units=mps_units,
+                    teams=rules,
+                    elastic_share=elastic_share,
+                    elastic_mode=kind or "shrink",
+                    restart_cost_s=restart_cost,
+                    progress_after_s=progress_after,
+                )
+                where = "".join(f", {x}" for x in (mode if len(modes) > 1 else "", kind) if x)
+                baseline = None
+                if not forecast_error:
+                    task = progress.task(f"fifo-backfill{where} (the baseline)", len(jobs), "jobs")
+                    baseline = simulate(
+                        jobs, cluster, "fifo-backfill", options, on_progress=task.counted
                     )
-                    results.append(error_row(name, samples))
-                    continue
-                result = simulate(jobs, cluster, name, options)
-                row = {**summarize(result), "sharing": mode}
-                if baseline is not None:  # the most any job waits, relative to fifo-backfill
-                    row["wait_vs_fifo_bf"] = round(wait_ratio_max(result, baseline), 2)
-                if kind:
-                    row["elastic"] = kind
-                if rules.teams:
-                    row["teams"] = team_summary(result, rules)
-                results.append(row)
+                    task.finish()
+                for name in names:
+                    task = progress.task(f"{name}{where}", len(jobs), "jobs")
+                    if forecast_error:
+                        samples = forecast_errors(
+                            jobs, cluster, name, options, sample_every=forecast_sample,
+                            on_progress=task.counted,
+                        )  # fmt: skip
+                        results.append(error_row(name, samples))
+                        task.finish(f"{len(samples)} forecasts")
+                        continue
+                    if name == "fifo-backfill" and baseline is not None:
+                        result = baseline  # the same replay: deterministic
+                    else:
+                        result = simulate(jobs, cluster, name, options, on_progress=task.counted)
+                    row = {**summarize(result), "sharing": mode}
+                    task.finish(f"avg JCT {row['avg_jct_s']} s")
+                    if baseline is not None:  # the most any job waits, vs fifo-backfill
+                        row["wait_vs_fifo_bf"] = round(wait_ratio_max(result, baseline), 2)
+                    if kind:
+                        row["elastic"] = kind
+                    if rules.teams:
+                        row["teams"] = team_summary(result, rules)
+                    results.append(row)
     if as_json:
         render.print_json(results)
         return

@@ -10,10 +10,11 @@ file holds nccl-tests' table. Used by `podium nccl-test` and `podium health --de
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -140,10 +141,17 @@ def submit(backend: Backend, request: dict[str, Any]) -> int:
     return int(record["job_id"])
 
 
-def wait(backend: Backend, job_ids: Sequence[int], pattern: str, cwd: str) -> list[Ended]:
+def wait(
+    backend: Backend,
+    job_ids: Sequence[int],
+    pattern: str,
+    cwd: str,
+    on_state: Callable[[dict[str, Any]], None] | None = None,
+) -> list[Ended]:
     """Wait for every job to end; each one's record and output text. The output path is
     the record's while the job is known to the scheduler, else `pattern` with %j and
-    %x filled in, under `cwd` when relative."""
+    %x filled in, under `cwd` when relative. `on_state` is told each record read while
+    it waits (what a long wait shows)."""
     seen: dict[int, str] = {}
     ended: list[Ended] = []
     for job_id in job_ids:
@@ -151,6 +159,8 @@ def wait(backend: Backend, job_ids: Sequence[int], pattern: str, cwd: str) -> li
             record = backend.job(job_id)
             if record.get("stdout"):
                 seen[job_id] = str(record["stdout"])
+            if on_state is not None:
+                on_state(record)
             if record["state"] in TERMINAL_STATES:
                 break
             time.sleep(0.5)
@@ -167,12 +177,32 @@ def wait(backend: Backend, job_ids: Sequence[int], pattern: str, cwd: str) -> li
 
 
 def outcome(ended: Ended) -> str:
-    """One line for a job that did not complete: its state and exit code."""
+    """One line for a job that did not complete: its state, exit code and what it said
+    of why (its own error line, when its output has one)."""
     record = ended.record
     code = record.get("exit_code")
-    return f"job {ended.job_id} ended {record['state']}" + (
+    line = f"job {ended.job_id} ended {record['state']}" + (
         f" (exit {code})" if code is not None else ""
     )
+    why = error_line(ended.output or "")
+    return f"{line}: it said: {why}" if why else line
+
+
+def error_line(output: str) -> str | None:
+    """The line of a failed job's output that says why: a traceback's last line (the
+    exception), else the last line that names an error (the program's own before srun's
+    "task 0: Exited with exit code 2"), else None. Control characters are dropped."""
+    from podium.api.text import printable
+
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    if any(ln.startswith("Traceback (most recent call last)") for ln in lines):
+        raised = [ln for ln in lines if re.match(r"^[A-Za-z_][\w.]*(Error|Exception)\b", ln)]
+        if raised:
+            return printable(raised[-1])[:300]
+    said = [ln for ln in lines if re.search(r"\b(error|cannot|not installed|not found|failed)\b",
+                                            ln, re.I)]  # fmt: skip
+    own = [ln for ln in said if not ln.startswith(("srun: ", "slurmstepd: "))]  # not the launcher's
+    return printable((own or said)[-1])[:300] if said else None
 
 
 def host_names(option: str, expr: str) -> list[str]:

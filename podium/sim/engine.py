@@ -145,11 +145,14 @@ def simulate(
     policy_name: str,
     options: SimOptions,
     on_arrival: Callable[[Snapshot, float, list[int]], None] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> SimResult:
     """Replay `trace` on `nodes` under the named policy (see POLICIES). With
     `on_arrival`, after the arrivals of each instant and before its pass, it is called
     with the snapshot a pass would read then, the time and the arrived job ids (what a
-    forecast at submission sees: `podium.sim.forecast_error`)."""
+    forecast at submission sees: `podium.sim.forecast_error`). With `on_progress`, it is
+    called with the jobs finished so far and the jobs replayed, at each instant that
+    finished one (what a long replay shows on the terminal)."""
     policy = replace(POLICIES[policy_name], teams=options.teams)
     sharing = plan(trace, nodes, options.sharing, options.mps_units)
     views = tuple(sharing.view(n) for n in nodes)
@@ -274,6 +277,7 @@ def simulate(
             groups=list(groups.groups.values()),
         )
 
+    finished = 0
     while events:
         now = events[0][0]
         arrived: list[int] = []
@@ -290,6 +294,7 @@ def simulate(
                 end_run(job_id, now)
                 outcomes[job_id].end = now
                 ended = True
+                finished += 1
         # With nothing pending, a pass is due only where an elastic job may grow: its
         # delay ended (a wake) or GPUs came free (an end).
         grow_due = (
@@ -301,6 +306,8 @@ def simulate(
             )
         )
         wakes.discard(now)
+        if ended and on_progress is not None:
+            on_progress(finished, len(runnable))
         ended = False
         if on_arrival is not None and arrived:
             on_arrival(snapshot_at(now), now, arrived)

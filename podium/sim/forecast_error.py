@@ -12,6 +12,7 @@ by backfill, nor jobs ending before their limits, which start others earlier.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from podium.sched.model import Snapshot
@@ -105,10 +106,11 @@ def forecast_errors(
     options: SimOptions,
     max_passes: int = 100,
     sample_every: int = 1,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> list[Sample]:
     """Replay `trace` under `policy_name`, forecasting at submission every
     `sample_every`-th job (by submission order); one Sample per forecast job that
-    started in the replay."""
+    started in the replay (`on_progress`: as `simulate` takes it)."""
     policy = replace(POLICIES[policy_name], teams=options.teams)
     order = {j.job_id: i for i, j in enumerate(sorted(trace, key=lambda j: j.submit_time))}
     predicted: dict[int, tuple[float, float | None]] = {}
@@ -122,7 +124,9 @@ def forecast_errors(
             start = found.get(job_id)
             predicted[job_id] = (now, None if start is None else start.start)
 
-    result = simulate(trace, nodes, policy_name, options, on_arrival=at_submit)
+    result = simulate(
+        trace, nodes, policy_name, options, on_arrival=at_submit, on_progress=on_progress
+    )
     samples = []
     for out in result.outcomes:
         got = predicted.get(out.job.job_id)

@@ -40,3 +40,25 @@ def test_more_than_one_node_is_refused_with_the_hint(cluster: Cluster) -> None:
     assert done.returncode == 2
     assert "the embedded cluster has 1 node (use backend: slurm" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_run_that_fails_says_why_in_its_own_words(cluster: Cluster) -> None:
+    """Issue 44, item 5: the command said only "job 1 ended FAILED (exit 2)" where the
+    job's output said why in one line; it now ends with that line, and shows the job's
+    state while it waits (plain lines when stderr is not a terminal)."""
+    bin_dir = cluster.work / "nccl-bin"
+    bin_dir.mkdir(exist_ok=True)
+    perf = bin_dir / "all_reduce_perf"
+    perf.write_text(
+        "#!/bin/sh\necho '# nccl-tests version 2.13.9'\n"
+        "echo 'all_reduce_perf: Test failure common.cu:1058 NCCL error: unhandled cuda error' >&2\n"
+        "exit 2\n"
+    )
+    perf.chmod(0o755)
+    done = cluster.cli("nccl-test", "-g", "1", "--nccl-tests", str(bin_dir), timeout=180)
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert re.search(
+        r"job \d+ ended FAILED \(exit \d+\): it said: all_reduce_perf: .*NCCL error", last
+    ), done.stderr
+    assert re.search(r"podium nccl-test: job \d+: started", done.stderr), done.stderr

@@ -254,6 +254,16 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    try:
+        import numpy  # noqa: F401  (torch.distributed's object collectives need it)
+    except ImportError:
+        print(
+            f"collective_perf: numpy is not installed on {socket.gethostname()} and torch "
+            "needs it to gather the ranks' names: install podium[torch] there (it brings "
+            "numpy), or nccl-tests",
+            file=sys.stderr,
+        )
+        return 2
     rank, world, local = place()
     cuda = torch.cuda.is_available() and os.environ.get("CUDA_VISIBLE_DEVICES", "") != ""
     if cuda:
