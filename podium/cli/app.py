@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from podium import __version__
 from podium.errors import PodiumError
 
 # command name -> (module, attribute, one-line help)
@@ -87,7 +88,7 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="podium", prog_name="podium")
+@click.version_option(__version__, prog_name="podium")
 def cli() -> None:
     """Podium: Slurm-style scheduling for GPU training jobs, on one machine or more."""
 

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -160,11 +161,33 @@ def up(
     )
     if node.get("gpu_note"):
         click.echo(f"note: {node['gpu_note']}")
+    for hint in start_hints(node):
+        click.echo(f"hint: {hint}")
     if answer.get("http"):
         click.echo(
             f"HTTP API on http://{answer['http']} (by token: podium token create; "
             f"PODIUM_URL=http://{answer['http']} PODIUM_TOKEN=... podium queue)"
         )
+
+
+def start_hints(node: dict[str, Any]) -> list[str]:
+    """What a new user should know of the node just started (issue 44, item 6): no
+    GPUs found, or fewer CPUs than GPUs (each job takes a CPU at least, so GPUs would
+    sit idle while jobs wait for CPUs)."""
+    gpus, cpus = int(node["gpus_total"]), int(node["cpus_total"])
+    hints = []
+    if gpus == 0:
+        hints.append(
+            "no GPUs were found (no NVIDIA driver here): declare some to try GPU jobs, "
+            "podium down && podium up --gpus 4"
+        )
+    elif cpus < gpus:
+        hints.append(
+            f"{gpus} GPUs but {cpus} CPUs: each job takes at least one CPU, so at most {cpus} "
+            f"jobs run at once and GPUs may sit idle; declare more CPUs with --cpus (as "
+            f"podium demo does), e.g. podium down && podium up --gpus {gpus} --cpus {gpus * 2}"
+        )
+    return hints
 
 
 def stop_daemon(home: Path, timeout: float = 15.0) -> int | None:

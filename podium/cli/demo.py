@@ -187,6 +187,8 @@ def demo(home: Path | None, keep: bool, http: str | None, timeout: float, faults
         client.close()
         if not keep:
             stop_daemon(home)
+        else:
+            click.echo(f"The demo's daemon keeps running: PODIUM_HOME={home} podium down stops it.")
     if not ok:
         sys.exit(1)
     _tidy(home, made and not keep)

@@ -119,6 +119,8 @@ def add_dashboard(
                 "Podium",
                 "<section><h2>GPUs</h2><div id=gpus class=muted>loading</div></section>"
                 "<section><h2>Queue</h2><div id=queue class=muted>loading</div></section>"
+                "<section><h2>Finished in the last hour</h2><div id=finished class=muted>"
+                "loading</div></section>"
                 "<section><h2>Health events</h2><div id=health class=muted>loading</div>"
                 "</section>",
                 page="index",

@@ -40,9 +40,7 @@ class Housekeeping:
         reactor.collect()
         if reactor.planner.mps.live:
             self.stop_idle_mps()
-        policy = reactor.policy
-        by_checkpoint = reactor.config.scheduler.preempt_victims == "least_lost_work"
-        if policy.may_preempt and by_checkpoint and reactor.clock() >= self._next_checkpoint_sample:
+        if reactor.clock() >= self._next_checkpoint_sample:
             self._next_checkpoint_sample = reactor.clock() + reactor.config.health.interval_s
             self.sample_checkpoints()
         if self.real_gpus and reactor.clock() >= self._next_memory_sample:
@@ -69,19 +67,26 @@ class Housekeeping:
 
     def sample_checkpoints(self) -> None:
         """Note each running job's newest checkpoint (a file in its
-        PODIUM_CHECKPOINT_DIR, as auto-resume reads them) for preemption, which stops
-        the jobs that lose the least work since theirs (podium.sched.preempt); only on
-        a cluster where some QoS or team may preempt (`Policy.may_preempt`), as nothing
-        else reads them. The
+        PODIUM_CHECKPOINT_DIR, as auto-resume reads them): preemption stops the jobs
+        that lose the least work since theirs (podium.sched.preempt), and a newer one
+        than the last sample is a `checkpoint` event in the job's timeline, at the
+        file's time (`podium show`, the dashboard). Every `health.interval_s`; the
         directories are walked outside the lock, 10,000 entries at most each."""
         reactor = self.reactor
         with reactor.lock:
-            dirs = {
-                r["job_id"]: reactor.planner.checkpoint_dir(r["job_id"], reactor.spec(r))
-                for r in reactor.running_rows()
-            }
+            rows = reactor.running_rows()
+            dirs = {r["job_id"]: reactor.planner.checkpoint_dir(r["job_id"], reactor.spec(r))
+                    for r in rows}  # fmt: skip
+            started = {r["job_id"]: r["start_time"] or 0.0 for r in rows}
         found = {job_id: newest_checkpoint(path) for job_id, path in dirs.items()}
         with reactor.lock:
+            for job_id, t in sorted(found.items()):
+                before = reactor.checkpoints.get(job_id, 0.0)
+                if t is not None and t > before and t >= started[job_id]:
+                    reactor.store.event(
+                        t, "checkpoint", job_id=job_id,
+                        detail="saved (a newer file in PODIUM_CHECKPOINT_DIR)",
+                    )  # fmt: skip
             reactor.checkpoints = {j: t for j, t in found.items() if t is not None}
             reactor.reported = {j: t for j, t in reactor.reported.items() if j in dirs}
             reactor.progress.keep(dirs)

@@ -171,6 +171,7 @@ def create_app(
         if record["state"] == "PENDING":
             found = controller.forecasts.records(only=record["job_id"])["jobs"]
             record["expected_start"] = found[0]["expected_start"] if found else None
+            record["expected_start_epoch"] = found[0]["expected_start_epoch"] if found else None
             record["blockers"] = found[0]["blockers"] if found else []
         return record
 

@@ -8,6 +8,7 @@ neither root's job nor its output."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -32,7 +33,9 @@ def dashboard() -> Iterator[tuple[Cluster, str]]:
         pytest.skip("chromium and chromium-driver are not installed (.ci/run installs them)")
     pytest.importorskip("selenium")
     port = _free_port()
-    c = make_cluster(gpus=4, cpus=8, extra=f"http: {{listen: '127.0.0.1:{port}'}}\n")
+    c = make_cluster(
+        gpus=4, cpus=8, extra=f"http: {{listen: '127.0.0.1:{port}'}}\nhealth: {{interval_s: 0.5}}\n"
+    )
     c.start()
     yield c, f"http://127.0.0.1:{port}"
     teardown_cluster(c)
@@ -162,3 +165,29 @@ def test_a_second_user_sees_the_grid_but_not_roots_job(
     refused = httpx.get(f"{url}/v1/jobs/{mine}/log", headers=bearer, timeout=10)
     assert refused.status_code == 403 and "belongs to root" in refused.json()["error"]
     c.cli("cancel", str(mine), check=True)
+
+
+def test_finished_jobs_checkpoints_and_plain_words(
+    dashboard: tuple[Cluster, str], browser: Any
+) -> None:
+    """Issue 44, item 7: finished jobs vanished from the main page, a job's page showed
+    `lost GPU-seconds {}` and ISO times beside the browser's, and its timeline listed no
+    checkpoints of a job that saved every few steps."""
+    c, url = dashboard
+    saves = (
+        'for i in 1 2 3; do sleep 1.2; date > "$PODIUM_CHECKPOINT_DIR/step-$i.pt"; done; '
+        "echo trained"
+    )
+    job = c.submit("-J", "saves-often", "--wrap", saves)
+    c.wait(job)
+    _login(browser, url, _token(c, "--read-only"))
+    row = f'tr[data-ended="{job}"]'
+    _until(lambda: "saves-often" in _text(browser, row) and "COMPLETED" in _text(browser, row))
+    browser.get(f"{url}/jobs/{job}")
+    _until(lambda: "timeline" in _text(browser, "#job"))
+    page = _text(browser, "#job")
+    assert "lost GPU-seconds none" in page and "{}" not in page
+    facts = _text(browser, "#job table")
+    assert "ended" in facts and not re.search(r"\d{4}-\d\d-\d\dT\d", facts)  # no ISO times
+    timeline = _text(browser, "#job table + h2 + table")
+    assert timeline.count("checkpoint") >= 2, timeline

@@ -26,8 +26,15 @@ async function getJSON(path) {
   return body;
 }
 
+// Every time on the page in the browser's own locale and zone, from epoch seconds.
 function when(epoch) {
   return epoch == null ? "N/A" : new Date(epoch * 1000).toLocaleString();
+}
+
+function duration(seconds) {
+  if (seconds == null) return "";
+  const s = Math.round(seconds), h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60);
+  return h ? `${h} h ${String(m).padStart(2, "0")} min` : m ? `${m} min ${s % 60} s` : `${s} s`;
 }
 
 function percent(value) {
@@ -61,10 +68,19 @@ function blockerList(blockers) {
   return el("ul", { class: "blockers" }, ...(blockers || []).map((b) => el("li", { "data-kind": b.kind }, b.text)));
 }
 
+function lostWords(lost) {
+  const parts = Object.entries(lost || {}).filter(([, v]) => v > 0).map(([cause, v]) => `${cause} ${Math.round(v)}`);
+  return parts.length ? parts.join(", ") : "none";
+}
+
+const RECENT_S = 3600;  // finished jobs shown on the main page: those of the last hour
+
 async function refreshIndex() {
-  const [nodes, jobs, forecast, telemetry, health] = await Promise.all([
+  const since = Math.floor(Date.now() / 1000) - RECENT_S;
+  const [nodes, jobs, forecast, telemetry, health, ended] = await Promise.all([
     getJSON("/v1/nodes"), getJSON("/v1/jobs"), getJSON("/v1/forecast"),
-    getJSON("/v1/gpus/telemetry"), getJSON("/v1/health/events?limit=20")]);
+    getJSON("/v1/gpus/telemetry"), getJSON("/v1/health/events?limit=20"),
+    getJSON(`/v1/acct?since=${since}`)]);
   const users = {};
   for (const job of jobs.jobs) users[job.job_id] = job.user;
   const grid = el("div", { class: "grid" });
@@ -85,6 +101,17 @@ async function refreshIndex() {
   const table = el("table", {}, el("tr", {}, ...["JOB", "NAME", "USER", "STATE", "GPUS",
     "NODE / WHY IT WAITS", "EXPECTED START"].map((h) => el("th", {}, h))), ...rows);
   document.getElementById("queue").replaceChildren(jobs.jobs.length ? table : el("p", { class: "muted" }, "no jobs"));
+  // The last hour's finished jobs, newest first: a job that ends does not just vanish.
+  const done = ended.jobs.filter((j) => j.end_epoch != null && !["PENDING", "RUNNING"].includes(j.state))
+    .sort((a, b) => b.end_epoch - a.end_epoch).slice(0, 20);
+  const finished = el("table", {}, el("tr", {}, ...["JOB", "NAME", "USER", "STATE", "EXIT", "ELAPSED", "ENDED"]
+    .map((h) => el("th", {}, h))), ...done.map((j) => el("tr", { "data-ended": j.job_id },
+      el("td", {}, el("a", { href: `/jobs/${j.job_id}` }, j.display_id)), el("td", {}, j.name),
+      el("td", {}, j.user), el("td", {}, j.state), el("td", {}, j.exit_code ?? ""),
+      el("td", {}, duration(j.elapsed_s)), el("td", {}, when(j.end_epoch)))));
+  const recent = document.getElementById("finished");
+  recent.className = "";
+  recent.replaceChildren(done.length ? finished : el("p", { class: "muted" }, "no job ended in the last hour"));
   const events = el("table", {}, el("tr", {}, el("th", {}, "TIME"), el("th", {}, "NODE"), el("th", {}, "EVENT")),
     ...health.events.map((e) => el("tr", { class: "event" }, el("td", {}, when(e.time)), el("td", {}, e.node || ""),
       el("td", {}, e.detail || e.kind))));
@@ -102,11 +129,12 @@ async function refreshJob(id) {
     ["QoS", job.qos], ["GPUs", (job.gpu_ids || []).join(", ") || job.gpus],
     ["node", job.node || ""], ["reason", job.reason === "None" ? "-" : job.reason], ["restarts", job.restart_count],
     ["GPU-seconds (every run)", job.gpu_seconds_all_runs],
-    ["lost GPU-seconds", JSON.stringify(job.lost_gpu_seconds || {})]];
+    ["lost GPU-seconds", lostWords(job.lost_gpu_seconds)],
+    ["submitted", when(job.submit_epoch)], ["started", when(job.start_epoch)], ["ended", when(job.end_epoch)]];
   const spent = job.gpu_seconds_all_runs || 0;
   const lost = Object.values(job.lost_gpu_seconds || {}).reduce((a, b) => a + b, 0);
   facts.push(["goodput", spent > 0 ? `${(100 * (spent - lost) / spent).toFixed(1)} %` : "-"]);
-  if (job.state === "PENDING") facts.push(["expected start", job.expected_start || "N/A"]);
+  if (job.state === "PENDING") facts.push(["expected start", when(job.expected_start_epoch)]);
   if (job.progress) {
     const p = job.progress;
     const end = p.expected_end === null ? "its end is estimated from its next report" : `expected to end ${when(p.expected_end)}`;
