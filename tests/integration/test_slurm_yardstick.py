@@ -122,7 +122,12 @@ def test_bisection_names_and_drains_the_slow_node(slurm: SlurmCluster, tmp_path:
     try:
         found = _run(slurm, tmp_path, *health)
         assert found.returncode == 2, found.stderr + found.stdout  # critical
-        assert "6 run(s) in 4 round(s)" in found.stdout, found.stdout
+        # The answer, and a bound: load may make a healthy pair measure below the floor
+        # and cost a retest (issue 44, item 9: 8 runs in 5 rounds, 10 in 6, same node).
+        counted = re.search(r"(\d+) run\(s\) in (\d+) round\(s\)", found.stdout)
+        assert counted is not None, found.stdout
+        runs, rounds = int(counted[1]), int(counted[2])
+        assert 6 <= runs <= 12 and 4 <= rounds <= runs, found.stdout
         assert "drained debug-st-g-3: nccl-health: all_reduce busbw" in found.stdout
         drained = slurm.node("debug-st-g-3")
         assert drained["state"] in ("drained", "draining"), drained
