@@ -12,6 +12,7 @@ suggestion. Nothing is silently ignored.
 from __future__ import annotations
 
 from podium.api.fields import Fields
+from podium.api.long_options import Ambiguous, resolve_long
 from podium.api.suggest import did_you_mean
 from podium.errors import SpecError
 
@@ -228,8 +229,16 @@ def parse_tokens(
         if tok.startswith("--") and len(tok) > 2:
             name, eq, inline = tok[2:].partition("=")
             opt = OPTIONS.get(name)
-            if opt is None:
-                raise _unknown(name, where, "--")
+            if opt is None:  # getopt_long takes any unambiguous prefix, as sbatch does
+                try:
+                    full = resolve_long(
+                        f"--{name}", [f"--{n}" for n in OPTIONS], lambda n: OPTIONS[n[2:]].long
+                    )
+                except Ambiguous as exc:
+                    raise SpecError(f"{where}: {exc}") from None
+                if full is None:
+                    raise _unknown(name, where, "--")
+                opt = OPTIONS[full[2:]]
             value: str | None
             if opt.arg == "none":
                 if eq:

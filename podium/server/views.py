@@ -250,6 +250,14 @@ class Views:
                 "features": self.config.node.features,
                 "enforcement": node.enforcement,
                 "partitions": [p.name for p in self.config.partitions],
+                "partition_limits": {
+                    p.name: {
+                        "default": p is self.config.default_partition,
+                        "priority_tier": p.priority_tier,
+                        "max_time_s": p.max_time_s,
+                    }
+                    for p in self.config.partitions
+                },
                 "gpus": gpus,
             }
         ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from podium.api import selection
+from podium.api.long_options import resolve_long
 
 
 def job_ids(text: str) -> list[int]:
@@ -36,9 +37,10 @@ def read_options(
     """`args` as (name, value) pairs in order, by the names `valued` (options that take
     a value) and `flags` (bare options, value "") map them to, and the other words;
     a repeated option gives a pair each time. Read as getopt_long reads Slurm's: `-x
-    VALUE`, `-xVALUE`, `--long VALUE`, `--long=VALUE`, bundled short flags (`-nX`,
-    `-nu NAME`), and `--` ending the options. An option in neither raises ValueError
-    ending with `unsupported`."""
+    VALUE`, `-xVALUE`, `--long VALUE`, `--long=VALUE`, any unambiguous prefix of a long
+    option (`--job` for `--jobs`), bundled short flags (`-nX`, `-nu NAME`), and `--`
+    ending the options. An option in neither raises ValueError ending with
+    `unsupported`; an ambiguous prefix raises it in getopt_long's words."""
     given: list[tuple[str, str]] = []
     words: list[str] = []
     i = 0
@@ -48,20 +50,43 @@ def read_options(
         if word == "--":
             words.extend(args[i:])
             break
-        key, eq, value = word.partition("=")
-        if key.startswith("--") and key in valued:
-            if not eq:
-                value, i = _next_word(key, args, i)
-            given.append((valued[key], value))
+        if word.startswith("--") and len(word) > 2:
+            i = _long_option(word, args, i, valued, flags, unsupported, given)
         elif word in flags:
             given.append((flags[word], ""))
-        elif word.startswith("-") and not word.startswith("--") and len(word) > 1:
-            i = _short_options(word, args, i, valued, flags, unsupported, given)
         elif word.startswith("-") and len(word) > 1:
-            raise ValueError(f"option {word} is not supported here ({unsupported})")
+            i = _short_options(word, args, i, valued, flags, unsupported, given)
         else:
             words.append(word)
     return given, words
+
+
+def _long_option(
+    word: str,
+    args: list[str],
+    i: int,
+    valued: Mapping[str, str],
+    flags: Mapping[str, str],
+    unsupported: str,
+    given: list[tuple[str, str]],
+) -> int:
+    """Read one long option (`--name`, `--name=VALUE`, `--name VALUE`, or any
+    unambiguous prefix of its name, as getopt_long reads it) into `given`; the index of
+    the next word."""
+    key, eq, value = word.partition("=")
+    longs = [n for n in (*valued, *flags) if n.startswith("--")]
+    name = resolve_long(key, longs, lambda n: valued.get(n) or flags.get(n))
+    if name is None:
+        raise ValueError(f"option {key} is not supported here ({unsupported})")
+    if name in valued:
+        if not eq:
+            value, i = _next_word(name, args, i)
+        given.append((valued[name], value))
+    elif eq:
+        raise ValueError(f"option {name} takes no value (got {word!r})")
+    else:
+        given.append((flags[name], ""))
+    return i
 
 
 def _short_options(

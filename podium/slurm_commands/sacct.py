@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from podium.api.states import slurm_reason
 from podium.api.times import format_duration
 from podium.slurm_commands.args import job_ids, read_options
 from podium.slurm_commands.squeue import COMPACT
@@ -111,7 +112,12 @@ FIELDS: dict[str, tuple[str, int, Callable[[Row], Any], Callable[[Row, Row], Any
         lambda j, s: "",
     ),
     "workdir": ("WorkDir", 20, lambda j: j["work_dir"], lambda j, s: ""),
-    "reason": ("Reason", 20, lambda j: j.get("reason") or "None", lambda j, s: "None"),
+    "reason": (
+        "Reason",
+        20,
+        lambda j: slurm_reason(j["state"], j.get("reason")),
+        lambda j, s: "None",
+    ),
     "qos": ("QOS", 10, lambda j: j.get("qos") or "", lambda j, s: ""),
     "comment": ("Comment", 20, lambda j: j.get("comment") or "", lambda j, s: ""),
     "submit": (
@@ -256,8 +262,29 @@ Line = Mapping[str, Any]  # a node as one partition lists it: its record and "pa
 
 
 def _gres(n: Line) -> str:
+    """`gpu:TYPE:N` as gres.conf names a type, `gpu:N` for GPUs of no type of their own
+    (Podium's declared default type "gpu" is none: `gpu:gpu:4` is not Slurm's)."""
     gpus, kind = n.get("gpus_total") or 0, n.get("gpu_type")
-    return (f"gpu:{kind}:{gpus}" if kind else f"gpu:{gpus}") if gpus else "(null)"
+    if not gpus:
+        return "(null)"
+    return f"gpu:{kind}:{gpus}" if kind and kind != "gpu" else f"gpu:{gpus}"
+
+
+def _limits(n: Line) -> Mapping[str, Any]:
+    found: Mapping[str, Any] = (n.get("partition_limits") or {}).get(n["partition"], {})
+    return found
+
+
+def _starred(n: Line) -> str:
+    """%P: the partition, starred when it is the default, as sinfo marks it."""
+    return str(n["partition"]) + ("*" if _limits(n).get("default") else "")
+
+
+def _timelimit(n: Line) -> str:
+    """%l: the partition's time limit as sinfo prints it: `infinite`, else
+    [days-]hours:minutes:seconds."""
+    seconds = _limits(n).get("max_time_s")
+    return "infinite" if seconds is None else format_duration(seconds)
 
 
 def _cpus_aiot(n: Line) -> str:
@@ -278,10 +305,11 @@ def _short_state(n: Line) -> str:
 
 # letter -> (title, -, value): as squeue's FIELDS, for squeue's renderer
 SINFO_FIELDS: dict[str, tuple[str, tuple[str, ...], Callable[[Line], Any]]] = {
-    "P": ("PARTITION", (), lambda n: n["partition"]),
+    "P": ("PARTITION", (), _starred),
     "R": ("PARTITION", (), lambda n: n["partition"]),
     "a": ("AVAIL", (), lambda n: "up"),
-    "l": ("TIMELIMIT", (), lambda n: "infinite"),
+    "l": ("TIMELIMIT", (), _timelimit),
+    "p": ("PRIO_TIER", (), lambda n: _limits(n).get("priority_tier", 1)),
     "D": ("NODES", (), lambda n: n["count"]),
     "N": ("NODELIST", (), lambda n: n["names"]),
     "n": ("HOSTNAMES", (), lambda n: n["names"]),

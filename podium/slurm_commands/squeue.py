@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 
+from podium.api.states import TERMINAL_STATES, slurm_reason
 from podium.api.times import format_duration
 from podium.slurm_commands.args import job_ids, read_options
 
@@ -48,9 +49,21 @@ START_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %20Y %R"
 _FIELD_RE = re.compile(r"%(\.)?(\d*)([a-zA-Z%])")
 
 
+def _me() -> str:
+    """The calling user's name, from its uid (its number where no name is known)."""
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return str(os.getuid())
+
+
 def _reason_or_nodes(job: Mapping[str, Any]) -> str:
     if job["state"] == "PENDING":
         return f"({job.get('reason') or 'None'})"
+    if job["state"] in TERMINAL_STATES and not job.get("node"):  # never ran anywhere
+        return f"({slurm_reason(job['state'], job.get('reason'))})"
     return str(job.get("node") or "")
 
 
@@ -84,7 +97,7 @@ FIELDS: dict[str, tuple[str, tuple[str, ...], Callable[[Mapping[str, Any]], Any]
     "b": ("TRES_PER_NODE", ("gpus",), lambda j: f"gres:gpu:{j['gpus']}" if j["gpus"] else "N/A"),
     "N": ("NODELIST", ("node",), lambda j: j.get("node") or ""),
     "R": ("NODELIST(REASON)", ("state", "reason", "node"), _reason_or_nodes),
-    "r": ("REASON", ("reason",), lambda j: j.get("reason") or "None"),
+    "r": ("REASON", ("state", "reason"), lambda j: slurm_reason(j["state"], j.get("reason"))),
     "Z": ("WORK_DIR", ("work_dir",), lambda j: j["work_dir"]),
     "y": ("NICE", ("nice",), lambda j: j["nice"]),
     "V": ("SUBMIT_TIME", ("submit_time",), lambda j: (j.get("submit_time") or "N/A")[:19]),
@@ -216,8 +229,8 @@ def squeue(
             array = True
         elif name == "start":
             start = True
-        elif name == "me":
-            users.add(os.environ.get("USER") or os.environ.get("SLURM_JOB_USER") or "")
+        elif name == "me":  # the caller's uid, as Slurm reads it: never $USER
+            users.add(_me())
         elif name == "user":
             users.update(items)
         elif name == "jobs":

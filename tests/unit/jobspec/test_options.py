@@ -23,8 +23,22 @@ def test_long_short_and_attached_forms() -> None:
 
 
 def test_unknown_option_suggests_the_nearest() -> None:
-    with pytest.raises(SpecError, match=r"x: unknown option --gpu \(did you mean --gpus\?\)"):
+    with pytest.raises(SpecError, match=r"x: unknown option --gpsu \(did you mean --gpus\?\)"):
+        parse_tokens(["--gpsu=2"], "x")
+
+
+def test_long_options_by_unambiguous_prefix_as_sbatch() -> None:
+    """Issue 45: getopt_long takes any unambiguous prefix (`--job=x` is --job-name);
+    a prefix of several options is refused as sbatch refuses it."""
+    given, _ = parse_tokens(["--job=x", "--gpus-per-n=2", "--exclus"], "x")
+    assert [(g.long, g.value) for g in given] == [
+        ("job-name", "x"), ("gpus-per-node", "2"), ("exclusive", None)]  # fmt: skip
+    with pytest.raises(SpecError, match=r"x: option '--gpu' is ambiguous; possibilities: "):
         parse_tokens(["--gpu=2"], "x")
+    with pytest.raises(
+        SpecError, match=r"'--tim' is ambiguous; possibilities: '--time' '--time-min'"
+    ):
+        parse_tokens(["--tim=5"], "x")
 
 
 def test_engine_only_options_are_read_for_the_backend_to_judge() -> None:

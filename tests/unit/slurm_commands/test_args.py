@@ -35,7 +35,8 @@ def test_options_as_getopt_reads_them(
     [
         (["-nq"], r"option -q \(in -nq\) is not supported here \(see the docs\)"),
         (["-q"], r"option -q is not supported here"),
-        (["--frob=1"], r"option --frob=1 is not supported here"),
+        (["--frob=1"], r"option --frob is not supported here"),
+        (["--json=1"], r"option --json takes no value"),
         (["-nu"], r"-u needs a value"),
         (["--name"], r"--name needs a value"),
     ],
@@ -43,3 +44,30 @@ def test_options_as_getopt_reads_them(
 def test_unknown_options_and_missing_values_are_refused(args: list[str], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         read_options(args, VALUED, FLAGS, "see the docs")
+
+
+@pytest.mark.parametrize(
+    ("args", "given"),
+    [
+        (["--job", "3"], [("jobs", "3")]),  # issue 45: sacct --job 3, squeue --job=1
+        (["--job=1"], [("jobs", "1")]),
+        (["--na=x", "--js"], [("name", "x"), ("json", "")]),
+        (["--jobs=2"], [("jobs", "2")]),  # the whole name, of course
+    ],
+)
+def test_long_options_by_any_unambiguous_prefix(
+    args: list[str], given: list[tuple[str, str]]
+) -> None:
+    assert read_options(args, VALUED, FLAGS, "see the docs") == (given, [])
+
+
+def test_an_ambiguous_prefix_is_refused_in_getopts_words() -> None:
+    valued = {"--jobs": "jobs", "--json-out": "out"}
+    with pytest.raises(
+        ValueError, match="option '--j' is ambiguous; possibilities: '--jobs' '--json-out'"
+    ):
+        read_options(["--j=1"], valued, {}, "see the docs")
+    # aliases of one option are one option
+    assert read_options(["--us=a"], {"--user": "user", "--users": "user"}, {}, "x")[0] == [
+        ("user", "a")
+    ]
