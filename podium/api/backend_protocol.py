@@ -163,6 +163,12 @@ class Backend:
         raise it. The job's record after the change."""
         return self._set_time_limit(job_id, seconds)
 
+    def set_nice(self, job_id: int, nice: int) -> dict[str, Any]:
+        """Change a pending job's nice value, as `scontrol update JobId=N Nice=V`: its
+        owner may raise it (a lower priority), an administrator may also lower it. The
+        job's record after the change."""
+        return self._set_nice(job_id, nice)
+
     def nodes(self) -> list[dict[str, Any]]:
         return self._nodes()
 
@@ -274,6 +280,9 @@ class Backend:
         raise NotImplementedError
 
     def _set_time_limit(self, job_id: int, seconds: int | None) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _set_nice(self, job_id: int, nice: int) -> dict[str, Any]:
         raise NotImplementedError
 
     def _nodes(self) -> list[dict[str, Any]]:

@@ -75,6 +75,10 @@ class CheckpointRequest(RequestModel):
     step: int = Field(ge=0, le=2**62)
 
 
+class NiceRequest(RequestModel):
+    nice: int = Field(ge=-10000, le=10000)
+
+
 class ProgressRequest(RequestModel):
     done: float = Field(ge=0, le=1e15, allow_inf_nan=False)
     total: float = Field(gt=0, le=1e15, allow_inf_nan=False)

@@ -251,6 +251,32 @@ class Control:
         self.reactor.wake()
         return done
 
+    def set_nice(self, who: Caller, job_id: int, nice: int) -> list[int]:
+        """`scontrol update JobId=N Nice=V` (every pending task, for an array's id): its
+        owner may raise the nice value (lowering its priority), an administrator may
+        also lower it, down to -10000 (Slurm's rule and range). The ids changed."""
+        if not -10000 <= nice <= 10000:
+            raise SpecError(f"Nice={nice}: give a value from -10000 to 10000")
+        rows = self.select(who, Selection((job_id,)))
+        waiting = [r for r in rows if r["state"] == PENDING]
+        if not waiting:
+            raise SpecError(
+                f"job {display_id(rows[0])} is {_state_words(rows[0])}: only a pending job's "
+                "nice value changes (it orders the queue)"
+            )
+        for r in waiting:
+            if nice < r["nice"] and not who.is_admin:
+                raise PermissionDenied(
+                    f"only an administrator may lower job {display_id(r)}'s nice value (from "
+                    f"{r['nice']} to {nice}: a higher priority); you may raise it"
+                )
+        now = self.reactor.clock()
+        done = [
+            r["job_id"] for r in waiting if self.store.set_nice(r["job_id"], nice, who.name, now)
+        ]
+        self.reactor.wake()
+        return done
+
     def hold(self, who: Caller, selection: Selection, held: bool) -> list[int]:
         """Hold (`held`) or release the selected pending jobs; the ids changed."""
         rows = self.select(who, selection)

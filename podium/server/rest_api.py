@@ -34,6 +34,7 @@ from podium.server.bodies import (
     InjectRequest,
     JobIdPath,
     MigApplyRequest,
+    NiceRequest,
     ProgressRequest,
     ResumeRequest,
     SelectionBody,
@@ -242,6 +243,13 @@ def create_app(
         who = caller(request)
         call(control.set_time_limit, who, job_id, body.time_limit_s)
         return with_forecast(call(views.show, job_id, who))
+
+    @app.post("/v1/jobs/{job_id}/nice")
+    def nice(request: Request, job_id: JobIdPath, body: NiceRequest) -> dict[str, Any]:
+        who = caller(request)
+        done = call(control.set_nice, who, job_id, body.nice)
+        wake()
+        return with_forecast(call(views.show, job_id, who)) | {"changed": done}
 
     @app.post("/v1/jobs/{job_id}/checkpoint")
     def checkpoint(request: Request, job_id: JobIdPath, body: CheckpointRequest) -> dict[str, Any]:

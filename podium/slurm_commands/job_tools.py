@@ -150,8 +150,8 @@ def scontrol(args: list[str]) -> int:
             from podium.slurm_commands.show_config import show_config
 
             return _print(show_config(_backend().ping()))
-        if what in ("job", "jobid"):
-            return _show_job(names[0] if names else os.environ.get("SLURM_JOB_ID", ""))
+        if what in ("job", "jobid", "jobs"):
+            return _show_job(names[0] if names else "")
         if what == "node":
             return _show_nodes(names[0] if names else None)
     if verb == "update" and rest:
@@ -227,8 +227,9 @@ def _outlive_own_job() -> None:
 
 
 def _update(words: list[str]) -> int:
-    """`scontrol update JobId=N TimeLimit=T`: T in Slurm's forms (minutes, [D-]H:M:S,
-    UNLIMITED), or +T/-T to add to or take from the current limit."""
+    """`scontrol update JobId=N Key=Value...`: TimeLimit=T in Slurm's forms (minutes,
+    [D-]H:M:S, UNLIMITED), or +T/-T to add to or take from the current limit; Nice=V;
+    Priority=0 holds the job, as in Slurm. Other keys are refused, named, with why."""
     fields: dict[str, str] = {}
     for word in words:
         key, eq, value = word.partition("=")
@@ -237,29 +238,51 @@ def _update(words: list[str]) -> int:
         fields[key.lower()] = value
     job_text = fields.pop("jobid", None) or fields.pop("job", None)
     if not job_text:
-        raise ValueError("update needs JobId=ID (and TimeLimit=...)")
-    if "timelimit" not in fields or len(fields) > 1:
-        other = next((k for k in fields if k != "timelimit"), "nothing")
-        raise ValueError(f"update of {other} is not supported here: TimeLimit is")
+        raise ValueError("update needs JobId=ID (and TimeLimit=..., Nice=... or Priority=0)")
+    known = ("timelimit", "nice", "priority")
+    other = next((k for k in fields if k not in known), None)
+    if other is not None or not fields:
+        raise ValueError(
+            f"update of {other or 'nothing'} is not supported here: TimeLimit, Nice and "
+            "Priority=0 are"
+        )
+    (job_id,) = job_ids(job_text)[:1]
+    backend = _backend()
+    if "priority" in fields:
+        if fields["priority"].strip() != "0":
+            raise ValueError(
+                f"Priority={fields['priority']}: Podium computes priorities (multifactor, "
+                "docs/scheduling.md), so only Priority=0 (hold) is taken; Nice=N moves a "
+                "job by N (raised by its user, lowered by an administrator)"
+            )
+        backend.control("hold", Selection((job_id,)))
+    if "nice" in fields:
+        text = fields["nice"].strip()
+        if not text.lstrip("+-").isdigit():
+            raise ValueError(f"Nice={text!r}: give a whole number from -10000 to 10000")
+        backend.set_nice(job_id, int(text))
+    if "timelimit" in fields:
+        backend.set_time_limit(job_id, _new_limit(backend, job_id, fields["timelimit"]))
+    return 0
+
+
+def _new_limit(backend: Backend, job_id: int, given: str) -> int | None:
+    """The limit `TimeLimit=given` asks for: Slurm's forms, or +T/-T of the current."""
     from podium.api.timefmt import parse_duration
 
-    (job_id,) = job_ids(job_text)[:1]
-    text = fields["timelimit"].strip()
-    backend = _backend()
+    text = given.strip()
     if text.upper() in ("UNLIMITED", "INFINITE"):
-        seconds: int | None = None
-    elif text[:1] in ("+", "-"):
+        return None
+    if text[:1] in ("+", "-"):
         current = backend.job(job_id).get("time_limit_s")
         if current is None:
             raise ValueError(f"job {job_id} has no time limit to add to or take from")
         delta = parse_duration(text[1:]) or 0
-        seconds = current + delta if text[0] == "+" else current - delta
+        seconds = int(current + delta if text[0] == "+" else current - delta)
         if seconds < 1:
             raise ValueError(f"{text} would leave job {job_id} no time")
-    else:
-        seconds = parse_duration(text)
-    backend.set_time_limit(job_id, seconds)
-    return 0
+        return seconds
+    return parse_duration(text)
 
 
 def _backend() -> Backend:
@@ -269,10 +292,21 @@ def _backend() -> Backend:
 
 
 def _show_job(text: str) -> int:
-    if not text:
-        raise ValueError("show job needs a job id (or $SLURM_JOB_ID)")
-    ids, tasks = job_refs([text.split(",")[0]])
-    print(format_job(_backend().job(*((ids[0], None) if ids else tasks[0]))))
+    """`scontrol show job [ID]`: that job, or with no id every job the cluster holds
+    now (pending, running and just ended), each a paragraph, as Slurm lists them (it
+    never reads $SLURM_JOB_ID for it)."""
+    backend = _backend()
+    if text:
+        ids, tasks = job_refs([text.split(",")[0]])
+        print(format_job(backend.job(*((ids[0], None) if ids else tasks[0]))))
+        return 0
+    from podium.api.selection import JobFilter
+
+    jobs = backend.jobs(JobFilter())
+    if not jobs:
+        print("No jobs in the system")
+        return 0
+    print("\n\n".join(format_job(j) for j in sorted(jobs, key=lambda j: j["job_id"])))
     return 0
 
 

@@ -227,7 +227,10 @@ def _column(spec: str) -> tuple[str, int, Callable[[Row], Any], Callable[[Row, R
         known = ", ".join(h for h, *_ in FIELDS.values())
         raise ValueError(f"invalid field {name!r}: known fields are {known}")
     header, default, of_job, of_step = FIELDS[name.lower()]
-    return header, int(width) if width.isdigit() else default, of_job, of_step
+    size = width.removeprefix("-")
+    if width and not (size.isdigit() and int(size) > 0):
+        raise ValueError(f"invalid width {width!r} in {spec.strip()!r}: expected e.g. Name%20")
+    return header, int(width) if width else default, of_job, of_step
 
 
 def _table(
@@ -243,11 +246,21 @@ def _table(
         return "\n".join(lines)
     lines = []
     if header:
-        lines.append(" ".join(f"{c[0]:>{c[1]}}"[-c[1] :] for c in columns))
-        lines.append(" ".join("-" * c[1] for c in columns))
+        lines.append(" ".join(_fit(c[0], c[1], cut="") for c in columns))
+        lines.append(" ".join("-" * abs(c[1]) for c in columns))
     for r in rows:
-        lines.append(" ".join(f"{v[: c[1]]:>{c[1]}}" for v, c in zip(r, columns, strict=True)))
+        lines.append(" ".join(_fit(v, c[1]) for v, c in zip(r, columns, strict=True)))
     return "\n".join(lines)
+
+
+def _fit(text: str, width: int, cut: str = "+") -> str:
+    """A cell as sacct prints it: right-justified in `width` (left for a negative one);
+    a value too long keeps its first width-1 characters and a '+' ("CANCELLED+"), a
+    header its first width."""
+    size = abs(width)
+    if len(text) > size:
+        text = text[: size - len(cut)] + cut
+    return f"{text:<{size}}" if width < 0 else f"{text:>{size}}"
 
 
 SINFO_FLAGS = {"-N": "node", "--Node": "node", "-h": "noheader", "--noheader": "noheader"}

@@ -50,6 +50,25 @@ class JobChanges(Database):
         self._changed.add(job_id)
         return cur.rowcount == 1
 
+    def set_nice(self, job_id: int, nice: int, who: str, now: float) -> bool:
+        """A pending job's nice value (its column and its stored spec), with an event;
+        False if the job is no longer pending."""
+        with self.transaction(durable=True) as conn:
+            conn.execute(  # the array's other tasks keep the spec they shared with this one
+                """UPDATE jobs SET spec=(SELECT p.spec FROM jobs p WHERE p.job_id=?)
+                   WHERE array_job_id=? AND spec=''""",
+                (job_id, job_id),
+            )
+            cur = conn.execute(
+                f"""UPDATE jobs SET nice=?, spec=json_set({SPEC_VALUE}, '$.nice', ?)
+                   WHERE job_id=? AND state='PENDING'""",
+                (nice, nice, job_id),
+            )
+            if cur.rowcount == 1:
+                self._event(conn, now, "update", job_id=job_id, detail=f"Nice={nice} by {who}")
+        self._changed.add(job_id)
+        return cur.rowcount == 1
+
     def set_preempt_mode(self, job_id: int, mode: str) -> None:
         """Record that a running job is being preempted and how it ends (requeue or
         cancel), so that a restarted daemon finishes the preemption the same way."""

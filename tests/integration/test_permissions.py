@@ -245,7 +245,7 @@ def test_a_user_may_lower_a_time_limit_and_only_an_admin_raise_it(
     lines = out.splitlines()
     assert lines[0].startswith("scontrol: error: only an administrator may raise"), out
     assert lines[1:3] == ["refused-raise", "lowered"], out
-    assert "update of partition is not supported here: TimeLimit is" in lines[3], out
+    assert "update of partition is not supported here: TimeLimit, Nice" in lines[3], out
     assert lines[4:6] == ["refused-field", "TimeLimit=00:01:00"], out
     assert lines[6] == "three-seconds", out
     # root (the admin) raises a pending job's limit; the user's own change is recorded

@@ -353,6 +353,10 @@ class EmbeddedBackend(Backend):
         )
         return job
 
+    def _set_nice(self, job_id: int, nice: int) -> dict[str, Any]:
+        job: dict[str, Any] = self.client.post(f"/v1/jobs/{job_id}/nice", {"nice": nice})
+        return job
+
     def _nodes(self) -> list[dict[str, Any]]:
         nodes: list[dict[str, Any]] = self.client.get("/v1/nodes")["nodes"]
         return nodes

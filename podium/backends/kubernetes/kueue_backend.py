@@ -309,6 +309,12 @@ class KubernetesBackend(Backend):
             "Job's activeDeadlineSeconds is fixed at its creation"
         )
 
+    def _set_nice(self, job_id: int, nice: int) -> dict[str, Any]:
+        raise Unsupported(
+            "nice values are not available on the kubernetes backend: Kueue orders "
+            "workloads by their WorkloadPriorityClass, fixed at submission (--qos)"
+        )
+
     # --- nodes ---------------------------------------------------------------------------
 
     def _nodes(self) -> list[dict[str, Any]]:

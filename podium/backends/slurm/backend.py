@@ -244,6 +244,10 @@ class SlurmBackend(Backend):
         self.tools.run(["scontrol", "update", f"JobId={job_id}", f"TimeLimit={limit}"])
         return self._job(job_id, None)
 
+    def _set_nice(self, job_id: int, nice: int) -> dict[str, Any]:
+        self.tools.run(["scontrol", "update", f"JobId={job_id}", f"Nice={nice}"])
+        return self._job(job_id, None)
+
     def _accounting(self) -> list[dict[str, Any]]:
         """Ended jobs: sacct --json where slurmdbd runs, else the jobcomp text log."""
         try:

@@ -125,3 +125,23 @@ def test_drain_and_resume_are_for_the_administrator(c: Cluster) -> None:
     assert c.state(job) == "RUNNING"
     with pytest.raises(SpecError, match="neither drained nor fenced"):
         c.control.resume(ADMIN, node)
+
+
+def test_nice_is_raised_by_the_owner_and_lowered_by_an_admin(c: Cluster) -> None:
+    """Issue 45: `scontrol update JobId=N Nice=V` was refused; Slurm's rule: a user may
+    raise a job's nice value (lower its priority), only an administrator lower it."""
+    job = c.submit("--gpus=1", "--hold")
+    assert c.control.set_nice(ME, job, 50) == [job]
+    assert c.store.job(job)["nice"] == 50
+    with pytest.raises(PermissionDenied, match="only an administrator may lower"):
+        c.control.set_nice(ME, job, 10)
+    assert c.control.set_nice(ADMIN, job, -100) == [job]
+    with pytest.raises(PermissionDenied):
+        c.control.set_nice(BOB, job, 500)  # not Bob's job
+    with pytest.raises(SpecError, match="from -10000 to 10000"):
+        c.control.set_nice(ADMIN, job, 20000)
+    running = c.submit("--gpus=1")
+    c.reactor.tick()
+    with pytest.raises(SpecError, match="is running: only a pending job's nice value changes"):
+        c.control.set_nice(ME, running, 5)
+    assert "Nice=-100 by root" in [e["detail"] for e in c.store.events(job)]

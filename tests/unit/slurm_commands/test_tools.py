@@ -35,7 +35,9 @@ def test_scontrol_show_hostnames(capsys: pytest.CaptureFixture[str]) -> None:
         (["sattach", "12.0"], "no tool 'sattach'"),
         (["scontrol", "update", "JobId=12"], "update of nothing is not supported here"),
         (["scontrol", "update", "TimeLimit=5"], "update needs JobId=ID"),
-        (["scontrol", "update", "JobId=1", "Nice=5"], "update of nice is not supported"),
+        (["scontrol", "update", "JobId=1", "Partition=x"], "update of partition is not supported"),
+        (["scontrol", "update", "JobId=1", "Priority=5"], "only Priority=0 (hold) is taken"),
+        (["scontrol", "update", "JobId=1", "Nice=x"], "Nice='x': give a whole number"),
         (["scontrol", "update", "JobId"], "Key=Value words"),
     ],
 )
