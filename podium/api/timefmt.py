@@ -87,27 +87,29 @@ def parse_memory_mb(text: str, zero_ok: bool = False) -> int:
     return mb
 
 
-_RELATIVE_RE = re.compile(r"^now\+(\d+)(seconds|minutes|hours|days|s|m|h|d)?$", re.IGNORECASE)
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_RELATIVE_RE = re.compile(
+    r"^now([+-])(\d+)(seconds?|sec|s|minutes?|min|m|hours?|h|days?|d|weeks?|w)?$", re.IGNORECASE
+)  # Slurm's parse_time: now[+-]count[seconds|minutes|hours|days|weeks], singular or not
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
 def parse_begin(text: str, now: float) -> float:
     """Parse a --begin time into an epoch timestamp, given `now`.
 
-    Accepts "now", "now+N[seconds|minutes|hours|days]" (bare N is seconds, as in
-    sbatch), "HH:MM[:SS]" (today, or tomorrow if already past), and ISO dates
-    "YYYY-MM-DD[THH:MM[:SS]]" in local time.
+    Accepts "now", "now+N[seconds|minutes|hours|days|weeks]" (singular too; bare N is
+    seconds, as in sbatch; now-N is in the past: at once), "HH:MM[:SS]" (today, or
+    tomorrow if already past), and ISO dates "YYYY-MM-DD[THH:MM[:SS]]" in local time.
     """
     raw = text.strip()
     if raw.lower() == "now":
         return now
     match = _RELATIVE_RE.match(raw)
     if match:
-        unit = (match.group(2) or "s")[0].lower()
-        offset = int(match.group(1)) * _UNIT_SECONDS[unit]
+        unit = (match.group(3) or "s")[0].lower()
+        offset = int(match.group(2)) * _UNIT_SECONDS[unit]
         if offset > MAX_SECONDS:
             raise ValueError(f"invalid begin time {text!r}: at most {MAX_SECONDS} s from now")
-        return now + offset
+        return now + offset if match.group(1) == "+" else now - offset
     if re.match(r"^\d{1,2}:\d{2}(:\d{2})?$", raw):
         parts = [int(p) for p in raw.split(":")] + [0]
         today = dt.datetime.fromtimestamp(now)
@@ -119,6 +121,6 @@ def parse_begin(text: str, now: float) -> float:
         return dt.datetime.fromisoformat(raw).timestamp()
     except (ValueError, OverflowError, OSError):
         raise ValueError(
-            f"invalid begin time {text!r}: expected now, now+N[minutes|hours|days], "
+            f"invalid begin time {text!r}: expected now, now+N[minutes|hours|days|weeks], "
             "HH:MM[:SS] or YYYY-MM-DD[THH:MM[:SS]]"
         ) from None
