@@ -11,7 +11,7 @@ import click
 from podium import paths
 from podium.backends.embedded.client import EmbeddedBackend
 from podium.cli import render
-from podium.cli.progress import while_working
+from podium.cli.progress_bar import while_working
 from podium.errors import DaemonUnavailable
 from podium.node.health.check_results import Status, worst_status
 

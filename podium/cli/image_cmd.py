@@ -8,7 +8,7 @@ import datetime as dt
 import click
 
 from podium.cli import render
-from podium.cli.progress import while_working
+from podium.cli.progress_bar import while_working
 from podium.errors import SpecError
 from podium.run.containers.images.cache import Cache
 from podium.run.containers.images.importer import import_image

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from podium.backends import open_backend
-from podium.cli.progress import Progress
+from podium.cli.progress_bar import Progress
 from podium.cli.yardstick import Yardstick, host_names, outcome, submit, wait
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from podium.cli import render
-from podium.cli.progress import Progress
+from podium.cli.progress_bar import Progress
 from podium.errors import SpecError
 from podium.sched.model import TeamRules
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from podium.cli.progress import Progress, while_working
+from podium.cli.progress_bar import Progress, while_working
 from podium.cli.yardstick import error_line
 
 TRACE = Path(__file__).resolve().parents[1] / "sim" / "data" / "tiresias_60_job.csv"
