@@ -41,7 +41,8 @@ class Reason(StrEnum):
     RESOURCES = "Resources"
     DEPENDENCY = "Dependency"
     DEPENDENCY_NEVER = "DependencyNeverSatisfied"
-    HELD = "Held"
+    HELD = "JobHeldUser"  # held by its user (sbatch -H, scontrol hold)
+    HELD_ADMIN = "JobHeldAdmin"  # held by an administrator: only one releases it
     BEGIN_TIME = "BeginTime"
     ARRAY_LIMIT = "JobArrayTaskLimit"
     NODE_UNAVAILABLE = "ReqNodeNotAvail"

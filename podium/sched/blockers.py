@@ -123,6 +123,9 @@ class Explainer:
         found: list[Blocker] = []
         if reason == Reason.HELD:
             found.append(Blocker("held", "It is held: `podium release` lets it be scheduled."))
+        elif reason == Reason.HELD_ADMIN:
+            found.append(Blocker("held", "An administrator holds it: only an administrator's "
+                                 "`podium release` lets it be scheduled."))  # fmt: skip
         elif reason == Reason.BEGIN_TIME and job.begin_time is not None:
             text = f"It asked not to start before its begin time, {within(job.begin_time - now)}."
             found.append(Blocker("begin", text, until=job.begin_time))

@@ -62,7 +62,7 @@ class Counters:
     def waits_for(self, job: PendingJob, snapshot: Snapshot, now: float) -> str | None:
         """A reason other than room and limits for `job` to wait, or None."""
         if job.held:
-            return Reason.HELD
+            return Reason.HELD_ADMIN if job.held_by_admin else Reason.HELD
         if job.begin_time is not None and job.begin_time > now:
             return Reason.BEGIN_TIME
         if job.dependencies:

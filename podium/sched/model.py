@@ -237,6 +237,7 @@ class PendingJob:
     exclusive: Exclusive = Exclusive.NONE
     nice: int = 0
     held: bool = False
+    held_by_admin: bool = False  # JobHeldAdmin: only an administrator releases it
     begin_time: float | None = None
     dependencies: tuple[Dependency, ...] = ()
     dependency_any: bool = False

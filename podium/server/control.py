@@ -278,11 +278,26 @@ class Control:
         return done
 
     def hold(self, who: Caller, selection: Selection, held: bool) -> list[int]:
-        """Hold (`held`) or release the selected pending jobs; the ids changed."""
-        rows = self.select(who, selection)
-        return self.store.set_held(
-            [r["job_id"] for r in rows if r["state"] == PENDING], held, self.reactor.clock()
-        )
+        """Hold (`held`) or release the selected pending jobs; the ids changed. As in
+        Slurm, an administrator's hold of another user's job is an admin hold
+        (JobHeldAdmin), which only an administrator releases."""
+        rows = [r for r in self.select(who, selection) if r["state"] == PENDING]
+        if not held and not who.is_admin:
+            locked = [r for r in rows if r["held"] == 2]
+            if locked:
+                raise PermissionDenied(
+                    f"job {display_id(locked[0])} was held by an administrator "
+                    "(JobHeldAdmin): only an administrator releases it"
+                )
+        now = self.reactor.clock()
+        done: list[int] = []
+        for admin_hold in (False, True):
+            part = [
+                r["job_id"] for r in rows if (who.is_admin and r["uid"] != who.uid) == admin_hold
+            ]
+            if part:
+                done += self.store.set_held(part, held, now, by_admin=admin_hold)
+        return sorted(done)
 
     def drain(self, who: Caller, node: str, reason: str) -> None:
         self.require_admin(who, "draining a node")

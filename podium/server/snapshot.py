@@ -119,6 +119,7 @@ class PendingQueue:
             exclusive=Exclusive(brief.get("exclusive") or "none"),
             nice=r["nice"],
             held=bool(r["held"]),
+            held_by_admin=r["held"] == 2,
             begin_time=brief.get("begin_time"),
             dependencies=deps,
             dependency_any=bool(brief.get("dependency_any")),

@@ -12,14 +12,20 @@ from podium.store.database import Database
 class JobChanges(Database):
     """Single-field updates of the jobs table."""
 
-    def set_held(self, job_ids: Iterable[int], held: bool, now: float) -> list[int]:
-        """Hold or release PENDING jobs; returns those changed."""
+    def set_held(
+        self, job_ids: Iterable[int], held: bool, now: float, by_admin: bool = False
+    ) -> list[int]:
+        """Hold or release PENDING jobs; returns those changed. A hold `by_admin` (an
+        administrator's, of another user's job) is Slurm's admin hold: held=2, reason
+        JobHeldAdmin; a user's is held=1, JobHeldUser."""
         done: list[int] = []
+        level = (2 if by_admin else 1) if held else 0
+        reason = {0: "None", 1: "JobHeldUser", 2: "JobHeldAdmin"}[level]
         with self.transaction(durable=True) as conn:
             for job_id in job_ids:
                 cur = conn.execute(
                     "UPDATE jobs SET held=?, reason=? WHERE job_id=? AND state='PENDING'",
-                    (int(held), "Held" if held else "None", job_id),
+                    (level, reason, job_id),
                 )
                 if cur.rowcount == 1:
                     done.append(job_id)

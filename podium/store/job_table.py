@@ -98,7 +98,7 @@ class JobStore(JobChanges):
                 spec.partition,
                 spec.qos,
                 JobState.PENDING.value,
-                "Held" if spec.hold else "None",
+                "JobHeldUser" if spec.hold else "None",
                 int(spec.hold),
                 spec.nice,
                 spec.model_dump_json(),

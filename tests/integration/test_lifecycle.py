@@ -87,13 +87,13 @@ def test_exit_code_and_signal_recorded(cluster: Cluster) -> None:
 def test_hold_and_release(cluster: Cluster) -> None:
     c = cluster
     job_id = c.submit("--hold", "--wrap", "true")
-    job = c.wait_reason(job_id, "Held")
+    job = c.wait_reason(job_id, "JobHeldUser")
     assert job["state"] == "PENDING" and job["held"]
     c.cli("release", str(job_id), check=True)
     assert c.wait(job_id)["state"] == "COMPLETED"
     other = c.submit("--begin=now+60", "--wrap", "true")
     c.cli("hold", str(other), check=True)
-    assert c.job(other)["reason"] == "Held"
+    assert c.job(other)["reason"] == "JobHeldUser"
     bad = c.cli("hold", str(job_id))
     assert bad.returncode == 2 and "nothing to hold" in bad.stderr
 
@@ -210,7 +210,7 @@ def test_queue_table_and_reasons(cluster: Cluster) -> None:
     c = cluster
     job_id = c.submit("--hold", "-J", "tabled", "--wrap", "true")
     out = c.cli("queue", check=True).stdout
-    assert "tabled" in out and "PENDING" in out and "(Held)" in out
+    assert "tabled" in out and "PENDING" in out and "(JobHeldUser)" in out
     c.cli("cancel", str(job_id), check=True)
 
 

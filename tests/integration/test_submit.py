@@ -182,7 +182,7 @@ def test_json_output_has_stable_keys(shared_cluster: Cluster) -> None:
         "restart_count",
     ):
         assert key in record
-    assert record["state"] == "PENDING" and record["reason"] == "Held"
+    assert record["state"] == "PENDING" and record["reason"] == "JobHeldUser"
     c.cli("cancel", str(record["job_id"]), check=True)
 
 

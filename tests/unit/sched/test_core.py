@@ -81,7 +81,7 @@ def test_held_begin_time_dependencies_and_throttle() -> None:
     d = schedule(
         Snapshot(nodes=(NODE,), pending=pending, job_states={50: "RUNNING", 51: "FAILED"}), now=10
     )
-    assert d.reasons[1] == "Held" and d.reasons[2] == "BeginTime"
+    assert d.reasons[1] == "JobHeldUser" and d.reasons[2] == "BeginTime"
     assert d.reasons[3] == "Dependency" and d.reasons[4] == "DependencyNeverSatisfied"
     assert d.cancels == {4: "DependencyNeverSatisfied"}
     assert {s.job_id for s in d.starts} == {5, 6} and d.reasons[7] == "JobArrayTaskLimit"

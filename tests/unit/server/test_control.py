@@ -145,3 +145,18 @@ def test_nice_is_raised_by_the_owner_and_lowered_by_an_admin(c: Cluster) -> None
     with pytest.raises(SpecError, match="is running: only a pending job's nice value changes"):
         c.control.set_nice(ME, running, 5)
     assert "Nice=-100 by root" in [e["detail"] for e in c.store.events(job)]
+
+
+def test_an_administrators_hold_is_released_by_an_administrator_only(c: Cluster) -> None:
+    """Issue 45: Slurm's JobHeldUser and JobHeldAdmin (Podium said "Held" for both)."""
+    mine = c.submit("--gpus=1", "--hold")
+    c.reactor.tick()
+    assert c.store.job(mine)["reason"] == "JobHeldUser"
+    other = c.submit("--gpus=1", "--begin=now+1hour")
+    assert c.control.hold(ADMIN, Selection((other,)), True) == [other]
+    c.reactor.tick()
+    assert c.store.job(other)["reason"] == "JobHeldAdmin"
+    with pytest.raises(PermissionDenied, match="only an administrator releases it"):
+        c.control.hold(ME, Selection((other,)), False)
+    assert c.control.hold(ADMIN, Selection((other,)), False) == [other]
+    assert c.control.hold(ME, Selection((mine,)), False) == [mine]  # her own hold: hers

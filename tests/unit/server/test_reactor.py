@@ -144,7 +144,7 @@ def test_reasons_are_written_only_when_they_change(c: Cluster) -> None:
     c.store.set_held([waiting[0]], True, 101.0)
     c.reactor.run_pass()
     # Only what changed: the held job, and the next one now first in line.
-    assert writes == [{waiting[0]: "Held", waiting[1]: "Resources"}]
+    assert writes == [{waiting[0]: "JobHeldUser", waiting[1]: "Resources"}]
 
 
 def test_a_pass_that_starts_an_elastic_job_small_is_due_again_when_it_may_grow(
