@@ -62,6 +62,9 @@ class JobRecord(TypedDict):
     work_dir: str
     comment: str | None
     wckey: str | None  # sbatch's --wckey, as recorded
+    begin_epoch: float | None  # --begin: not started before this
+    mem_per: str | None  # memory asked per "node" (--mem), "cpu" or "gpu"; None: the default
+    gpus_per_node: int | None  # --gpus-per-node, where asked so (else gpus is the job's)
 
 
 JOB_KEYS: tuple[str, ...] = tuple(JobRecord.__annotations__)

@@ -52,30 +52,7 @@ class Reason(StrEnum):
     NONE = "None"
 
 
-# The reason Slurm gives a job that ended so (squeue %r, sacct Reason), by its state.
-_ENDED = {
-    "FAILED": "NonZeroExitCode",
-    "TIMEOUT": "TimeLimit",
-    "NODE_FAIL": "NodeDown",
-    "OUT_OF_MEMORY": "OutOfMemory",
-    "DEADLINE": "DeadLine",
-}
-LAUNCH_FAILED = "launch failed"  # how a supervisor's reason begins when the job never ran
-
-
-def slurm_reason(state: str, reason: str | None) -> str:
-    """A job's reason in Slurm's words: a waiting job's as the pass gave it; for one
-    that ended, what Slurm sets (FAILED: NonZeroExitCode, or JobLaunchFailure when its
-    script never started; TIMEOUT: TimeLimit; NODE_FAIL: NodeDown ...), never Podium's
-    own sentence (which `podium show` keeps)."""
-    if state in TERMINAL_STATES:
-        if state == "FAILED" and (reason or "").startswith(LAUNCH_FAILED):
-            return "JobLaunchFailure"
-        return _ENDED.get(state, "None")
-    return reason or "None"
-
-
-__all__ = ["LAUNCH_FAILED", "TERMINAL_STATES", "JobState", "Reason", "slurm_reason"]
+__all__ = ["TERMINAL_STATES", "JobState", "Reason"]
 
 
 class Exclusive(StrEnum):

@@ -148,7 +148,18 @@ def job_record(
         "work_dir": row["work_dir"],
         "comment": spec.get("comment"),
         "wckey": spec.get("wckey"),
+        "begin_epoch": spec.get("begin_time"),
+        "mem_per": _mem_per(spec.get("mem_request")),
+        "gpus_per_node": spec.get("gpus_per_node"),
     }
+
+
+def _mem_per(asked: Any) -> str | None:
+    """What the job's memory was asked per: "node" (--mem), "cpu" (--mem-per-cpu) or
+    "gpu" (--mem-per-gpu); None when it asked none (the partition's per-CPU default)."""
+    if not isinstance(asked, list | tuple) or not asked:
+        return None
+    return {"mem": "node", "mem-per-cpu": "cpu", "mem-per-gpu": "gpu"}.get(str(asked[0]))
 
 
 def spec_gpu_ids(row: Row) -> list[int]:

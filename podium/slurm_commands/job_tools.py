@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 from podium.api.selection import JobFilter, Selection
 from podium.errors import PodiumError
@@ -23,7 +22,7 @@ from podium.slurm_commands.args import job_ids, job_refs, read_options
 
 TYPE_CHECKING = False  # typing itself is not loaded: squeue and scancel run in loops
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Sequence
     from typing import Any
 
     from podium.api.backend_protocol import Backend
@@ -68,7 +67,8 @@ def main(argv: Sequence[str]) -> int:
         sys.stdout.flush()
         return code
     except (PodiumError, ValueError) as exc:
-        print(f"{tool}: error: {exc}", file=sys.stderr)
+        said = str(exc)  # Slurm's own words where they carry their prefix already
+        print(said if said.startswith("slurm_") else f"{tool}: error: {said}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # `scontrol show job | head -n 1`: the reader had enough
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -112,7 +112,7 @@ def sacct(args: list[str]) -> int:
 
 
 def sinfo(args: list[str]) -> int:
-    from podium.slurm_commands.sacct import sinfo as run
+    from podium.slurm_commands.sinfo import sinfo as run
 
     return _print(run(args, _backend().nodes()))
 
@@ -151,9 +151,11 @@ def scontrol(args: list[str]) -> int:
 
             return _print(show_config(_backend().ping()))
         if what in ("job", "jobid", "jobs"):
-            return _show_job(names[0] if names else "")
+            return _print(_show().show_job(_backend(), names[0] if names else ""))
         if what == "node":
-            return _show_nodes(names[0] if names else None)
+            return _print(_show().show_nodes(_backend(), names[0] if names else None))
+        if what in ("partition", "partitions"):
+            return _print(_show().show_partitions(_backend(), names[0] if names else None))
     if verb == "update" and rest:
         return _update(rest)
     if verb in ("requeue", "hold", "release") and rest:
@@ -285,119 +287,17 @@ def _new_limit(backend: Backend, job_id: int, given: str) -> int | None:
     return parse_duration(text)
 
 
+def _show() -> Any:
+    """scontrol's show module, loaded when asked (sbatch's path never loads it)."""
+    from podium.slurm_commands import scontrol_show
+
+    return scontrol_show
+
+
 def _backend() -> Backend:
     from podium.backends import open_backend
 
     return open_backend()
 
 
-def _show_job(text: str) -> int:
-    """`scontrol show job [ID]`: that job, or with no id every job the cluster holds
-    now (pending, running and just ended), each a paragraph, as Slurm lists them (it
-    never reads $SLURM_JOB_ID for it)."""
-    backend = _backend()
-    if text:
-        ids, tasks = job_refs([text.split(",")[0]])
-        print(format_job(backend.job(*((ids[0], None) if ids else tasks[0]))))
-        return 0
-    from podium.api.selection import JobFilter
-
-    jobs = backend.jobs(JobFilter())
-    if not jobs:
-        print("No jobs in the system")
-        return 0
-    print("\n\n".join(format_job(j) for j in sorted(jobs, key=lambda j: j["job_id"])))
-    return 0
-
-
-def _show_nodes(name: str | None) -> int:
-    nodes = [n for n in _backend().nodes() if name is None or n["node"] == name]
-    if not nodes:
-        raise ValueError(f"node {name} not found")
-    print("\n\n".join(format_node(n) for n in nodes))
-    return 0
-
-
-def slurm_time(epoch: float | None) -> str:
-    """Slurm's timestamp form: local time, seconds, no zone ("Unknown" for none)."""
-    if epoch is None:
-        return "Unknown"
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(epoch))
-
-
-def slurm_duration(seconds: float | None) -> str:
-    """Slurm's [D-]HH:MM:SS ("UNLIMITED" for none)."""
-    if seconds is None:
-        return "UNLIMITED"
-    whole = int(seconds)
-    days, rest = divmod(whole, 86400)
-    clock = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
-    return f"{days}-{clock}" if days else clock
-
-
-def format_job(job: Mapping[str, Any]) -> str:
-    """A job record as `scontrol show job` writes it: Key=Value, a few to a line."""
-    code, sig = job.get("exit_code"), job.get("signal")
-    tres = f"cpu={job['cpus']},mem={job.get('mem_mb') or 0}M,node={job['node_count']}"
-    if job["gpus"]:
-        tres += f",gres/gpu={job['gpus']}"
-    lines = [
-        [("JobId", job["job_id"]), ("JobName", job["name"])],
-        [("UserId", f"{job['user']}({job.get('uid')})"), ("Account", job["account"])],
-        [("Partition", job["partition"]), ("QOS", job["qos"]), ("Nice", job["nice"])],
-        [("JobState", job["state"]), ("Reason", job.get("reason") or "None")],
-        [("Requeue", 1), ("Restarts", job["restart_count"])],
-        [("ExitCode", f"{code or 0}:{sig or 0}"), ("RunTime", slurm_duration(job["elapsed_s"]))],
-        [("TimeLimit", slurm_duration(job.get("time_limit_s")))],
-        [("SubmitTime", slurm_time(job.get("submit_epoch")))],
-        [
-            ("StartTime", slurm_time(job.get("start_epoch"))),
-            ("EndTime", slurm_time(job.get("end_epoch"))),
-        ],
-        [("NodeList", job.get("node") or "(null)"), ("NumNodes", job["node_count"])],
-        [("NumCPUs", job["cpus"]), ("NumTasks", job.get("ntasks") or 1)],
-        [("TRES", tres)],
-        [("WorkDir", job["work_dir"])],
-        [("StdOut", job.get("stdout") or "(null)")],
-        [("StdErr", job.get("stderr") or "(null)")],
-    ]
-    if job.get("array_job_id") is not None:
-        lines.insert(
-            1, [("ArrayJobId", job["array_job_id"]), ("ArrayTaskId", job["array_task_id"])]
-        )
-    if job.get("comment"):
-        lines.append([("Comment", job["comment"])])
-    if job.get("wckey"):
-        lines.append([("WCKey", job["wckey"])])
-    text = [" ".join(f"{k}={v}" for k, v in line) for line in lines]
-    return text[0] + "".join(f"\n   {t}" for t in text[1:])
-
-
-def format_node(node: Mapping[str, Any]) -> str:
-    """A node record as `scontrol show node` writes it."""
-    gpus = node.get("gpus_total") or 0
-    kind = node.get("gpu_type")
-    gres = f"gpu:{kind}:{gpus}" if kind and gpus else (f"gpu:{gpus}" if gpus else "(null)")
-    listed = node.get("gpus") or []
-    if any(g.get("parent") is not None or g.get("share") for g in listed):
-        kinds: dict[str, int] = {}  # one gres type per MIG profile, as Slurm lists them
-        shares: dict[str, int] = {}  # mps:100, shard:4 (Slurm: separate GRES)
-        for g in listed:
-            kinds[g["type"]] = kinds.get(g["type"], 0) + 1
-            if g.get("share"):
-                kind = g["share"]["kind"]
-                shares[kind] = shares.get(kind, 0) + g["share"]["units"]
-        gres = ",".join(
-            [f"gpu:{t}:{n}" for t, n in kinds.items()] + [f"{k}:{n}" for k, n in shares.items()]
-        )
-    lines = [
-        [("NodeName", node["node"])],
-        [("CPUAlloc", node["cpus_alloc"]), ("CPUTot", node["cpus_total"])],
-        [("RealMemory", node["mem_total_mb"]), ("AllocMem", node["mem_alloc_mb"])],
-        [("Gres", gres), ("GresUsed", f"gpu:{node.get('gpus_used') or 0}")],
-        [("State", str(node["state"]).upper()), ("Reason", node.get("reason") or "(null)")],
-        [("Partitions", ",".join(node.get("partitions") or []))],
-        [("AvailableFeatures", ",".join(node.get("features") or []) or "(null)")],
-    ]
-    text = [" ".join(f"{k}={v}" for k, v in line) for line in lines]
-    return text[0] + "".join(f"\n   {t}" for t in text[1:])
+__all__ = ["main", "signal_number"]

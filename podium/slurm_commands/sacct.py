@@ -19,10 +19,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from podium.api.states import slurm_reason
+from podium.api.slurm_reasons import slurm_reason
 from podium.api.times import format_duration
 from podium.slurm_commands.args import job_ids, read_options
-from podium.slurm_commands.squeue import COMPACT
+from podium.slurm_commands.slurm_text import slurm_duration
+from podium.slurm_commands.squeue_fields import COMPACT
 
 SACCT_VALUED = {"-j": "jobs", "--jobs": "jobs", "-u": "user", "--user": "user"}
 SACCT_VALUED |= {"--uid": "user", "-s": "state", "--state": "state", "-o": "format"}
@@ -57,10 +58,10 @@ def _exit(r: Row) -> str:
 
 # field (lower case) -> (header, width, value of a job row, value of a step row)
 FIELDS: dict[str, tuple[str, int, Callable[[Row], Any], Callable[[Row, Row], Any]]] = {
-    "jobid": ("JobID", 12, lambda j: j["display_id"], lambda j, s: s["display_id"]),
+    "jobid": ("JobID", -12, lambda j: j["display_id"], lambda j, s: s["display_id"]),
     "jobidraw": (
         "JobIDRaw",
-        12,
+        -12,
         lambda j: j["job_id"],
         lambda j, s: f"{j['job_id']}.{s['step_id']}",
     ),
@@ -74,8 +75,8 @@ FIELDS: dict[str, tuple[str, int, Callable[[Row], Any], Callable[[Row, Row], Any
     "elapsed": (
         "Elapsed",
         10,
-        lambda j: format_duration(j["elapsed_s"]),
-        lambda j, s: format_duration(s["elapsed_s"]),
+        lambda j: slurm_duration(j["elapsed_s"]),
+        lambda j, s: slurm_duration(s["elapsed_s"]),
     ),
     "start": (
         "Start",
@@ -99,12 +100,11 @@ FIELDS: dict[str, tuple[str, int, Callable[[Row], Any], Callable[[Row, Row], Any
     ),
     "alloctres": (
         "AllocTRES",
-        30,
-        lambda j: _tres(j["cpus"], j["gpus"], j.get("gpu_type")),
+        10,
+        lambda j: _slurm_tres(j),
         lambda j, s: _tres(j["cpus"], len(s["gpu_ids"])),
     ),
     "wckey": ("WCKey", 10, lambda j: j.get("wckey") or "", lambda j, s: ""),
-    "restarts": ("Restarts", 8, lambda j: j["restart_count"], lambda j, s: ""),
     "timelimit": (
         "Timelimit",
         10,
@@ -112,14 +112,16 @@ FIELDS: dict[str, tuple[str, int, Callable[[Row], Any], Callable[[Row, Row], Any
         lambda j, s: "",
     ),
     "workdir": ("WorkDir", 20, lambda j: j["work_dir"], lambda j, s: ""),
-    "reason": (
+    "reason": (  # the reason it waited: None once it started, as slurmdbd keeps it
         "Reason",
-        20,
-        lambda j: slurm_reason(j["state"], j.get("reason")),
+        22,
+        lambda j: "None" if j.get("start_epoch") else slurm_reason(j["state"], j.get("reason")),
         lambda j, s: "None",
     ),
     "qos": ("QOS", 10, lambda j: j.get("qos") or "", lambda j, s: ""),
-    "comment": ("Comment", 20, lambda j: j.get("comment") or "", lambda j, s: ""),
+    "comment": ("Comment", 14, lambda j: j.get("comment") or "", lambda j, s: ""),
+    "group": ("Group", 9, lambda j: _group_name(j.get("uid")), lambda j, s: ""),
+    "derivedexitcode": ("DerivedExitCode", 15, lambda j: _derived(j), lambda j, s: ""),
     "submit": (
         "Submit",
         19,
@@ -174,14 +176,19 @@ def sacct(args: list[str], acct: Callable[[], list[dict[str, Any]]]) -> str:
     columns = [_column(name) for name in (opts.get("format") or DEFAULT).split(",") if name]
     wanted, steps_of = _job_and_step_ids(lists.get("jobs", set()))
     states = {s.upper() for s in lists.get("state", ())}
+    # With -s and no -S, Slurm's window is now: a job is listed in the state it is in
+    # now, so none that ended before (sacct -s F lists nothing without -S).
+    since = "starttime" in opts
     jobs = [
         j
         for j in acct()
+        if _eligible(j)
         if (not wanted or j["job_id"] in wanted or j.get("array_job_id") in wanted)
         and (
             "user" not in lists or j["user"] in lists["user"] or str(j.get("uid")) in lists["user"]
         )
         and (not states or _acct_state(j) in states or COMPACT.get(_acct_state(j)) in states)
+        and (not states or since or j["state"] in ("RUNNING", "PENDING"))
         and ("name" not in lists or j["name"] in lists["name"])
         and ("account" not in lists or j["account"] in lists["account"])
         and ("partition" not in lists or j["partition"] in lists["partition"])
@@ -223,9 +230,8 @@ def _job_and_step_ids(words: set[str]) -> tuple[set[int], dict[int, set[str]]]:
 
 def _column(spec: str) -> tuple[str, int, Callable[[Row], Any], Callable[[Row, Row], Any]]:
     name, _, width = spec.strip().partition("%")
-    if name.lower() not in FIELDS:
-        known = ", ".join(h for h, *_ in FIELDS.values())
-        raise ValueError(f"invalid field {name!r}: known fields are {known}")
+    if name.lower() not in FIELDS:  # sacct's words (sacct --helpformat: Slurm's list)
+        raise ValueError(f'Invalid field requested: "{name}"')
     header, default, of_job, of_step = FIELDS[name.lower()]
     size = width.removeprefix("-")
     if width and not (size.isdigit() and int(size) > 0):
@@ -244,13 +250,57 @@ def _table(
         lines = ["|".join(c[0] for c in columns) + end] if header else []
         lines += ["|".join(r) + end for r in rows]
         return "\n".join(lines)
-    lines = []
+    lines = []  # each field is followed by a space, the last too, as sacct prints it
     if header:
-        lines.append(" ".join(_fit(c[0], c[1], cut="") for c in columns))
-        lines.append(" ".join("-" * abs(c[1]) for c in columns))
+        lines.append("".join(_fit(c[0], c[1], cut="") + " " for c in columns))
+        lines.append("".join("-" * abs(c[1]) + " " for c in columns))
     for r in rows:
-        lines.append(" ".join(_fit(v, c[1]) for v, c in zip(r, columns, strict=True)))
+        lines.append("".join(_fit(v, c[1]) + " " for v, c in zip(r, columns, strict=True)))
     return "\n".join(lines)
+
+
+# A job waiting for one of these was never eligible: sacct does not list it.
+_NOT_ELIGIBLE = frozenset(
+    {"JobHeldUser", "JobHeldAdmin", "Dependency", "DependencyNeverSatisfied", "BeginTime"}
+)
+
+
+def _eligible(job: Row) -> bool:
+    """Whether sacct lists the job: it started, or waits while eligible to start."""
+    return job["state"] != "PENDING" or job.get("reason") not in _NOT_ELIGIBLE
+
+
+def _slurm_tres(job: Row) -> str:
+    """AllocTRES as slurmdbd writes it: billing, cpu, gres/gpu, mem and node, in that
+    (alphabetical) order; empty while the job waits."""
+    if job["state"] == "PENDING":
+        return ""
+    parts = [f"billing={job['cpus']}", f"cpu={job['cpus']}"]
+    if job.get("gpus"):
+        parts.append(f"gres/gpu={job['gpus']}")
+    parts += [f"mem={job.get('mem_mb') or 0}M", f"node={job.get('node_count') or 1}"]
+    return ",".join(parts)
+
+
+def _derived(job: Row) -> str:
+    """DerivedExitCode: the highest exit code of its srun steps (never the batch
+    shell's, which ExitCode is), 0:0 without any."""
+    codes = [s for s in job.get("steps") or [] if s.get("step_id") not in ("batch", "extern")]
+    if not codes:
+        return "0:0"
+    worst = max(codes, key=lambda s: (s.get("exit_code") or 0, s.get("signal") or 0))
+    return _exit(worst)
+
+
+def _group_name(uid: Any) -> str:
+    """A user's primary group by name, as sacct's Group shows it."""
+    import grp
+    import pwd
+
+    try:
+        return grp.getgrgid(pwd.getpwuid(int(uid)).pw_gid).gr_name
+    except (KeyError, TypeError, ValueError):
+        return ""
 
 
 def _fit(text: str, width: int, cut: str = "+") -> str:
@@ -263,113 +313,4 @@ def _fit(text: str, width: int, cut: str = "+") -> str:
     return f"{text:<{size}}" if width < 0 else f"{text:>{size}}"
 
 
-SINFO_FLAGS = {"-N": "node", "--Node": "node", "-h": "noheader", "--noheader": "noheader"}
-SINFO_FLAGS |= {"-a": "all", "--all": "all", "-l": "long", "--long": "long"}
-SINFO_FLAGS |= {"--noconvert": "noconvert", "-e": "exact", "--exact": "exact"}  # accepted
-SINFO_VALUED = {"-o": "format", "--format": "format", "-p": "partition", "--partition": "partition"}
-SINFO_VALUED |= {"-n": "nodes", "--nodes": "nodes", "-t": "states", "--states": "states"}
-STATE_NAMES = {"drained": "drain", "draining": "drng", "allocated": "alloc"}
-SUMMARY = "%9P %.5a %.10l %.6D %.6t %N"  # sinfo 22.05's default
-BY_NODE = "%10N %.6D %9P %6t"  # sinfo -N's, names up to 10 wide
-Line = Mapping[str, Any]  # a node as one partition lists it: its record and "partition"
-
-
-def _gres(n: Line) -> str:
-    """`gpu:TYPE:N` as gres.conf names a type, `gpu:N` for GPUs of no type of their own
-    (Podium's declared default type "gpu" is none: `gpu:gpu:4` is not Slurm's)."""
-    gpus, kind = n.get("gpus_total") or 0, n.get("gpu_type")
-    if not gpus:
-        return "(null)"
-    return f"gpu:{kind}:{gpus}" if kind and kind != "gpu" else f"gpu:{gpus}"
-
-
-def _limits(n: Line) -> Mapping[str, Any]:
-    found: Mapping[str, Any] = (n.get("partition_limits") or {}).get(n["partition"], {})
-    return found
-
-
-def _starred(n: Line) -> str:
-    """%P: the partition, starred when it is the default, as sinfo marks it."""
-    return str(n["partition"]) + ("*" if _limits(n).get("default") else "")
-
-
-def _timelimit(n: Line) -> str:
-    """%l: the partition's time limit as sinfo prints it: `infinite`, else
-    [days-]hours:minutes:seconds."""
-    seconds = _limits(n).get("max_time_s")
-    return "infinite" if seconds is None else format_duration(seconds)
-
-
-def _cpus_aiot(n: Line) -> str:
-    alloc, total = n["cpus_alloc"], n["cpus_total"]
-    if _long_state(n) in ("drained", "down"):  # none idle: all counted as other
-        return f"{alloc}/0/{total}/{total}"
-    return f"{alloc}/{total - alloc}/0/{total}"
-
-
-def _long_state(n: Line) -> str:
-    return str(n["state"])
-
-
-def _short_state(n: Line) -> str:
-    state = _long_state(n)
-    return STATE_NAMES.get(state, state)[:5]
-
-
-# letter -> (title, -, value): as squeue's FIELDS, for squeue's renderer
-SINFO_FIELDS: dict[str, tuple[str, tuple[str, ...], Callable[[Line], Any]]] = {
-    "P": ("PARTITION", (), _starred),
-    "R": ("PARTITION", (), lambda n: n["partition"]),
-    "a": ("AVAIL", (), lambda n: "up"),
-    "l": ("TIMELIMIT", (), _timelimit),
-    "p": ("PRIO_TIER", (), lambda n: _limits(n).get("priority_tier", 1)),
-    "D": ("NODES", (), lambda n: n["count"]),
-    "N": ("NODELIST", (), lambda n: n["names"]),
-    "n": ("HOSTNAMES", (), lambda n: n["names"]),
-    "t": ("STATE", (), _short_state),
-    "T": ("STATE", (), _long_state),
-    "c": ("CPUS", (), lambda n: n["cpus_total"]),
-    "C": ("CPUS(A/I/O/T)", (), _cpus_aiot),
-    "m": ("MEMORY", (), lambda n: n["mem_total_mb"]),
-    "e": ("FREE_MEM", (), lambda n: n["mem_total_mb"] - n["mem_alloc_mb"]),
-    "G": ("GRES", (), _gres),
-    "f": ("AVAIL_FEATURES", (), lambda n: ",".join(n.get("features") or []) or "(null)"),
-    "E": ("REASON", (), lambda n: n.get("reason") or "none"),
-}
-
-
-def sinfo(args: list[str], nodes: list[dict[str, Any]]) -> str:
-    """sinfo's summary (or -N, one line per node; or -o FORMAT) of `nodes`: nodes whose
-    fields print alike share a line, as sinfo groups them. `-p`, `-n`, `-t` filter."""
-    given, words = read_options(args, SINFO_VALUED, SINFO_FLAGS, "see docs/slurm-compat.md")
-    if words:
-        raise ValueError(f"unexpected argument {words[0]!r}")
-    opts = dict(given)
-    fmt = opts.get("format") or (BY_NODE if "node" in opts else SUMMARY)
-    from podium.slurm_commands.squeue import render
-
-    render([], fmt, False, SINFO_FIELDS)  # a bad format is refused first
-    wanted = {k: set(v.split(",")) for k, v in opts.items() if k in ("partition", "nodes")}
-    states = {s.lower() for s in opts.get("states", "").split(",") if s}
-    lines: list[dict[str, Any]] = []
-    for n in nodes:
-        for part in n["partitions"] or ["main"]:
-            if part not in wanted.get("partition", {part}) or n["node"] not in wanted.get(
-                "nodes", {n["node"]}
-            ):
-                continue
-            if states and not states & {_long_state(n), _short_state(n)}:
-                continue
-            lines.append(dict(n, partition=part))
-    grouped: dict[str, dict[str, Any]] = {}
-    order: list[str] = []
-    for line in lines:  # one line per node with -N; else nodes alike share one
-        key = render([dict(line, count=0, names="")], fmt, False, SINFO_FIELDS)
-        key += line["node"] if "node" in opts else ""
-        if key not in grouped:
-            grouped[key] = dict(line, count=0, names=[])
-            order.append(key)
-        grouped[key]["count"] += 1
-        grouped[key]["names"].append(line["node"])
-    rows = [dict(grouped[k], names=",".join(grouped[k]["names"])) for k in order]
-    return render(rows, fmt, "noheader" not in opts, SINFO_FIELDS)
+__all__ = ["FIELDS", "sacct"]

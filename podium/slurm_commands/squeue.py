@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 
-from podium.api.states import TERMINAL_STATES, slurm_reason
-from podium.api.times import format_duration
 from podium.slurm_commands.args import job_ids, read_options
+from podium.slurm_commands.squeue_fields import COMPACT, FIELDS, NAME_TIMES, NAMED, TIME_LETTERS
 
 TYPE_CHECKING = False  # typing itself is not loaded here: squeue is called in loops
 if TYPE_CHECKING:
@@ -22,31 +22,22 @@ if TYPE_CHECKING:
     from typing import Any
 
 DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
-COMPACT = {
-    "PENDING": "PD",
-    "RUNNING": "R",
-    "COMPLETED": "CD",
-    "COMPLETING": "CG",
-    "CANCELLED": "CA",
-    "FAILED": "F",
-    "TIMEOUT": "TO",
-    "PREEMPTED": "PR",
-    "NODE_FAIL": "NF",
-    "OUT_OF_MEMORY": "OOM",
-    "SUSPENDED": "S",
-    "REQUEUED": "RQ",
-    "BOOT_FAIL": "BF",
-    "DEADLINE": "DL",
-}
+LONG_FORMAT = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"  # squeue -l, after a date line
 VALUED = {"-u": "user", "--user": "user", "-j": "jobs", "--jobs": "jobs", "-t": "states"}
 VALUED |= {"--states": "states", "-n": "name", "--name": "name", "-o": "format"}
-VALUED |= {"--format": "format"}
+VALUED |= {"--format": "format", "-O": "Format", "--Format": "Format"}
+VALUED |= {"-p": "partition", "--partition": "partition"}
 FLAGS = {"-h": "noheader", "--noheader": "noheader", "--json": "json", "--me": "me"}
 FLAGS |= {"-r": "array", "--array": "array"}  # a pending array's tasks one a line
 FLAGS |= {"-a": "all", "--all": "all"}  # accepted: every partition is shown anyway
 FLAGS |= {"--start": "start"}  # pending jobs with their expected start (the forecast)
+FLAGS |= {"-l": "long", "--long": "long"}
 START_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %20Y %R"
 _FIELD_RE = re.compile(r"%(\.)?(\d*)([a-zA-Z%])")
+
+
+class JobsUnknown(ValueError):
+    """No job of those -j names exists: Slurm's words, without squeue's prefix."""
 
 
 def _me() -> str:
@@ -59,53 +50,15 @@ def _me() -> str:
         return str(os.getuid())
 
 
-def _reason_or_nodes(job: Mapping[str, Any]) -> str:
-    if job["state"] == "PENDING":
-        return f"({job.get('reason') or 'None'})"
-    if job["state"] in TERMINAL_STATES and not job.get("node"):  # never ran anywhere
-        return f"({slurm_reason(job['state'], job.get('reason'))})"
-    return str(job.get("node") or "")
-
-
-# letter -> (title, the record keys it reads, its value); keys let squeue fetch only those
-FIELDS: dict[str, tuple[str, tuple[str, ...], Callable[[Mapping[str, Any]], Any]]] = {
-    "i": ("JOBID", ("display_id",), lambda j: j["display_id"]),
-    "A": (
-        "ARRAY_JOB_ID",
-        ("array_job_id", "job_id"),
-        lambda j: j.get("array_job_id") or j["job_id"],
-    ),
-    "K": (
-        "ARRAY_TASK_ID",
-        ("array_task_id", "array_task_string"),
-        lambda j: (
-            j.get("array_task_string")
-            or ("N/A" if j.get("array_task_id") is None else j["array_task_id"])
-        ),
-    ),
-    "j": ("NAME", ("name",), lambda j: j["name"]),
-    "u": ("USER", ("user",), lambda j: j["user"]),
-    "a": ("ACCOUNT", ("account",), lambda j: j["account"]),
-    "P": ("PARTITION", ("partition",), lambda j: j["partition"]),
-    "q": ("QOS", ("qos",), lambda j: j["qos"]),
-    "t": ("ST", ("state",), lambda j: COMPACT.get(j["state"], j["state"])),
-    "T": ("STATE", ("state",), lambda j: j["state"]),
-    "M": ("TIME", ("elapsed_s",), lambda j: format_duration(j["elapsed_s"])),
-    "l": ("TIME_LIMIT", ("time_limit_s",), lambda j: format_duration(j.get("time_limit_s"))),
-    "D": ("NODES", ("node_count",), lambda j: j["node_count"]),
-    "C": ("CPUS", ("cpus",), lambda j: j["cpus"]),
-    "b": ("TRES_PER_NODE", ("gpus",), lambda j: f"gres:gpu:{j['gpus']}" if j["gpus"] else "N/A"),
-    "N": ("NODELIST", ("node",), lambda j: j.get("node") or ""),
-    "R": ("NODELIST(REASON)", ("state", "reason", "node"), _reason_or_nodes),
-    "r": ("REASON", ("state", "reason"), lambda j: slurm_reason(j["state"], j.get("reason"))),
-    "Z": ("WORK_DIR", ("work_dir",), lambda j: j["work_dir"]),
-    "y": ("NICE", ("nice",), lambda j: j["nice"]),
-    "V": ("SUBMIT_TIME", ("submit_time",), lambda j: (j.get("submit_time") or "N/A")[:19]),
-    "S": ("START_TIME", ("start_time",), lambda j: (j.get("start_time") or "N/A")[:19]),
-    "e": ("END_TIME", ("end_time",), lambda j: (j.get("end_time") or "N/A")[:19]),
-    "Y": ("SCHEDNODES", ("job_id",), lambda j: j.get("sched_nodes") or "(null)"),  # --start
-}
-FILTER_KEYS = ("job_id", "array_job_id", "user", "state", "name")  # what -u -j -t -n read
+FILTER_KEYS = (
+    "job_id",
+    "array_job_id",
+    "user",
+    "state",
+    "name",
+    "partition",
+    "held",
+)  # -u -j -t -n -p, the sort
 ARRAY_KEYS = ("array_task_id", "array_task_string", "display_id")  # what -r reads
 
 
@@ -114,10 +67,11 @@ def render(
     fmt: str,
     header: bool,
     fields: Mapping[str, tuple[str, tuple[str, ...], Callable[[Mapping[str, Any]], Any]]] = FIELDS,
+    uncut: frozenset[str] = TIME_LETTERS,
 ) -> str:
     """The jobs as squeue prints them with `fmt` (its %[.][width]letter fields; a '.'
-    right-justifies, a width pads or cuts, as in squeue); sinfo passes its own
-    `fields`."""
+    right-justifies, a width pads or cuts, as in squeue, but for the times in `uncut`,
+    which it only pads); sinfo passes its own `fields`."""
     parts: list[tuple[str, bool, int | None, str | None]] = []  # (text, right, width, key)
     at = 0
     for match in _FIELD_RE.finditer(fmt):
@@ -142,14 +96,52 @@ def render(
                 continue
             value = value_of(key)
             if width is not None:
-                value = value[:width]
+                value = value if key in uncut else value[:width]
                 value = value.rjust(width) if right else value.ljust(width)
             out.append(value)
-        return "".join(out).rstrip()
+        return "".join(out)  # padding kept, as Slurm prints it
 
     lines = [line(lambda k: fields[k][0])] if header else []
     lines += [line(lambda k, j=job: str(fields[k][2](j))) for job in jobs]  # type: ignore[misc]
     return "\n".join(lines)
+
+
+def render_named(jobs: Sequence[Mapping[str, Any]], spec: str, header: bool) -> str:
+    """The jobs as `squeue -O SPEC` prints them: each `Name[:[.]size]` (size 20 by
+    default, left-justified unless '.'), one after the other with no separator; a
+    value longer than its size is cut (a time is not)."""
+    columns = []
+    for item in spec.split(","):
+        name, _, size = item.strip().partition(":")
+        field = NAMED.get(name.lower())
+        if field is None:
+            known = ", ".join(sorted(NAMED))
+            raise ValueError(f"invalid -O field {name!r}: fields known here are {known}")
+        right = size.startswith(".")
+        width = size.lstrip(".")
+        if width and not width.isdigit():
+            raise ValueError(f"invalid -O size {size!r} in {item.strip()!r}: e.g. Name:20")
+        columns.append((field, right, int(width) if width else 20, name.lower() in NAME_TIMES))
+
+    def cell(text: str, right: bool, width: int, time_like: bool) -> str:
+        text = text if time_like else text[:width]
+        return text.rjust(width) if right else text.ljust(width)
+
+    lines = []
+    if header:
+        lines.append("".join(cell(f[0], r, w, t) for f, r, w, t in columns))
+    for job in jobs:
+        lines.append("".join(cell(str(f[2](job)), r, w, t) for f, r, w, t in columns))
+    return "\n".join(lines)
+
+
+def slurm_order(job: Mapping[str, Any]) -> tuple[Any, ...]:
+    """squeue's default order (its sort "P,t,-p"): by partition, then state as its
+    compact name sorts, then priority, highest first: a held job's is 0, the others'
+    alike here, so the newest comes first, as Slurm lists jobs of equal priority."""
+    held = bool(job.get("held"))
+    return (job.get("partition") or "", COMPACT.get(job["state"], job["state"]), held,
+            -int(job.get("job_id") or 0))  # fmt: skip
 
 
 def slurm_json(job: Mapping[str, Any]) -> dict[str, Any]:
@@ -212,6 +204,9 @@ def squeue(
     `--start` lists the pending jobs with `forecast_of()`'s expected starts (the
     records of GET /v1/forecast) as START_TIME and SCHEDNODES, as Slurm's does."""
     fmt, header, as_json, array, start = DEFAULT_FORMAT, True, False, False, False
+    named: str | None = None
+    long = False
+    partitions: set[str] = set()
     users: set[str] = set()
     ids: set[int] = set()
     states: set[str] = set()
@@ -242,12 +237,24 @@ def squeue(
             names.update(items)
         elif name == "format":
             fmt = value
+        elif name == "Format":
+            named = value
+        elif name == "long":
+            long = True
+        elif name == "partition":
+            partitions.update(items)
+    if long and fmt == DEFAULT_FORMAT:
+        fmt = LONG_FORMAT
     if start:
         fmt = START_FORMAT if fmt == DEFAULT_FORMAT else fmt
         states = states or {"PENDING"}
+    if named is not None:
+        render_named([], named, header=False)  # a bad -O is refused first
     render([], fmt, header=False)  # a bad format is refused before the cluster is asked
     everything = bool(states - {"PENDING", "RUNNING"})
-    keys = None if as_json else format_keys(fmt) + (ARRAY_KEYS if array else ())
+    keys = (
+        None if as_json or named is not None else format_keys(fmt) + (ARRAY_KEYS if array else ())
+    )
     listed = jobs_of(everything, keys)
     if array:
         from podium.api.arrays import expanded
@@ -267,13 +274,23 @@ def squeue(
         and (not ids or j["job_id"] in ids or j.get("array_job_id") in ids)
         and (not states or "ALL" in states or j["state"] in states)
         and (not names or j["name"] in names)
+        and (not partitions or j["partition"] in partitions)
     ]
+    jobs.sort(key=slurm_order)
+    if ids and not any(j["job_id"] in ids or j.get("array_job_id") in ids for j in listed):
+        raise JobsUnknown("slurm_load_jobs error: Invalid job id specified")
     if as_json:
         import json
 
         print(json.dumps({"jobs": [slurm_json(j) for j in jobs]}, indent=2))
     else:
-        text = render(jobs, fmt, header)
+        if long:
+            import time
+
+            print(time.asctime())
+        text = render_named(jobs, named, header) if named is not None else render(jobs, fmt, header)
         if text:
             print(text)
+        if "%-" in fmt:  # Slurm prints such a field as it is, then says so
+            print("squeue: error: Invalid job format specification: -", file=sys.stderr)
     return 0

@@ -41,6 +41,9 @@ BRIEF_FIELDS = (
     "comment",
     "wckey",
     "elastic",
+    "mem_request",
+    "gpus_per_node",
+    "gpus_per_task",
 )
 
 

@@ -158,6 +158,9 @@ def job_record(obj: Obj, workload: Obj | None, pods: list[Obj], now: float) -> d
         "work_dir": str(known.get("work_dir") or ""),
         "comment": known.get("comment"),
         "wckey": known.get("wckey"),
+        "begin_epoch": None,  # Kubernetes has no --begin
+        "mem_per": None,
+        "gpus_per_node": known.get("gpus_per_node"),
     }
     extra: dict[str, Any] = dict(record)
     extra["kind"] = obj.get("kind")

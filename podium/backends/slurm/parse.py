@@ -222,6 +222,9 @@ def job_record(job: dict[str, Any], now: float) -> dict[str, Any]:
         "work_dir": job.get("current_working_directory") or "",
         "comment": _text(job.get("comment")),
         "wckey": _wckey(job.get("wckey")),
+        "begin_epoch": number(job.get("eligible_time")) or None if state == "PENDING" else None,
+        "mem_per": None,  # Slurm's JSON gives memory per node or per CPU with a flag bit
+        "gpus_per_node": None,
     }
     for key in ("stdout", "stderr"):
         if record[key]:
@@ -402,4 +405,7 @@ def jobcomp_record(line: str) -> dict[str, Any] | None:
         "work_dir": fields.get("WorkDir", ""),
         "comment": None,
         "wckey": _text(fields.get("WCKey")),
+        "begin_epoch": None,  # an ended job's: jobcomp does not keep it
+        "mem_per": None,
+        "gpus_per_node": None,
     }

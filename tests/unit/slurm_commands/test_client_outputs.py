@@ -12,8 +12,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from podium.slurm_commands.sacct import sacct, sinfo
+from podium.slurm_commands.sacct import sacct
 from podium.slurm_commands.show_config import show_config
+from podium.slurm_commands.sinfo import sinfo
 from podium.slurm_commands.squeue import squeue
 
 ROOT = Path(__file__).parents[2]

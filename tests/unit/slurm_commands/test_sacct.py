@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from podium.slurm_commands.sacct import sacct, sinfo
+from podium.slurm_commands.sacct import sacct
+from podium.slurm_commands.sinfo import sinfo
 
 
 def job(job_id: int, state: str = "COMPLETED", **kw: Any) -> dict[str, Any]:
@@ -43,16 +44,20 @@ def test_default_columns_list_each_job_then_its_steps() -> None:
 
 def test_parsable_format_and_filters() -> None:
     records = [job(12), job(13, "FAILED", user="bob")]
-    out = sacct(["-P", "-X", "-o", "JobID,User,State,NTasks", "-s", "FAILED"], lambda: records)
+    filters = ["-s", "FAILED", "-S", "2020-01-01"]  # Slurm: -s alone means now, so no end
+    out = sacct(["-P", "-X", "-o", "JobID,User,State,NTasks", *filters], lambda: records)
     assert out.splitlines() == ["JobID|User|State|NTasks", "13|bob|FAILED|"]
+    out = sacct(["-P", "-X", "-o", "JobID", "-s", "FAILED"], lambda: records)
+    assert out.splitlines() == ["JobID"]  # as Slurm's sacct -s F without -S
     out = sacct(["-n", "-p", "-j", "12", "--format=JobID,NTasks,AllocTRES"], lambda: records)
-    assert out.splitlines() == ["12||cpu=4,gres/gpu=2|", "12.batch|1|cpu=4,gres/gpu=2|",
+    assert out.splitlines() == ["12||billing=4,cpu=4,gres/gpu=2,mem=0M,node=1|",
+                                "12.batch|1|cpu=4,gres/gpu=2|",
                                 "12.0|2|cpu=4,gres/gpu=2|"]  # fmt: skip
 
 
 @pytest.mark.parametrize(
     ("args", "words"),
-    [(["-o", "JobID,Bogus"], "invalid field 'Bogus'"), (["12"], "job ids go with -j"),
+    [(["-o", "JobID,Bogus"], 'Invalid field requested: "Bogus"'), (["12"], "job ids go with -j"),
      (["--frobnicate"], "--frobnicate")],
 )  # fmt: skip
 def test_bad_arguments_say_what_is_wrong(args: list[str], words: str) -> None:
@@ -64,8 +69,8 @@ def test_sinfo_summary_and_per_node() -> None:
     nodes = [{"node": "node0", "state": "mixed", "partitions": ["main", "gpu"]}]
     assert sinfo([], nodes).splitlines() == [
         "PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST",  # as Slurm 22.05's sinfo
-        "main         up   infinite      1  mixed node0",
-        "gpu          up   infinite      1  mixed node0",
+        "main         up   infinite      1    mix node0",
+        "gpu          up   infinite      1    mix node0",
     ]
     assert sinfo(["-N", "-h"], [dict(nodes[0], state="drained")]).splitlines()[0].split() == [
         "node0", "1", "main", "drain"]  # fmt: skip
@@ -104,7 +109,7 @@ def test_accounting_shows_a_cancelled_jobs_end_at_once_and_waiting_arrays() -> N
     out = sacct(["-P", "-n", "-o", "JobID,State"], lambda: records)
     assert out.splitlines()[0] == "14|CANCELLED"
     assert out.splitlines()[-1] == "16_[0-3%2]|PENDING"
-    assert sacct(["-PnX", "-o", "JobID", "-s", "CA"], lambda: records) == "14"
+    assert sacct(["-PnX", "-o", "JobID", "-s", "CA", "-S", "2020-01-01"], lambda: records) == "14"
 
 
 def test_json_carries_what_torchx_and_others_read() -> None:

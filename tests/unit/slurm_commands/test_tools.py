@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from podium.api.hostlist import hostlist
-from podium.slurm_commands.job_tools import format_job, main, slurm_duration
+from podium.slurm_commands.job_tools import main
+from podium.slurm_commands.scontrol_show import format_job
+from podium.slurm_commands.slurm_text import slurm_duration
 
 
 def test_host_lists_expand_as_slurms_and_refuse_absurd_ones() -> None:
@@ -101,8 +103,9 @@ def test_squeue_prints_slurms_columns(capsys: pytest.CaptureFixture[str]) -> Non
         "NODES",
         "NODELIST(REASON)",
     ]
-    assert lines[1].split() == ["12", "main", "train", "alice", "R", "1:05", "1", "node0"]
-    assert lines[2].split()[-1] == "(Resources)" and lines[2].split()[4] == "PD"
+    # Slurm's order: pending before running (its sort P,t,-p)
+    assert lines[2].split() == ["12", "main", "train", "alice", "R", "1:05", "1", "node0"]
+    assert lines[1].split()[-1] == "(Resources)" and lines[1].split()[4] == "PD"
     assert squeue(["-h", "-t", "PD", "-o", "%i|%.5T|%l"], lambda every, keys: jobs) == 0
     assert capsys.readouterr().out == "13|PENDI|1:00:00\n"
     assert squeue(["-j", "12", "--json"], lambda every, keys: jobs) == 0
