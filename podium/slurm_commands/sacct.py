@@ -16,13 +16,14 @@ NODELIST`; `-N/--Node` one line per node; `-o/--format` with SINFO_FIELDS;
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from podium.api.slurm_reasons import slurm_reason
 from podium.api.times import format_duration
 from podium.slurm_commands.args import job_ids, read_options
-from podium.slurm_commands.slurm_text import slurm_duration
+from podium.slurm_commands.slurm_text import slurm_duration, slurm_stamp
 from podium.slurm_commands.squeue_fields import COMPACT
 
 SACCT_VALUED = {"-j": "jobs", "--jobs": "jobs", "-u": "user", "--user": "user"}
@@ -81,14 +82,14 @@ FIELDS: dict[str, tuple[str, int, Callable[[Row], Any], Callable[[Row, Row], Any
     "start": (
         "Start",
         19,
-        lambda j: (j["start_time"] or "Unknown")[:19],
-        lambda j, s: (s["start_time"] or "Unknown")[:19],
+        lambda j: slurm_stamp(j["start_time"]),
+        lambda j, s: slurm_stamp(s["start_time"]),
     ),
     "end": (
         "End",
         19,
-        lambda j: (j["end_time"] or "Unknown")[:19],
-        lambda j, s: (s["end_time"] or "Unknown")[:19],
+        lambda j: slurm_stamp(j["end_time"]),
+        lambda j, s: slurm_stamp(s["end_time"]),
     ),
     "ntasks": ("NTasks", 8, lambda j: "", lambda j, s: s["ntasks"]),
     "nnodes": ("NNodes", 8, lambda j: j["node_count"], lambda j, s: 1),
@@ -125,8 +126,8 @@ FIELDS: dict[str, tuple[str, int, Callable[[Row], Any], Callable[[Row, Row], Any
     "submit": (
         "Submit",
         19,
-        lambda j: (j.get("submit_time") or "Unknown")[:19],
-        lambda j, s: (s["start_time"] or "Unknown")[:19],
+        lambda j: slurm_stamp(j.get("submit_time")),
+        lambda j, s: slurm_stamp(s["start_time"]),
     ),
     "elapsedraw": (
         "ElapsedRaw",
@@ -173,7 +174,8 @@ def sacct(args: list[str], acct: Callable[[], list[dict[str, Any]]]) -> str:
     for name, value in given:
         if name in LISTS:
             lists.setdefault(name, set()).update(v.strip() for v in value.split(",") if v.strip())
-    columns = [_column(name) for name in (opts.get("format") or DEFAULT).split(",") if name]
+    chosen = opts.get("format") or os.environ.get("SACCT_FORMAT") or DEFAULT
+    columns = [_column(name) for name in chosen.split(",") if name]
     wanted, steps_of = _job_and_step_ids(lists.get("jobs", set()))
     states = {s.upper() for s in lists.get("state", ())}
     # With -s and no -S, Slurm's window is now: a job is listed in the state it is in

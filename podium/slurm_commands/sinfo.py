@@ -5,6 +5,7 @@ tests/integration/test_slurm_differential.py)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -123,7 +124,7 @@ def sinfo(args: list[str], nodes: list[dict[str, Any]]) -> str:
     default = (
         (LONG_BY_NODE if long else BY_NODE) if by_node else (LONG_SUMMARY if long else SUMMARY)
     )
-    fmt = opts.get("format") or default
+    fmt = opts.get("format") or os.environ.get("SINFO_FORMAT") or default
     if by_node and fmt == default:  # its own format's %N: as wide as the longest name
         widest = max((len(n["node"]) for n in nodes), default=8)
         fmt = fmt.replace("%N ", f"%{max(widest, 8)}N ")

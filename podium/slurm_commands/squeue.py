@@ -243,6 +243,11 @@ def squeue(
             long = True
         elif name == "partition":
             partitions.update(items)
+    if fmt == DEFAULT_FORMAT and named is None:  # squeue's environment, as Slurm's reads it
+        if os.environ.get("SQUEUE_FORMAT"):
+            fmt = os.environ["SQUEUE_FORMAT"]
+        elif os.environ.get("SQUEUE_FORMAT2"):
+            named = os.environ["SQUEUE_FORMAT2"]
     if long and fmt == DEFAULT_FORMAT:
         fmt = LONG_FORMAT
     if start:

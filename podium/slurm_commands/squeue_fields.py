@@ -8,6 +8,7 @@ import re
 
 from podium.api.slurm_reasons import ENDED, slurm_reason
 from podium.api.times import format_duration
+from podium.slurm_commands.slurm_text import slurm_stamp, slurm_time
 
 TYPE_CHECKING = False  # typing itself is not loaded here: squeue is called in loops
 if TYPE_CHECKING:
@@ -76,15 +77,13 @@ def _time_left(job: Mapping[str, Any]) -> str:
 
 
 def _stamp(epoch: float) -> str:
-    import time
-
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(epoch))
+    return slurm_time(epoch)
 
 
 def _end(job: Mapping[str, Any]) -> str:
     """%e: when it ended, or a running job's limit's end; N/A while it waits."""
     if job.get("end_time"):
-        return str(job["end_time"])[:19]
+        return slurm_stamp(job["end_time"])
     limit = job.get("time_limit_s")
     if job["state"] == "RUNNING" and limit is not None and job.get("start_epoch"):
         return _stamp(job["start_epoch"] + limit)
@@ -96,7 +95,7 @@ def _end(job: Mapping[str, Any]) -> str:
 def _start(job: Mapping[str, Any]) -> str:
     """%S: when it started; for a waiting job, the time it may start from (--begin)."""
     if job.get("start_time"):
-        return str(job["start_time"])[:19]
+        return slurm_stamp(job["start_time"])
     begin = job.get("begin_epoch")
     return _stamp(begin) if job["state"] == "PENDING" and begin else "N/A"
 
@@ -181,7 +180,7 @@ FIELDS: dict[str, Field] = {
     "o": ("COMMAND", (), lambda j: "(null)"),
     "Z": ("WORK_DIR", ("work_dir",), lambda j: j["work_dir"]),
     "y": ("NICE", ("nice",), lambda j: j["nice"]),
-    "V": ("SUBMIT_TIME", ("submit_time",), lambda j: (j.get("submit_time") or "N/A")[:19]),
+    "V": ("SUBMIT_TIME", ("submit_time",), lambda j: slurm_stamp(j.get("submit_time"), "N/A")),
     "S": ("START_TIME", ("start_time", "state", "begin_epoch"), _start),
     "e": ("END_TIME", ("end_time", "state", "time_limit_s", "start_epoch", "begin_epoch"), _end),
     "Y": ("SCHEDNODES", ("job_id",), lambda j: j.get("sched_nodes") or "(null)"),  # --start

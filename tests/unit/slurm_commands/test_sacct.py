@@ -138,3 +138,33 @@ def test_sinfo_formats_and_groups_nodes_alike() -> None:
     assert out == ["   3 n0,n1,n2 gpu:h100:2 0/8/0/8"]  # no %m: all three alike
     with pytest.raises(ValueError, match="format field %Q is not supported"):
         sinfo(["-o", "%Q"], nodes)
+
+
+def test_the_environment_sets_formats_and_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 45: SACCT_FORMAT, SINFO_FORMAT, SQUEUE_FORMAT(2) and SLURM_TIME_FORMAT, as
+    Slurm's commands read them; an option on the command line still wins."""
+    import contextlib
+    import io
+
+    from podium.slurm_commands.squeue import squeue
+
+    monkeypatch.setenv("SACCT_FORMAT", "JobID,State")
+    assert sacct(["-P", "-X", "-n"], lambda: [job(12)]) == "12|COMPLETED"
+    assert sacct(["-P", "-X", "-n", "-o", "JobName"], lambda: [job(12)]) == "train"
+    monkeypatch.setenv("SLURM_TIME_FORMAT", "%d/%m %H:%M")
+    assert sacct(["-P", "-X", "-n", "-o", "Start"], lambda: [job(12)]) == "23/11 08:00"
+    monkeypatch.delenv("SLURM_TIME_FORMAT")
+    assert sacct(["-P", "-X", "-n", "-o", "Start"], lambda: [job(12)]) == "2026-11-23T08:00:00"
+    nodes = [{"node": "node0", "state": "idle", "partitions": ["main"]}]
+    monkeypatch.setenv("SINFO_FORMAT", "%P|%t")
+    assert sinfo(["-h"], nodes) == "main|idle"
+    out = io.StringIO()
+    monkeypatch.setenv("SQUEUE_FORMAT2", "JobID:4,State:.8")
+    with contextlib.redirect_stdout(out):
+        squeue(["-h"], lambda every, keys: [job(12, "RUNNING")])
+    assert out.getvalue() == "12   RUNNING\n"
+    monkeypatch.setenv("SQUEUE_FORMAT", "%i|%T")  # SQUEUE_FORMAT wins over FORMAT2
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        squeue(["-h"], lambda every, keys: [job(12, "RUNNING")])
+    assert out.getvalue() == "12|RUNNING\n"
