@@ -308,6 +308,10 @@ class Views:
         if last is None:
             return []
         jobs = self.reactor.queue.jobs
+        reasons = self.reactor.pending_reasons()
+        w = self.reactor.policy.weights
+        weights = {"age": w.age, "fairshare": w.fairshare, "qos": w.qos, "jobsize": w.jobsize,
+                   "partition": w.partition, "shortness": w.shortness}  # fmt: skip
         out = []
         for job_id, f in sorted(last.priorities.items(), key=lambda kv: -kv[1].total):
             job = jobs.get(job_id)
@@ -329,6 +333,9 @@ class Views:
                     "partition_factor": round(f.partition, 6),
                     "shortness": round(f.shortness, 6),
                     "nice": f.nice,
+                    "held": job.held,
+                    "reason": reasons.get(job_id),
+                    "weights": weights,
                 }
             )
         return out

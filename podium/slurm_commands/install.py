@@ -21,7 +21,10 @@ SRUN_MAIN = (
     "import sys; from podium.slurm_commands.entry import srun_main; "
     "sys.exit(srun_main(sys.argv[1:]))"
 )
-TOOLS = ("scontrol", "sbatch", "scancel", "squeue", "srun", "salloc", "sacct", "sinfo")
+TOOLS = (
+    "scontrol", "sbatch", "scancel", "squeue", "srun", "salloc", "sacct", "sinfo", "sprio",
+    "sshare", "sstat",
+)  # fmt: skip
 
 
 def write_commands(directory: Path, python: str, force: bool) -> list[Path]:

@@ -31,7 +31,7 @@ SCANCEL_OPTIONS = {"-u": "user", "--user": "user", "-n": "name", "--name": "name
 SCANCEL_OPTIONS |= {"-t": "state", "--state": "state", "-s": "signal", "--signal": "signal"}
 SCANCEL_FLAGS = {"-b": "batch", "--batch": "batch", "-f": "full", "--full": "full"}
 SCANCEL_FLAGS |= {"-Q": "quiet", "--quiet": "quiet"}
-TOOL_NAMES = "scontrol, sbatch, scancel, squeue, srun, salloc, sacct or sinfo"
+TOOL_NAMES = "scontrol, sbatch, scancel, squeue, srun, salloc, sacct, sinfo, sprio, sshare or sstat"
 USAGE = "scontrol: error: expected show hostnames|job|node|config, update, requeue, hold or release"
 
 
@@ -53,6 +53,9 @@ def main(argv: Sequence[str]) -> int:
         "srun": _srun,
         "sacct": sacct,
         "sinfo": sinfo,
+        "sprio": sprio,
+        "sshare": sshare,
+        "sstat": sstat,
     }
     run = tools.get(tool)
     if run is None:
@@ -292,6 +295,37 @@ def _show() -> Any:
     from podium.slurm_commands import scontrol_show
 
     return scontrol_show
+
+
+def sprio(args: list[str]) -> int:
+    from podium.slurm_commands.stats_tools import sprio as run
+
+    return _print(run(args, _backend().priorities()))
+
+
+def sshare(args: list[str]) -> int:
+    from podium.slurm_commands.stats_tools import sshare as run
+
+    return _print(run(args, _backend().share()["shares"]))
+
+
+def sstat(args: list[str]) -> int:
+    """sstat of running jobs' steps, from their accounting records."""
+    from podium.slurm_commands.stats_tools import sstat as run
+
+    backend = _backend()
+
+    def job_of(job_id: int) -> dict[str, Any]:
+        found = [j for j in backend.acct(JobFilter(finished=True)) if j["job_id"] == job_id]
+        if not found:
+            raise ValueError(f"couldn't get steps for job {job_id}")
+        return found[0]
+
+    text, errors = run(args, job_of)
+    _print(text)
+    for line in errors:
+        print(line, file=sys.stderr)
+    return 0
 
 
 def _backend() -> Backend:

@@ -88,20 +88,20 @@ def render(
         at = match.end()
     parts.append((fmt[at:], False, None, None))
 
-    def line(value_of: Callable[[str], str]) -> str:
+    def line(value_of: Callable[[str], str], title: bool = False) -> str:
         out = []
         for text, right, width, key in parts:
             if key is None:
                 out.append(text)
                 continue
             value = value_of(key)
-            if width is not None:
-                value = value if key in uncut else value[:width]
+            if width is not None:  # a title is cut always, a duration's value never
+                value = value if key in uncut and not title else value[:width]
                 value = value.rjust(width) if right else value.ljust(width)
             out.append(value)
         return "".join(out)  # padding kept, as Slurm prints it
 
-    lines = [line(lambda k: fields[k][0])] if header else []
+    lines = [line(lambda k: fields[k][0], title=True)] if header else []
     lines += [line(lambda k, j=job: str(fields[k][2](j))) for job in jobs]  # type: ignore[misc]
     return "\n".join(lines)
 

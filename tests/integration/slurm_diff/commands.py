@@ -89,6 +89,17 @@ def _commands() -> list[tuple[str, ...]]:
     lines += [("squeue", "-t", "all", "-O", f"{name}:12") for name in SQUEUE_NAMES]
     lines += [("sinfo", "-N", "-h", "-o", f"%{letter}") for letter in SINFO_LETTERS]
     lines += [("sacct", "-X", "-n", "-P", "-o", field) for field in SACCT_FIELDS]
+    # sprio, sshare, sstat
+    lines += [
+        ("sprio",), ("sprio", "-h"), ("sprio", "-l"), ("sprio", "-n"), ("sprio", "-w"),
+        ("sprio", "-j", "{dep}"), ("sprio", "-u", "root"), ("sprio", "-o", "%i %u %Y"),
+        ("sshare",), ("sshare", "-a"), ("sshare", "-l"), ("sshare", "-h"), ("sshare", "-P"),
+        ("sshare", "-u", "root"), ("sshare", "-a", "-o", "Account,User,RawShares"),
+        ("sstat", "-j", "{longname-for-testing}"), ("sstat", "-a", "-j", "{longname-for-testing}"),
+        ("sstat", "-j", "{longname-for-testing}.batch", "-o", "JobID,NTasks"),
+        ("sstat", "-n", "-P", "-j", "{longname-for-testing}.batch", "-o", "JobID,NTasks"),
+        ("sstat", "-j", "{failer}"),
+    ]  # fmt: skip
     # scontrol
     lines += [
         ("scontrol", "show", "job", "{failer}"), ("scontrol", "show", "job", "{held}"),
@@ -115,6 +126,10 @@ _OUTPUT = (
 _SHOW = (
     "scontrol show prints the fields Podium keeps, in Slurm's Key=Value layout; Slurm's "
     "others (MCS_label, Power, CPULoad, Sockets, BatchFlag, ...) have no meaning here"
+)
+_SHARE = (
+    "usage and fair share are Podium's: GPU-seconds charged as jobs run, decayed "
+    "(docs/scheduling.md), where Slurm's RawUsage waits for its next priority calculation"
 )
 DELIBERATE: dict[str, str] = {
     "squeue -l": _YEAR,
@@ -153,6 +168,15 @@ DELIBERATE: dict[str, str] = {
     "ran (Elapsed, normalised, is compared)",
     "sacct -X -n -P -o ElapsedRaw": "a running job's raw seconds differ by when each side "
     "ran (Elapsed, normalised, is compared)",
+    "sprio -n": "sprio -n prints Podium's normalised factors in sprio's default layout",
+    "sshare": _SHARE,
+    "sshare -a": _SHARE,
+    "sshare -l": _SHARE + "; -l's LevelFS, GrpTRESMins and TRESRunMins are not kept",
+    "sshare -h": _SHARE,
+    "sshare -P": _SHARE,
+    "sshare -u root": _SHARE,
+    "sstat -a -j {longname-for-testing}": "Podium samples no usage per step: sstat's usage "
+    "columns are blank (Slurm prints an AveCPUFreq for a batch step that has none)",
     "scontrol show job {failer}": _SHOW,
     "scontrol show job {held}": _SHOW,
     "scontrol show job {longname-for-testing}": _SHOW,
