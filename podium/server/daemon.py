@@ -315,8 +315,7 @@ def serve(home: Path, config: ClusterConfig, config_file: Path | None = None) ->
     add_metrics_route(app, metrics_registry(controller, controller.telemetry))
     app.router.lifespan_context = lifespan
     context = tls_context(http)  # before any socket: a bad certificate stops the start
-    sock = paths.socket_path(home)
-    sock.unlink(missing_ok=True)
+    sock = paths.socket_path(home)  # replaced in place: see bind_unix
     sockets = [bind_unix(str(sock))]
     tls_sockets: list[tuple[socket.socket, ssl.SSLContext]] = []
     # Bodies bounded before they are read, on every socket; over TCP the token gate

@@ -11,6 +11,7 @@ at a time must not hold a connection for ever).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import struct
@@ -23,6 +24,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 SCOPE_KEY = "podium.peer"
 TOKEN_KEY = "podium.token"  # over HTTP: the id of the token the request came with
 HEADER_TIMEOUT_S = 10.0
+LISTEN_BACKLOG = 2048  # uvicorn's default backlog
 _LATE = (
     b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
     b"connection: close\r\ncontent-length: %d\r\n\r\n%s"
@@ -50,10 +52,25 @@ def peer_cred(sock: socket.socket | None) -> PeerCred | None:
 
 def bind_unix(path: str) -> socket.socket:
     """The daemon's unix socket at `path`, open to every local user (0666, as uvicorn
-    makes its own): who may do what is decided by each peer's credentials."""
+    makes its own): who may do what is decided by each peer's credentials.
+
+    The socket is bound and listening under a temporary name first and then renamed
+    into place, so whoever sees `path` can connect: a client is never refused by a
+    socket file that exists but does not listen yet."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.bind(path)
-    os.chmod(path, 0o666)
+    staging = f"{path}.{os.getpid()}.new"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(staging)
+    try:
+        sock.bind(staging)
+        os.chmod(staging, 0o666)
+        sock.listen(LISTEN_BACKLOG)
+        os.replace(staging, path)
+    except BaseException:
+        sock.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(staging)
+        raise
     return sock
 
 
