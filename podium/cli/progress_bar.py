@@ -41,6 +41,7 @@ class Task:
         self.began = time.monotonic()
         self.done = 0.0
         self._said = self.began
+        self.spoke = False  # a plain line about this part was printed
 
     def update(self, done: float, note: str = "") -> None:
         """`done` of the total so far (`note`: what it is doing now, for the line)."""
@@ -52,7 +53,9 @@ class Task:
         now = time.monotonic()
         if progress.plain and now - self._said >= progress.every_s:
             self._said = now
-            progress.say(f"{self._title(note)}: {self._amount()}, {now - self.began:.0f} s")
+            self.spoke = True
+            amount = "still working" if self.unit == "s" and not self.total else self._amount()
+            progress.say(f"{self._title(note)}: {amount}, {now - self.began:.0f} s")
 
     def counted(self, done: float, total: float) -> None:
         """`update` in the (done, total) form that callbacks such as `simulate`'s
@@ -63,15 +66,16 @@ class Task:
                 self.progress.rich.update(self.bar, total=total)
         self.update(done)
 
-    def finish(self, note: str = "") -> None:
-        """The part is over; on a pipe, one line saying so and how long it took."""
+    def finish(self, note: str = "", if_spoke: bool = False) -> None:
+        """The part is over; on a pipe, one line saying so and how long it took
+        (with `if_spoke`, only when a line about the part was printed before)."""
         progress = self.progress
         if progress.rich is not None:
             if self.total is not None:
                 progress.rich.update(self.bar, completed=self.total)
             progress.rich.update(self.bar, description=self._title(note or "done"))
             progress.rich.stop_task(self.bar)
-        elif progress.plain:
+        elif progress.plain and (self.spoke or not if_spoke):
             spent = time.monotonic() - self.began
             progress.say(f"{self._title(note or 'done')} in {spent:.0f} s")
 
@@ -119,14 +123,19 @@ class Progress:
                 transient=False,
             )
 
-    def task(self, label: str, total: float | None = None, unit: str = "") -> Task:
-        """A new part of the work, shown as it starts."""
+    def task(
+        self, label: str, total: float | None = None, unit: str = "", announce: bool = True
+    ) -> Task:
+        """A new part of the work, shown as it starts (on a pipe, without `announce`,
+        from its first periodic line: quick work then prints nothing)."""
         bar = None
         if self.rich is not None:
             bar = self.rich.add_task(label, total=total)
-        elif self.plain:
+        task = Task(self, label, total, unit, bar)
+        if self.plain and announce:
+            task.spoke = True
             self.say(f"{label}: started" + (f" ({total:,.0f} {unit})" if total else ""))
-        return Task(self, label, total, unit, bar)
+        return task
 
     def say(self, line: str) -> None:
         """One plain line, prefixed by the command."""
@@ -153,7 +162,8 @@ class Progress:
 def while_working(command: str, label: str, work: Callable[[], T], tick_s: float = 0.2) -> T:
     """`work()` (a call that reports nothing itself: a deep health check, an image
     import) run while a task shows that it goes on and for how long; its result, or
-    its exception raised here."""
+    its exception raised here. On a pipe, work over within a line's interval prints
+    nothing, and a failure no line of its own: the caller's one-line error says it."""
     got: list[T] = []
     failed: list[BaseException] = []
 
@@ -165,12 +175,15 @@ def while_working(command: str, label: str, work: Callable[[], T], tick_s: float
 
     worker = threading.Thread(target=run, daemon=True)
     with Progress(command) as progress:
-        task = progress.task(label, unit="s")
+        task = progress.task(label, unit="s", announce=False)
         worker.start()
         while worker.is_alive():
             worker.join(tick_s)
             task.update(time.monotonic() - task.began)
-        task.finish("failed" if failed else "done")
+        if failed and progress.rich is None:
+            pass  # on a pipe, the error line alone
+        else:
+            task.finish("failed" if failed else "done", if_spoke=True)
     if failed:
         raise failed[0]
     return got[0]

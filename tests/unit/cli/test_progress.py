@@ -47,6 +47,27 @@ def test_while_working_returns_or_raises(monkeypatch: pytest.MonkeyPatch) -> Non
         while_working("podium x", "y", fails)
 
 
+def test_while_working_on_a_pipe_is_quiet_unless_slow(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Quick work prints nothing, a failure no line of its own (the caller's one-line
+    error is the only line), slow work a line each interval and one at the end."""
+    monkeypatch.delenv("PODIUM_PROGRESS", raising=False)
+    assert while_working("podium x", "y", lambda: 3) == 3
+
+    def fails() -> None:
+        raise ValueError("no")
+
+    with pytest.raises(ValueError):
+        while_working("podium x", "y", fails)
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(Progress.__init__, "__defaults__", (None, 0.05))
+    while_working("podium x", "y", lambda: time.sleep(0.3), tick_s=0.02)
+    said = capsys.readouterr().err.splitlines()
+    assert said[0].startswith("podium x: y: still working, "), said
+    assert said[-1].startswith("podium x: y: done in "), said
+
+
 def test_podium_sim_says_what_it_replays(tmp_path: Path) -> None:
     """A replay no longer runs silent: each policy's start and end, with its result
     and time, on stderr; the table on stdout as before."""
