@@ -47,7 +47,10 @@ def _assert_refused(c: Cluster, accepted: list[int], result: object, *needles: s
 
 SCRIPT_CASES = [
     ("echo no shebang\n", ["does not start with #!"]),
-    ("#!/bin/bash\n#SBATCH --gpu=2\n", ["line 2", "unknown option --gpu", "did you mean --gpus?"]),
+    (
+        "#!/bin/bash\n#SBATCH --gpu=2\n",
+        ["line 2", "option '--gpu' is ambiguous", "did you mean --gpus?"],
+    ),
     ("#!/bin/bash\n#SBATCH --job-nmae=x\n", ["did you mean --job-name?"]),
     (
         "#!/bin/bash\n\n#SBATCH --reservation=big\n",
@@ -138,7 +141,7 @@ def test_bad_command_lines(
 def test_bad_job_yaml(guarded: tuple[Cluster, list[int]]) -> None:
     c, accepted = guarded
     cases = [
-        ("gpus: [1, 2]\ncommand: true\n", "expected a single value"),
+        ("gpus: [1, 2]\ncommand: true\n", "expected one value"),
         ("gpuz: 1\ncommand: true\n", "did you mean"),
         ("command: true\nscript: '#!/bin/sh'\n", "either 'script' or 'command'"),
         ("- just\n- a list\n", "expected a mapping"),

@@ -90,4 +90,3 @@ def test_the_formatters_take_any_float(value: float) -> None:
     assert shown is None or shown[:4].isdigit()
     assert within(value).startswith("in ")
     assert format_duration(value)
-
