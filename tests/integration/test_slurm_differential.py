@@ -94,3 +94,15 @@ def test_podium_prints_what_slurm_prints(podium_side: tuple[Cluster, dict[str, o
         f"{len(differ)} of {total} command lines differ from Slurm's (all in {report}); "
         f"the first:\n" + "\n\n".join(differ[:3])
     )
+
+
+def test_the_docs_table_is_the_suites_own() -> None:
+    """docs/slurm-compat.md's "Held to a real Slurm" table is made from the option
+    tables and the suite's command lines: an option added, a line added or a difference
+    fixed without rewriting it (python -m tests.integration.slurm_diff.table) fails."""
+    from tests.integration.slurm_diff import table
+
+    text = table.DOC.read_text()
+    assert table.BEGIN in text and table.END in text
+    shown = table.BEGIN + text.split(table.BEGIN, 1)[1].split(table.END, 1)[0] + table.END
+    assert shown == table.section(), "rewrite it: python -m tests.integration.slurm_diff.table"
