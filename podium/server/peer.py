@@ -58,7 +58,9 @@ def bind_unix(path: str) -> socket.socket:
     into place, so whoever sees `path` can connect: a client is never refused by a
     socket file that exists but does not listen yet."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    staging = f"{path}.{os.getpid()}.new"
+    # in the same directory, and no longer than the name itself where it can be
+    # (a unix socket's path has at most 107 bytes)
+    staging = os.path.join(os.path.dirname(path), f".s{os.getpid()}")
     with contextlib.suppress(FileNotFoundError):
         os.unlink(staging)
     try:
