@@ -3,8 +3,7 @@
 A long option may be written as any unambiguous prefix of its name: `squeue --job=3`
 is `--jobs=3`, `sacct --form=JobID` is `--format`, `squeue --nohead` is `--noheader`.
 An exact name always wins (`--mem` beside `--mem-per-cpu`); a prefix shared by several
-options that are not the same one is ambiguous, refused with getopt's own words (and
-the nearest of them as a suggestion: `--gpu` → did you mean --gpus?).
+options that are not the same one is ambiguous, refused with getopt's own words.
 """
 
 from __future__ import annotations
@@ -35,11 +34,8 @@ def resolve_long(
     meanings = {same(n) if same is not None else n for n in found}
     if len(meanings) == 1:
         return min(found, key=len)
-    from podium.api.suggest import did_you_mean  # only on an error
-
     listed = " ".join(f"'{n}'" for n in sorted(found))
-    hint = did_you_mean(name, found)
-    raise Ambiguous(f"option '{name}' is ambiguous; possibilities: {listed}{hint}")
+    raise Ambiguous(f"option '{name}' is ambiguous; possibilities: {listed}")
 
 
 __all__ = ["Ambiguous", "resolve_long"]

@@ -230,12 +230,13 @@ def parse_tokens(
             name, eq, inline = tok[2:].partition("=")
             opt = OPTIONS.get(name)
             if opt is None:  # getopt_long takes any unambiguous prefix, as sbatch does
+                spelled = [f"--{n}" for n in OPTIONS]
                 try:
-                    full = resolve_long(
-                        f"--{name}", [f"--{n}" for n in OPTIONS], lambda n: OPTIONS[n[2:]].long
-                    )
-                except Ambiguous as exc:
-                    raise SpecError(f"{where}: {exc}") from None
+                    full = resolve_long(f"--{name}", spelled, lambda n: OPTIONS[n[2:]].long)
+                except Ambiguous as exc:  # getopt's words, and the likeliest of them
+                    near = [n for n in spelled if n.startswith(f"--{name}")]
+                    hint = did_you_mean(f"--{name}", near)
+                    raise SpecError(f"{where}: {exc}{hint}") from None
                 if full is None:
                     raise _unknown(name, where, "--")
                 opt = OPTIONS[full[2:]]
