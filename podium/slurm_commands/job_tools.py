@@ -117,7 +117,7 @@ def sacct(args: list[str]) -> int:
 def sinfo(args: list[str]) -> int:
     from podium.slurm_commands.sinfo import sinfo as run
 
-    return _print(run(args, _backend().nodes()))
+    return _print(run(args, lambda: _backend().nodes()))
 
 
 def _srun(args: list[str]) -> int:
@@ -300,13 +300,13 @@ def _show() -> Any:
 def sprio(args: list[str]) -> int:
     from podium.slurm_commands.stats_tools import sprio as run
 
-    return _print(run(args, _backend().priorities()))
+    return _print(run(args, lambda: _backend().priorities()))
 
 
 def sshare(args: list[str]) -> int:
     from podium.slurm_commands.stats_tools import sshare as run
 
-    return _print(run(args, _backend().share()["shares"]))
+    return _print(run(args, lambda: _backend().share()["shares"]))
 
 
 def sstat(args: list[str]) -> int:

@@ -113,13 +113,16 @@ SINFO_FIELDS: dict[str, tuple[str, tuple[str, ...], Callable[[Line], Any]]] = {
 }
 
 
-def sinfo(args: list[str], nodes: list[dict[str, Any]]) -> str:
-    """sinfo's summary (or -N, one line per node; or -o FORMAT) of `nodes`: nodes whose
-    fields print alike share a line, as sinfo groups them. `-p`, `-n`, `-t` filter."""
+def sinfo(args: list[str], fetch: Callable[[], list[dict[str, Any]]]) -> str:
+    """sinfo's summary (or -N, one line per node; or -o FORMAT) of the nodes `fetch()`
+    gives, asked for once the options are read (a bad option needs no daemon): nodes
+    whose fields print alike share a line, as sinfo groups them. `-p`, `-n`, `-t`
+    filter."""
     given, words = read_options(args, SINFO_VALUED, SINFO_FLAGS, "see docs/slurm-compat.md")
     if words:
         raise ValueError(f"unexpected argument {words[0]!r}")
     opts = dict(given)
+    nodes = fetch()
     by_node, long = "node" in opts, "long" in opts
     default = (
         (LONG_BY_NODE if long else BY_NODE) if by_node else (LONG_SUMMARY if long else SUMMARY)

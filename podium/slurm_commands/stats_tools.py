@@ -55,12 +55,14 @@ SPRIO_FIELDS: dict[str, tuple[str, tuple[str, ...], Callable[[Row], Any]]] = {
 }
 
 
-def sprio(args: list[str], jobs: Sequence[Row]) -> str:
-    """sprio's table of the waiting jobs' priority factors (`jobs`: /v1/priority)."""
+def sprio(args: list[str], fetch: Callable[[], Sequence[Row]]) -> str:
+    """sprio's table of the waiting jobs' priority factors (`fetch()`: /v1/priority's
+    rows, asked for once the options are read: a bad option needs no daemon)."""
     given, words = read_options(args, SPRIO_VALUED, SPRIO_FLAGS, "see docs/slurm-compat.md")
     if words:
         raise ValueError(f"unexpected argument {words[0]!r}")
     opts = dict(given)
+    jobs = fetch()
     wanted = set(job_ids(opts["jobs"])) if "jobs" in opts else set()
     users = set(opts.get("user", "").split(",")) - {""}
     shown = [j for j in jobs if eligible(j) and (not wanted or j["job_id"] in wanted)
@@ -130,13 +132,15 @@ SSHARE_DEFAULT = "Account,User,RawShares,NormShares,RawUsage,EffectvUsage,FairSh
 SSHARE_LONG = "Account,User,RawShares,NormShares,RawUsage,NormUsage,EffectvUsage,FairShare"
 
 
-def sshare(args: list[str], shares: Sequence[Row]) -> str:
-    """sshare's tree of accounts and users (`shares`: /v1/share's rows), the root
-    account first, each level indented by a space, as Slurm prints it."""
+def sshare(args: list[str], fetch: Callable[[], Sequence[Row]]) -> str:
+    """sshare's tree of accounts and users (`fetch()`: /v1/share's rows, asked for
+    once the options are read), the root account first, each level indented by a
+    space, as Slurm prints it."""
     given, words = read_options(args, SSHARE_VALUED, SSHARE_FLAGS, "see docs/slurm-compat.md")
     if words:
         raise ValueError(f"unexpected argument {words[0]!r}")
     opts = dict(given)
+    shares = fetch()
     spec = opts.get("format") or (SSHARE_LONG if "long" in opts else SSHARE_DEFAULT)
     columns = []
     for name in (n.strip().lower() for n in spec.split(",") if n.strip()):

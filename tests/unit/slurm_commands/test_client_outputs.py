@@ -79,7 +79,7 @@ def run(line: str) -> str | None:
         if tool == "sacct":
             return sacct(args, lambda: [dict(r) for r in RECORDS])
         if tool == "sinfo":
-            return sinfo(args, NODES)
+            return sinfo(args, lambda: NODES)
         if tool == "squeue":
             with contextlib.redirect_stdout(out):
                 squeue(args, lambda every, keys: [dict(r) for r in RECORDS])

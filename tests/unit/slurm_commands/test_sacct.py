@@ -67,12 +67,13 @@ def test_bad_arguments_say_what_is_wrong(args: list[str], words: str) -> None:
 
 def test_sinfo_summary_and_per_node() -> None:
     nodes = [{"node": "node0", "state": "mixed", "partitions": ["main", "gpu"]}]
-    assert sinfo([], nodes).splitlines() == [
+    assert sinfo([], lambda: nodes).splitlines() == [
         "PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST",  # as Slurm 22.05's sinfo
         "main         up   infinite      1    mix node0",
         "gpu          up   infinite      1    mix node0",
     ]
-    assert sinfo(["-N", "-h"], [dict(nodes[0], state="drained")]).splitlines()[0].split() == [
+    drained = [dict(nodes[0], state="drained")]
+    assert sinfo(["-N", "-h"], lambda: drained).splitlines()[0].split() == [
         "node0", "1", "main", "drain"]  # fmt: skip
 
 
@@ -132,12 +133,12 @@ def test_sinfo_formats_and_groups_nodes_alike() -> None:
          "gpus_total": 2, "gpu_type": "h100"}
         for i in range(3)
     ]  # fmt: skip
-    assert sinfo(["--format", "%P,%m", "--noconvert"], nodes).splitlines() == [
+    assert sinfo(["--format", "%P,%m", "--noconvert"], lambda: nodes).splitlines() == [
         "PARTITION,MEMORY", "main,1000", "main,2000"]  # fmt: skip
-    out = sinfo(["-h", "-o", "%.4D %N %G %C"], nodes).splitlines()
+    out = sinfo(["-h", "-o", "%.4D %N %G %C"], lambda: nodes).splitlines()
     assert out == ["   3 n0,n1,n2 gpu:h100:2 0/8/0/8"]  # no %m: all three alike
     with pytest.raises(ValueError, match="format field %Q is not supported"):
-        sinfo(["-o", "%Q"], nodes)
+        sinfo(["-o", "%Q"], lambda: nodes)
 
 
 def test_the_environment_sets_formats_and_times(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -157,7 +158,7 @@ def test_the_environment_sets_formats_and_times(monkeypatch: pytest.MonkeyPatch)
     assert sacct(["-P", "-X", "-n", "-o", "Start"], lambda: [job(12)]) == "2026-11-23T08:00:00"
     nodes = [{"node": "node0", "state": "idle", "partitions": ["main"]}]
     monkeypatch.setenv("SINFO_FORMAT", "%P|%t")
-    assert sinfo(["-h"], nodes) == "main|idle"
+    assert sinfo(["-h"], lambda: nodes) == "main|idle"
     out = io.StringIO()
     monkeypatch.setenv("SQUEUE_FORMAT2", "JobID:4,State:.8")
     with contextlib.redirect_stdout(out):

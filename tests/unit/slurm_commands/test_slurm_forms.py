@@ -54,10 +54,10 @@ def test_squeue_format_names_long_and_me(capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_sinfo_star_priority_tier_gres_and_long() -> None:
-    out = sinfo(["-a", "-o", "%P %G %l %p %c %m"], [NODE]).splitlines()
+    out = sinfo(["-a", "-o", "%P %G %l %p %c %m"], lambda: [NODE]).splitlines()
     assert out == ["PARTITION GRES TIMELIMIT PRIO_TIER CPUS MEMORY",
                    "main* gpu:4 infinite 1 8 16000", "long gpu:4 2:00:00 2 8 16000"]  # fmt: skip
-    by_node = sinfo(["-N", "-l"], [NODE]).splitlines()
+    by_node = sinfo(["-N", "-l"], lambda: [NODE]).splitlines()
     assert by_node[1].split() == ["NODELIST", "NODES", "PARTITION", "STATE", "CPUS", "S:C:T",
                                   "MEMORY", "TMP_DISK", "WEIGHT", "AVAIL_FE", "REASON"]  # fmt: skip
     assert by_node[2].startswith("gpu-node-1      1     main*") and " mixed 8 " in by_node[2]
@@ -81,16 +81,16 @@ def test_sprio_sshare_and_sstat() -> None:
                "partition_factor": 1.0, "nice": 0, "held": False, "reason": "Resources",
                "weights": weights}  # fmt: skip
     held = dict(waiting, job_id=8, held=True, reason="JobHeldUser")
-    out = sprio([], [waiting, held]).splitlines()
+    out = sprio([], lambda: [waiting, held]).splitlines()
     assert out[0].split() == ["JOBID", "PARTITION", "PRIORITY", "SITE", "JOBSIZE", "PARTITION"]
     assert out[1].split() == ["7", "main", "10050", "0", "50", "10000"] and len(out) == 2
-    assert sprio(["-j", "8"], [waiting, held]) == (
+    assert sprio(["-j", "8"], lambda: [waiting, held]) == (
         "Unable to find jobs matching user/id(s) specified")  # fmt: skip
     shares = [{"account": "lab", "user": None, "raw_shares": 1, "norm_shares": 1.0,
                "raw_usage": 30.0, "effective_usage": 1.0, "fairshare": 0.5},
               {"account": "lab", "user": "alice", "raw_shares": 1, "norm_shares": 1.0,
                "raw_usage": 30.0, "effective_usage": 1.0, "fairshare": 0.5}]  # fmt: skip
-    assert sshare(["-P"], shares).splitlines()[1:] == [
+    assert sshare(["-P"], lambda: shares).splitlines()[1:] == [
         "root|||0.000000|30|1.000000|", " lab||1|1.000000|30|1.000000|0.500000",
         "  lab|alice|1|1.000000|30|1.000000|0.500000"]  # fmt: skip
     running = record(steps=[{"step_id": "batch", "state": "RUNNING", "ntasks": 1},
@@ -99,3 +99,18 @@ def test_sprio_sshare_and_sstat() -> None:
     assert (text, errors) == ("12.0|2", [])
     text, errors = sstat(["-j", "12"], lambda j: record(state="COMPLETED", steps=[]))
     assert errors == ["sstat: error: No steps running for job 12"]
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [(sinfo, ["--bogus"]), (sprio, ["--bogus"]), (sshare, ["-x"]), (sinfo, ["--fo"])],
+)
+def test_options_are_read_before_the_daemon_is_asked(tool: Any, args: list[str]) -> None:
+    """A bad option is refused in its own words, with or without a daemon: the data
+    is fetched only once the options are read."""
+
+    def no_daemon() -> list[dict[str, Any]]:
+        raise AssertionError("fetched before the options were read")
+
+    with pytest.raises(ValueError, match=r"option|needs a value"):
+        tool(args, no_daemon)
