@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from podium.api import selection
 from podium.api.long_options import resolve_long
@@ -31,8 +31,17 @@ def job_refs(words: list[str]) -> tuple[tuple[int, ...], tuple[tuple[int, int], 
         ) from None
 
 
+class InSlurmsWords(ValueError):
+    """An error printed as Slurm prints it, without the tool's `TOOL: error:` prefix
+    (`Partition x not found`, `slurm_load_jobs error: ...`)."""
+
+
 def read_options(
-    args: list[str], valued: Mapping[str, str], flags: Mapping[str, str], unsupported: str
+    args: list[str],
+    valued: Mapping[str, str],
+    flags: Mapping[str, str],
+    unsupported: str,
+    optional: Collection[str] = (),
 ) -> tuple[list[tuple[str, str]], list[str]]:
     """`args` as (name, value) pairs in order, by the names `valued` (options that take
     a value) and `flags` (bare options, value "") map them to, and the other words;
@@ -40,7 +49,9 @@ def read_options(
     VALUE`, `-xVALUE`, `--long VALUE`, `--long=VALUE`, any unambiguous prefix of a long
     option (`--job` for `--jobs`), bundled short flags (`-nX`, `-nu NAME`), and `--`
     ending the options. An option in neither raises ValueError ending with
-    `unsupported`; an ambiguous prefix raises it in getopt_long's words."""
+    `unsupported`; an ambiguous prefix raises it in getopt_long's words. Options
+    whose meaning is in `optional` take a value only attached (`-j12`, `--jobs=12`),
+    as getopt's optional arguments: bare, their value is ""."""
     given: list[tuple[str, str]] = []
     words: list[str] = []
     i = 0
@@ -51,11 +62,11 @@ def read_options(
             words.extend(args[i:])
             break
         if word.startswith("--") and len(word) > 2:
-            i = _long_option(word, args, i, valued, flags, unsupported, given)
+            i = _long_option(word, args, i, valued, flags, unsupported, given, optional)
         elif word in flags:
             given.append((flags[word], ""))
         elif word.startswith("-") and len(word) > 1:
-            i = _short_options(word, args, i, valued, flags, unsupported, given)
+            i = _short_options(word, args, i, valued, flags, unsupported, given, optional)
         else:
             words.append(word)
     return given, words
@@ -69,6 +80,7 @@ def _long_option(
     flags: Mapping[str, str],
     unsupported: str,
     given: list[tuple[str, str]],
+    optional: Collection[str] = (),
 ) -> int:
     """Read one long option (`--name`, `--name=VALUE`, `--name VALUE`, or any
     unambiguous prefix of its name, as getopt_long reads it) into `given`; the index of
@@ -79,7 +91,7 @@ def _long_option(
     if name is None:
         raise ValueError(f"option {key} is not supported here ({unsupported})")
     if name in valued:
-        if not eq:
+        if not eq and valued[name] not in optional:
             value, i = _next_word(name, args, i)
         given.append((valued[name], value))
     elif eq:
@@ -97,6 +109,7 @@ def _short_options(
     flags: Mapping[str, str],
     unsupported: str,
     given: list[tuple[str, str]],
+    optional: Collection[str] = (),
 ) -> int:
     """Read one word of short options (`-n`, `-nX`, `-j17`, `-nu` taking the next
     word) into `given`; the index of the next word."""
@@ -108,7 +121,7 @@ def _short_options(
             given.append((flags[option], ""))
         elif option in valued:
             value = word[at:]
-            if not value:
+            if not value and valued[option] not in optional:
                 value, i = _next_word(option, args, i)
             given.append((valued[option], value))
             return i

@@ -18,7 +18,7 @@ import sys
 
 from podium.api.selection import JobFilter, Selection
 from podium.errors import PodiumError
-from podium.slurm_commands.args import job_ids, job_refs, read_options
+from podium.slurm_commands.args import InSlurmsWords, job_ids, job_refs, read_options
 
 TYPE_CHECKING = False  # typing itself is not loaded: squeue and scancel run in loops
 if TYPE_CHECKING:
@@ -71,7 +71,8 @@ def main(argv: Sequence[str]) -> int:
         return code
     except (PodiumError, ValueError) as exc:
         said = str(exc)  # Slurm's own words where they carry their prefix already
-        print(said if said.startswith("slurm_") else f"{tool}: error: {said}", file=sys.stderr)
+        as_is = isinstance(exc, InSlurmsWords) or said.startswith("slurm_")
+        print(said if as_is else f"{tool}: error: {said}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # `scontrol show job | head -n 1`: the reader had enough
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -315,11 +316,9 @@ def sstat(args: list[str]) -> int:
 
     backend = _backend()
 
-    def job_of(job_id: int) -> dict[str, Any]:
+    def job_of(job_id: int) -> dict[str, Any] | None:
         found = [j for j in backend.acct(JobFilter(finished=True)) if j["job_id"] == job_id]
-        if not found:
-            raise ValueError(f"couldn't get steps for job {job_id}")
-        return found[0]
+        return found[0] if found else None
 
     text, errors = run(args, job_of)
     _print(text)

@@ -24,7 +24,7 @@ from podium.api.slurm_reasons import slurm_reason
 from podium.api.times import format_duration
 from podium.slurm_commands.args import job_ids, read_options
 from podium.slurm_commands.slurm_text import slurm_duration, slurm_stamp
-from podium.slurm_commands.squeue_fields import COMPACT
+from podium.slurm_commands.squeue_fields import job_states
 
 SACCT_VALUED = {"-j": "jobs", "--jobs": "jobs", "-u": "user", "--user": "user"}
 SACCT_VALUED |= {"--uid": "user", "-s": "state", "--state": "state", "-o": "format"}
@@ -40,6 +40,7 @@ SACCT_FLAGS |= {"--json": "json", "-L": "all_clusters", "--allclusters": "all_cl
 SACCT_FLAGS |= {"-D": "duplicates", "--duplicates": "duplicates", "--noconvert": "noconvert"}
 SACCT_FLAGS |= {"-T": "truncate", "--truncate": "truncate"}
 # options whose values add to one list each time they are given, as sacct's do
+_BAD_STATE = "unrecognized job state value '{word}' (job states: {valid})"
 LISTS = ("jobs", "user", "state", "name", "account", "partition")
 DEFAULT = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode"
 Row = Mapping[str, Any]
@@ -177,7 +178,7 @@ def sacct(args: list[str], acct: Callable[[], list[dict[str, Any]]]) -> str:
     chosen = opts.get("format") or os.environ.get("SACCT_FORMAT") or DEFAULT
     columns = [_column(name) for name in chosen.split(",") if name]
     wanted, steps_of = _job_and_step_ids(lists.get("jobs", set()))
-    states = {s.upper() for s in lists.get("state", ())}
+    states = job_states(sorted(lists.get("state", ())), _BAD_STATE) - {"ALL"}
     # With -s and no -S, Slurm's window is now: a job is listed in the state it is in
     # now, so none that ended before (sacct -s F lists nothing without -S).
     since = "starttime" in opts
@@ -189,7 +190,7 @@ def sacct(args: list[str], acct: Callable[[], list[dict[str, Any]]]) -> str:
         and (
             "user" not in lists or j["user"] in lists["user"] or str(j.get("uid")) in lists["user"]
         )
-        and (not states or _acct_state(j) in states or COMPACT.get(_acct_state(j)) in states)
+        and (not states or _acct_state(j) in states)
         and (not states or since or j["state"] in ("RUNNING", "PENDING"))
         and ("name" not in lists or j["name"] in lists["name"])
         and ("account" not in lists or j["account"] in lists["account"])

@@ -9,7 +9,7 @@ from typing import Any
 
 from podium.api.backend_protocol import Backend
 from podium.errors import ApiError, NotFound
-from podium.slurm_commands.args import job_refs
+from podium.slurm_commands.args import InSlurmsWords, job_refs
 from podium.slurm_commands.slurm_text import slurm_duration, slurm_time
 
 
@@ -24,7 +24,7 @@ def show_job(backend: Backend, text: str) -> str:
         except (NotFound, ApiError) as exc:
             if isinstance(exc, ApiError) and exc.status != 404:
                 raise
-            raise ValueError("slurm_load_jobs error: Invalid job id specified") from None
+            raise InSlurmsWords("slurm_load_jobs error: Invalid job id specified") from None
         return format_job(record)
     from podium.api.selection import JobFilter
 
@@ -47,7 +47,7 @@ def show_partitions(backend: Backend, name: str | None) -> str:
             entry["mem"] += n["mem_total_mb"]
             entry["gpus"] += n.get("gpus_total") or 0
     if name is not None and name not in limits:
-        raise ValueError(f"Partition {name} not found")
+        raise InSlurmsWords(f"Partition {name} not found")
     return "\n".join(format_partition(p, limits[p]) for p in limits if name in (None, p))
 
 
@@ -55,7 +55,7 @@ def show_nodes(backend: Backend, name: str | None) -> str:
     """`scontrol show node [NAME]`."""
     nodes = [n for n in backend.nodes() if name is None or n["node"] == name]
     if not nodes:
-        raise ValueError(f"node {name} not found")
+        raise InSlurmsWords(f"Node {name} not found")
     return "\n\n".join(format_node(n) for n in nodes)
 
 

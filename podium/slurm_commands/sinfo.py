@@ -113,6 +113,31 @@ SINFO_FIELDS: dict[str, tuple[str, tuple[str, ...], Callable[[Line], Any]]] = {
 }
 
 
+# The node states sinfo -t takes (Slurm 22.05's long names, then its compact ones).
+_LONG_STATES = (
+    "unknown", "down", "idle", "allocated", "?", "mixed", "future", "drain", "drained",
+    "draining", "no_respond", "reserved", "perfctrs", "cloud", "completing",
+    "powering_down", "powered_down", "power_down", "powering_up", "fail", "maint",
+    "reboot", "reboot^",
+)  # fmt: skip
+_COMPACT_STATES = (
+    "unk", "alloc", "mix", "futr", "drng", "resv", "npc", "comp", "pow_dn", "pow_up",
+    "maint", "boot", "inval", "plnd",
+)  # fmt: skip
+
+
+def _node_states(text: str) -> set[str]:
+    """The node states `-t` names (any case; `all` is every state: no filter); one it
+    does not know raises ValueError, with the states it takes."""
+    states = {s.strip().lower() for s in text.split(",") if s.strip()}
+    for state in states:
+        if state not in _LONG_STATES and state not in _COMPACT_STATES and state != "all":
+            raise ValueError(
+                f'Bad state string: "{state}" (valid states: {",".join(_LONG_STATES)}, or all)'
+            )
+    return set() if "all" in states else states
+
+
 def sinfo(args: list[str], fetch: Callable[[], list[dict[str, Any]]]) -> str:
     """sinfo's summary (or -N, one line per node; or -o FORMAT) of the nodes `fetch()`
     gives, asked for once the options are read (a bad option needs no daemon): nodes
@@ -135,7 +160,7 @@ def sinfo(args: list[str], fetch: Callable[[], list[dict[str, Any]]]) -> str:
 
     render([], fmt, False, SINFO_FIELDS)  # a bad format is refused first
     wanted = {k: set(v.split(",")) for k, v in opts.items() if k in ("partition", "nodes")}
-    states = {s.lower() for s in opts.get("states", "").split(",") if s}
+    states = _node_states(opts.get("states", ""))
     lines: list[dict[str, Any]] = []
     for n in nodes:
         for part in n["partitions"] or ["main"]:

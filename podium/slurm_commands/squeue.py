@@ -13,8 +13,15 @@ import os
 import re
 import sys
 
-from podium.slurm_commands.args import job_ids, read_options
-from podium.slurm_commands.squeue_fields import COMPACT, FIELDS, NAME_TIMES, NAMED, TIME_LETTERS
+from podium.slurm_commands.args import InSlurmsWords, job_ids, read_options
+from podium.slurm_commands.squeue_fields import (
+    COMPACT,
+    FIELDS,
+    NAME_TIMES,
+    NAMED,
+    TIME_LETTERS,
+    job_states,
+)
 
 TYPE_CHECKING = False  # typing itself is not loaded here: squeue is called in loops
 if TYPE_CHECKING:
@@ -36,8 +43,28 @@ START_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %20Y %R"
 _FIELD_RE = re.compile(r"%(\.)?(\d*)([a-zA-Z%])")
 
 
-class JobsUnknown(ValueError):
+class JobsUnknown(InSlurmsWords):
     """No job of those -j names exists: Slurm's words, without squeue's prefix."""
+
+
+_BAD_STATE = "Invalid job state specified: {word} (valid job states include: {valid}, or all)"
+
+
+def _user_names(words: list[str]) -> list[str]:
+    """The users `-u` names (names or uids, as Slurm takes them); an unknown one is
+    said on stderr and matches no job, as Slurm's squeue does (it goes on, exit 0)."""
+    import pwd
+
+    names = []
+    for word in words:
+        try:
+            names.append(pwd.getpwuid(int(word)).pw_name if word.isdigit() else word)
+            if not word.isdigit():
+                pwd.getpwnam(word)
+        except (KeyError, OverflowError):
+            print(f"squeue: error: Invalid user: {word}\n", file=sys.stderr)
+            names.append(word)  # a user no job has
+    return names
 
 
 def _me() -> str:
@@ -211,7 +238,9 @@ def squeue(
     ids: set[int] = set()
     states: set[str] = set()
     names: set[str] = set()
-    given, words = read_options(args, VALUED, FLAGS, "see docs/slurm-compat.md")
+    given, words = read_options(args, VALUED, FLAGS, "see docs/slurm-compat.md", optional=("jobs",))
+    if words and any(name == "jobs" and not value for name, value in given):
+        given.append(("jobs", words.pop(0)))  # `-j 12`: squeue takes the word after a bare -j
     if words:
         raise ValueError(f"unexpected argument {words[0]!r}")
     for name, value in given:
@@ -227,12 +256,11 @@ def squeue(
         elif name == "me":  # the caller's uid, as Slurm reads it: never $USER
             users.add(_me())
         elif name == "user":
-            users.update(items)
-        elif name == "jobs":
+            users.update(_user_names(items))
+        elif name == "jobs" and value:  # a bare -j: every job, as Slurm's
             ids.update(job_ids(value))
         elif name == "states":
-            states.update(v.upper() for v in items)
-            states.update(s for s, c in COMPACT.items() if c in states)
+            states.update(job_states(items, _BAD_STATE))
         elif name == "name":
             names.update(items)
         elif name == "format":

@@ -33,6 +33,39 @@ COMPACT = {
     "BOOT_FAIL": "BF",
     "DEADLINE": "DL",
 }
+
+# Every job state Slurm 22.05's squeue and sacct take (those Podium never has match no
+# job), in the order squeue lists them when it refuses one.
+SLURM_JOB_STATES = (
+    "PENDING", "RUNNING", "SUSPENDED", "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT",
+    "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY", "COMPLETING",
+    "CONFIGURING", "RESIZING", "RESV_DEL_HOLD", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD",
+    "REVOKED", "SIGNALING", "SPECIAL_EXIT", "STAGE_OUT", "STOPPED",
+)  # fmt: skip
+_SHORT_STATES = {
+    "CF": "CONFIGURING", "RS": "RESIZING", "RD": "RESV_DEL_HOLD", "RF": "REQUEUE_FED",
+    "RH": "REQUEUE_HOLD", "RV": "REVOKED", "SI": "SIGNALING", "SE": "SPECIAL_EXIT",
+    "SO": "STAGE_OUT", "ST": "STOPPED",
+}  # fmt: skip
+
+
+def job_states(words: list[str], refusal: str) -> set[str]:
+    """The job states `words` name (full or compact, any case; `ALL`), each as its full
+    name; a word that names none raises ValueError(`refusal` with {word} and {valid}
+    filled in)."""
+    short = {c: s for s, c in COMPACT.items()} | _SHORT_STATES
+    states: set[str] = set()
+    for word in words:
+        upper = word.strip().upper()
+        if upper in SLURM_JOB_STATES or upper == "ALL":
+            states.add(upper)
+        elif upper in short:
+            states.add(short[upper])
+        else:
+            raise ValueError(refusal.format(word=word, valid=",".join(SLURM_JOB_STATES)))
+    return states
+
+
 TIME_LETTERS = frozenset("MlL")  # durations are padded to their width, never cut (as Slurm)
 
 

@@ -197,10 +197,11 @@ _SSTAT_WIDTHS = (
 SSTAT_FIELDS = {name.lower(): (name, width) for name, width in _SSTAT_WIDTHS}
 
 
-def sstat(args: list[str], job_of: Callable[[int], Row]) -> tuple[str, list[str]]:
+def sstat(args: list[str], job_of: Callable[[int], Row | None]) -> tuple[str, list[str]]:
     """sstat's table of a running job's steps (srun steps; with -a the batch shell
     too): its JobID and NTasks; Podium samples no usage per step, so the usage
-    columns are blank. `job_of(id)` is the job's record with its steps. Returns the
+    columns are blank. `job_of(id)` is the job's record with its steps (None: no such
+    job: an error line, as Slurm's). Returns the
     table and the errors for stderr ("No steps running for job N")."""
     given, words = read_options(args, SSTAT_VALUED, SSTAT_FLAGS, "see docs/slurm-compat.md")
     opts = dict(given)
@@ -219,6 +220,9 @@ def sstat(args: list[str], job_of: Callable[[int], Row]) -> tuple[str, list[str]
         base, dot, step = word.partition(".")
         (job_id,) = job_ids(base)
         job = job_of(job_id)
+        if job is None:  # said, and the others shown, as Slurm's sstat (exit 0)
+            errors.append(f"sstat: error: couldn't get steps for job {job_id}")
+            continue
         steps = [s for s in job.get("steps") or [] if s.get("state") == "RUNNING"]
         if job["state"] != "RUNNING" or not steps:
             errors.append(f"sstat: error: No steps running for job {job_id}")

@@ -108,6 +108,18 @@ def _commands() -> list[tuple[str, ...]]:
         ("scontrol", "show", "hostnames", "debug-st-g-[1-3]"),
         ("scontrol", "show", "job", "999999"),
     ]  # fmt: skip
+    # errors: what each tool says, and its exit code, for what it cannot take
+    lines += [
+        ("squeue", "--bogus"), ("squeue", "-j"), ("squeue", "--j"), ("squeue", "-t", "bogus"),
+        ("squeue", "-O", "Bogus"), ("squeue", "-j", "abc"), ("squeue", "-u", "no-such-user"),
+        ("sinfo", "--bogus"), ("sinfo", "-t", "bogus"), ("sinfo", "-p", "nosuchpart"),
+        ("sacct", "--bogus"), ("sacct", "-s", "bogus"), ("sacct", "-j", "abc"),
+        ("sacct", "-X", "-j", "999999"), ("sprio", "--bogus"), ("sprio", "-j", "999999"),
+        ("sshare", "--bogus"), ("sstat",), ("sstat", "-j", "999999"),
+        ("scontrol", "show", "job", "abc"), ("scontrol", "show", "partition", "nosuchpart"),
+        ("scontrol", "show", "node", "nosuchnode"), ("scontrol", "bogus"),
+        ("scancel", "999999"), ("scancel", "--bogus"),
+    ]  # fmt: skip
     return lines
 
 
@@ -131,6 +143,16 @@ _SHARE = (
     "usage and fair share are Podium's: GPU-seconds charged as jobs run, decayed "
     "(docs/scheduling.md), where Slurm's RawUsage waits for its next priority calculation"
 )
+_ONE_LINE = (
+    "Podium's error is one line that says what is wrong and what would be right (the "
+    "forms taken, or where they are listed); Slurm's says the first only, or takes two "
+    "lines (getopt's, then 'Try --help'); the exit code is the same"
+)
+_ERRORS_IN_ONE_LINE = (
+    "squeue --bogus", "squeue --j", "squeue -t bogus", "squeue -j abc", "sinfo --bogus",
+    "sinfo -t bogus", "sacct --bogus", "sacct -s bogus", "sacct -j abc", "sprio --bogus",
+    "sshare --bogus", "sstat", "scontrol show job abc", "scontrol bogus", "scancel --bogus",
+)  # fmt: skip
 DELIBERATE: dict[str, str] = {
     "squeue -l": _YEAR,
     "squeue --long": _YEAR,
@@ -182,6 +204,12 @@ DELIBERATE: dict[str, str] = {
     "scontrol show job {longname-for-testing}": _SHOW,
     "scontrol show node": _SHOW,
     "scontrol show node debug-st-g-1": _SHOW,
+    **dict.fromkeys(_ERRORS_IN_ONE_LINE, _ONE_LINE),
+    "squeue -O Bogus": "Slurm's squeue prints an empty line for each job, its error last, "
+    "and exits 0 for a field it does not know; Podium refuses it first (exit 1), naming "
+    "the fields it knows",
+    "scancel 999999": "Slurm 22.05's scancel says nothing and exits 0 for an id that names "
+    "no job; Podium keeps every job it ran, so such an id is a mistake: it says so, exit 1",
 }
 
 __all__ = ["COMMANDS", "DELIBERATE", "SACCT_FIELDS", "SCENARIO"]

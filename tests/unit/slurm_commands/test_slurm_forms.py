@@ -114,3 +114,34 @@ def test_options_are_read_before_the_daemon_is_asked(tool: Any, args: list[str])
 
     with pytest.raises(ValueError, match=r"option|needs a value"):
         tool(args, no_daemon)
+
+
+def test_squeue_bare_j_states_and_unknown_users(capsys: pytest.CaptureFixture[str]) -> None:
+    """`-j` takes its value only attached or as the next word (getopt's optional
+    argument, then squeue's own rule): bare, every job; states are Slurm's (full or
+    compact, any case) and another is refused; an unknown user is said on stderr and
+    matches no job, exit 0, as Slurm's squeue."""
+    jobs = [record(), record(job_id=13, display_id="13", state="PENDING", reason="Priority")]
+    assert _squeue(["-h", "-o", "%i", "-j"], jobs, capsys).split() == ["13", "12"]
+    assert _squeue(["-h", "-o", "%i", "-j", "13"], jobs, capsys).split() == ["13"]
+    assert _squeue(["-h", "-o", "%i", "-j13"], jobs, capsys).split() == ["13"]
+    assert _squeue(["-h", "-o", "%i", "-t", "pd,r"], jobs, capsys).split() == ["13", "12"]
+    with pytest.raises(ValueError, match=r"^Invalid job state specified: bogus \(valid"):
+        squeue(["-t", "bogus"], lambda every, keys: jobs)
+    assert _squeue(["-h", "-o", "%i", "-u", "no-such-user"], jobs, capsys) == ""
+    squeue(["-h", "-u", "no-such-user"], lambda every, keys: jobs)
+    assert capsys.readouterr().err == "squeue: error: Invalid user: no-such-user\n\n"
+
+
+def test_state_words_of_sinfo_and_sacct_and_sstat_of_no_job() -> None:
+    with pytest.raises(ValueError, match=r'^Bad state string: "bogus" \(valid states: unknown'):
+        sinfo(["-t", "bogus"], lambda: [NODE])
+    assert len(sinfo(["-t", "MIX,idle"], lambda: [NODE]).splitlines()) == 3
+    assert len(sinfo(["-h", "-t", "idle"], lambda: [NODE]).splitlines()) == 2  # n/a lines
+    with pytest.raises(ValueError, match=r"^unrecognized job state value 'bogus' \(job states"):
+        sacct(["-s", "bogus"], lambda: [])
+    failed = record(state="FAILED", steps=[])
+    out = sacct(["-X", "-n", "-S", "2020-01-01", "-s", "f", "-o", "JobID"], lambda: [failed])
+    assert out.split() == ["12"]
+    text, errors = sstat(["-n", "-P", "-j", "99", "-o", "JobID"], lambda j: None)
+    assert (text, errors) == ("", ["sstat: error: couldn't get steps for job 99"])
