@@ -125,6 +125,45 @@ def test_a_job_runs_in_its_image_as_its_user_with_what_pyxis_options_ask(
     assert _layers_left(c, other_user) == []  # the writable layer is gone
 
 
+def test_read_only_mounts_keep_the_flags_their_source_locks(
+    cluster: Cluster, other_user: str, images: dict[str, Path]
+) -> None:
+    """A read-only container whose image, and a ro bind whose source, sit under mounts
+    that are nosuid, nodev, noatime (and noexec for the data): the job's user
+    namespace locks those flags, and both read-only remounts keep them (they failed
+    with EPERM when they dropped one), the data stays noexec inside."""
+    c = cluster
+    base = Path(tempfile.mkdtemp(prefix="podium-locked-"))
+    base.chmod(0o755)
+    image, data = base / "image", base / "data"
+    shutil.copytree(images["dir"], image, symlinks=True)
+    data.mkdir(mode=0o755)
+    (data / "input.txt").write_text("locked-data\n")
+    (data / "tool").write_text("#!/bin/sh\necho ran\n")
+    subprocess.run(["chmod", "-R", "a+rX", str(base)], check=True)
+    (data / "tool").chmod(0o755)
+    mounted: list[Path] = []
+    try:
+        for where, flags in ((image, "nosuid,nodev,noatime"), (data, "ro,nosuid,nodev,noexec")):
+            subprocess.run(["mount", "--bind", str(where), str(where)], check=True)
+            mounted.append(where)
+            subprocess.run(["mount", "-o", f"remount,bind,{flags}", str(where)], check=True)
+        job_id = _submit(
+            c, other_user, f"--container-image={image}", "--container-readonly",
+            f"--container-mounts={data}:/data:ro", "-o", "locked-%j.out", "--wrap",
+            "cat /marker /data/input.txt; /data/tool 2>/dev/null || echo noexec-kept;"
+            " touch /new 2>/dev/null || echo root-read-only",
+        )  # fmt: skip
+        job = c.wait(job_id)
+        out = (c.work / f"locked-{job_id}.out").read_text().split()
+        assert job["state"] == "COMPLETED", (job["reason"], out)
+        assert out == ["inside-the-image", "locked-data", "noexec-kept", "root-read-only"]
+    finally:
+        for where in reversed(mounted):
+            subprocess.run(["umount", str(where)], check=False)
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def pwd_uid(user: str) -> int:
     import pwd
 
@@ -277,24 +316,32 @@ GPU_PROBE = (
 def gpu_cluster(images: dict[str, Path]) -> Iterator[tuple[Cluster, Path]]:
     """A daemon with 4 declared GPUs, each with its own device node (on a major no
     driver answers), and a declared driver: a libnvidia-ml, a libcuda and an
-    nvidia-smi (a script the image's busybox runs) in a directory everyone can read."""
+    nvidia-smi (a script the image's busybox runs) in a directory everyone can read.
+
+    The driver's directory is a real mount, read-only, nosuid, nodev and noatime, as
+    the NVIDIA container toolkit leaves a driver in a container (a lent H100 machine):
+    in the job's user namespace the kernel locks those flags, and a read-only remount
+    that drops one fails with EPERM."""
     if os.geteuid() != 0:
-        pytest.skip("needs root (mknod)")
+        pytest.skip("needs root (mknod, mount)")
     base = Path(tempfile.mkdtemp(prefix="podium-driver-"))
     base.chmod(0o755)
     devices = base / "dev"
     devices.mkdir(mode=0o755)
     for i in range(4):
         os.mknod(devices / f"gpu{i}", 0o666 | 0o020000, os.makedev(240, 110 + i))
-    lib = base / "lib"
-    lib.mkdir(mode=0o755)
+    driver = base / "driver"
+    lib = driver / "lib"
+    lib.mkdir(mode=0o755, parents=True)
     for name in ("libnvidia-ml", "libcuda"):
         (lib / f"{name}.so.580.82").write_text("not really ELF\n")
         (lib / f"{name}.so.1").symlink_to(f"{name}.so.580.82")
-    smi = base / "nvidia-smi"
+    smi = driver / "nvidia-smi"
     smi.write_text('#!/bin/sh\necho "GPU 0: Declared H100 (UUID: GPU-declared)"\n')
     subprocess.run(["chmod", "-R", "a+rX", str(base)], check=True)
     smi.chmod(0o755)
+    subprocess.run(["mount", "--bind", str(driver), str(driver)], check=True)
+    subprocess.run(["mount", "-o", "remount,bind,ro,nosuid,nodev,noatime", str(driver)], check=True)
     nodes = ", ".join(str(devices / f"gpu{i}") for i in range(4))
     files = ", ".join([str(lib / "libnvidia-ml.so.1"), str(lib / "libcuda.so.1"), str(smi)])
     c = make_cluster()
@@ -311,6 +358,7 @@ def gpu_cluster(images: dict[str, Path]) -> Iterator[tuple[Cluster, Path]]:
         yield c, devices
     finally:
         teardown_cluster(c)
+        subprocess.run(["umount", str(driver)], check=False)
         shutil.rmtree(base, ignore_errors=True)
 
 

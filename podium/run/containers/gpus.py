@@ -26,10 +26,10 @@ from podium.run.containers.mounts import (
     MS_NODEV,
     MS_NOSUID,
     MS_RDONLY,
-    MS_REMOUNT,
     ContainerError,
     mount,
     point,
+    remount_readonly,
 )
 
 NVIDIA_CONTROL = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
@@ -138,7 +138,7 @@ def _bind_driver(target: str, files: list[str], env: dict[str, str]) -> None:
         where = target + inside
         os.close(os.open(where, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))
         mount(host, where, None, MS_BIND)
-        mount(None, where, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
+        remount_readonly(where, MS_NOSUID)
     for link, name in links:
         os.symlink(name, target + link)
     for var, directory in (("PATH", nvidia.BIN_DIR), ("LD_LIBRARY_PATH", nvidia.LIB_DIR)):

@@ -44,15 +44,14 @@ from podium.run.containers.mounts import (
     MS_NODEV,
     MS_NOSUID,
     MS_PRIVATE,
-    MS_RDONLY,
     MS_REC,
-    MS_REMOUNT,
     MS_SLAVE,
     PR_SET_DUMPABLE,
     ContainerError,
     libc_call,
     mount,
     point,
+    remount_readonly,
     unshare,
     write_proc,
 )
@@ -319,7 +318,7 @@ def enter(c: dict[str, Any], procid: int, env: dict[str, str]) -> tuple[dict[str
         mount("overlay", target, "overlay", 0, options)
     else:
         mount(c["rootfs"], target, None, MS_BIND | MS_REC)
-        mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
+        remount_readonly(target)
     mount("/proc", point(target, "/proc", True), None, MS_BIND | MS_REC)
     mount("/sys", point(target, "/sys", True), None, MS_BIND | MS_REC)
     env = _image_env(env, c["env_names"], target)
@@ -350,7 +349,7 @@ def enter(c: dict[str, Any], procid: int, env: dict[str, str]) -> tuple[dict[str
         where = point(target, dst, os.path.isdir(src))
         mount(src, where, None, MS_BIND | MS_REC)
         if "ro" in flags:
-            mount(None, where, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
+            remount_readonly(where)
         for flag in flags:
             if flag in PROPAGATION:
                 mount(None, where, None, PROPAGATION[flag])

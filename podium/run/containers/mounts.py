@@ -12,8 +12,15 @@ from typing import Any
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 PR_SET_DUMPABLE = 4
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT = 1, 2, 4, 32
-MS_BIND, MS_REC, MS_PRIVATE, MS_SLAVE = 4096, 16384, 1 << 18, 1 << 19
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC = 1024, 2048, 4096, 16384
+MS_PRIVATE, MS_SLAVE, MS_RELATIME, MS_STRICTATIME = 1 << 18, 1 << 19, 1 << 21, 1 << 24
+# statvfs's flag for each mount flag a user namespace locks on the mounts it inherits
+LOCKED_FLAGS = (
+    (os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC),
+    (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME),
+    (os.ST_RELATIME, MS_RELATIME),
+)  # fmt: skip
 
 
 class ContainerError(Exception):
@@ -38,6 +45,32 @@ def mount(src: str | None, target: str, fstype: str | None, flags: int, data: st
     ) != 0:  # fmt: skip
         err = ctypes.get_errno()
         raise ContainerError(f"mount {src or fstype} on {target}: {os.strerror(err)}")
+
+
+def kept_flags(where: str) -> int:
+    """The flags of the mount at `where` that a remount must keep: nosuid, nodev,
+    noexec and the atime mode (strictatime when it has none). In a user namespace the
+    kernel locks these on every mount inherited from outside it (and so on a bind
+    of one), and a remount that drops one fails with EPERM (mount(2), "Locked mount
+    flags")."""
+    try:
+        have = os.statvfs(where).f_flag
+    except OSError as exc:
+        raise ContainerError(f"cannot read the mount flags of {where}: {exc.strerror}") from None
+    flags = 0
+    for st_flag, ms_flag in LOCKED_FLAGS:
+        if have & st_flag:
+            flags |= ms_flag
+    if not have & (os.ST_NOATIME | os.ST_RELATIME):
+        flags |= MS_STRICTATIME
+    return flags
+
+
+def remount_readonly(where: str, flags: int = 0) -> None:
+    """Make the bind mount at `where` read-only (adding `flags`, e.g. MS_NOSUID),
+    keeping what its source mount locks (kept_flags): a driver file under the NVIDIA
+    container toolkit's read-only, nosuid, nodev mount stays so."""
+    mount(None, where, None, MS_BIND | MS_REMOUNT | MS_RDONLY | flags | kept_flags(where))
 
 
 def libc_call(name: str, *args: int) -> None:
@@ -87,7 +120,9 @@ __all__ = [
     "CLONE_NEWNS",
     "CLONE_NEWUSER",
     "MS_BIND",
+    "MS_NOATIME",
     "MS_NODEV",
+    "MS_NOEXEC",
     "MS_NOSUID",
     "MS_PRIVATE",
     "MS_RDONLY",
@@ -96,9 +131,11 @@ __all__ = [
     "MS_SLAVE",
     "PR_SET_DUMPABLE",
     "ContainerError",
+    "kept_flags",
     "libc_call",
     "mount",
     "point",
+    "remount_readonly",
     "unshare",
     "write_proc",
 ]
