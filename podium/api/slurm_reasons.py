@@ -31,4 +31,12 @@ def slurm_reason(state: str, reason: str | None) -> str:
     return reason or "None"
 
 
-__all__ = ["ENDED", "LAUNCH_FAILED", "slurm_reason"]
+def accounted_reason(state: str, reason: str | None, started: bool) -> str:
+    """sacct's Reason: why the job waited, "None" once it started (slurmdbd keeps the
+    last reason it was blocked), except JobLaunchFailure for one that never ran."""
+    if started and not (state == "FAILED" and (reason or "").startswith(LAUNCH_FAILED)):
+        return "None"
+    return slurm_reason(state, reason)
+
+
+__all__ = ["ENDED", "LAUNCH_FAILED", "accounted_reason", "slurm_reason"]

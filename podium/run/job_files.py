@@ -25,9 +25,13 @@ import errno
 import os
 import stat
 import time
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from podium.run.identity import JOB_FILES
+from podium.run.patterns import expand
+
+if TYPE_CHECKING:
+    from podium.run.plan import LaunchPlan, TaskPlan
 
 # (major, minor) of the memory devices a job may read or write as plain files.
 MEMORY_DEVICES = {
@@ -50,6 +54,31 @@ class TaskFiles(NamedTuple):
     stdout: str
     stderr: str | None
     append: bool
+
+
+def task_files(plan: LaunchPlan, task: TaskPlan) -> TaskFiles:
+    """Task `task`'s files: the plan's patterns (%j, %x, %t, ...) expanded, relative
+    to the job's working directory."""
+
+    def path_for(pattern: str) -> str:
+        p = expand(
+            pattern,
+            job_id=plan.job_id,
+            name=plan.name,
+            user=plan.user,
+            node=plan.node,
+            array_job_id=plan.array_job_id,
+            array_task_id=plan.array_task_id,
+            task_id=task.procid,
+        )
+        return os.path.join(plan.work_dir, p)
+
+    return TaskFiles(
+        stdin=path_for(plan.stdin) if plan.stdin is not None else None,
+        stdout=path_for(plan.stdout),
+        stderr=path_for(plan.stderr) if plan.stderr is not None else None,
+        append=plan.open_mode == "append",
+    )
 
 
 def _kind(mode: int) -> str:
@@ -153,4 +182,5 @@ __all__ = [
     "open_job_file",
     "open_output",
     "open_task_files",
+    "task_files",
 ]

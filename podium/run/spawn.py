@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 from typing import Any
@@ -12,7 +13,32 @@ from podium.run.stopping import wait_readable
 
 
 class SpawnError(Exception):
-    """The task could not be started (exec failed, bad directory, ...)."""
+    """The task could not be started (exec failed, bad directory, ...); `exit_code`
+    is the errno of the system call that failed (as slurmstepd exits with execve's),
+    else 1."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def exec_failure(exc: OSError, program: str, cwd: str) -> str:
+    """One line for a task's exec (or chdir) that failed with `exc`: what could not
+    be run and why, and the interpreter a script's #! line names when that is what
+    is missing (execve says ENOENT of the script itself)."""
+    why = exc.strerror or str(exc)
+    if exc.filename == cwd and exc.filename != program:
+        return f"cannot enter the working directory {cwd}: {why}"
+    try:
+        with open(program, "rb") as fh:
+            first = fh.readline(4096)
+    except OSError:
+        first = b""
+    if first.startswith(b"#!") and exc.errno in (errno.ENOENT, errno.EACCES, errno.ENOEXEC):
+        words = first[2:].decode(errors="replace").split()
+        if words:
+            return f"cannot run the job's script: its #! line names {words[0]}: {why}"
+    return f"cannot run {program}: {why}"
 
 
 def spawn_task(
@@ -95,9 +121,15 @@ def spawn_task(
             os.closerange(write_end + 1, 65536)
             os.execve(argv[0], argv, env)
         except BaseException as exc:  # report to the parent, never return into its code
-            why = str(exc) if isinstance(exc, JobFileError) else f"{type(exc).__name__}: {exc}"
+            if isinstance(exc, JobFileError):
+                why = str(exc)
+            elif isinstance(exc, OSError) and exc.filename in (argv[0], cwd):
+                why = exec_failure(exc, argv[0], cwd)
+            else:
+                why = f"{type(exc).__name__}: {exc}"
+            code = exc.errno if isinstance(exc, OSError) and exc.errno else 1
             try:
-                os.write(write_end, why.encode()[:4000])
+                os.write(write_end, f"{code}\n{why}".encode()[:4000])
             finally:
                 os._exit(127)
     os.close(write_end)
@@ -116,5 +148,7 @@ def spawn_task(
     os.close(read_end)
     if chunks:
         os.waitpid(pid, 0)
-        raise SpawnError(b"".join(chunks).decode(errors="replace"))
+        errno_text, _, why = b"".join(chunks).decode(errors="replace").partition("\n")
+        code = int(errno_text) if errno_text.isdigit() and int(errno_text) > 0 else 1
+        raise SpawnError(why, code)
     return pid

@@ -51,9 +51,9 @@ from podium.run.files import (
     read_json,
     write_atomic,
 )
-from podium.run.job_files import TaskFiles
+from podium.run.job_files import task_files
 from podium.run.job_signals import Inbox
-from podium.run.patterns import expand
+from podium.run.launch_failure import LaunchFailure, failure_of, tell_user
 from podium.run.plan import LaunchPlan
 from podium.run.ports import free_port
 from podium.run.resize_notice import acknowledged, own_file, write_notice
@@ -112,6 +112,7 @@ class Supervisor:
         self.container_state: str | None = None  # its writable layers, in the user's cache
         self.container: dict[str, Any] | None = None  # as prepared, for --container-save
         self.save_failure: str | None = None  # why --container-save could not save
+        self.launch_failure: LaunchFailure | None = None  # why the job never ran
         self.heartbeat_timeout = float(plan.heartbeat_timeout_s or 0)
         if self.heartbeat_timeout:
             self.heartbeat = job_dir / HEARTBEAT_FILE
@@ -123,32 +124,6 @@ class Supervisor:
         """When the job's time limit (as submitted) runs out; None without one."""
         limit = self.plan.time_limit_s
         return None if limit is None else self.start + limit
-
-    # -- files -------------------------------------------------------------------
-
-    def _task_files(self, task: TaskPlan) -> TaskFiles:
-        """The task's files: the plan's patterns expanded, relative to its directory."""
-        plan = self.plan
-
-        def path_for(pattern: str) -> str:
-            p = expand(
-                pattern,
-                job_id=plan.job_id,
-                name=plan.name,
-                user=plan.user,
-                node=plan.node,
-                array_job_id=plan.array_job_id,
-                array_task_id=plan.array_task_id,
-                task_id=task.procid,
-            )
-            return os.path.join(plan.work_dir, p)
-
-        return TaskFiles(
-            stdin=path_for(plan.stdin) if plan.stdin is not None else None,
-            stdout=path_for(plan.stdout),
-            stderr=path_for(plan.stderr) if plan.stderr is not None else None,
-            append=plan.open_mode == "append",
-        )
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -167,7 +142,7 @@ class Supervisor:
             try:  # in a child: a user's image path, lock or registry cannot hold the job
                 container = call_in_child(lambda: prepare(request, run, who), self.limit_end)
             except ChildError as exc:
-                raise SpawnError(str(exc)) from None
+                raise SpawnError(str(exc)) from None  # exit code 1, as a Pyxis failure
             self.container_state = container["state"]
             self.container = container
         pgid = 0
@@ -187,7 +162,7 @@ class Supervisor:
                 plan.argv,
                 env,
                 plan.work_dir,
-                files=self._task_files(task),
+                files=task_files(plan, task),
                 end=self.limit_end,
                 pgid=pgid,
                 creds=creds,
@@ -395,6 +370,8 @@ class Supervisor:
             state = "FAILED"
         if self.save_failure and state in ("COMPLETED", "FAILED"):
             state, self.reason = "FAILED", self.save_failure
+        if self.launch_failure is not None and exit_code is None:
+            exit_code = self.launch_failure.exit_code
         if exit_code is None and sig is None:
             exit_code = 0
         return result_record(
@@ -425,7 +402,10 @@ def main(argv: list[str]) -> int:
     try:
         sup = Supervisor(job_dir, plan)
     except ContainmentError as exc:
-        record_result(job_dir, result_record("FAILED", None, None, start, reason=str(exc)))
+        failed = _launch_failed(plan, exc)
+        record_result(
+            job_dir, result_record("FAILED", failed.exit_code, None, start, reason=failed.reason)
+        )
         return 0
     sup.start = start
     groups = sup.contain.groups
@@ -444,12 +424,12 @@ def main(argv: list[str]) -> int:
         sup.final_state, sup.stopped_at = stop.state, time.time()
         if stop.state == "NODE_FAIL":
             sup.fault = "node"
-    except SpawnError as exc:
-        sup.final_state, sup.reason = "FAILED", f"launch failed: {exc}"
-        if signal.sigpending() & STOP_SIGNALS:  # cancelled while it was starting
-            sup.final_state, sup.reason = "CANCELLED", "None"
-    except OSError as exc:
-        sup.final_state, sup.reason = "FAILED", f"launch failed: {exc.strerror}: {exc.filename}"
+    except (SpawnError, OSError) as exc:
+        if isinstance(exc, SpawnError) and signal.sigpending() & STOP_SIGNALS:
+            sup.final_state = "CANCELLED"  # cancelled while it was starting
+        else:
+            sup.final_state, sup.launch_failure = "FAILED", _launch_failed(plan, exc)
+            sup.reason = sup.launch_failure.reason
     except Exception:
         import traceback
 
@@ -470,6 +450,17 @@ def main(argv: list[str]) -> int:
     os.close(lock_fd)  # over: the result is written, every process of the job is gone
     notify_ended(str(job_dir.parent))
     return 0
+
+
+def _launch_failed(plan: LaunchPlan, exc: BaseException) -> LaunchFailure:
+    """What `exc` means for a job that never ran, written into its standard error
+    file as its user (podium.run.launch_failure), as slurmstepd writes its errors."""
+    failed = failure_of(exc)
+    if plan.tasks:
+        files = task_files(plan, plan.tasks[0])
+        line = f"podium: error: {failed.reason}"
+        tell_user(files.stderr or files.stdout, line, job_identity(plan))
+    return failed
 
 
 if __name__ == "__main__":

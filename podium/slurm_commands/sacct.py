@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from podium.api.slurm_reasons import slurm_reason
+from podium.api.slurm_reasons import accounted_reason
 from podium.api.times import format_duration
 from podium.slurm_commands.args import job_ids, read_options
 from podium.slurm_commands.slurm_text import slurm_duration, slurm_stamp
@@ -117,7 +117,7 @@ FIELDS: dict[str, tuple[str, int, Callable[[Row], Any], Callable[[Row, Row], Any
     "reason": (  # the reason it waited: None once it started, as slurmdbd keeps it
         "Reason",
         22,
-        lambda j: "None" if j.get("start_epoch") else slurm_reason(j["state"], j.get("reason")),
+        lambda j: accounted_reason(j["state"], j.get("reason"), bool(j.get("start_epoch"))),
         lambda j, s: "None",
     ),
     "qos": ("QOS", 10, lambda j: j.get("qos") or "", lambda j, s: ""),

@@ -368,7 +368,7 @@ def test_a_container_gets_its_gpus_and_the_driver_nvidia_variables_ask_for(
     """As enroot's nvidia hook: no NVIDIA_VISIBLE_DEVICES, no driver (the job's device
     nodes only); "all" with the default capability, utility (libnvidia-ml and
     nvidia-smi, not libcuda); compute adds libcuda; "none" keeps the driver without
-    devices; an unknown capability fails the job with the reason."""
+    devices; an unknown capability fails the job with the reason, in its output file."""
     c, devices = gpu_cluster
     probe = GPU_PROBE.format(devices=devices)
     image = f"--container-image={images['sqsh']}"
@@ -400,9 +400,12 @@ def test_a_container_gets_its_gpus_and_the_driver_nvidia_variables_ask_for(
     job, none = run("NVIDIA_VISIBLE_DEVICES=none")
     assert job["state"] == "COMPLETED" and none[0] == "CVD=" and none[-1] == "0", none
     assert "libnvidia-ml.so.1" in none
-    job, _ = run("NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=cmpute")
-    assert job["state"] == "FAILED"
+    job, failed = run("NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=cmpute")
+    assert job["state"] == "FAILED" and job["exit_code"] == 1
     assert "unknown capability 'cmpute'" in str(job["reason"]), job["reason"]
+    assert failed == [f"podium: error: {job['reason']}"]  # in its output file, as Slurm's
+    out = c.work / f"gpu-{job['job_id']}.out"
+    assert out.stat().st_uid == pwd_uid(other_user)  # written as the job's user
     assert _host_mounts(c) == []
 
 

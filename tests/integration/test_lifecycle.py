@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.integration.conftest import Cluster
+from tests.integration.conftest import PODIUM, Cluster
 
 pytestmark = pytest.mark.integration
 
@@ -82,6 +82,39 @@ def test_exit_code_and_signal_recorded(cluster: Cluster) -> None:
     assert job["state"] == "FAILED" and job["signal"] == signal.SIGSEGV
     job = c.wait(c.submit("--wrap", "exit 42"))
     assert job["exit_code"] == 42
+
+
+def test_a_job_that_cannot_start_says_why_where_users_look(cluster: Cluster) -> None:
+    """Issue 46: a launch failure is written into the job's stderr file (as slurmstepd
+    writes its errors), ends FAILED with the errno as exit code (execve's ENOENT: 2),
+    and reads JobLaunchFailure in squeue and sacct, not FAILED 0:0 with an empty file."""
+    c = cluster
+    script = c.work / "bad-interpreter.sh"
+    script.write_text("#!/no/such/shell\necho never\n")
+    job_id = c.submit("-o", "bad-%j.out", "-e", "bad-%j.err", str(script))
+    job = c.wait(job_id)
+    assert job["state"] == "FAILED" and job["exit_code"] == 2, job
+    why = "cannot run the job's script: its #! line names /no/such/shell: No such file"
+    assert why in job["reason"]
+    err = (c.work / f"bad-{job_id}.err").read_text()
+    assert err == f"podium: error: {job['reason']}\n"
+    assert (c.work / f"bad-{job_id}.out").read_text() == ""
+    shims = c.home / "shims"
+    subprocess.run([PODIUM, "slurm-commands", "install", str(shims)], env=c.env, check=True,
+                   capture_output=True)  # fmt: skip
+
+    def slurm(*argv: str) -> str:
+        done = subprocess.run([str(shims / argv[0]), *argv[1:]], env=c.env, capture_output=True,
+                              text=True, timeout=30, check=True)  # fmt: skip
+        return done.stdout
+
+    sacct = slurm("sacct", "-j", str(job_id), "-X", "-n", "-P", "-o", "State,ExitCode,Reason")
+    assert sacct == "FAILED|2:0|JobLaunchFailure\n"
+    squeue = slurm("squeue", "-t", "all", "-j", str(job_id), "-h", "-o", "%T %r")
+    assert squeue == "FAILED JobLaunchFailure\n"
+    acct = c.cli("acct", "--json", check=True).stdout
+    [mine] = [j for j in json.loads(acct) if j["job_id"] == job_id]
+    assert mine["exit_code"] == 2 and mine["reason"] == job["reason"]
 
 
 def test_hold_and_release(cluster: Cluster) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from podium.api.slurm_reasons import ENDED, slurm_reason
+from podium.api.slurm_reasons import ENDED, accounted_reason, slurm_reason
 from podium.api.states import TERMINAL_STATES
 
 
@@ -17,3 +17,10 @@ def test_ended_jobs_reasons_as_slurm_sets_them() -> None:
     assert slurm_reason("NODE_FAIL", "its run was lost") == "NodeDown"
     assert slurm_reason("COMPLETED", None) == slurm_reason("CANCELLED", "x") == "None"
     assert slurm_reason("PENDING", "Resources") == "Resources"
+
+
+def test_sacct_keeps_none_once_started_but_a_launch_failure() -> None:
+    assert accounted_reason("FAILED", "exit 3", started=True) == "None"
+    assert accounted_reason("PENDING", "Priority", started=False) == "Priority"
+    failed = "launch failed: cannot run /no/such/shell: No such file or directory"
+    assert accounted_reason("FAILED", failed, started=True) == "JobLaunchFailure"
