@@ -80,6 +80,7 @@ def health(
         except DaemonUnavailable:
             pass
     if records is None:
+        _own_home(home)  # its disk check reads it: a fresh PODIUM_HOME is not "unknown"
         path = config or paths.config_path(home)
         cluster = load_config(path) if path.exists() else default_config()
         inventory = resolve_inventory(cluster.node.gpus, place=str(home))
@@ -91,7 +92,6 @@ def health(
         else:
             results = run_checks(checks, deep=deep)
         records = [r.to_json() for r in results]
-        home.mkdir(parents=True, exist_ok=True)
         append_results(home / "health.jsonl", cluster.node.name, results)
     counted = [r for r in records if not r.get("skipped")]
     statuses = {s.name.lower(): s for s in Status}
@@ -115,6 +115,19 @@ def health(
         )
         click.echo(summary(status, counted, len(records) - len(counted)))
     sys.exit(int(status))
+
+
+def _own_home(home: Path) -> None:
+    """Make the state directory as the daemon would (0711: users reach the socket by
+    name and list nothing) when it is missing; a home that cannot be made is left to
+    the disk check to report."""
+    if home.is_dir():
+        return
+    try:
+        home.mkdir(mode=0o711, parents=True)
+        home.chmod(0o711)
+    except OSError:
+        pass
 
 
 def summary(status: Status, counted: list[dict[str, Any]], skipped: int) -> str:

@@ -49,6 +49,22 @@ def test_health_reports_an_xid_on_a_declared_gpu(tmp_path: Path) -> None:
     assert "no new Xid events" in table.stdout and table.returncode in (0, 3)
 
 
+def test_health_on_a_fresh_home_makes_it_as_the_daemon_would(tmp_path: Path) -> None:
+    """Issue 46: `podium health` before any daemon ran said its own state directory was
+    'unknown' (exit 3); it makes it (0711, results 0600) and checks it."""
+    log = tmp_path / "kern.log"
+    log.write_text("")
+    config = tmp_path / "c.yaml"
+    config.write_text(f"node: {{name: n0}}\nhealth: {{kernel_log: {log}}}\n")
+    home = tmp_path / "fresh" / "home"
+    result = _health(home, "--json", "--config", str(config))
+    assert result.returncode in (0, 1), (result.stdout, result.stderr)
+    disks = [r for r in json.loads(result.stdout) if r["check"] == "disk"]
+    assert any(str(home) in r["reason"] and r["status"] in ("ok", "warning") for r in disks)
+    assert home.stat().st_mode & 0o777 == 0o711
+    assert (home / "health.jsonl").stat().st_mode & 0o777 == 0o600
+
+
 def test_health_bad_config_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "cluster.yaml").write_text("health: {kernel_lgo: /x}\n")
     result = _health(tmp_path)

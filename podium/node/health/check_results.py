@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -104,7 +105,8 @@ def append_results(path: Path, node: str, results: Iterable[Result]) -> None:
     """Append results to a JSON-lines log, one object per result with its node; a log
     that cannot be written is reported on the logger, never raised."""
     try:
-        with open(path, "a") as fh:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        with open(fd, "a") as fh:  # private, as the daemon's state
             for r in results:
                 fh.write(json.dumps({"node": node, **r.to_json()}) + "\n")
     except OSError as exc:
