@@ -59,6 +59,8 @@ def busbw_of(text: str | None) -> tuple[float | None, str]:
         return None, "no result rows"
     if not largest.right:
         return None, f"{largest.wrong} wrong values"
+    if largest.busbw is None:
+        return None, "one rank: no bandwidth measured"
     return largest.busbw, ""
 
 

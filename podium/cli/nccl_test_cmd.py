@@ -49,7 +49,9 @@ def nccl_test(
 ) -> None:
     """Run nccl-tests' COLLECTIVE benchmark as a job and print its table.
 
-    COLLECTIVE: all_reduce (default), all_gather, reduce_scatter, alltoall or broadcast.
+    COLLECTIVE: all_reduce (default), all_gather, reduce_scatter, alltoall, broadcast,
+    reduce, gather or scatter. With one rank nothing crosses a link: Podium's runner
+    prints the time and no bandwidth (N/A).
 
     One rank per GPU (-g per node) on -N nodes, started by srun: nccl-tests'
     COLLECTIVE_perf where the nodes have it (on PATH or in /opt/nccl-tests/build), else

@@ -62,3 +62,29 @@ def test_a_run_that_fails_says_why_in_its_own_words(cluster: Cluster) -> None:
         r"job \d+ ended FAILED \(exit \d+\): it said: all_reduce_perf: .*NCCL error", last
     ), done.stderr
     assert re.search(r"podium nccl-test: job \d+: started", done.stderr), done.stderr
+
+
+@pytest.mark.parametrize("collective", ["reduce", "gather", "scatter"])
+def test_reduce_gather_and_scatter_run_and_check_every_value(
+    cluster: Cluster, collective: str
+) -> None:
+    """Issue 46: the seed's nccl-tests table names eight collectives; these three were
+    missing. Three ranks, root 0, every element checked (#wrong 0)."""
+    done = cluster.cli("nccl-test", collective, "-g", "3", "-b", "12", "-e", "12K", "-f", "32",
+                       timeout=180)  # fmt: skip
+    assert done.returncode == 0, done.stderr + done.stdout
+    run = parse_nccl_tests(done.stdout)
+    assert run.ranks == 3 and len(run.rows) == 3 and all(r.wrong == "0" for r in run.rows)
+    assert all(r.busbw is not None for r in run.rows)
+    heads = [line.split()[3:5] for line in done.stdout.splitlines() if line[:12].strip().isdigit()]
+    assert {tuple(h) for h in heads} == {("sum" if collective == "reduce" else "none", "0")}
+
+
+def test_one_rank_prints_times_and_no_bandwidth(cluster: Cluster) -> None:
+    done = cluster.cli("nccl-test", "-g", "1", "-b", "8", "-e", "8K", "-f", "32", timeout=180)
+    assert done.returncode == 0, done.stderr + done.stdout
+    run = parse_nccl_tests(done.stdout)
+    assert run.ranks == 1 and len(run.rows) == 3 and run.avg_busbw is None
+    assert all(r.algbw is None and r.busbw is None and r.time_us > 0 for r in run.rows)
+    assert "# One rank: nothing crosses a link" in done.stdout
+    assert "Warning" not in done.stdout and "warn" not in done.stdout.lower()

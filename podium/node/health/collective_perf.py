@@ -12,12 +12,23 @@ dashboards and people read both the same way: the header, one `#  Rank` line per
 (its host, pid and device), the table (size, count, type, redop, root, then time, algbw,
 busbw and #wrong out-of-place and in-place), `# Out of bounds values` and `# Avg bus
 bandwidth`. As in nccl-tests, size is count x 4 bytes where count is the collective's
-total element count (all_gather: the gathered buffer; reduce_scatter: the input;
-alltoall: what each rank sends), algbw = size / time, and busbw = algbw x the
-collective's factor (podium.node.health.nccl.bus_bandwidth).
+total element count (all_gather, gather: the gathered buffer; reduce_scatter, scatter:
+the buffer split among the ranks; alltoall: what each rank sends), algbw = size / time,
+and busbw = algbw x the collective's factor (podium.node.health.nccl.bus_bandwidth).
+The collectives are the eight of nccl-tests' table: all_reduce, all_gather,
+reduce_scatter, alltoall, broadcast, reduce, gather, scatter (root 0 where there is one).
 
-torch.distributed has only an in-place all_reduce and broadcast and only an out-of-place
-all_to_all_single: for those, both columns time the one form torch has.
+torch.distributed has only an in-place all_reduce, broadcast and reduce and only an
+out-of-place all_to_all_single, gather and scatter: for those, both columns time the
+one form torch has.
+
+With one rank nothing crosses a link: the time is the local call's, and algbw and
+busbw are printed N/A (nccl-tests prints a bandwidth computed from that time, which
+reads as a measurement of a GPU's links when there is none).
+
+On GPUs the process group is bound to the rank's device (init_process_group's
+device_id), so torch's barrier has no device to guess and no warning to print in
+the table.
 
 Every size is checked once before it is timed (validation: 1): each rank's data is
 made from its rank so that every received element has one right value; wrong elements
@@ -40,10 +51,14 @@ from podium.node.health.nccl import bus_bandwidth
 if TYPE_CHECKING:
     import torch
 
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast")
+COLLECTIVES = (
+    "all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "gather",
+    "scatter",
+)  # fmt: skip
 _UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-_REDUCING = {"all_reduce", "reduce_scatter"}
-_ROOTED = {"broadcast"}
+_REDUCING = {"all_reduce", "reduce_scatter", "reduce"}
+_ROOTED = {"broadcast", "reduce", "gather", "scatter"}
+_SPLIT = {"all_gather", "reduce_scatter", "alltoall", "gather", "scatter"}
 WORD = 4  # float32
 
 
@@ -82,7 +97,7 @@ def element_count(collective: str, nbytes: int, world: int) -> int:
     """Elements for a message of `nbytes`: whole float32s, a multiple of the ranks for
     the collectives that split the buffer among them (at least one per rank)."""
     count = max(1, nbytes // WORD)
-    if collective in ("all_gather", "reduce_scatter", "alltoall"):
+    if collective in _SPLIT:
         count = max(world, count // world * world)
     return count
 
@@ -124,13 +139,19 @@ def table_head() -> list[str]:
     ]
 
 
-def row(collective: str, count: int, cells: list[tuple[float, float, float, int]]) -> str:
-    """One table row: the size's columns, then (time us, algbw, busbw, wrong) twice."""
+Cell = tuple[float, float | None, float | None, int]  # time us, algbw, busbw (None: N/A), wrong
+
+
+def row(collective: str, count: int, cells: list[Cell]) -> str:
+    """One table row: the size's columns, then (time us, algbw, busbw, wrong) twice;
+    a bandwidth of None (one rank: none measured) is N/A."""
     redop = "sum" if collective in _REDUCING else "none"
     root = 0 if collective in _ROOTED else -1
     line = f"{count * WORD:12d}  {count:12d}  {'float':>8s}  {redop:>6s}  {root:6d}"
     for usec, algbw, busbw, wrong in cells:
-        line += f"  {time_text(usec)}  {algbw:6.2f}  {busbw:6.2f}  {wrong:5d}"
+        alg = "N/A" if algbw is None else f"{algbw:6.2f}"
+        bus = "N/A" if busbw is None else f"{busbw:6.2f}"
+        line += f"  {time_text(usec)}  {alg:>6s}  {bus:>6s}  {wrong:5d}"
     return line
 
 
@@ -203,7 +224,28 @@ class Bench:
         if self.collective == "broadcast":
             buf = full((count,), 1.0 if r == 0 else 0.0, device=dev)
             return (lambda: dist.broadcast(buf, 0)), (lambda: int((buf != 1.0).sum()))
+        if self.collective == "reduce":  # only the root's buffer is defined afterwards
+            buf = full((count,), float(r + 1), device=dev)
+            want = float(n * (n + 1) // 2)
+            return (lambda: dist.reduce(buf, 0)), (
+                lambda: int((buf != want).sum()) if r == 0 else 0
+            )
         part = count // n
+        if self.collective == "gather":  # rank j's part lands in the root's j-th place
+            mine = full((part,), float(r + 1), device=dev)
+            parts = list(torch.split(torch.zeros(count, device=dev), part)) if r == 0 else None
+            ranks = torch.arange(1, n + 1, device=dev, dtype=torch.float32)
+            want_g = ranks.repeat_interleave(part)
+
+            def gathered_wrong() -> int:
+                return int((torch.cat(parts) != want_g).sum()) if parts is not None else 0
+
+            return (lambda: dist.gather(mine, parts, 0)), gathered_wrong
+        if self.collective == "scatter":  # the root's j-th part, of j + 1s, goes to rank j
+            got = torch.zeros(part, device=dev)
+            ids = torch.arange(1, n + 1, device=dev, dtype=torch.float32)
+            chunks = list(torch.split(ids.repeat_interleave(part), part)) if r == 0 else None
+            return (lambda: dist.scatter(got, chunks, 0)), (lambda: int((got != r + 1).sum()))
         # torch 2.13 names them *_single; older releases *_into_tensor / *_tensor
         gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
         scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
@@ -270,18 +312,26 @@ def main(argv: list[str] | None = None) -> int:
         local %= torch.cuda.device_count()
         torch.cuda.set_device(local)
     device = torch.device("cuda", local) if cuda else torch.device("cpu")
-    dist.init_process_group("nccl" if cuda else "gloo", rank=rank, world_size=world)
+    if cuda:  # bound to its device: barrier() has nothing to guess (and warns of nothing)
+        dist.init_process_group("nccl", rank=rank, world_size=world, device_id=device)
+    else:
+        dist.init_process_group("gloo", rank=rank, world_size=world)
     lines: list[str | None] = [None] * world
     dist.all_gather_object(lines, _devices(rank, local, cuda))
     say = print if rank == 0 else (lambda *a, **k: None)
-    for line in [*header(args), *[str(x) for x in lines], *table_head()]:
+    one_rank = [
+        "#",
+        "# One rank: nothing crosses a link, so no bandwidth is measured (algbw and",
+        "# busbw N/A); the time is the local call's. Start 2 or more ranks (-g 2).",
+    ]
+    for line in [*header(args), *map(str, lines), *(one_rank if world == 1 else []), *table_head()]:
         say(line)
     bench = Bench(args.collective, rank, world, device)
     busbws: list[float] = []
     wrong_total = 0
     for nbytes in sizes(args.minbytes, args.maxbytes, args.stepfactor):
         count = element_count(args.collective, nbytes, world)
-        cells = []
+        cells: list[Cell] = []
         for call, wrong_after in bench.variants(count):
             wrong = 0
             if args.check:
@@ -298,15 +348,19 @@ def main(argv: list[str] | None = None) -> int:
             if cuda:
                 torch.cuda.synchronize()
             seconds = (time.perf_counter() - start) / args.iters
-            algbw = count * WORD / seconds / 1e9
-            busbw = bus_bandwidth(args.collective, algbw, world)
-            cells.append((seconds * 1e6, algbw, busbw, wrong))
-            busbws.append(busbw)
+            if world > 1:
+                algbw = count * WORD / seconds / 1e9
+                busbw = bus_bandwidth(args.collective, algbw, world)
+                cells.append((seconds * 1e6, algbw, busbw, wrong))
+                busbws.append(busbw)
+            else:
+                cells.append((seconds * 1e6, None, None, wrong))
             wrong_total += wrong
         say(row(args.collective, count, cells), flush=True)
     total = wrong_total
     say(f"# Out of bounds values : {total} {'OK' if total == 0 else 'FAILED'}")
-    say(f"# Avg bus bandwidth    : {sum(busbws) / len(busbws):.4f} ")
+    average = f"{sum(busbws) / len(busbws):.4f}" if busbws else "N/A"
+    say(f"# Avg bus bandwidth    : {average} ")
     say("#")
     dist.destroy_process_group()
     return 1 if total else 0

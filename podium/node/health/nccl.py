@@ -1,9 +1,11 @@
 """nccl-tests output: parse it, recompute bus bandwidth, compare with a threshold.
 
 busbw = algbw x factor, with the factors of nccl-tests' PERFORMANCE.md for n ranks:
-all_reduce 2(n-1)/n; all_gather, reduce_scatter, alltoall (n-1)/n; broadcast, reduce,
-sendrecv 1. The check reads the largest message's out-of-place busbw (e.g. 16 GB) and
-is critical below the threshold for the GPU type (H100/H200 460 GB/s, A100 228 GB/s).
+all_reduce 2(n-1)/n; all_gather, reduce_scatter, alltoall, gather, scatter (n-1)/n;
+broadcast, reduce, sendrecv 1. A row of one rank has no bandwidth (N/A: nothing crossed
+a link; Podium's runner prints it so). The check reads the largest message's
+out-of-place busbw (e.g. 16 GB) and is critical below the threshold for the GPU type
+(H100/H200 460 GB/s, A100 228 GB/s); one rank's run is unknown, never judged.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ FACTORS: dict[str, Callable[[int], float]] = {
     "all_gather": _gather_like,
     "reduce_scatter": _gather_like,
     "alltoall": _gather_like,
+    "gather": _gather_like,
+    "scatter": _gather_like,
     "broadcast": _one,
     "reduce": _one,
     "sendrecv": _one,
@@ -53,8 +57,8 @@ class NcclRow:
     size: int
     count: int
     time_us: float
-    algbw: float
-    busbw: float
+    algbw: float | None  # None: N/A (one rank: nothing measured)
+    busbw: float | None
     wrong: str
 
     @property
@@ -77,6 +81,11 @@ class NcclRun:
 
 _RANK_RE = re.compile(r"^#\s+Rank\s+\d+\s")
 _AVG_RE = re.compile(r"#\s*Avg bus bandwidth\s*:\s*([\d.]+)")
+
+
+def _bandwidth(text: str) -> float | None:
+    """A bandwidth cell: GB/s, or None for N/A; raises ValueError on anything else."""
+    return None if text == "N/A" else float(text)
 
 
 def parse_nccl_tests(text: str) -> NcclRun:
@@ -113,8 +122,8 @@ def parse_nccl_tests(text: str) -> NcclRun:
                     int(first["size"]),
                     int(first["count"]),
                     float(first["time"]),
-                    float(first["algbw"]),
-                    float(first["busbw"]),
+                    _bandwidth(first["algbw"]),
+                    _bandwidth(first["busbw"]),
                     first.get("#wrong", first.get("error", "0")),
                 )
             )
@@ -149,13 +158,18 @@ class NcclBandwidthCheck:
         largest = run.largest
         if largest is None:
             return [Result(self.name, Status.UNKNOWN, f"{self.output}: no result rows")]
-        recomputed = bus_bandwidth(self.collective, largest.algbw, run.ranks or 1)
+        measured = largest.algbw is not None and run.ranks != 1
+        recomputed = (
+            round(bus_bandwidth(self.collective, largest.algbw, run.ranks or 1), 2)
+            if largest.algbw is not None
+            else None
+        )
         limit = self.thresholds.get(self.gpu_type)
         details = {
             "size": largest.size,
             "algbw": largest.algbw,
             "busbw": largest.busbw,
-            "busbw_recomputed": round(recomputed, 2),
+            "busbw_recomputed": recomputed,
             "ranks": run.ranks,
             "threshold": limit,
         }
@@ -166,6 +180,16 @@ class NcclBandwidthCheck:
                     Status.CRITICAL,
                     f"{largest.wrong} wrong values at {largest.size} B",
                     Action.DRAIN,
+                    details=details,
+                )
+            ]
+        if not measured or largest.busbw is None:
+            return [
+                Result(
+                    self.name,
+                    Status.UNKNOWN,
+                    f"{self.output}: one rank: nothing crossed a link, so there is no "
+                    "bandwidth to judge (run it with 2 or more GPUs)",
                     details=details,
                 )
             ]

@@ -3,8 +3,11 @@ sizes, counts and options follow nccl-tests' rules."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from podium.node.health.check_results import Status
 from podium.node.health.collective_perf import (
     element_count,
     parse_args,
@@ -14,7 +17,7 @@ from podium.node.health.collective_perf import (
     table_head,
     time_text,
 )
-from podium.node.health.nccl import parse_nccl_tests
+from podium.node.health.nccl import NcclBandwidthCheck, parse_nccl_tests
 
 # Lines of a real all_reduce_perf run (nccl-tests 2.x, 16 H100s on two hosts).
 REAL_HEAD = [
@@ -112,3 +115,37 @@ def test_options_are_nccl_tests_letters(capsys: pytest.CaptureFixture[str]) -> N
         parse_args(["all_reduce", "-g", "2"])
     assert exited.value.code == 2
     assert "-g must be 1" in capsys.readouterr().err
+
+
+def test_rows_of_reduce_gather_and_scatter_have_their_root() -> None:
+    assert row("reduce", 2, [(1.0, 0, 0, 0)] * 2).split()[3:5] == ["sum", "0"]
+    assert row("gather", 3, [(1.0, 0, 0, 0)] * 2).split()[3:5] == ["none", "0"]
+    assert row("scatter", 3, [(1.0, 0, 0, 0)] * 2).split()[3:5] == ["none", "0"]
+    assert element_count("gather", 8, 3) == element_count("scatter", 8, 3) == 3
+
+
+def test_one_ranks_row_has_no_bandwidth_and_the_check_does_not_judge_it(tmp_path: Path) -> None:
+    """Issue 46: one rank's algbw (1,614-1,894 GB/s from a 30 us local call on an H100)
+    read as a measurement; it is N/A, parsed as None, and the check says unknown."""
+    line = row("all_reduce", 8388608, [(30.1, None, None, 0), (29.8, None, None, 0)])
+    assert line.split()[5:9] == ["30.10", "N/A", "N/A", "0"]
+    text = "\n".join(
+        ["#  Rank  0 Group  0 Pid   1 on     host-a device  0 [0000:19:00] H100", *table_head(),
+         line, "# Avg bus bandwidth    : N/A "]
+    )  # fmt: skip
+    run = parse_nccl_tests(text)
+    assert run.ranks == 1 and run.avg_busbw is None
+    assert run.rows[0].busbw is None and run.rows[0].time_us == 30.1
+    out = tmp_path / "nccl.out"
+    out.write_text(text)
+    [result] = NcclBandwidthCheck(out, "h100").run()
+    assert result.status == Status.UNKNOWN and "one rank" in result.reason
+
+
+def test_a_real_nccl_tests_run_of_one_rank_is_not_judged_either(tmp_path: Path) -> None:
+    """nccl-tests itself prints busbw 0 for one rank: not 'below 460 GB/s, drain'."""
+    out = tmp_path / "nccl.out"
+    out.write_text("\n".join(["#  Rank  0 Group  0 Pid 1 on a device 0 [0x19] H100",
+                              *REAL_HEAD, REAL_ROWS[1]]))  # fmt: skip
+    [result] = NcclBandwidthCheck(out, "h100").run()
+    assert result.status == Status.UNKNOWN, result.reason
