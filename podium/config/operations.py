@@ -52,6 +52,13 @@ class HealthConfig(Closed):
         "none: only label faults (HyperPod's node recovery modes)",
     )
     interval_s: float = Field(default=30.0, gt=0, description="quick checks run this often")
+    gpu_memory_sample_s: float = Field(
+        default=1.0,
+        gt=0,
+        le=60,
+        description="running jobs' GPU memory (NVML) is sampled this often for acct's "
+        "high-water mark; at a job's end NVML's accounting adds what samples missed",
+    )
     deep_interval_s: float = Field(
         default=3600.0, gt=0, description="deep checks run this often on an idle node"
     )

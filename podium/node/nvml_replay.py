@@ -72,6 +72,13 @@ class _Process:
     usedGpuMemory: int | None
 
 
+@dataclass
+class _AccountingStats:
+    startTime: int  # microseconds since the epoch
+    maxMemoryUsage: int | None  # bytes
+    isRunning: int
+
+
 @dataclass(frozen=True)
 class MigHandle:
     """A MIG device's handle: its GPU's handle and its slot."""
@@ -227,6 +234,20 @@ class RecordedNvml:
 
     def nvmlDeviceGetGraphicsRunningProcesses(self, handle: int) -> list[_Process]:
         return []
+
+    # accounting: {"accounting": {"mode": 0|1, "processes": [[pid, start_epoch_s, max_mib]]}}
+
+    def nvmlDeviceGetAccountingMode(self, handle: int) -> int:
+        return int(self._value(handle, "accounting", {}).get("mode", 0))
+
+    def nvmlDeviceGetAccountingPids(self, handle: int) -> list[int]:
+        return [int(p[0]) for p in self._value(handle, "accounting", {}).get("processes", [])]
+
+    def nvmlDeviceGetAccountingStats(self, handle: int, pid: int) -> _AccountingStats:
+        for p_id, start, mib in self._value(handle, "accounting", {}).get("processes", []):
+            if int(p_id) == pid:
+                return _AccountingStats(int(float(start) * 1e6), int(mib) << 20, 0)
+        raise NVMLError(13, "Not Found")
 
 
 def load_nvml() -> Any:

@@ -45,6 +45,8 @@ class RunEnds:
         self.clock = clock
         self.half_life_s = half_life_s(config)
         self.job_failed_hooks: list[Callable[[list[int]], None]] = []  # GPUs of a failed run
+        # told (job, the device units it held, its run's start and end) when a run is over
+        self.run_over_hooks: list[Callable[[int, list[int], float, float], None]] = []
         self.steps = StepTable(store)
         self._specs: dict[int, JobSpec] = {}  # running jobs' specs, parsed once
         self._cancel_requested: set[int] = set()
@@ -98,6 +100,11 @@ class RunEnds:
         status = self._record(row, poll)
         if status != "adopted":
             self.effects.forget(job_id)
+            units = spec_gpu_ids(row)
+            if units and self.run_over_hooks and row["start_time"] is not None:
+                end = poll.result.end_time if poll.result is not None else self.clock()
+                for hook in self.run_over_hooks:
+                    hook(job_id, units, float(row["start_time"]), float(end))
         return status
 
     def _record(self, row: Row, poll: Poll) -> str:

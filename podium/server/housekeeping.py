@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from podium.node.gpu_memory import by_job, process_memory
+from podium.node.gpu_memory import accounted_memory, by_job, process_memory
 from podium.recover.agent import HealthAgent
 from podium.recover.resume import newest_checkpoint
 from podium.run.executor import LocalExecutor
@@ -32,6 +32,9 @@ class Housekeeping:
         self.real_gpus = real_gpus
         self._next_memory_sample = 0.0
         self._next_checkpoint_sample = 0.0
+        self._runs_over: list[tuple[int, list[int], float, float]] = []  # on whole GPUs
+        if real_gpus:
+            reactor.ends.run_over_hooks.append(self._note_run_over)
 
     def cycle(self) -> float:
         """Collect ended runs, let the health agent look, and run a pass when one is
@@ -44,7 +47,7 @@ class Housekeeping:
             self._next_checkpoint_sample = reactor.clock() + reactor.config.health.interval_s
             self.sample_checkpoints()
         if self.real_gpus and reactor.clock() >= self._next_memory_sample:
-            self._next_memory_sample = reactor.clock() + reactor.config.health.interval_s
+            self._next_memory_sample = reactor.clock() + reactor.config.health.gpu_memory_sample_s
             self.sample_gpu_memory()
         agent = self.agent()
         if agent is not None:
@@ -54,16 +57,31 @@ class Housekeeping:
             reactor.run_pass()
         return reactor.pass_due()
 
+    def _note_run_over(self, job_id: int, units: list[int], start: float, end: float) -> None:
+        """A run on whole GPUs is over (told by the reactor's Ends, under its lock): its
+        processes' memory is asked of NVML's accounting at the next sample."""
+        whole = {d.index for d in self.reactor.node.devices if not d.kind}
+        if set(units) <= whole:
+            self._runs_over.append((job_id, units, start, end))
+
     def sample_gpu_memory(self) -> None:
         """Raise each running job's GPU memory high-water mark to what its processes
-        hold now, as NVML reports them (podium.node.gpu_memory)."""
+        hold now, as NVML reports them, and, for each run on whole GPUs that ended
+        since the last sample, to what NVML's accounting kept of its processes
+        (podium.node.gpu_memory): a job shorter than the sampling interval has one too."""
+        reactor = self.reactor
+        with reactor.lock:
+            running = [r["job_id"] for r in reactor.running_rows()]
+            over, self._runs_over = self._runs_over, []
+        peaks: dict[int, int] = {}
         used = process_memory()
-        if not used:
-            return
-        with self.reactor.lock:
-            running = [r["job_id"] for r in self.reactor.running_rows()]
-        sessions = {s: j for j in running if (s := self.executor.session(j)) is not None}
-        self.reactor.store.raise_gpu_memory(by_job(used, sessions))
+        if used:
+            sessions = {s: j for j in running if (s := self.executor.session(j)) is not None}
+            peaks = by_job(used, sessions)
+        for job_id, gpus, start, end in over:
+            if (mib := accounted_memory(gpus, start, end)) is not None and mib > 0:
+                peaks[job_id] = max(peaks.get(job_id, 0), mib)
+        reactor.store.raise_gpu_memory(peaks)
 
     def sample_checkpoints(self) -> None:
         """Note each running job's newest checkpoint (a file in its

@@ -10,7 +10,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ import pytest
 from podium.server.launch import COMPAT_BIN
 from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
 from tests.integration.test_permissions import _as, other_user  # noqa: F401 (a fixture)
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -308,15 +309,17 @@ def test_mig_advise_with_nothing_waiting_changes_nothing(cluster: Cluster) -> No
     assert "nothing to change" in result.stdout and "mig-parted" not in result.stdout
 
 
-def test_acct_keeps_a_jobs_gpu_memory_high_water_mark(tmp_path: Path) -> None:
-    """A recorded H100 (NVML's seam): the processes NVML lists for the GPU are the
-    job's own shell, holding 3000 then 1000 MiB; acct keeps 3000."""
+def _replayed_h100(tmp_path: Path) -> tuple[Cluster, Callable[..., None]]:
+    """A daemon on a recorded H100 (NVML's seam, sampled every 0.2 s), and a function
+    that rewrites the recording: its running processes [[pid, MiB]] and its accounting
+    ({"mode", "processes": [[pid, start epoch s, max MiB]]})."""
     recording = tmp_path / "nvml.json"
     gpu = json.loads(H100.read_text())["gpus"][0]
 
-    def record(processes: list[list[int]]) -> None:
+    def record(processes: list[list[int]], accounting: dict[str, Any] | None = None) -> None:
         tmp = recording.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"gpus": [dict(gpu, processes=processes)]}))
+        kept = dict(gpu, processes=processes, accounting=accounting or {"mode": 0})
+        tmp.write_text(json.dumps({"gpus": [kept]}))
         tmp.replace(recording)  # the daemon reads it whole or not at all
 
     record([])
@@ -329,20 +332,34 @@ def test_acct_keeps_a_jobs_gpu_memory_high_water_mark(tmp_path: Path) -> None:
             "gpus: {source: nvml}",
         )
     )
-    (c.home / "cluster.yaml").write_text(text + "health: {interval_s: 0.2}\n")
+    (c.home / "cluster.yaml").write_text(text + "health: {gpu_memory_sample_s: 0.2}\n")
     c.env["PODIUM_NVML_REPLAY"] = str(recording)
     c.start()
+    return c, record
+
+
+def _gated_gpu_job(c: Cluster) -> tuple[int, int]:
+    """A one-GPU job whose shell waits for `gate` in the work directory: (job, its pid)."""
+    job = c.submit(
+        "--gpus=1", "--wrap",
+        f"echo $$ > {c.work}/pid; while [ ! -e {c.work}/gate ]; do sleep 0.1; done",
+    )  # fmt: skip
+    pid_file = c.work / "pid"
+    wait_until(lambda: pid_file.exists() and pid_file.read_text().strip() != "", "the job's pid")
+    return job, int(pid_file.read_text())
+
+
+def _acct(c: Cluster) -> dict[int, dict[str, Any]]:
+    return {j["job_id"]: j for j in json.loads(c.cli("acct", "--json", check=True).stdout)}
+
+
+def test_acct_keeps_a_jobs_gpu_memory_high_water_mark(tmp_path: Path) -> None:
+    """A recorded H100 (NVML's seam): the processes NVML lists for the GPU are the
+    job's own shell, holding 3000 then 1000 MiB; acct keeps 3000."""
+    c, record = _replayed_h100(tmp_path)
     try:
-        job = c.submit(
-            "--gpus=1",
-            "--wrap",
-            f"echo $$ > {c.work}/pid; while [ ! -e {c.work}/gate ]; do sleep 0.1; done",
-        )
-        pid_file = c.work / "pid"
+        job, pid = _gated_gpu_job(c)
         deadline = time.monotonic() + 30
-        while not pid_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        pid = int(pid_file.read_text())
         for mib in (3000, 1000):
             record([[pid, mib]])
             while time.monotonic() < deadline:
@@ -353,7 +370,23 @@ def test_acct_keeps_a_jobs_gpu_memory_high_water_mark(tmp_path: Path) -> None:
         record([])
         (c.work / "gate").touch()
         assert c.wait(job)["state"] == "COMPLETED"
-        acct = {j["job_id"]: j for j in json.loads(c.cli("acct", "--json", check=True).stdout)}
-        assert acct[job]["gpu_mem_peak_mb"] == 3000
+        assert _acct(c)[job]["gpu_mem_peak_mb"] == 3000
+    finally:
+        teardown_cluster(c)
+
+
+def test_a_job_no_sample_saw_has_its_peak_from_nvml_accounting(tmp_path: Path) -> None:
+    """Issue 46: GPU_MEM_MB stayed empty for jobs shorter than the sampling interval.
+    No sample ever lists this job's process; NVML's accounting (mode on, as an
+    administrator sets it) keeps its 4,000 MiB high-water mark, and another process
+    that ran before the job is not counted."""
+    c, record = _replayed_h100(tmp_path)
+    try:
+        job, pid = _gated_gpu_job(c)
+        now = time.time()
+        record([], {"mode": 1, "processes": [[pid, now, 4000], [pid + 1, now - 3600, 70000]]})
+        (c.work / "gate").touch()
+        assert c.wait(job)["state"] == "COMPLETED"
+        wait_until(lambda: _acct(c)[job]["gpu_mem_peak_mb"] == 4000, "the accounted peak")
     finally:
         teardown_cluster(c)

@@ -6,7 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from podium.node.gpu_memory import by_job, process_memory
+from podium.node.gpu_memory import accounted_memory, by_job, process_memory
 from podium.node.nvml_replay import RecordedNvml
 from podium.store.db import Store
 
@@ -42,3 +42,18 @@ def test_the_store_keeps_the_high_water_mark(tmp_path: Path) -> None:
     for mib in (300, 900, 400):
         store.raise_gpu_memory({7: mib})
     assert store.job(7)["gpu_mem_peak_mb"] == 900
+
+
+def test_accounting_keeps_what_ended_processes_held_in_the_jobs_window() -> None:
+    """Issue 46: a job shorter than the sampling interval had no figure; NVML's
+    accounting keeps each process's high-water mark after it ends."""
+    t = 1_800_000_000.0
+    nvml = RecordedNvml({"gpus": [
+        {"accounting": {"mode": 1, "processes": [[10, t + 1, 3000], [11, t - 600, 9000]]}},
+        {"accounting": {"mode": 1, "processes": [[12, t + 2, 500]]}},
+        {"accounting": {"mode": 0, "processes": [[13, t + 1, 700]]}},
+    ]})  # fmt: skip
+    assert accounted_memory([0, 1], t, t + 5, nvml) == 3500  # pid 11 ran before the job
+    assert accounted_memory([0], t + 10, t + 20, nvml) == 0
+    assert accounted_memory([2], t, t + 5, nvml) is None  # accounting mode off: unknown
+    assert accounted_memory([0, 2], t, t + 5, nvml) is None
