@@ -29,7 +29,7 @@ import time
 from podium.jobsteps.task_io import Output, spawn
 from podium.run.ports import free_port
 from podium.run.steps import STEP_DIR_ENV, create_step, step_record, update_step
-from podium.run.task_env import cuda_visible
+from podium.run.task_env import SLICE_PER_TASK, cuda_visible
 
 TYPE_CHECKING = False  # not `typing`'s: importing it costs srun's start-up ~5 ms
 if TYPE_CHECKING:
@@ -74,7 +74,11 @@ class Allocation:
         self.ntasks = _int(env, "SLURM_NTASKS", 1)
         self.cpus = _int(env, "SLURM_CPUS_ON_NODE", self.ntasks)
         self.cpus_per_task = _int(env, "SLURM_CPUS_PER_TASK", 1)
-        self.gpus_per_task = _int(env, "SLURM_GPUS_PER_TASK", 0)
+        # "1g.10gb:2" or "2": the count after the type, as sbatch writes it
+        per_task = env.get("SLURM_GPUS_PER_TASK", "").rpartition(":")[2]
+        self.gpus_per_task = int(per_task) if per_task.isdigit() else 0
+        # a job holding several MIG slices: each task its own (CUDA uses one per process)
+        self.slice_per_task = env.get(SLICE_PER_TASK) == "1"
         job_gpus = env.get("SLURM_JOB_GPUS", "")
         self.gpus = [int(g) for g in job_gpus.split(",") if g.isdigit()]
         self.hide_gpus = env.get("PODIUM_GPUS_HIDDEN") == "1"
@@ -134,10 +138,15 @@ class Step:
             )
         self.ntasks, self.cpus_per_task, self.gpus_per_task = ntasks, cpt, gpt
         self.gpus = step_gpus
+        self.slice_per_task = alloc.slice_per_task and not gpt and len(step_gpus) > 1
 
     def task_gpus(self, rank: int) -> list[int]:
+        """The GPUs task `rank` sees: its own --gpus-per-task, its own MIG slice in a
+        job of several (round robin when the step has more tasks), else the step's."""
         if self.gpus_per_task:
             return self.gpus[rank * self.gpus_per_task : (rank + 1) * self.gpus_per_task]
+        if self.slice_per_task:
+            return [self.gpus[rank % len(self.gpus)]]
         return self.gpus
 
 

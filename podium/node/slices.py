@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from podium.api.mig import COMPUTE_SLICES, model_for, place
+from podium.api.mig import compute_fraction, model_for, place, slice_counts
 from podium.config.cluster import GpuInventory
 from podium.node.inventory import GpuInfo, NvmlSeam, from_nvml, nvml_session, nvml_text
 
@@ -49,12 +49,6 @@ def profile_of(name: str) -> str | None:
     """The MIG profile in an NVML device name ("NVIDIA H100 80GB HBM3 MIG 1g.10gb")."""
     found = _PROFILE_RE.findall(name)
     return found[-1] if found else None
-
-
-def compute_fraction(profile: str) -> float:
-    """The part of its GPU's compute a profile has (3g.40gb: 3 of 7 slices)."""
-    match = re.match(r"(\d+)g\.", profile)
-    return min(1.0, int(match.group(1)) / COMPUTE_SLICES) if match else 1.0
 
 
 def profile_memory_mb(profile: str) -> int:
@@ -91,7 +85,7 @@ def declared_slices(
                     parent=index,
                     start=piece.start,
                     kind="mig",
-                    fraction=piece.profile.compute / COMPUTE_SLICES,
+                    fraction=piece.profile.compute / slice_counts(model)[1],
                 )
             )
     return out

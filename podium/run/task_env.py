@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # the supervisor reads the plan as plain JSON, to start fast
     from podium.run.plan import LaunchPlan, TaskPlan
 
 CUDA_NAMES = "PODIUM_CUDA_NAMES"  # "index=UUID,...": GPUs CUDA must see by UUID (MIG, MPS)
+SLICE_PER_TASK = "PODIUM_SLICE_PER_TASK"  # "1": the job's MIG slices, one per srun task
 
 
 def cuda_visible(gpu_ids: Iterable[int], env: Mapping[str, str]) -> str:

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
-from podium.api.mig import COMPUTE_SLICES, MigLayoutError, place, profiles
+from podium.api.mig import MigLayoutError, place, profiles, slice_counts
 
 WHOLE: tuple[str, ...] = ()  # the layout of a GPU not in MIG mode
 
@@ -228,7 +228,7 @@ def _largest_free(
     placed: dict[int, tuple[int, ...]],
 ) -> int:
     """The compute slices of the largest device left free once the admitted jobs are
-    placed (a whole GPU counts as all 7)."""
+    placed (a whole GPU counts as all its compute slices: 7, an A30's 4)."""
     free = _free_devices(gpus, choice)
     for k, on in placed.items():
         w = order[k]
@@ -239,7 +239,7 @@ def _largest_free(
         known = profiles(gpu.model)
         for kind, n in devices.items():
             if n > 0:
-                size = COMPUTE_SLICES if kind == "whole" else known[kind].compute
+                size = slice_counts(gpu.model)[1] if kind == "whole" else known[kind].compute
                 largest = max(largest, size)
     return largest
 

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from podium.api.caller import Caller
 from podium.api.containers import is_image_path
-from podium.api.mig import model_for, profiles
+from podium.api.mig import is_mig_profile, model_for, profiles, several_slices_refusal
 from podium.api.suggest import did_you_mean
 from podium.config.cluster import ClusterConfig, GpuInventory, Partition
 from podium.errors import SpecError, Unsatisfiable
@@ -262,6 +262,10 @@ def check_fits(job: dict[str, Any], config: ClusterConfig) -> None:
     node = config.node
     if job["gpus"]:
         check_gpus(job["gpus"], job["gpu_type"], node.name, node.gpus)
+        if is_mig_profile(job["gpu_type"] or ""):
+            why = several_slices_refusal(job["gpu_type"], job["gpus"], job["ntasks"])
+            if why is not None:
+                raise Unsatisfiable(why)
     if job["cpus"] > node.cpus:
         raise Unsatisfiable(
             f"the job asks for {job['cpus']} CPUs but node {node.name} has {node.cpus}"

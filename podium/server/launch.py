@@ -25,7 +25,7 @@ from podium.run.containers.nvidia import driver_files
 from podium.run.identity import Identity
 from podium.run.patterns import expand
 from podium.run.plan import Grant, LaunchPlan, TaskPlan
-from podium.run.task_env import CUDA_NAMES
+from podium.run.task_env import CUDA_NAMES, SLICE_PER_TASK
 from podium.server.local_node import LocalNode
 from podium.server.slurm_env import job_variables, without_inherited
 from podium.server.starting import StartingJob
@@ -114,6 +114,7 @@ class Planner:
         env.update(job_variables(job, spec, self.node.name, grant, self.config.cluster_name))
         env["PATH"] = f"{COMPAT_BIN}:{env.get('PATH') or DEFAULT_PATH}"
         env.pop(CUDA_NAMES, None)  # another job's (plan sets the job's own)
+        env.pop(SLICE_PER_TASK, None)
         env["PODIUM_PYTHON"] = sys.executable
         env["PODIUM_HOME"] = str(self.home)
         return env
@@ -164,6 +165,8 @@ class Planner:
         names = grant.cuda_names_by_index()
         if names:  # for srun in the job: CUDA_VISIBLE_DEVICES by UUID
             environment[CUDA_NAMES] = names
+        if sum(name.startswith("MIG-") for name in grant.cuda_names) > 1:
+            environment[SLICE_PER_TASK] = "1"  # CUDA uses one MIG slice per process
         # The batch script runs once, as the batch step, with all of the job's GPUs;
         # its srun calls start the job's tasks (podium.jobsteps.srun).
         tasks = [TaskPlan(procid=0, localid=0, gpu_ids=list(gpu_ids))]

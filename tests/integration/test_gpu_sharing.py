@@ -128,6 +128,25 @@ def test_requests_no_slice_can_meet_are_refused_at_submit(mig: Cluster) -> None:
     )
 
 
+def test_several_slices_run_one_task_each_or_are_refused(mig: Cluster) -> None:
+    """Issue 46: CUDA uses one MIG device per process, yet a 2-slice job of one task
+    was admitted with both UUIDs. It is refused in one line; with a task per slice,
+    srun binds each task to its own slice (the batch shell sees both, as Slurm's)."""
+    refused_in_one_line(
+        mig, [(["--gres=gpu:1g.10gb:2"], "CUDA uses one MIG slice per process, so run one task")]
+    )
+    job = mig.submit(
+        "--gres=gpu:1g.10gb:2", "-n", "2", "-o", str(mig.work / "pair-%j.out"), "--wrap",
+        "srun sh -c 'echo $SLURM_PROCID $CUDA_VISIBLE_DEVICES'",
+    )  # fmt: skip
+    assert mig.wait(job)["state"] == "COMPLETED"
+    lines = sorted((mig.work / f"pair-{job}.out").read_text().split("\n")[:-1])
+    slices = {g["uuid"] for g in node(mig)["gpus"] if g["type"] == "1g.10gb"}
+    assert [line.split()[0] for line in lines] == ["0", "1"], lines
+    seen_by = [line.split()[1] for line in lines]
+    assert set(seen_by) == slices and len(set(seen_by)) == 2, lines  # one each, both used
+
+
 def test_a_profile_not_in_the_layout_waits_for_an_admin(mig: Cluster) -> None:
     job = mig.submit("--gpus=7g.80gb:1", "--wrap", "true")
     mig.wait_reason(job, "ReqNodeNotAvail")  # until GPU 1 is split (podium mig advise)

@@ -65,10 +65,14 @@ def test_models_are_found_by_type_and_memory() -> None:
 
 
 @settings(deadline=None)  # the exhaustive search takes a while on a loaded 2-core machine
-@given(st.lists(st.sampled_from(list(mig.MODELS["h100-80gb"])), max_size=8))
-def test_a_layout_is_placed_exactly_when_some_placement_exists(layout: list[str]) -> None:
-    """Against an exhaustive search over every start of every slice."""
-    known = mig.profiles("h100-80gb")
+@given(st.data(), st.sampled_from(["h100-80gb", "a30-24gb"]))
+def test_a_layout_is_placed_exactly_when_some_placement_exists(
+    data: st.DataObject, model: str
+) -> None:
+    """Against an exhaustive search over every start of every slice (the 8-slice
+    geometry and the A30's 4)."""
+    layout = data.draw(st.lists(st.sampled_from(list(mig.MODELS[model])), max_size=8))
+    known = mig.profiles(model)
 
     def some_placement(rest: list[str], taken: frozenset[int]) -> bool:
         if not rest:
@@ -80,12 +84,41 @@ def test_a_layout_is_placed_exactly_when_some_placement_exists(layout: list[str]
                 return True
         return False
 
-    fits = sum(known[n].compute for n in layout) <= mig.COMPUTE_SLICES and some_placement(
+    compute_slices = mig.slice_counts(model)[1]
+    fits = sum(known[n].compute for n in layout) <= compute_slices and some_placement(
         layout, frozenset()
     )
     try:
-        mig.place("h100-80gb", layout)
+        mig.place(model, layout)
         placed = True
     except mig.MigLayoutError:
         placed = False
     assert placed == fits
+
+
+def test_the_a30_has_four_slices_and_its_own_profiles() -> None:
+    """Issue 46: the GPU-sharing seed's 1g.6gb and 4g.24gb (A30) were refused as unknown."""
+    assert mig.model_for("a30", 24576) == "a30-24gb"
+    assert mig.slice_counts("a30-24gb") == (4, 4)
+    assert [s.start for s in mig.place("a30-24gb", ["1g.6gb"] * 4)] == [0, 1, 2, 3]
+    assert [s.start for s in mig.place("a30-24gb", ["2g.12gb", "1g.6gb", "1g.6gb"])] == [0, 2, 3]
+    with pytest.raises(mig.MigLayoutError, match="needs 5 compute slices; a GPU has 4"):
+        mig.place("a30-24gb", ["4g.24gb", "1g.6gb"])
+    with pytest.raises(mig.MigLayoutError, match=r"at most 1 x 4g\.24gb"):
+        mig.place("a30-24gb", ["4g.24gb", "4g.24gb"])
+    assert mig.compute_fraction("2g.12gb") == 0.5 and mig.compute_fraction("3g.40gb") == 3 / 7
+
+
+def test_blackwell_profiles_are_nvidias() -> None:
+    assert mig.model_for("b200", None) == "b200-180gb"
+    assert mig.model_for("gb200", None) == "gb200-186gb"
+    assert next(iter(mig.profiles("b200-180gb"))) == "1g.23gb"
+    assert [s.start for s in mig.place("gb200-186gb", ["3g.93gb", "3g.93gb"])] == [0, 4]
+
+
+def test_several_slices_need_one_task_each() -> None:
+    """CUDA enumerates one MIG device per process (the GPU-sharing seed's caveat)."""
+    assert mig.several_slices_refusal("1g.10gb", 1, 1) is None
+    assert mig.several_slices_refusal("1g.10gb", 2, 2) is None
+    why = mig.several_slices_refusal("1g.10gb", 2, 1)
+    assert why is not None and "--ntasks=2" in why and "--gres=gpu:1g.10gb:1" in why

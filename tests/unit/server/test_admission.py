@@ -196,12 +196,13 @@ def on_mig(options: list[str]) -> JobSpec:
 @pytest.mark.parametrize(
     "options,gpus,gpu_type",
     [
-        (["--gres=gpu:1g.10gb:2"], 2, "1g.10gb"),
+        (["--gres=gpu:1g.10gb:2", "-n", "2"], 2, "1g.10gb"),  # one task per slice
+        (["--gpus-per-task=1g.10gb:1", "-n", "2"], 2, "1g.10gb"),
         (["--gpus=3g.40gb:1"], 1, "3g.40gb"),
         (["--gres=gpu:nvidia_h100_80gb_hbm3_2g.20gb:1"], 1, "2g.20gb"),  # Slurm's name
         (["--gpus=1"], 1, None),  # the whole GPU
         (["--gres=gpu:h100:1"], 1, "h100"),
-        (["--gres=gpu:1g.10gb:3"], 3, "1g.10gb"),  # more than today's layout: waits
+        (["--gres=gpu:1g.10gb:3", "-n", "3"], 3, "1g.10gb"),  # more than the layout: waits
         (["--gpus=7g.80gb:1"], 1, "7g.80gb"),  # an H100 profile not in the layout: waits
     ],
 )
@@ -223,6 +224,12 @@ def test_mig_slices_are_asked_for_by_profile(
             "--gres=gpu:1g.10gb:1",
         ),
         (["--gpus=1g.5gb:1"], "GPU type '1g.5gb' but node n0 has 1 x 'h100' whole"),
+        (
+            ["--gres=gpu:1g.10gb:2"],
+            "2 x 1g.10gb MIG slices for 1 task(s): CUDA uses one MIG slice per process, so "
+            "run one task per slice (--ntasks=2: each task gets its own slice) or ask for "
+            "one slice (--gres=gpu:1g.10gb:1)",
+        ),
         (["--gpus=1g.5gb:1"], "(MIG profiles: 1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb"),
     ],
 )
