@@ -18,6 +18,12 @@ class GpuTypeThresholds(Closed):
     max_temperature_c: int = Field(default=84, ge=0)
     max_retired_pages: int = Field(default=10, ge=0)
     nccl_busbw_gbps: float | None = Field(default=None, gt=0)
+    nvlink_links: int | None = Field(
+        default=None,
+        ge=0,
+        description="NVLinks each GPU must have active (default: the model's for SXM "
+        "parts, 18 on H100/H200/B200, 12 on A100; else every link it has)",
+    )
 
 
 class HealthConfig(Closed):
@@ -27,6 +33,15 @@ class HealthConfig(Closed):
     disk_paths: list[str] = Field(default_factory=list, description="default: / and PODIUM_HOME")
     max_disk_used_percent: float = Field(default=83.0, gt=0, le=100)
     required_mounts: list[str] = Field(default_factory=list)
+    nic_ports: int | None = Field(
+        default=None,
+        ge=0,
+        description="RDMA ports (InfiniBand, RoCE, EFA) that must be ACTIVE: fewer drains "
+        "the node (unset: a port that is down is only a warning)",
+    )
+    nic_sysfs: str = Field(
+        default="/sys/class/infiniband", description="where the RDMA ports are read"
+    )
     nccl_output: str | None = Field(default=None, description="nccl-tests output to judge")
     nccl_nodes_busbw_gbps: float | None = Field(
         default=None,

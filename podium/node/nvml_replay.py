@@ -15,6 +15,13 @@ A recording:
                "temperature_c": 40, "recovery_action": 0, "clocks_event_reasons": 1,
                "processes": [[pid, mib], ...]}]}
 
+Links (podium.node.health.links), where recorded; a GPU without them answers
+NotSupported, as a driver does for a GPU that lacks them:
+
+    "nvlinks": [1, 1, 0, ...] (each link's state), "utilization_gpu": 97,
+    "pcie": {"gen": 5, "max_gen": 5, "width": 16, "max_width": 16},
+    "fabric": {"state": 3, "status": 0}
+
 Any value may be "not_supported" or "gpu_lost" to raise that NVML error. A GPU in MIG
 mode adds its MIG devices, as NVML lists them:
 
@@ -24,6 +31,7 @@ mode adds its MIG devices, as NVML lists them:
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 from dataclasses import dataclass
@@ -70,6 +78,23 @@ class _Pci:
 class _Process:
     pid: int
     usedGpuMemory: int | None
+
+
+class c_nvmlGpuFabricInfo_t(ctypes.Structure):
+    """pynvml's structure, filled in by nvmlDeviceGetGpuFabricInfo (through byref)."""
+
+    _fields_ = [
+        ("clusterUuid", ctypes.c_ubyte * 16),
+        ("status", ctypes.c_uint),
+        ("cliqueId", ctypes.c_uint),
+        ("state", ctypes.c_uint),
+    ]
+
+
+@dataclass
+class _Utilization:
+    gpu: int
+    memory: int
 
 
 @dataclass
@@ -234,6 +259,43 @@ class RecordedNvml:
 
     def nvmlDeviceGetGraphicsRunningProcesses(self, handle: int) -> list[_Process]:
         return []
+
+    # links: "nvlinks", "pcie", "fabric", "utilization_gpu" (NotSupported where absent)
+
+    c_nvmlGpuFabricInfo_t = c_nvmlGpuFabricInfo_t
+
+    def _recorded(self, handle: int, key: str) -> Any:
+        value = self._value(handle, key, "not_supported")
+        if value == "not_supported":
+            raise NVMLError_NotSupported()
+        return value
+
+    def nvmlDeviceGetNvLinkState(self, handle: int, link: int) -> int:
+        links = self._recorded(handle, "nvlinks")
+        if link >= len(links):
+            raise NVMLError_NotSupported()  # a link the GPU does not have
+        return int(links[link])
+
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, handle: int) -> int:
+        return int(self._recorded(handle, "pcie")["gen"])
+
+    def nvmlDeviceGetGpuMaxPcieLinkGeneration(self, handle: int) -> int:
+        return int(self._recorded(handle, "pcie")["max_gen"])
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, handle: int) -> int:
+        return int(self._recorded(handle, "pcie")["width"])
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, handle: int) -> int:
+        return int(self._recorded(handle, "pcie")["max_width"])
+
+    def nvmlDeviceGetUtilizationRates(self, handle: int) -> _Utilization:
+        return _Utilization(int(self._value(handle, "utilization_gpu", 0)), 0)
+
+    def nvmlDeviceGetGpuFabricInfo(self, handle: int, info: Any) -> int:
+        fabric = self._recorded(handle, "fabric")
+        target = info._obj  # what ctypes.byref points at, as the driver fills it
+        target.state, target.status = int(fabric["state"]), int(fabric.get("status", 0))
+        return 0
 
     # accounting: {"accounting": {"mode": 0|1, "processes": [[pid, start_epoch_s, max_mib]]}}
 

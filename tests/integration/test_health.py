@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -158,3 +159,87 @@ def test_a_recorded_h100_passes_the_deep_checks(tmp_path: Path) -> None:
     assert records[("retired_pages", 0)]["reason"] == "GPU 0: not supported by this GPU or driver"
     assert records[("gpu", None)]["reason"] == "1 GPUs healthy"
     assert records[("dcgm_diag", None)]["skipped"]
+
+
+def _linked(tmp_path: Path, nvlinks_of_gpu1: list[int]) -> Path:
+    """Two recorded H100s with links: GPU 0 healthy, GPU 1 with `nvlinks_of_gpu1`."""
+    path = recording(tmp_path, 2)
+    data = json.loads(path.read_text())
+    links = {"pcie": {"gen": 5, "max_gen": 5, "width": 16, "max_width": 16},
+             "fabric": {"state": 3, "status": 0}}  # fmt: skip
+    data["gpus"][0].update(links, nvlinks=[1] * 18)
+    data["gpus"][1].update(links, nvlinks=nvlinks_of_gpu1)
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _rdma(tmp_path: Path, state: str) -> Path:
+    """One RDMA port laid out as /sys/class/infiniband shows an mlx5 device's."""
+    port = tmp_path / "infiniband" / "mlx5_0" / "ports" / "1"
+    port.mkdir(parents=True)
+    for name, value in (("state", state), ("phys_state", "2: Polling"),
+                        ("rate", "400 Gb/sec (4X NDR)"), ("link_layer", "InfiniBand")):  # fmt: skip
+        (port / name).write_text(value + "\n")
+    return tmp_path / "infiniband"
+
+
+def test_links_and_rdma_ports_are_checked_beyond_the_gpu(tmp_path: Path) -> None:
+    """Issue 46: health stopped at the GPU. NVLink (count against the H100's 18), the
+    PCIe link, the NVSwitch fabric and the RDMA ports are checked; a link down resets
+    its GPU, a port down where one must be up drains the node."""
+    (tmp_path / "kern.log").write_text("")
+    (tmp_path / "cluster.yaml").write_text(
+        "node: {name: n0, gpus: {source: nvml}}\n"
+        f"health: {{disk_paths: [{tmp_path}], max_disk_used_percent: 100, "
+        f"kernel_log: {tmp_path / 'kern.log'}, nic_ports: 1, "
+        f"nic_sysfs: {_rdma(tmp_path, '1: DOWN')}}}\n"
+    )
+    down = [1] * 5 + [0] + [1] * 12
+    env = dict(os.environ, PODIUM_HOME=str(tmp_path),
+               PODIUM_NVML_REPLAY=str(_linked(tmp_path, down)))  # fmt: skip
+    result = subprocess.run([sys.executable, "-m", "podium", "health", "--json"],
+                            capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr
+    records = {(r["check"], r["gpu"]): r for r in json.loads(result.stdout)}
+    assert records[("nvlink", 0)]["status"] == "ok"
+    nvlink = records[("nvlink", 1)]
+    assert (nvlink["status"], nvlink["action"]) == ("critical", "reset")
+    assert nvlink["reason"] == "GPU 1: 17 of 18 NVLinks active (down: 5)"
+    assert records[("pcie", 1)]["status"] == records[("fabric", 1)]["status"] == "ok"
+    nic = records[("nic", None)]
+    assert (nic["status"], nic["action"]) == ("critical", "drain")
+    assert (
+        nic["reason"]
+        == "0 of 1 expected RDMA ports ACTIVE (not: mlx5_0 port 1 (InfiniBand): DOWN (Polling))"
+    )
+
+
+def test_the_agent_fences_a_gpu_whose_nvlink_is_down(tmp_path: Path) -> None:
+    c = make_cluster(gpus=2)
+    kern = c.home / "kern.log"
+    kern.write_text("")
+    text = (
+        (c.home / "cluster.yaml")
+        .read_text()
+        .replace(
+            "gpus: {source: declared, count: 2, type: h100, memory_mb: 81920}",
+            "gpus: {source: nvml}",
+        )
+    )
+    text += (f"health: {{kernel_log: {kern}, interval_s: 0.2, deep_interval_s: 100000, "
+             f"disk_paths: [{c.home}], max_disk_used_percent: 100}}\n")  # fmt: skip
+    (c.home / "cluster.yaml").write_text(text)
+    c.env["PODIUM_NVML_REPLAY"] = str(_linked(tmp_path, [1] * 17 + [0]))
+    c.start()
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            node = json.loads(c.cli("nodes", "--json", check=True).stdout)[0]
+            health = node["gpus"][1]["health"]
+            if health["fenced"]:
+                break
+            time.sleep(0.2)
+        assert health["fenced"] and "NVLinks active" in (health["reason"] or ""), health
+        assert not node["gpus"][0]["health"]["fenced"]
+    finally:
+        teardown_cluster(c)

@@ -9,7 +9,9 @@ from podium.node.health.burnin import BurnInCheck
 from podium.node.health.check_results import Check, Result, append_results, run_checks, skipped
 from podium.node.health.dcgm import DcgmDiagCheck
 from podium.node.health.gpu import GpuChecks, GpuProbe, GpuThresholds, NvmlProbe
+from podium.node.health.links import LinkChecks, LinkExpectations, NvmlLinkProbe
 from podium.node.health.nccl import NcclBandwidthCheck
+from podium.node.health.nics import NicPortCheck
 from podium.node.health.system import DiskSpaceCheck, MountCheck
 from podium.node.health.xid import KmsgXidCheck, XidCheck
 from podium.node.inventory import GpuInfo, from_nvml, resolve_inventory
@@ -20,6 +22,14 @@ def nvml_probe() -> GpuProbe | None:
     """An NVML probe, or None on machines without a working driver."""
     try:
         return NvmlProbe()
+    except Exception:
+        return None
+
+
+def link_probe() -> NvmlLinkProbe | None:
+    """An NVML probe of the GPUs' links, or None without a working driver."""
+    try:
+        return NvmlLinkProbe()
     except Exception:
         return None
 
@@ -94,10 +104,14 @@ def node_checks(
     if h.required_mounts:
         checks.append(MountCheck([Path(p) for p in h.required_mounts]))
     checks.append(xid_check(config, home, gpus, xid_from_end))
+    checks.append(NicPortCheck(Path(h.nic_sysfs), h.nic_ports))
     if declared or not gpus:
         why = DECLARED if declared else "the node has no GPUs"
+        checks += [Skipped("links", why)]
         checks += [Skipped("dcgm_diag", why, deep=True), Skipped("burn_in", why, deep=True)]
     else:
+        links = LinkExpectations(gpu_type, limits.nvlink_links if limits else None)
+        checks.append(LinkChecks(link_probe() if probe is not None else None, links))
         checks.append(DcgmDiagCheck(level=dcgm_level or h.dcgm_level))
         burn = [g.index for g in gpus] if burn_in_gpus is None else burn_in_gpus
         checks.append(BurnInCheck(burn, h.burn_in_seconds))
