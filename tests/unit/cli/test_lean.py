@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from podium import __version__
+
 ROOT = Path(__file__).resolve().parents[3]
 PODIUM = ROOT / "scripts" / "podium"  # the installed `podium` command
 SBATCH = "import sys; from podium.slurm_commands.entry import main; sys.exit(main(sys.argv[1:]))"
@@ -160,3 +162,24 @@ def test_queue_and_squeue_load_no_heavy_module(daemon: Path) -> None:
 def test_other_forms_go_to_click(daemon: Path) -> None:
     names, out = _imports(daemon, [str(PODIUM), "queue", "--help"])
     assert "Usage: podium queue" in out and "click" in names
+
+
+def test_version_and_a_missing_dependency_from_a_bare_python() -> None:
+    """Issue 46: `podium --version` from a checkout whose dependencies are not installed
+    printed a traceback (Click was missing). `python -S` sees the standard library only."""
+    bare = [sys.executable, "-S", "-m", "podium"]
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": str(ROOT),
+        "PODIUM_HOME": "/nonexistent",
+    }
+    done = subprocess.run([*bare, "--version"], capture_output=True, text=True, env=env, timeout=30)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0,
+        f"podium, version {__version__}\n",
+        "",
+    )
+    done = subprocess.run([*bare, "nodes"], capture_output=True, text=True, env=env, timeout=30)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("podium: nodes needs click, one of Podium's dependencies")
+    assert len(done.stderr.splitlines()) == 1
