@@ -23,6 +23,8 @@ Run = Callable[[Sequence[str]], tuple[int, str]]
 
 _PATTERNS = (
     (re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\b"), "<TIME>"),
+    # a time cut to its column (%.12S: "2026-11-27T0"): its hour is the clock's too
+    (re.compile(r"\b\d{4}-\d\d-\d\dT[\d:]*"), "<TIME>"),
     (re.compile(r"\b(Mon|Tue|Wed|Thu|Fri|Sat|Sun) \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}\b"), "<DATE>"),
     (re.compile(r"(?<![\w:.-])(\d+-)?\d{1,2}:\d\d:\d\d(?![\w:])"), "<DUR>"),
     (re.compile(r"(?<![\w:.-])\d{1,2}:\d\d(?![\w:])"), "<DUR>"),
