@@ -298,7 +298,7 @@ def _team_rules(path: Path | None) -> TeamRules:
     """The team quotas in the YAML at `path` (a cluster config, or just its `teams:`
     and `qos:`); none without a path."""
     from podium.config.cluster import load_config
-    from podium.server.policy import team_rules
+    from podium.sched.config_policy import team_rules
 
     if path is None:
         return TeamRules()

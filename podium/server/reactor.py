@@ -47,7 +47,7 @@ from podium.server.launch import Planner
 from podium.server.local_node import LocalNode
 from podium.server.pass_starts import PassStarts
 from podium.server.pass_stats import PassStats
-from podium.server.policy import half_life_s, policy_from_config
+from podium.sched.config_policy import half_life_s, policy_from_config
 from podium.server.progress_book import ProgressBook
 from podium.server.snapshot import (
     PendingQueue,

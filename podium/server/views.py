@@ -34,7 +34,7 @@ from podium.server.job_rows import (
     step_records,
 )
 from podium.server.local_node import LocalNode
-from podium.server.policy import team_rules
+from podium.sched.config_policy import team_rules
 from podium.server.reactor import RUNNING, Reactor
 from podium.server.snapshot import allocation, share_inputs
 from podium.store.db import Row, brief, spec_of

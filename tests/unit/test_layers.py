@@ -87,6 +87,21 @@ def test_no_upward_import() -> None:
     assert wrong == []
 
 
+# Parts a part may not import although they rank below it: a backend talks to the
+# embedded daemon over HTTP (embedded/), never by importing it (docs/architecture.md).
+NEVER = {"backends": {"server"}}
+
+
+def test_no_backend_imports_the_daemon() -> None:
+    wrong = [
+        f"{module} imports {target}"
+        for module, path in _modules().items()
+        for target in _imports(path, top_level_only=False)
+        if _part(target) in NEVER.get(_part(module), set())
+    ]
+    assert wrong == []
+
+
 def test_no_import_cycle() -> None:
     modules = _modules()
     graph = {

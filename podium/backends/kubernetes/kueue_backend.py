@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from podium import __version__, paths
 from podium.api.backend_protocol import Backend, Feature, Unsupported
 from podium.api.caller import this_process
-from podium.api.records import would_queue
 from podium.api.selection import JobFilter, Selection
+from podium.backends.admitted import admitted_spec, test_only_answer
 from podium.backends.kubernetes import k8s_records as records
 from podium.backends.kubernetes.cluster_queues import queue_teams
 from podium.backends.kubernetes.kube_api import KubeApi, Obj
@@ -38,7 +38,6 @@ from podium.backends.kubernetes.queue_fit import check_fits
 from podium.backends.kubernetes.submission import known, next_job_id, stamp
 from podium.config.cluster import ClusterConfig
 from podium.errors import ApiError, SpecError
-from podium.jobspec.build import SubmitRequest, build_job
 from podium.jobspec.job import JobSpec
 
 if TYPE_CHECKING:
@@ -92,10 +91,8 @@ class KubernetesBackend(Backend):
         """The job a submit request asks for, as this backend admits it (its warnings
         kept for the caller)."""
         admission = KubernetesAdmission(self.access.local_queue)
-        who = this_process()
-        built = build_job(SubmitRequest(**dict(request)), self.config, who, time.time(), admission)
-        self.warnings = list(built.warnings)
-        return built.spec
+        spec, self.warnings = admitted_spec(request, self.config, this_process(), admission)
+        return spec
 
     def _manifests(self, spec: JobSpec, job_id: int | None = None) -> list[Obj]:
         target = Target(
@@ -114,20 +111,7 @@ class KubernetesBackend(Backend):
         check_fits(self.api, spec.partition, unnamed)
         if request.get("test_only"):
             self.api.create(unnamed, dry_run=True)  # the API server and the webhooks judge it
-            return [
-                dict(
-                    would_queue(
-                        name=spec.name,
-                        gpus=spec.gpus,
-                        cpus=spec.cpus,
-                        mem_mb=spec.mem_mb,
-                        partition=spec.partition,
-                        qos=spec.qos or "(Kueue's default)",
-                        time_limit_s=spec.time_limit_s,
-                        array_tasks=None,
-                    )
-                )
-            ]
+            return [test_only_answer(spec, spec.partition, "(Kueue's default)", arrays=False)]
         job_id = next_job_id(self.api)
         config_map, job = self._manifests(spec, job_id)  # named after the id
         stamp(config_map, job, job_id, known(spec))

@@ -21,8 +21,8 @@ from podium import __version__, paths
 from podium.api import arrays
 from podium.api.backend_protocol import Backend, Feature
 from podium.api.caller import Caller, this_process
-from podium.api.records import would_queue
 from podium.api.selection import JobFilter, Selection
+from podium.backends.admitted import admitted_spec, test_only_answer
 from podium.backends.slurm import associations as slurm_teams
 from podium.backends.slurm import parse
 from podium.backends.slurm.admission import SlurmAdmission
@@ -30,7 +30,6 @@ from podium.backends.slurm.commands import SlurmError, SlurmRest, SlurmTools
 from podium.backends.slurm.translate import sbatch_script
 from podium.config.cluster import ClusterConfig
 from podium.errors import ApiError, ConfigError
-from podium.jobspec.build import SubmitRequest, build_job
 from podium.jobspec.job import JobSpec
 
 if TYPE_CHECKING:
@@ -50,13 +49,15 @@ def state_dir(config: ClusterConfig, home: Path) -> str:
     return config.slurm.state_dir or str(home / "slurm")
 
 
-def build_script(config: ClusterConfig, body: dict[str, Any], home: Path) -> tuple[JobSpec, str]:
-    """The job a submit request asks for, and its sbatch script (what `podium submit
-    --dry-run` prints). Raises SpecError/Unsatisfiable with the reason."""
-    who = submitter(config)
-    spec = build_job(SubmitRequest(**body), config, who, time.time(), SlurmAdmission()).spec
+def build_script(
+    config: ClusterConfig, body: dict[str, Any], home: Path
+) -> tuple[JobSpec, str, list[str]]:
+    """The job a submit request asks for, its sbatch script (what `podium submit
+    --dry-run` prints) and the warnings for the user. Raises SpecError/Unsatisfiable
+    with the reason."""
+    spec, warnings = admitted_spec(body, config, submitter(config), SlurmAdmission())
     python = config.slurm.python or sys.executable
-    return spec, sbatch_script(spec, python, state_dir(config, home))
+    return spec, sbatch_script(spec, python, state_dir(config, home)), warnings
 
 
 class SlurmBackend(Backend):
@@ -112,24 +113,11 @@ class SlurmBackend(Backend):
 
     def _submit(self, request: Mapping[str, Any]) -> list[dict[str, Any]]:
         body = dict(request)
-        spec, script = build_script(self.config, body, self.home)
+        spec, script, self.warnings = build_script(self.config, body, self.home)
         env = dict(spec.environment)
         if body.get("test_only"):
             self.tools.run(["sbatch", "--test-only"], stdin=script, env=env, cwd=spec.submit_dir)
-            return [
-                dict(
-                    would_queue(
-                        name=spec.name,
-                        gpus=spec.gpus,
-                        cpus=spec.cpus,
-                        mem_mb=spec.mem_mb,
-                        partition=spec.partition or "(Slurm's default)",
-                        qos=spec.qos or "(default)",
-                        time_limit_s=spec.time_limit_s,
-                        array_tasks=spec.array.count if spec.array else None,
-                    )
-                )
-            ]
+            return [test_only_answer(spec, "(Slurm's default)", "(default)")]
         out = self.tools.run(["sbatch", "--parsable"], stdin=script, env=env, cwd=spec.submit_dir)
         job_id = int(out.strip().split(";")[0])
         for _ in range(20):  # slurmctld lists a new job at once; allow a short lag
@@ -148,8 +136,8 @@ class SlurmBackend(Backend):
         under its account or its member accounts), and `enforced_gpus`: the GrpTRES
         GPU cap on its association now (None when `podium slurm teams --apply` has not
         made it)."""
+        from podium.sched.config_policy import team_rules
         from podium.sched.team_ledger import TeamLedger, team_rows
-        from podium.server.policy import team_rules
 
         rules = team_rules(self.config)
         ledger = TeamLedger(rules)

@@ -70,7 +70,7 @@ def test_partitions_name_known_nodes_and_qos_preempt_known_levels() -> None:
 
 
 def test_shortest_first_knobs_reach_the_policy() -> None:
-    from podium.server.policy import policy_from_config
+    from podium.sched.config_policy import policy_from_config
 
     config = parse_config("priority: {weight_shortness: 10000, starve_after: '1-0'}\n", "t")
     weights = policy_from_config(config).weights

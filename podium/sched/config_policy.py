@@ -1,4 +1,5 @@
-"""From the cluster config to the scheduler's Policy and fair-share tree."""
+"""From the cluster config to the scheduler's Policy and fair-share tree (pure: what
+the daemon, the simulator and the Slurm and Kubernetes backends schedule or report by)."""
 
 from __future__ import annotations
 
