@@ -122,7 +122,7 @@ def sinfo(args: list[str]) -> int:
 
 
 def _srun(args: list[str]) -> int:
-    from podium.slurm_commands.entry import srun_main
+    from podium.slurm_commands.srun_entry import srun_main
 
     return srun_main(args)
 
