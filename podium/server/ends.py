@@ -15,10 +15,10 @@ from podium.jobspec.job import JobSpec, JobState
 from podium.recover.resume import Ended, decide, newest_checkpoint
 from podium.run.executor import Poll
 from podium.sched.accounting import requeued_after_preemption, run_usage
+from podium.sched.config_policy import half_life_s
 from podium.server.effects import Effects
 from podium.server.job_rows import spec_gpu_ids
 from podium.server.launch import Planner
-from podium.sched.config_policy import half_life_s
 from podium.store.db import Row, Store, spec_of
 from podium.store.resize_table import RESIZE, elastic_state
 from podium.store.step_table import StepTable

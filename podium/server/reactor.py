@@ -38,6 +38,7 @@ from podium.sched import (
     Snapshot,
     schedule,
 )
+from podium.sched.config_policy import half_life_s, policy_from_config
 from podium.sched.elastic import next_change
 from podium.sched.fairshare import user_factors
 from podium.server.effects import Effects
@@ -47,7 +48,6 @@ from podium.server.launch import Planner
 from podium.server.local_node import LocalNode
 from podium.server.pass_starts import PassStarts
 from podium.server.pass_stats import PassStats
-from podium.sched.config_policy import half_life_s, policy_from_config
 from podium.server.progress_book import ProgressBook
 from podium.server.snapshot import (
     PendingQueue,

@@ -20,11 +20,11 @@ from podium.jobspec.job import Dependency, ElasticSpec
 from podium.recover.ladder import Label
 from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot
 from podium.sched.accounting import live_usage
+from podium.sched.config_policy import share_tree
 from podium.sched.fairshare import Association
 from podium.sched.model import Elastic
 from podium.server.job_rows import spec_gpu_ids
 from podium.server.local_node import LocalNode
-from podium.sched.config_policy import share_tree
 from podium.store.db import Row, Store, brief
 from podium.store.health_table import HealthTable
 from podium.store.resize_table import elastic_state

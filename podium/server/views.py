@@ -20,6 +20,7 @@ from podium.jobspec.job import JobState
 from podium.node.inventory import GpuInfo
 from podium.recover.agent import HealthAgent
 from podium.recover.ladder import Health
+from podium.sched.config_policy import team_rules
 from podium.sched.fairshare import fairshare_table
 from podium.sched.model import Allocation
 from podium.sched.team_ledger import team_table
@@ -34,7 +35,6 @@ from podium.server.job_rows import (
     step_records,
 )
 from podium.server.local_node import LocalNode
-from podium.sched.config_policy import team_rules
 from podium.server.reactor import RUNNING, Reactor
 from podium.server.snapshot import allocation, share_inputs
 from podium.store.db import Row, brief, spec_of

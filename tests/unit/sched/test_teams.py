@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from podium.config.cluster import parse_config
 from podium.errors import ConfigError
 from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot, schedule
+from podium.sched.config_policy import team_rules
 from podium.sched.model import Elastic, Policy, TeamQuota, TeamRules
 from podium.sched.team_ledger import TeamLedger
-from podium.sched.config_policy import team_rules
 
 NODE = NodeView("n0", cpus=64, memory_mb=64000, gpus=tuple(GpuSlot(i, "h100") for i in range(8)))
 QOS = {"low": 10, "normal": 100, "high": 1000}
