@@ -168,5 +168,11 @@ def test_test_only_replies_agree() -> None:
     embedded = would_queue_of(spec)
     assert set(embedded) == set(WouldQueueRecord.__annotations__)
     assert embedded["state"] == "WOULD_QUEUE" and embedded["gpus"] == 2
-    source = Path(parse.__file__).with_name("backend.py").read_text()
-    assert "would_queue(" in source and "_would_be" not in source  # one builder for both
+    from podium.backends.admitted import test_only_answer
+    from podium.backends.kubernetes import kueue_backend
+
+    other = test_only_answer(spec, "(Slurm's default)", "(default)")
+    assert set(other) == set(embedded) and other["gpus"] == 2 and other["partition"] == "main"
+    for source in (Path(parse.__file__).with_name("backend.py"), Path(kueue_backend.__file__)):
+        text = source.read_text()  # one builder for every backend
+        assert "test_only_answer(" in text and "would_queue(" not in text, source
