@@ -83,7 +83,9 @@ log = logging.getLogger("podium.executor")
 # command line still names the module (what `ps` shows and tests look for).
 LOG_KEPT = 64 * 1024  # of a supervisor's log, kept in the daemon's when its job is forgotten
 
-SUPERVISOR_MAIN = "import sys; from podium.run.supervisor import main; sys.exit(main(sys.argv))"
+SUPERVISOR_MAIN = (
+    "import sys; from podium.run.supervisor_main import main; sys.exit(main(sys.argv))"
+)
 
 
 class LaunchError(Exception):

@@ -30,7 +30,8 @@ import signal
 import socket
 import sys
 
-from podium.run.supervisor import WATCHED, main
+from podium.run.supervisor import WATCHED
+from podium.run.supervisor_main import main
 
 MAX_MESSAGE = 4096
 SERVER_MAIN = "import sys; from podium.run.forkserver import serve; sys.exit(serve(sys.argv))"
