@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from podium.api.caller import Caller, user_name
-from podium.api.records import would_queue
 from podium.config.cluster import ClusterConfig
 from podium.errors import PermissionDenied, SpecError, StoreError
 from podium.jobspec.build import Built, SubmitRequest, build_job
-from podium.jobspec.job import JobSpec, JobState
+from podium.jobspec.job import JobState
+from podium.jobspec.test_only import test_only_answer
 from podium.run.dircheck_helper import DirCheckers
 from podium.run.identity import DirCheckError, check_dirs_as_user
 from podium.server.embedded_admission import EmbeddedAdmission
@@ -129,7 +129,7 @@ class Intake:
         built = self.check(req, who, now)
         spec, warnings = built.spec, list(built.warnings)
         if req.test_only:
-            return Submitted([would_queue_of(spec)], warnings)
+            return Submitted([test_only_answer(spec)], warnings)
         ids = self.store.insert_jobs(
             spec,
             uid=who.uid,
@@ -208,19 +208,3 @@ class Submitted(NamedTuple):
 
     jobs: list[dict[str, Any]]
     warnings: list[str] = []
-
-
-def would_queue_of(spec: JobSpec) -> dict[str, Any]:
-    """The reply to `--test-only`: what the job would ask for, nothing stored."""
-    return dict(
-        would_queue(
-            name=spec.name,
-            gpus=spec.gpus,
-            cpus=spec.cpus,
-            mem_mb=spec.mem_mb,
-            partition=spec.partition,
-            qos=spec.qos,
-            time_limit_s=spec.time_limit_s,
-            array_tasks=spec.array.count if spec.array else None,
-        )
-    )

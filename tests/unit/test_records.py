@@ -159,20 +159,21 @@ def test_slurm_node_records_from_sinfo() -> None:
 
 
 def test_test_only_replies_agree() -> None:
-    from podium.server.intake import would_queue_of
+    from podium.jobspec.test_only import test_only_answer
 
     spec = JobSpec(
         name="j", script="#!/bin/sh\n", work_dir="/tmp", submit_dir="/tmp", mem_mb=100,
         partition="main", qos="normal", account="a", gpus=2,
     )  # fmt: skip
-    embedded = would_queue_of(spec)
+    embedded = test_only_answer(spec)  # the embedded daemon's intake
     assert set(embedded) == set(WouldQueueRecord.__annotations__)
     assert embedded["state"] == "WOULD_QUEUE" and embedded["gpus"] == 2
-    from podium.backends.admitted import test_only_answer
     from podium.backends.kubernetes import kueue_backend
 
     other = test_only_answer(spec, "(Slurm's default)", "(default)")
     assert set(other) == set(embedded) and other["gpus"] == 2 and other["partition"] == "main"
-    for source in (Path(parse.__file__).with_name("backend.py"), Path(kueue_backend.__file__)):
+    intake = Path(parse.__file__).parents[2] / "server" / "intake.py"
+    for source in (Path(parse.__file__).with_name("backend.py"), Path(kueue_backend.__file__),
+                   intake):  # fmt: skip
         text = source.read_text()  # one builder for every backend
         assert "test_only_answer(" in text and "would_queue(" not in text, source

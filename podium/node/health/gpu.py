@@ -63,8 +63,9 @@ class GpuThresholds:
     max_temperature_c: int = 84
 
 
-class NvmlProbe:
-    """GpuProbe over pynvml (opened per call; cheap next to the check interval)."""
+class NvmlDevices:
+    """NVML opened for a probe: pynvml, or the recording $PODIUM_NVML_REPLAY names
+    (podium.node.nvml_replay); each GPU's handle by index, and their count."""
 
     def __init__(self, nvml: Any = None) -> None:
         if nvml is None:
@@ -79,6 +80,10 @@ class NvmlProbe:
 
     def count(self) -> int:
         return int(self.nvml.nvmlDeviceGetCount())
+
+
+class NvmlProbe(NvmlDevices):
+    """GpuProbe over pynvml (opened per call; cheap next to the check interval)."""
 
     def ecc_uncorrected_volatile(self, index: int) -> int:
         n = self.nvml

@@ -21,10 +21,10 @@ from __future__ import annotations
 import ctypes
 import re
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from podium.node.health.check_results import Action, Result, Status, skipped
-from podium.node.health.gpu import NVML_ERROR_GPU_IS_LOST, NVML_ERROR_NOT_SUPPORTED
+from podium.node.health.gpu import NVML_ERROR_GPU_IS_LOST, NVML_ERROR_NOT_SUPPORTED, NvmlDevices
 
 BUSY_PERCENT = 50
 # NVLinks per GPU of the SXM (HGX) forms, by type name (NVML's product names without
@@ -46,22 +46,8 @@ class LinkProbe(Protocol):
     def fabric(self, index: int) -> tuple[int, int]: ...  # state, status (0: success)
 
 
-class NvmlLinkProbe:
+class NvmlLinkProbe(NvmlDevices):
     """LinkProbe over pynvml, or a recording with the same calls (podium.node.nvml_replay)."""
-
-    def __init__(self, nvml: Any = None) -> None:
-        if nvml is None:
-            from podium.node.nvml_replay import load_nvml
-
-            nvml = load_nvml()
-        self.nvml = nvml
-        nvml.nvmlInit()
-
-    def _h(self, index: int) -> Any:
-        return self.nvml.nvmlDeviceGetHandleByIndex(index)
-
-    def count(self) -> int:
-        return int(self.nvml.nvmlDeviceGetCount())
 
     def name(self, index: int) -> str:
         name = self.nvml.nvmlDeviceGetName(self._h(index))
