@@ -4,6 +4,25 @@ from __future__ import annotations
 
 import time
 
+TYPE_CHECKING = False  # typing itself is not loaded on the client's lean path
+
+if TYPE_CHECKING:
+    from typing import TypedDict
+
+    class RunTimes(TypedDict):
+        """The time and usage keys of a job record (podium.api.records.JobRecord's)."""
+
+        submit_time: str | None
+        start_time: str | None
+        end_time: str | None
+        submit_epoch: float | None
+        start_epoch: float | None
+        end_epoch: float | None
+        elapsed_s: float
+        gpu_seconds: float
+        cpu_seconds: float
+
+
 LATEST = 253402300799.0  # 9999-12-31T23:59:59Z: the last second ISO 8601 years can show
 
 
@@ -23,6 +42,32 @@ def iso(ts: float | None) -> str | None:
         f"{time.strftime('%Y-%m-%dT%H:%M:%S', local)}"
         f"{sign}{offset // 3600:02d}:{offset % 3600 // 60:02d}"
     )
+
+
+def run_times(
+    submit: float | None,
+    start: float | None,
+    end: float | None,
+    now: float,
+    gpus: float,
+    cpus: float,
+) -> RunTimes:
+    """A job record's time and usage block (podium.api.records.JobRecord), the same
+    arithmetic for every backend: submit, start and end as ISO text and epochs, the
+    seconds it has run (to `now` while running; 0 before it starts) and its GPU- and
+    CPU-seconds at `gpus` and `cpus`."""
+    elapsed = max(0.0, (end if end is not None else now) - start) if start is not None else 0.0
+    return {
+        "submit_time": iso(submit),
+        "start_time": iso(start),
+        "end_time": iso(end),
+        "submit_epoch": submit,
+        "start_epoch": start,
+        "end_epoch": end,
+        "elapsed_s": round(elapsed, 3),
+        "gpu_seconds": round(elapsed * gpus, 3),
+        "cpu_seconds": round(elapsed * cpus, 3),
+    }
 
 
 def format_duration(seconds: float | None) -> str:

@@ -9,6 +9,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from podium import __version__
 from podium.api.caller import Caller
 from podium.config.cluster import ClusterConfig
 from podium.jobspec.build import Admission, SubmitRequest, build_job
@@ -26,4 +27,23 @@ def admitted_spec(
     return built.spec, list(built.warnings)
 
 
-__all__ = ["admitted_spec", "test_only_answer"]  # the second: podium.jobspec.test_only's
+def engine_ping(backend: str, cluster: str, who: Caller, **more: Any) -> dict[str, Any]:
+    """`podium ping`'s answer from a backend that runs no daemon of Podium's: who the
+    caller is to the cluster, and `more` of what the engine says of itself."""
+    return {
+        "version": __version__,
+        "pid": None,
+        "node": cluster,
+        "you": who.name,
+        "admin": who.is_admin,
+        "backend": backend,
+        **more,
+    }
+
+
+# test_only_answer is podium.jobspec.test_only's, here beside what a backend needs
+__all__ = [
+    "admitted_spec",
+    "engine_ping",
+    "test_only_answer",
+]

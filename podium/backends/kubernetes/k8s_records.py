@@ -35,6 +35,7 @@ from datetime import datetime
 from typing import Any
 
 from podium.api.records import JobRecord
+from podium.api.times import run_times
 from podium.backends.kubernetes.manifests import HEALTH_LABEL
 
 JOB_ID_LABEL = "podium.dev/job-id"
@@ -62,10 +63,6 @@ def epoch(stamp: str | None) -> float | None:
     if not stamp:
         return None
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-
-
-def iso(seconds: float | None) -> str | None:
-    return None if seconds is None else datetime.fromtimestamp(seconds).astimezone().isoformat()
 
 
 def condition_of(obj: Obj | None, kind: str) -> Obj | None:
@@ -101,7 +98,6 @@ def job_record(obj: Obj, workload: Obj | None, pods: list[Obj], now: float) -> d
     end = _end(obj, annotations) if state in TERMINAL else None
     if state == "CANCELLED" and start is None:
         end = end or epoch(meta.get("creationTimestamp"))
-    elapsed = max(0.0, (end if end is not None else now) - start) if start is not None else 0.0
     live = [p for p in pods if _live(p)] if state == "RUNNING" else pods
     nodes = sorted(
         {str(p["spec"]["nodeName"]) for p in live if (p.get("spec") or {}).get("nodeName")}
@@ -141,15 +137,7 @@ def job_record(obj: Obj, workload: Obj | None, pods: list[Obj], now: float) -> d
         "time_limit_s": known.get("time_limit_s"),
         "exit_code": code,
         "signal": None,
-        "submit_time": iso(submit),
-        "start_time": iso(start),
-        "end_time": iso(end),
-        "submit_epoch": submit,
-        "start_epoch": start,
-        "end_epoch": end,
-        "elapsed_s": round(elapsed, 3),
-        "gpu_seconds": round(elapsed * gpus, 3),
-        "cpu_seconds": round(elapsed * cpus, 3),
+        **run_times(submit, start, end, now, gpus, cpus),
         "restart_count": int(annotations.get(RESTARTS_ANNOTATION) or 0)
         + int((obj.get("status") or {}).get("restarts") or 0),  # JobSet's (auto-resume)
         "dependency": None,

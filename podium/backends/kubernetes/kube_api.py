@@ -7,7 +7,7 @@ resources at the versions the test cluster serves (Kueue v1beta2, JobSet v1alpha
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from podium.backends.kubernetes.apply import client
@@ -75,37 +75,21 @@ class KubeApi:
 
     def get(self, kind: str, name: str) -> Obj | None:
         """The object, or None when there is none of that name."""
-        try:
-            found = self._call(
-                f"{kind}/{name}",
-                self.kube.get,
-                self._kind(kind),
-                name,
-                namespace=self._namespace(kind),
-            )
-        except ApiError as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return _dict(found)
+        found = self._by_name(kind, name, self.kube.get)
+        return None if found is None else _dict(found)
 
     def objects(self, kind: str, labels: Mapping[str, Any] | None = None) -> list[Obj]:
-        found = self._call(
-            f"listing {kind}s",
-            lambda: list(
-                self.kube.list(self._kind(kind), namespace=self._namespace(kind), labels=labels)
-            ),
-        )
-        return [_dict(o) for o in found]
+        return self._list(f"listing {kind}s", kind, namespace=self._namespace(kind), labels=labels)
 
     def pods_on(self, node: str) -> list[Obj]:
         """Every pod bound to `node`, in every namespace."""
-        found = self._call(
-            f"listing the pods on {node}",
-            lambda: list(
-                self.kube.list(self._kind("Pod"), namespace="*", fields={"spec.nodeName": node})
-            ),
-        )
+        where = {"spec.nodeName": node}
+        return self._list(f"listing the pods on {node}", "Pod", namespace="*", fields=where)
+
+    def _list(self, what: str, kind: str, **selected: Any) -> list[Obj]:
+        """The objects of `kind` the client's list selects (`selected`: namespace,
+        labels, fields), as plain dicts."""
+        found = self._call(what, lambda: list(self.kube.list(self._kind(kind), **selected)))
         return [_dict(o) for o in found]
 
     def evict(self, pod: str, namespace: str) -> None:
@@ -153,17 +137,19 @@ class KubeApi:
         )
 
     def delete(self, kind: str, name: str) -> None:
+        self._by_name(kind, name, self.kube.delete)  # already gone is gone
+
+    def _by_name(self, kind: str, name: str, verb: Callable[..., Any]) -> Any:
+        """`verb` (the client's get or delete) on object `name` of `kind`; None when
+        there is no such object (404)."""
         try:
-            self._call(
-                f"{kind}/{name}",
-                self.kube.delete,
-                self._kind(kind),
-                name,
-                namespace=self._namespace(kind),
+            return self._call(
+                f"{kind}/{name}", verb, self._kind(kind), name, namespace=self._namespace(kind)
             )
         except ApiError as exc:
-            if exc.status != 404:
-                raise
+            if exc.status == 404:
+                return None
+            raise
 
     def log(self, pod: str, follow: bool = False) -> Iterator[str]:
         """A pod's log lines (as the API server's kubelet proxy gives them)."""

@@ -24,11 +24,11 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from podium import __version__, paths
+from podium import paths
 from podium.api.backend_protocol import Backend, Feature, Unsupported
 from podium.api.caller import this_process
 from podium.api.selection import JobFilter, Selection
-from podium.backends.admitted import admitted_spec, test_only_answer
+from podium.backends.admitted import admitted_spec, engine_ping, test_only_answer
 from podium.backends.kubernetes import k8s_records as records
 from podium.backends.kubernetes.cluster_queues import queue_teams
 from podium.backends.kubernetes.kube_api import KubeApi, Obj
@@ -362,18 +362,12 @@ class KubernetesBackend(Backend):
         return self._node(node)
 
     def _ping(self) -> dict[str, Any]:
-        who = this_process()
         queue = self.api.get("LocalQueue", self.access.local_queue)
-        return {
-            "version": __version__,
-            "pid": None,
-            "node": self.config.cluster_name,
-            "you": who.name,
-            "admin": who.is_admin,
-            "backend": "kubernetes",
-            "namespace": self.access.namespace,
-            "local_queue": self.access.local_queue if queue else None,
-        }
+        return engine_ping(
+            "kubernetes", self.config.cluster_name, this_process(),
+            namespace=self.access.namespace,
+            local_queue=self.access.local_queue if queue else None,
+        )  # fmt: skip
 
 
 def _no_node(node: str, names: list[str]) -> ApiError:

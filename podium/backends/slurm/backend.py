@@ -17,12 +17,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from podium import __version__, paths
+from podium import paths
 from podium.api import arrays
 from podium.api.backend_protocol import Backend, Feature
 from podium.api.caller import Caller, this_process
 from podium.api.selection import JobFilter, Selection
-from podium.backends.admitted import admitted_spec, test_only_answer
+from podium.backends.admitted import admitted_spec, engine_ping, test_only_answer
 from podium.backends.slurm import associations as slurm_teams
 from podium.backends.slurm import parse
 from podium.backends.slurm.admission import SlurmAdmission
@@ -97,16 +97,7 @@ class SlurmBackend(Backend):
 
     def _ping(self) -> dict[str, Any]:
         version = self.tools.run(["sinfo", "--version"]).strip()
-        who = submitter(self.config)
-        return {
-            "version": __version__,
-            "pid": None,
-            "node": self.config.cluster_name,
-            "you": who.name,
-            "admin": who.is_admin,
-            "backend": "slurm",
-            "slurm": version,
-        }
+        return engine_ping("slurm", self.config.cluster_name, submitter(self.config), slurm=version)
 
     def _dry_run(self, request: Mapping[str, Any]) -> str:
         return build_script(self.config, dict(request), self.home)[1]

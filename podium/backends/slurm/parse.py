@@ -17,7 +17,7 @@ from typing import Any
 
 from podium.api.hostlist import hostlist
 from podium.api.states import TERMINAL_STATES
-from podium.api.times import iso
+from podium.api.times import iso, run_times
 from podium.run.patterns import expand
 
 # Slurm job states -> Podium's (server/job_rows.py uses Slurm's names already).
@@ -145,9 +145,6 @@ def job_record(job: dict[str, Any], now: float) -> dict[str, Any]:
     start = number(job.get("start_time")) if state != "PENDING" else None
     start = start or None
     end = number(job.get("end_time")) if terminal else None
-    elapsed = 0.0
-    if start is not None:
-        elapsed = max(0.0, (end if end is not None else now) - start)
     node_expr = _text(job.get("nodes")) if state != "PENDING" else None
     nodes = hostlist(node_expr) if node_expr else []
     node_count = number(job.get("node_count")) or max(1, len(nodes))
@@ -204,17 +201,9 @@ def job_record(job: dict[str, Any], now: float) -> dict[str, Any]:
         "time_limit_s": time_limit * 60 if time_limit is not None else None,
         "exit_code": code,
         "signal": signum,
-        "submit_time": iso(submit),
-        "start_time": iso(start),
-        "end_time": iso(end),
-        "submit_epoch": submit,
-        "start_epoch": start,
-        "end_epoch": end,
-        "elapsed_s": round(elapsed, 3),
-        "gpu_seconds": round(elapsed * gpus, 3),
+        **run_times(submit, start, end, now, gpus, cpus),
         "gpu_share": None,  # Slurm's records count GRES, not their share of a GPU
         "gpu_mem_peak_mb": None,
-        "cpu_seconds": round(elapsed * cpus, 3),
         "restart_count": number(job.get("restart_cnt")) or 0,
         "dependency": _text(job.get("dependency")),
         "stdout": _text(job.get("standard_output")),

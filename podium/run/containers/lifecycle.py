@@ -48,6 +48,7 @@ from podium.run.containers.mounts import (
     MS_SLAVE,
     PR_SET_DUMPABLE,
     ContainerError,
+    child_report,
     libc_call,
     mount,
     point,
@@ -149,14 +150,7 @@ def pulled(image: str, request: dict[str, Any], who: Identity, fallback: Path) -
     if pid == 0:
         _pull_child(image, env, who, write_end)
     os.close(write_end)
-    chunks: list[bytes] = []
-    try:
-        while chunk := os.read(read_end, 65536):
-            chunks.append(chunk)
-    finally:
-        os.close(read_end)
-        os.waitpid(pid, 0)
-    kind, _, text = b"".join(chunks).decode(errors="replace").partition("\0")
+    kind, _, text = child_report(pid, read_end).partition("\0")
     if kind != "ok" or not text:
         raise ContainerError(f"--container-image={image}: {text or 'the pull failed'}")
     return text

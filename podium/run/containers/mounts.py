@@ -73,6 +73,19 @@ def remount_readonly(where: str, flags: int = 0) -> None:
     mount(None, where, None, MS_BIND | MS_REMOUNT | MS_RDONLY | flags | kept_flags(where))
 
 
+def child_report(pid: int, read_end: int) -> str:
+    """What child `pid` wrote on the pipe `read_end` until it closed it, once the child
+    is reaped (a forked helper's one report: "ok..." or why not)."""
+    chunks: list[bytes] = []
+    try:
+        while chunk := os.read(read_end, 65536):
+            chunks.append(chunk)
+    finally:
+        os.close(read_end)
+        os.waitpid(pid, 0)
+    return b"".join(chunks).decode(errors="replace")
+
+
 def libc_call(name: str, *args: int) -> None:
     """Call libc's `name` with integer arguments; raises ContainerError when it fails."""
     if getattr(_lib(), name)(*args) != 0:
@@ -131,6 +144,7 @@ __all__ = [
     "MS_SLAVE",
     "PR_SET_DUMPABLE",
     "ContainerError",
+    "child_report",
     "kept_flags",
     "libc_call",
     "mount",

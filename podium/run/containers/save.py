@@ -28,6 +28,7 @@ from podium.run.containers.mounts import (
     MS_REC,
     PR_SET_DUMPABLE,
     ContainerError,
+    child_report,
     libc_call,
     mount,
     unshare,
@@ -59,14 +60,7 @@ def save(c: dict[str, Any], output: str, who: Identity, options: str | None = No
     if pid == 0:
         _child(c, output, who, options or SQUASH_DEFAULTS, write_end)
     os.close(write_end)
-    chunks = []
-    try:
-        while chunk := os.read(read_end, 65536):
-            chunks.append(chunk)
-    finally:
-        os.close(read_end)
-        os.waitpid(pid, 0)
-    message = b"".join(chunks).decode(errors="replace")
+    message = child_report(pid, read_end)
     if message != "ok":
         raise ContainerError(f"--container-save={output}: {message or 'the save failed'}")
 
