@@ -2,7 +2,7 @@
 
 As torchx's schedulers do, the public methods live on the base class and each backend
 fills in narrow hooks (`_submit`, `_jobs`, ...): REQUIRED_HOOKS always, FEATURE_HOOKS
-unless declared impossible, checked when the class is defined (`contract_breaches`).
+unless declared impossible, checked when the class is defined (podium.api.backend_contract).
 What a backend cannot do is declared once, with the reason, in its `CANNOT` table
 (SkyPilot's CloudImplementationFeatures): the base class refuses those calls from the
 table, before any hook runs, so every refusal names the backend, the feature and the
@@ -14,6 +14,13 @@ submit body (`SubmitRequest`'s fields) and a `Selection` of jobs.
 
 from __future__ import annotations
 
+from podium.api.backend_contract import (
+    FEATURE_HOOKS,
+    REQUIRED_HOOKS,
+    ContractError,
+    Feature,
+    contract_breaches,
+)
 from podium.errors import ApiError
 
 TYPE_CHECKING = False  # typing itself is not loaded on the client's lean path
@@ -24,89 +31,6 @@ if TYPE_CHECKING:
     from podium.api.selection import JobFilter, Selection
 
     Action = Literal["cancel", "hold", "release", "requeue"]
-
-
-class Feature:
-    """What a backend may be unable to do (the names of `CANNOT` tables' keys; plain
-    text, so that a submit need not load enum)."""
-
-    PRIORITIES = "priorities"
-    FAIR_SHARE = "fair share"
-    TEAMS = "team quotas"
-    CHECKPOINT_REPORT = "reporting a job's checkpoint"
-    PROGRESS_REPORT = "reporting a job's progress"
-    HEALTH = "health checks on request"
-    FAULT_INJECTION = "fault injection"
-    GPU_RESUME = "resuming one GPU"
-    SHUTDOWN = "stopping the cluster's daemon"
-    BATCH = "submitting several jobs at once, all or none"
-    MIG_ADVICE = "MIG layout advice"
-    MIG_APPLY = "re-splitting a GPU's MIG layout"
-    FORECAST = "forecasting when pending jobs start"
-
-
-# The hooks every backend implements (the base class's raise NotImplementedError).
-REQUIRED_HOOKS = (
-    "_ping", "_submit", "_dry_run", "_jobs", "_job", "_control", "_send_signal", "_acct",
-    "_set_time_limit", "_set_nice", "_nodes", "_drain", "_resume",
-)  # fmt: skip
-# The hooks a backend implements or declares, with the reason, in its CANNOT table.
-FEATURE_HOOKS = {
-    Feature.BATCH: "_submit_batch",
-    Feature.PRIORITIES: "_priorities",
-    Feature.FAIR_SHARE: "_share",
-    Feature.TEAMS: "_teams",
-    Feature.FORECAST: "_forecast",
-    Feature.CHECKPOINT_REPORT: "_checkpoint",
-    Feature.PROGRESS_REPORT: "_progress",
-    Feature.MIG_ADVICE: "_mig_advice",
-    Feature.MIG_APPLY: "_mig_apply",
-    Feature.HEALTH: "_health",
-    Feature.FAULT_INJECTION: "_inject",
-    Feature.SHUTDOWN: "_shutdown",
-}
-# Features that narrow a required hook rather than own one (resume: a GPU, not a node).
-PARTIAL_FEATURES = (Feature.GPU_RESUME,)
-
-
-class ContractError(TypeError):
-    """A Backend subclass breaks the contract: raised when the class is defined (so at
-    import, before any user meets it), naming the hook and what would be right."""
-
-
-def contract_breaches(cls: type) -> list[str]:
-    """What the concrete backend class `cls` (one with a `name`) lacks: each required
-    hook not implemented, each feature hook neither implemented nor declared in
-    CANNOT, each CANNOT entry that is no Feature or has no one-line reason, or a
-    feature both implemented and declared impossible. Empty when it keeps the contract."""
-    name = getattr(cls, "name", "")
-    found: list[str] = []
-
-    def mine(hook: str) -> bool:
-        return getattr(cls, hook) is not getattr(Backend, hook)
-
-    for hook in REQUIRED_HOOKS:
-        if not mine(hook):
-            found.append(f"backend {name!r} does not implement {hook}: every backend must")
-    cannot = dict(getattr(cls, "CANNOT", {}))
-    known = set(FEATURE_HOOKS) | set(PARTIAL_FEATURES)
-    for feature, reason in cannot.items():
-        if feature not in known:
-            found.append(f"backend {name!r}: CANNOT names {feature!r}, which is no Feature")
-        elif not isinstance(reason, str) or not reason.strip() or "\n" in reason:
-            found.append(f"backend {name!r}: CANNOT[{feature!r}] needs a one-line reason")
-    for feature, hook in FEATURE_HOOKS.items():
-        if mine(hook) and feature in cannot:
-            found.append(
-                f"backend {name!r} implements {hook} and declares it cannot do {feature!r}: "
-                "one or the other"
-            )
-        elif not mine(hook) and feature not in cannot:
-            found.append(
-                f"backend {name!r} does not implement {hook}: implement it, or declare "
-                f"{feature!r} in CANNOT with the reason users should read"
-            )
-    return found
 
 
 def records_json(records: list[dict[str, Any]]) -> str:
@@ -147,7 +71,7 @@ class Backend:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if cls.name:  # a concrete backend; an unnamed one is a base for others
-            breaches = contract_breaches(cls)
+            breaches = contract_breaches(cls, Backend)
             if breaches:
                 raise ContractError("; ".join(breaches))
 
@@ -402,3 +326,15 @@ class Backend:
 
     def _shutdown(self) -> dict[str, Any]:
         raise NotImplementedError
+
+
+__all__ = [  # Feature and the contract's names are podium.api.backend_contract's
+    "FEATURE_HOOKS",
+    "REQUIRED_HOOKS",
+    "Backend",
+    "ContractError",
+    "Feature",
+    "Unsupported",
+    "contract_breaches",
+    "records_json",
+]
