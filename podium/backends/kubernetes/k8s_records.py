@@ -37,9 +37,9 @@ from typing import Any
 from podium.api.records import JobRecord
 from podium.api.times import run_times
 from podium.backends.kubernetes.manifests import HEALTH_LABEL
+from podium.backends.kubernetes.manifests import JOB_ID_LABEL as JOB_ID_LABEL  # re-exported
+from podium.backends.kubernetes.manifests import RECORD_ANNOTATION as RECORD_ANNOTATION
 
-JOB_ID_LABEL = "podium.dev/job-id"
-RECORD_ANNOTATION = "podium.dev/record"
 CANCELLED_ANNOTATION = "podium.dev/cancelled"
 RESTARTS_ANNOTATION = "podium.dev/restart-count"
 STARTED_ANNOTATION = "podium.dev/started"  # a cancelled job's start, kept at its cancel

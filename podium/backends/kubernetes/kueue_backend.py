@@ -35,7 +35,7 @@ from podium.backends.kubernetes.kube_api import KubeApi, Obj
 from podium.backends.kubernetes.kueue_admission import KubernetesAdmission
 from podium.backends.kubernetes.manifests import HEALTH_LABEL, JOB_LABEL, Target, manifests
 from podium.backends.kubernetes.queue_fit import check_fits
-from podium.backends.kubernetes.submission import known, next_job_id, stamp
+from podium.backends.kubernetes.submission import known, next_job_id
 from podium.config.cluster import ClusterConfig
 from podium.errors import ApiError, SpecError
 from podium.jobspec.job import JobSpec
@@ -95,10 +95,13 @@ class KubernetesBackend(Backend):
         return spec
 
     def _manifests(self, spec: JobSpec, job_id: int | None = None) -> list[Obj]:
+        """The objects to create, named, labelled and annotated with the job id (none:
+        as --dry-run and --test-only show them)."""
         target = Target(
             self.access.namespace, spec.partition, self.access.image, self.access.pod_annotations
         )
-        return manifests(spec, target, job_id)
+        record = known(spec) if job_id is not None else None
+        return manifests(spec, target, job_id, record)
 
     def _dry_run(self, request: Mapping[str, Any]) -> str:
         import yaml
@@ -107,14 +110,14 @@ class KubernetesBackend(Backend):
 
     def _submit(self, request: Mapping[str, Any]) -> list[dict[str, Any]]:
         spec = self._spec(request)
-        unnamed = self._manifests(spec)[1]  # the job before it has an id
-        check_fits(self.api, spec.partition, unnamed)
         if request.get("test_only"):
+            unnamed = self._manifests(spec)[1]  # no id is taken for a test
+            check_fits(self.api, spec.partition, unnamed)
             self.api.create(unnamed, dry_run=True)  # the API server and the webhooks judge it
             return [test_only_answer(spec, spec.partition, "(Kueue's default)", arrays=False)]
         job_id = next_job_id(self.api)
-        config_map, job = self._manifests(spec, job_id)  # named after the id
-        stamp(config_map, job, job_id, known(spec))
+        config_map, job = self._manifests(spec, job_id)  # built once, named after the id
+        check_fits(self.api, spec.partition, job)  # a refused job leaves its id unused
         self.api.create(config_map)
         try:
             created = self.api.create(job)

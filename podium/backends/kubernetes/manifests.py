@@ -47,6 +47,8 @@ MASTER_PORT = 29500
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 JOB_LABEL = "podium.dev/job"
+JOB_ID_LABEL = "podium.dev/job-id"  # Podium's job id, on its objects and pods
+RECORD_ANNOTATION = "podium.dev/record"  # what the record needs from the spec
 INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 RESTART_FIELD = "metadata.labels['jobset.sigs.k8s.io/restart-attempt']"
 HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"  # HyperPod's, set by the agent
@@ -79,11 +81,18 @@ def dns_name(text: str, suffix: str, limit: int = 40) -> str:
     return f"{dns_label(text, limit)}-{suffix}"
 
 
-def manifests(spec: JobSpec, target: Target, job_id: int | None = None) -> list[dict[str, Any]]:
+def manifests(
+    spec: JobSpec,
+    target: Target,
+    job_id: int | None = None,
+    record: Mapping[str, Any] | None = None,
+) -> list[dict[str, Any]]:
     """The ConfigMap and the Job or JobSet for `spec`, in the order to create them,
-    named `NAME-JOBID` (without a job id, as `--dry-run` shows them: `NAME-` and a hash
-    of the spec). Raises Unsatisfiable with the reason when Kubernetes cannot run it as
-    asked."""
+    named `NAME-JOBID` and labelled with the job id (the objects and the pods), with
+    `record` (what the job record needs from the spec) as an annotation; without a job
+    id, as `--dry-run` and `--test-only` show them: `NAME-` and a hash of the spec, no
+    id. Built once, ready to create. Raises Unsatisfiable with the reason when
+    Kubernetes cannot run it as asked."""
     image = spec.container_image or target.image
     if not image:
         raise Unsatisfiable(
@@ -98,6 +107,8 @@ def manifests(spec: JobSpec, target: Target, job_id: int | None = None) -> list[
     digest = hashlib.sha256(json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode())
     name = dns_name(spec.name, str(job_id) if job_id is not None else digest.hexdigest()[:8])
     labels = {QUEUE_LABEL: target.local_queue, JOB_LABEL: name}
+    own = {JOB_LABEL: name} if job_id is None else {JOB_LABEL: name, JOB_ID_LABEL: str(job_id)}
+    labels |= own
     if spec.qos:  # a WorkloadPriorityClass named after the QoS (none: Kueue's default)
         labels[PRIORITY_LABEL] = dns_label(spec.qos)
     config_map = {
@@ -106,11 +117,12 @@ def manifests(spec: JobSpec, target: Target, job_id: int | None = None) -> list[
         "metadata": {
             "name": f"{name}-script",
             "namespace": target.namespace,
-            "labels": {JOB_LABEL: name},
+            "labels": dict(own),
         },
         "data": {"script": spec.script},
     }
     pod = _pod_template(spec, name, image)
+    pod["metadata"]["labels"] = dict(own)
     if target.pod_annotations:
         pod["metadata"]["annotations"] = dict(target.pod_annotations)
     job_spec: dict[str, Any] = {
@@ -120,7 +132,9 @@ def manifests(spec: JobSpec, target: Target, job_id: int | None = None) -> list[
         "backoffLimit": 0,  # restarts are Podium's (auto-resume), not the Job's
         "template": pod,
     }
-    meta = {"name": name, "namespace": target.namespace, "labels": labels}
+    meta: dict[str, Any] = {"name": name, "namespace": target.namespace, "labels": labels}
+    if record is not None:
+        meta["annotations"] = {RECORD_ANNOTATION: json.dumps(dict(record), sort_keys=True)}
     if spec.nodes == 1 and not spec.auto_resume:
         job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": job_spec}
         return [config_map, job]

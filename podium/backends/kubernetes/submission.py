@@ -11,13 +11,11 @@ k8s_records).
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
 from podium.api.caller import this_process
-from podium.backends.kubernetes import k8s_records as records
-from podium.backends.kubernetes.kube_api import KubeApi, Obj
+from podium.backends.kubernetes.kube_api import KubeApi
 from podium.errors import ApiError
 from podium.jobspec.job import JobSpec
 
@@ -76,19 +74,3 @@ def known(spec: JobSpec) -> dict[str, Any]:
         "wckey": spec.wckey,
         "submit_epoch": round(time.time(), 3),
     }
-
-
-def stamp(config_map: Obj, job: Obj, job_id: int, known: dict[str, Any]) -> None:
-    """Label both objects (and the job's pods) with the job id; annotate the record."""
-    for doc in (config_map, job):
-        doc["metadata"].setdefault("labels", {})[records.JOB_ID_LABEL] = str(job_id)
-    job["metadata"].setdefault("annotations", {})[records.RECORD_ANNOTATION] = json.dumps(
-        known, sort_keys=True
-    )
-    spec = job["spec"]
-    template = (
-        spec["template"]
-        if job["kind"] == "Job"
-        else spec["replicatedJobs"][0]["template"]["spec"]["template"]
-    )
-    template["metadata"].setdefault("labels", {})[records.JOB_ID_LABEL] = str(job_id)
