@@ -14,13 +14,7 @@ submit body (`SubmitRequest`'s fields) and a `Selection` of jobs.
 
 from __future__ import annotations
 
-from podium.api.backend_contract import (
-    FEATURE_HOOKS,
-    REQUIRED_HOOKS,
-    ContractError,
-    Feature,
-    contract_breaches,
-)
+from podium.api.backend_contract import ContractError, Feature, contract_breaches
 from podium.errors import ApiError
 
 TYPE_CHECKING = False  # typing itself is not loaded on the client's lean path
@@ -328,13 +322,4 @@ class Backend:
         raise NotImplementedError
 
 
-__all__ = [  # Feature and the contract's names are podium.api.backend_contract's
-    "FEATURE_HOOKS",
-    "REQUIRED_HOOKS",
-    "Backend",
-    "ContractError",
-    "Feature",
-    "Unsupported",
-    "contract_breaches",
-    "records_json",
-]
+__all__ = ["Backend", "Feature", "Unsupported", "records_json"]  # Feature: backend_contract's

@@ -13,8 +13,23 @@ from __future__ import annotations
 from typing import TypedDict
 
 
-class JobRecord(TypedDict):
-    """One job, as scripts read it (stable snake_case keys)."""
+class RunTimes(TypedDict):
+    """A job record's time and usage keys (podium.api.times.run_times makes them)."""
+
+    submit_time: str | None  # ISO 8601 with the local offset
+    start_time: str | None
+    end_time: str | None
+    submit_epoch: float | None
+    start_epoch: float | None
+    end_epoch: float | None
+    elapsed_s: float
+    gpu_seconds: float
+    cpu_seconds: float
+
+
+class JobRecord(RunTimes):
+    """One job, as scripts read it (stable snake_case keys): its times and usage
+    (RunTimes) and the rest."""
 
     job_id: int
     display_id: str  # "12"; "12_3" for task 3 of array 12; "12_[4-9%2]" for its pending tasks
@@ -46,15 +61,6 @@ class JobRecord(TypedDict):
     time_limit_s: int | None
     exit_code: int | None
     signal: int | None
-    submit_time: str | None  # ISO 8601 with the local offset
-    start_time: str | None
-    end_time: str | None
-    submit_epoch: float | None
-    start_epoch: float | None
-    end_epoch: float | None
-    elapsed_s: float
-    gpu_seconds: float
-    cpu_seconds: float
     restart_count: int
     dependency: str | None
     stdout: str | None
@@ -199,6 +205,7 @@ __all__ = [
     "HealthRecord",
     "JobRecord",
     "NodeRecord",
+    "RunTimes",
     "WouldQueueRecord",
     "would_queue",
 ]

@@ -7,20 +7,7 @@ import time
 TYPE_CHECKING = False  # typing itself is not loaded on the client's lean path
 
 if TYPE_CHECKING:
-    from typing import TypedDict
-
-    class RunTimes(TypedDict):
-        """The time and usage keys of a job record (podium.api.records.JobRecord's)."""
-
-        submit_time: str | None
-        start_time: str | None
-        end_time: str | None
-        submit_epoch: float | None
-        start_epoch: float | None
-        end_epoch: float | None
-        elapsed_s: float
-        gpu_seconds: float
-        cpu_seconds: float
+    from podium.api.records import RunTimes
 
 
 LATEST = 253402300799.0  # 9999-12-31T23:59:59Z: the last second ISO 8601 years can show

@@ -52,6 +52,7 @@ def read_options(
     `unsupported`; an ambiguous prefix raises it in getopt_long's words. Options
     whose meaning is in `optional` take a value only attached (`-j12`, `--jobs=12`),
     as getopt's optional arguments: bare, their value is ""."""
+    grammar = _Grammar(valued, flags, unsupported, optional)
     given: list[tuple[str, str]] = []
     words: list[str] = []
     i = 0
@@ -62,29 +63,47 @@ def read_options(
             words.extend(args[i:])
             break
         if word.startswith("--") and len(word) > 2:
-            i = _long_option(word, args, i, valued, flags, unsupported, given, optional)
+            i = _long_option(word, args, i, grammar, given)
         elif word in flags:
             given.append((flags[word], ""))
         elif word.startswith("-") and len(word) > 1:
-            i = _short_options(word, args, i, valued, flags, unsupported, given, optional)
+            i = _short_options(word, args, i, grammar, given)
         else:
             words.append(word)
     return given, words
 
 
+class _Grammar:
+    """A tool's options: `valued` and `flags` map each spelling to its meaning;
+    `unsupported` ends the error for any other; `optional` meanings take a value only
+    attached (see read_options). A plain class: typing is not loaded on this path."""
+
+    __slots__ = ("flags", "optional", "unsupported", "valued")
+
+    def __init__(
+        self,
+        valued: Mapping[str, str],
+        flags: Mapping[str, str],
+        unsupported: str,
+        optional: Collection[str],
+    ) -> None:
+        self.valued, self.flags, self.unsupported, self.optional = (
+            valued, flags, unsupported, optional,
+        )  # fmt: skip
+
+    def parts(
+        self,
+    ) -> tuple[Mapping[str, str], Mapping[str, str], str, Collection[str]]:
+        return self.valued, self.flags, self.unsupported, self.optional
+
+
 def _long_option(
-    word: str,
-    args: list[str],
-    i: int,
-    valued: Mapping[str, str],
-    flags: Mapping[str, str],
-    unsupported: str,
-    given: list[tuple[str, str]],
-    optional: Collection[str] = (),
+    word: str, args: list[str], i: int, grammar: _Grammar, given: list[tuple[str, str]]
 ) -> int:
     """Read one long option (`--name`, `--name=VALUE`, `--name VALUE`, or any
     unambiguous prefix of its name, as getopt_long reads it) into `given`; the index of
     the next word."""
+    valued, flags, unsupported, optional = grammar.parts()
     key, eq, value = word.partition("=")
     longs = [n for n in (*valued, *flags) if n.startswith("--")]
     name = resolve_long(key, longs, lambda n: valued.get(n) or flags.get(n))
@@ -102,17 +121,11 @@ def _long_option(
 
 
 def _short_options(
-    word: str,
-    args: list[str],
-    i: int,
-    valued: Mapping[str, str],
-    flags: Mapping[str, str],
-    unsupported: str,
-    given: list[tuple[str, str]],
-    optional: Collection[str] = (),
+    word: str, args: list[str], i: int, grammar: _Grammar, given: list[tuple[str, str]]
 ) -> int:
     """Read one word of short options (`-n`, `-nX`, `-j17`, `-nu` taking the next
     word) into `given`; the index of the next word."""
+    valued, flags, unsupported, optional = grammar.parts()
     at = 1
     while at < len(word):
         option = "-" + word[at]

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from podium.api.backend_protocol import (
+from podium.api.backend_contract import (
     FEATURE_HOOKS,
     REQUIRED_HOOKS,
-    Backend,
     ContractError,
     Feature,
     contract_breaches,
 )
+from podium.api.backend_protocol import Backend
 from podium.backends import BACKENDS
 
 
