@@ -10,8 +10,9 @@ import json
 import logging
 from collections.abc import Callable
 
+from podium.api.text import printable
 from podium.config.cluster import ClusterConfig
-from podium.jobspec.job import JobSpec, JobState
+from podium.jobspec.job import JobState
 from podium.recover.resume import Ended, decide, newest_checkpoint
 from podium.run.executor import Poll
 from podium.sched.accounting import requeued_after_preemption, run_usage
@@ -19,7 +20,8 @@ from podium.sched.config_policy import half_life_s
 from podium.server.effects import Effects
 from podium.server.job_rows import spec_gpu_ids
 from podium.server.launch import Planner
-from podium.store.db import Row, Store, spec_of
+from podium.server.running_specs import RunningSpecs
+from podium.store.db import Row, Store
 from podium.store.resize_table import RESIZE, elastic_state
 from podium.store.step_table import StepTable
 
@@ -27,8 +29,8 @@ log = logging.getLogger("podium.ends")
 
 
 class RunEnds:
-    """What the daemon knows of running jobs beyond their rows: their parsed specs,
-    cancels asked for, faults they were stopped for, leftovers being killed."""
+    """What the daemon knows of running jobs beyond their rows (their specs are
+    `specs`'): cancels asked for, faults they were stopped for, leftovers being killed."""
 
     def __init__(
         self,
@@ -37,8 +39,10 @@ class RunEnds:
         planner: Planner,
         effects: Effects,
         clock: Callable[[], float],
+        specs: RunningSpecs,
     ) -> None:
         self.store = store
+        self.specs = specs  # running jobs' specs, parsed once (shared with the reactor)
         self.config = config
         self.planner = planner
         self.effects = effects
@@ -48,24 +52,22 @@ class RunEnds:
         # told (job, the device units it held, its run's start and end) when a run is over
         self.run_over_hooks: list[Callable[[int, list[int], float, float], None]] = []
         self.steps = StepTable(store)
-        self._specs: dict[int, JobSpec] = {}  # running jobs' specs, parsed once
         self._cancel_requested: set[int] = set()
         self._killing: set[int] = set()  # ended jobs whose leftovers are being killed
         self._faulted: dict[int, tuple[str, int | None]] = {}  # job -> (reason, bad GPU)
 
-    def spec(self, row: Row) -> JobSpec:
-        """A running job's spec, parsed once and kept while the job runs."""
-        spec = self._specs.get(row["job_id"])
-        if spec is None:
-            if "spec" not in row.keys():  # noqa: SIM118 (sqlite3.Row: `in` tests values)
-                row = self.store.job(row["job_id"])
-            spec = spec_of(row)
-            self._specs[row["job_id"]] = spec
-        return spec
-
     def forget(self, job_id: int) -> None:
         """The job no longer runs here: drop what was kept for it."""
-        self._specs.pop(job_id, None)
+        self.specs.forget(job_id)
+
+    def hold_broken(self, job_id: int, what: str, exc: BaseException) -> None:
+        """Hold a job that broke its own start, with the reason; log it once. Other jobs
+        are not affected: the pass goes on."""
+        detail = printable(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+        reason = f"{what}: {detail}"[:500]
+        log.error("job %s held: %s", job_id, reason)
+        self.forget(job_id)
+        self.store.hold_broken(job_id, reason, self.clock())
 
     def request_cancel(self, job_id: int) -> None:
         """A running job was cancelled: it shows COMPLETING (accounting: CANCELLED) at
@@ -133,15 +135,17 @@ class RunEnds:
             if res.state == JobState.PREEMPTED.value and row["preempt_mode"] == RESIZE:
                 ran = self._run_gpu_seconds(row, res.end_time)
                 self.store.requeue_resized(job_id, now, ran)  # it starts again at its new size
-                self._specs.pop(job_id, None)
+                self.specs.forget(job_id)
                 return "requeued"
             if res.state == JobState.PREEMPTED.value and requeued_after_preemption(
-                row["preempt_mode"], self.spec(row).requeue
+                row["preempt_mode"], self.specs.of(row).requeue
             ):
                 ran = self._run_gpu_seconds(row, res.end_time)
                 self.store.requeue(job_id, now, "preempted", ran_gpu_seconds=ran)
-                self.effects.notify(row, self.spec(row), "REQUEUE", "was preempted and requeued")
-                self._specs.pop(job_id, None)
+                self.effects.notify(
+                    row, self.specs.of(row), "REQUEUE", "was preempted and requeued"
+                )
+                self.specs.forget(job_id)
                 return "requeued"
             return self._end_or_resume(
                 row, res.state, res.exit_code, res.signal, res.end_time, res.reason, res.fault
@@ -153,11 +157,11 @@ class RunEnds:
                 job_id, state=JobState.CANCELLED, exit_code=None, signal=None, end_time=now
             )
             self._cancel_requested.discard(job_id)
-            self._specs.pop(job_id, None)
+            self.specs.forget(job_id)
             return "ended"
         if poll.status == "unlaunched":
             self.store.requeue_unlaunched(job_id, now)
-            self._specs.pop(job_id, None)
+            self.specs.forget(job_id)
             return "relaunch"
         why = "supervisor vanished"
         if poll.status == "lost":
@@ -192,7 +196,7 @@ class RunEnds:
         if faulted is not None:
             reason, bad_gpu = faulted
             state = JobState.NODE_FAIL.value
-        spec = self.spec(row)
+        spec = self.specs.of(row)
         if state in (JobState.FAILED.value, JobState.NODE_FAIL.value):
             newest = newest_checkpoint(self.planner.checkpoint_dir(row["job_id"], spec))
             if state == JobState.NODE_FAIL.value or fault is not None:
@@ -231,7 +235,7 @@ class RunEnds:
                     ran_gpu_seconds=self._run_gpu_seconds(row, end_time),
                 )
                 self.effects.notify(row, spec, "REQUEUE", f"ended {state} and was requeued")
-                self._specs.pop(job_id, None)
+                self.specs.forget(job_id)
                 log.info("job %s %s (%s): requeued, %s", job_id, state, reason, verdict.reason)
                 return "requeued"
             if spec.auto_resume > 0:
@@ -245,7 +249,7 @@ class RunEnds:
             reason=reason,
         )
         self._cancel_requested.discard(job_id)
-        self._specs.pop(job_id, None)
+        self.specs.forget(job_id)
         kind = "END" if state == JobState.COMPLETED.value else "FAIL"
         if state == JobState.TIMEOUT.value:
             kind = "TIME_LIMIT"
@@ -263,7 +267,9 @@ class RunEnds:
         if start is None:
             return
         if newest is None:
-            newest = newest_checkpoint(self.planner.checkpoint_dir(row["job_id"], self.spec(row)))
+            newest = newest_checkpoint(
+                self.planner.checkpoint_dir(row["job_id"], self.specs.of(row))
+            )
         events = self.store.events(row["job_id"])
         told = [e["time"] for e in events if e["kind"] == "checkpoint"]
         saves = [t for t in (newest, *told) if t is not None and start < t <= end_time]

@@ -10,13 +10,16 @@ import dataclasses
 import logging
 from collections.abc import Callable
 
-from podium.jobspec.job import JobSpec
+from podium.api.selection import JobFilter
+from podium.jobspec.job import JobSpec, JobState
 from podium.run.plan import Grant
 from podium.sched import Start
 from podium.sched.model import Resize
 from podium.server.effects import Effects
+from podium.server.ends import RunEnds
 from podium.server.launch import Planner
 from podium.server.local_node import LocalNode
+from podium.server.running_specs import RunningSpecs
 from podium.server.snapshot import PendingQueue
 from podium.server.starting import StartingJob
 from podium.store.db import Row, RunningStart, Store
@@ -27,9 +30,9 @@ log = logging.getLogger("podium.reactor")
 @dataclasses.dataclass
 class PassStarts:
     """Carries out a pass's starts and resizes for the reactor, with what that needs of
-    it: its store, node, planner, effects and queue (`queue.arrays`), and its clock,
-    spec reader, running rows and `hold_broken` (called through the reactor each time:
-    tests replace its clock)."""
+    it: its store, node, planner, effects, queue (`queue.arrays`), running jobs' specs
+    and RunEnds (which holds a job that broke its start), and its clock (read through
+    the reactor each time: tests replace it)."""
 
     store: Store
     node: LocalNode
@@ -37,9 +40,11 @@ class PassStarts:
     effects: Effects
     queue: PendingQueue
     clock: Callable[[], float]
-    spec: Callable[[Row], JobSpec]
-    running_rows: Callable[[], list[Row]]
-    hold_broken: Callable[[int, str, BaseException], None]
+    specs: RunningSpecs
+    ends: RunEnds
+
+    def running_rows(self) -> list[Row]:
+        return self.store.jobs(JobFilter(states=(JobState.RUNNING.value,)))
 
     def start(self, starts: tuple[Start, ...]) -> None:
         """Record the starts as RUNNING (one commit), then launch each run.
@@ -56,11 +61,11 @@ class PassStarts:
         for start in starts:
             row = rows[start.job_id]
             try:
-                job, spec = StartingJob.of_row(row), self.spec(row)
+                job, spec = StartingJob.of_row(row), self.specs.of(row)
                 stdout = self.planner.output_path(job, spec, spec.output)
                 stderr = self.planner.output_path(job, spec, spec.error) if spec.error else stdout
             except Exception as exc:
-                self.hold_broken(start.job_id, "cannot plan its start", exc)
+                self.ends.hold_broken(start.job_id, "cannot plan its start", exc)
                 continue
             take = tuple(free_cpus[: start.cpus]) if len(free_cpus) >= start.cpus else ()
             free_cpus = free_cpus[start.cpus :]
@@ -87,7 +92,7 @@ class PassStarts:
             try:
                 self.effects.launch(job, spec, grant)
             except Exception as exc:
-                self.hold_broken(start.job_id, "launch failed", exc)
+                self.ends.hold_broken(start.job_id, "launch failed", exc)
                 continue
             self.effects.notify(row, spec, "BEGIN", "began")
 
@@ -119,7 +124,7 @@ class PassStarts:
         now = self.clock()
         for resize in resizes:
             row = running.get(resize.job_id)
-            elastic = self.spec(row).elastic if row is not None else None
+            elastic = self.specs.of(row).elastic if row is not None else None
             if row is None or elastic is None:
                 continue
             replicas = elastic.replicas_of(row["cpus"])

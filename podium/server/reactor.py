@@ -26,7 +26,6 @@ from typing import NamedTuple
 
 from podium.api.selection import JobFilter
 from podium.api.states import Reason
-from podium.api.text import printable
 from podium.config.cluster import ClusterConfig
 from podium.errors import StoreError
 from podium.jobspec.job import JobSpec, JobState
@@ -49,6 +48,7 @@ from podium.server.local_node import LocalNode
 from podium.server.pass_starts import PassStarts
 from podium.server.pass_stats import PassStats
 from podium.server.progress_book import ProgressBook
+from podium.server.running_specs import RunningSpecs
 from podium.server.snapshot import (
     PendingQueue,
     allocation,
@@ -117,11 +117,11 @@ class Reactor:
         self.half_life_s = half_life_s(config)
         self.queue = PendingQueue(store, config, self._unreadable)
         self.last: Decisions | None = None  # the last pass's decisions (podium priority)
-        self.ends = RunEnds(store, config, planner, effects, self.clock_now)
+        self.specs = RunningSpecs(store)  # running jobs' specs, parsed once
+        self.ends = RunEnds(store, config, planner, effects, self.clock_now, self.specs)
         self.starter = PassStarts(
-            store, node, planner, effects, self.queue, self.clock_now, self.spec,
-            self.running_rows, self.hold_broken,
-        )  # fmt: skip
+            store, node, planner, effects, self.queue, self.clock_now, self.specs, self.ends
+        )
         self._reasons: dict[int, str] = {}  # what the store holds for pending jobs
         self._reserve_retry = 0.0  # when to try again to keep the state disk's reserve
         self._pass_lock = threading.Lock()  # one pass at a time
@@ -148,7 +148,8 @@ class Reactor:
         return self.ends.job_failed_hooks
 
     def spec(self, row: Row) -> JobSpec:
-        return self.ends.spec(row)
+        """A running job's spec (RunningSpecs: parsed once while it runs)."""
+        return self.specs.of(row)
 
     def request_cancel(self, job_id: int) -> None:
         """A running job was cancelled: its end is recorded CANCELLED."""
@@ -394,14 +395,5 @@ class Reactor:
         self.queue.refresh()
         return len(starts)
 
-    def hold_broken(self, job_id: int, what: str, exc: BaseException) -> None:
-        """Hold a job that broke its own start, with the reason; log it once. Other jobs
-        are not affected: the pass goes on."""
-        detail = printable(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
-        reason = f"{what}: {detail}"[:500]
-        log.error("job %s held: %s", job_id, reason)
-        self.ends.forget(job_id)
-        self.store.hold_broken(job_id, reason, self.clock())
-
     def _unreadable(self, job_id: int, exc: Exception) -> None:
-        self.hold_broken(job_id, "unreadable job", exc)
+        self.ends.hold_broken(job_id, "unreadable job", exc)
