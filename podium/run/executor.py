@@ -60,6 +60,7 @@ from podium.run.launcher import Launcher, LauncherLost
 from podium.run.plan import LaunchPlan
 from podium.run.steps import STEPS_DIR, read_steps, step_record
 from podium.run.supervisor import WATCHED
+from podium.run.supervisor_orders import SupervisorOrders
 
 
 @contextlib.contextmanager
@@ -100,8 +101,9 @@ class Poll:
     result: JobResult | None = None
 
 
-class LocalExecutor:
-    """Starts supervisors for jobs under `jobs_dir` and reads their outcomes."""
+class LocalExecutor(SupervisorOrders):
+    """Starts supervisors for jobs under `jobs_dir`, reads their outcomes, and gives
+    them orders (SupervisorOrders: cancel, preempt, requeue, resize, ...)."""
 
     def __init__(
         self,
@@ -127,9 +129,6 @@ class LocalExecutor:
         """Stop the launcher (supervisors keep running)."""
         if self.launcher is not None:
             self.launcher.close()
-
-    def job_dir(self, job_id: int) -> Path:
-        return self.jobs_dir / str(job_id)
 
     def launch(self, plan: LaunchPlan, script: str) -> int:
         """Write the plan and script, start the job's supervisor; return its pid.
@@ -260,61 +259,6 @@ class LocalExecutor:
             return Poll("vanished")
         return Poll("unlaunched")
 
-    @staticmethod
-    def _lock_held(job_dir: Path) -> bool:
-        try:
-            fd = os.open(job_dir / LOCK_FILE, os.O_RDWR | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        finally:
-            os.close(fd)  # closing releases the lock if we took it
-        return False
-
-    def cancel(self, job_id: int) -> bool:
-        """Ask the job's supervisor to cancel it (SIGTERM). False if none is alive."""
-        return self._signal(job_id, signal.SIGTERM)
-
-    def preempt(self, job_id: int) -> bool:
-        """Ask the job's supervisor to preempt it (SIGUSR1): the job gets its --signal or
-        SIGTERM, the grace time, then SIGKILL, and ends PREEMPTED."""
-        return self._signal(job_id, signal.SIGUSR1)
-
-    def requeue(self, job_id: int) -> bool:
-        """Ask the job's supervisor to stop it for a requeue (`scontrol requeue`): as a
-        preemption, but with SIGTERM rather than the job's --signal (a USR1 trap that
-        asked for the requeue must not run again)."""
-        write_atomic(self.job_dir(job_id) / REQUEUE_FILE, {"signal": int(signal.SIGTERM)})
-        return self._signal(job_id, signal.SIGUSR1)
-
-    def resize(self, job_id: int, replicas: int, grace_s: float) -> bool:
-        """Ask an elastic job's supervisor to stop it for a resize to `replicas`: its
-        replicas get their resize signal and notice, `grace_s` to save, then the stop
-        of a preemption (podium.run.resize_notice). It ends PREEMPTED."""
-        order = {"replicas": replicas, "grace_s": grace_s}
-        write_atomic(self.job_dir(job_id) / RESIZE_FILE, order)
-        return self._signal(job_id, signal.SIGUSR1)
-
-    def saved(self, job_id: int, step: int) -> bool:
-        """A job being stopped (preempted, requeued, resized) says it finished a
-        checkpoint: its supervisor stops waiting out the grace and kills what is left
-        at once (SIGCHLD wakes it). False if none is alive."""
-        if not self._lock_held(self.job_dir(job_id)):
-            return False
-        write_atomic(self.job_dir(job_id) / SAVED_FILE, {"step": step}, durable=False)
-        return self._signal(job_id, signal.SIGCHLD)
-
-    def send_signal(self, job_id: int, sig: int, scope: str) -> bool:
-        """`scancel --signal`: have the job's supervisor send `sig` to `scope` (see
-        podium.run.job_signals); SIGCHLD wakes it. False if none is alive."""
-        if not self._lock_held(self.job_dir(job_id)):
-            return False
-        job_signals.send(self.job_dir(job_id), sig, scope)
-        return self._signal(job_id, signal.SIGCHLD)
-
     def live_steps(self, job_id: int) -> list[dict[str, Any]]:
         """A running job's steps so far: the batch step (running since the supervisor
         started) and the srun steps recorded in its step directory (read distrustfully,
@@ -329,25 +273,6 @@ class LocalExecutor:
         )  # fmt: skip
         batch["step_id"] = "batch"
         return [batch, *read_steps(job_dir / STEPS_DIR)]
-
-    def set_time_limit(self, job_id: int, seconds: int | None) -> None:
-        """Give a running job's supervisor a new time limit (seconds from its start;
-        None: none). It reads LIMIT_FILE within a second."""
-        write_atomic(self.job_dir(job_id) / LIMIT_FILE, {"time_limit_s": seconds})
-
-    def fail(self, job_id: int, reason: str, gpu: int | None) -> bool:
-        """Tell the job's supervisor its hardware failed (SIGUSR2): its processes are
-        killed at once and it ends NODE_FAIL. The reason and the bad GPU are kept in
-        the job directory (`fault_note`), so a restarted daemon still knows them."""
-        write_atomic(self.job_dir(job_id) / FAULT_FILE, {"reason": reason, "gpu": gpu})
-        return self._signal(job_id, signal.SIGUSR2)
-
-    def fault_note(self, job_id: int) -> tuple[str, int | None] | None:
-        """What `fail` recorded for the job, if anything."""
-        data = read_json(self.job_dir(job_id) / FAULT_FILE)
-        if data is None:
-            return None
-        return str(data["reason"]), data.get("gpu")
 
     def session(self, job_id: int) -> int | None:
         """The session of the job's processes (its supervisor's pid), once started."""
@@ -369,22 +294,6 @@ class LocalExecutor:
             data = read_json(job_dir / TASKS_FILE) or {}
             pids = {int(k): int(v) for k, v in data.items()}
         return {rank: pid for rank, pid in pids.items() if _session(pid) == started["pid"]}
-
-    def _signal(self, job_id: int, sig: int) -> bool:
-        if not self._lock_held(self.job_dir(job_id)):
-            return False
-        started = read_json(self.job_dir(job_id) / STARTED_FILE)
-        if started is not None:
-            pid = int(started["pid"])
-        elif self._pids.get(job_id):
-            pid = self._pids[job_id]  # still starting: the signal waits, blocked, for it
-        else:
-            return False
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            return False
-        return True
 
     def kill_leftovers(self, job_id: int, scan_session: bool = True) -> int:
         """SIGKILL whatever is left of a job whose supervisor is gone: the processes in
