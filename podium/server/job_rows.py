@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from podium.api.times import iso
+from podium.api.times import iso, run_times
 from podium.store.db import Row, brief
 
 
@@ -84,9 +84,6 @@ def job_record(
     weigh when they are parts of GPUs (MIG slices, shards, MPS units): its gpu_share,
     and the gpu_seconds charged by it."""
     start, end = row["start_time"], row["end_time"]
-    elapsed = 0.0
-    if start is not None:
-        elapsed = max(0.0, (end if end is not None else now) - start)
     gpu_ids = json.loads(row["gpu_ids"]) if row["gpu_ids"] else []
     share = units(gpu_ids) if units is not None and gpu_ids else None
     spec = brief(row)  # {} when unreadable: such a job still lists
@@ -132,15 +129,9 @@ def job_record(
         "time_limit_s": row["time_limit_s"],
         "exit_code": row["exit_code"],
         "signal": row["signal"],
-        "submit_time": iso(row["submit_time"]),
-        "start_time": iso(start),
-        "end_time": iso(end),
-        "submit_epoch": row["submit_time"],
-        "start_epoch": start,
-        "end_epoch": end,
-        "elapsed_s": round(elapsed, 3),
-        "gpu_seconds": round(elapsed * (gpus if share is None else share), 3),
-        "cpu_seconds": round(elapsed * row["cpus"], 3),
+        **run_times(
+            row["submit_time"], start, end, now, gpus if share is None else share, row["cpus"]
+        ),
         "restart_count": row["restart_count"],
         "dependency": dependency,
         "stdout": row["stdout"],
