@@ -17,15 +17,14 @@ Standard library only (the supervisor imports it).
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import time
 from typing import NamedTuple
 
 from podium.api.slurm_reasons import LAUNCH_FAILED
 from podium.run.identity import Identity
 from podium.run.job_files import open_job_file
+from podium.run.stopping import ChildError, Stopped, call_in_child
 
 LAUNCH_EXIT = 1  # the exit code of a launch that failed other than in a system call
 TELL_TIMEOUT_S = 5.0
@@ -51,34 +50,25 @@ def failure_of(exc: BaseException) -> LaunchFailure:
 
 
 def tell_user(path: str, line: str, who: Identity) -> bool:
-    """Append `line` (one line) to file `path` as `who`; True when it was written."""
+    """Append `line` (one line) to file `path` as `who`, in a child that takes the
+    user's identity (podium.run.stopping.call_in_child: given up after TELL_TIMEOUT_S,
+    or when the job is stopped meanwhile); True when it was written."""
     data = (line.rstrip("\n") + "\n").encode(errors="replace")
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover (a child; the file is what the tests see)
-        code = 1
-        try:
-            signal.pthread_sigmask(signal.SIG_SETMASK, [])
-            if who.is_switch_needed:
-                os.setgroups(list(who.groups))
-                os.setgid(who.gid)
-                os.setuid(who.uid)
-            os.umask(who.umask)
-            fd = open_job_file(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-            os.write(fd, data)
-            code = 0
-        finally:
-            os._exit(code)
-    deadline = time.monotonic() + TELL_TIMEOUT_S
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status) == 0
-        if time.monotonic() > deadline:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            return False
-        time.sleep(0.01)
+
+    def append() -> bool:
+        if who.is_switch_needed:
+            os.setgroups(list(who.groups))
+            os.setgid(who.gid)
+            os.setuid(who.uid)
+        os.umask(who.umask)
+        fd = open_job_file(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        os.write(fd, data)
+        return True
+
+    try:
+        return bool(call_in_child(append, time.time() + TELL_TIMEOUT_S))
+    except (ChildError, Stopped):
+        return False
 
 
 __all__ = ["LAUNCH_EXIT", "TELL_TIMEOUT_S", "LaunchFailure", "failure_of", "tell_user"]
