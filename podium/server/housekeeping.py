@@ -70,11 +70,11 @@ class Housekeeping:
         since the last sample, to what NVML's accounting kept of its processes
         (podium.node.gpu_memory): a job shorter than the sampling interval has one too."""
         reactor = self.reactor
+        used = process_memory()  # outside the lock: NVML is asked first
         with reactor.lock:
-            running = [r["job_id"] for r in reactor.running_rows()]
             over, self._runs_over = self._runs_over, []
+            running = [r["job_id"] for r in reactor.running_rows()] if used else []
         peaks: dict[int, int] = {}
-        used = process_memory()
         if used:
             sessions = {s: j for j in running if (s := self.executor.session(j)) is not None}
             peaks = by_job(used, sessions)
