@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.embedded import BIN, EmbeddedCluster, compile_podium, embedded_config
 from podium.config.cluster import parse_config
-from podium.server.policy import policy_from_config
+from podium.sched.config_policy import policy_from_config
 from podium.sim import engine
 from podium.sim.engine import SimOptions, simulate, uniform_nodes
 from podium.sim.metrics import summarize
