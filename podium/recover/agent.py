@@ -18,10 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
-import shlex
-import subprocess
 import threading
-import time
 from collections.abc import Callable, Collection
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -33,7 +30,13 @@ from podium.node.health.check_results import Check, Result, Status, append_resul
 from podium.node.health.gpu import GpuChecks, GpuProbe
 from podium.node.health.kernel_follow import KernelLogFollower
 from podium.node.health.suite import node_checks
-from podium.node.health.xid import KmsgXidCheck, XidCheck, xid_text
+from podium.node.health.xid import (
+    KmsgXidCheck,
+    XidCheck,
+    read_boot_id,
+    write_xid_line,
+    xid_text,
+)
 from podium.node.inventory import GpuInfo
 from podium.recover.ladder import (
     MIG_APPLY_FAILED,
@@ -47,18 +50,10 @@ from podium.recover.ladder import (
     next_step,
     on_fault,
 )
+from podium.recover.remedies import run_mig_apply, run_remedy
 from podium.store.health_table import HealthTable
 
 log = logging.getLogger("podium.agent")
-
-BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
-
-
-def read_boot_id() -> str:
-    try:
-        return BOOT_ID.read_text().strip()
-    except OSError:
-        return "unknown"
 
 
 class JobsOnNode(Protocol):
@@ -215,17 +210,7 @@ class HealthAgent:
             raise ValueError(f"no GPU {gpu}: the node has GPUs 0-{len(self.gpus) - 1}")
         text = xid_text(info.bus_id, code, os.getpid(), "podium-inject")
         check = next(c for c in self._quick if isinstance(c, XidCheck | KmsgXidCheck))
-        if isinstance(check, XidCheck):
-            uptime = time.clock_gettime(time.CLOCK_BOOTTIME)
-            with open(check.log_path, "a") as fh:
-                fh.write(f"[{uptime:12.6f}] {text}\n")
-            return str(check.log_path)
-        fd = os.open(check.source, os.O_WRONLY | os.O_CLOEXEC)
-        try:
-            os.write(fd, f"<3>{text}\n".encode())
-        finally:
-            os.close(fd)
-        return str(check.source)
+        return write_xid_line(check, text)
 
     def job_failed(self, gpus: list[int]) -> None:
         """A job on these GPUs failed: deep-check them once they are free."""
@@ -333,43 +318,16 @@ class HealthAgent:
         return sorted(t for t in targets if t is not None)
 
     def _run_remedy(self, h: Health, remedy: Remedy, now: float) -> Health:
-        argv = self.h.remedy_argv("reset" if remedy is Remedy.RESET else "reboot", h.gpu)
-        command = shlex.join(argv)
-        try:
-            if remedy is Remedy.REBOOT:
-                subprocess.Popen(argv, start_new_session=True)
-                outcome = "started"
-            else:
-                proc = subprocess.run(
-                    argv, capture_output=True, text=True, timeout=self.h.action_timeout_s
-                )
-                outcome = f"exit {proc.returncode}"
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            outcome = f"failed: {exc}"
-        after = replace(h, attempts=h.attempts + 1)
-        self.table.put(after, now, f"{remedy.value} ({command}): {outcome}")
+        after, event = run_remedy(h, remedy, self.h.remedy_argv, self.h.action_timeout_s)
+        self.table.put(after, now, event)
         return after
 
     def _run_mig_apply(self, h: Health, now: float) -> Health:
         """Re-split drained GPU `h.gpu`; a failure leaves it fenced for an admin."""
-        try:
-            if self.mig_apply is None or h.gpu is None:
-                raise RuntimeError("this daemon cannot re-split GPUs")
-            done = self.mig_apply(h.gpu)
-        except Exception as exc:  # the applier's reason, one line
-            reason = " ".join(str(exc).split()) or type(exc).__name__
-            after = replace(
-                h,
-                attempts=h.attempts + 1,
-                fault=MIG_APPLY_FAILED,
-                reason=f"mig apply failed: {reason}: resume the GPU (podium resume --gpu "
-                f"{h.gpu}) or apply a layout again",
-            )
-            self.table.put(after, now, after.reason)
+        after, event = run_mig_apply(h, self.mig_apply)
+        self.table.put(after, now, event)
+        if after.fault == MIG_APPLY_FAILED:
             log.warning("%s: %s", self._where(after), after.reason)
-            return after
-        after = replace(h, attempts=h.attempts + 1)
-        self.table.put(after, now, f"mig apply: {done}; a deep check returns it to service")
         return after
 
     # --- deep checks --------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any
 
 from podium.config.operations import HealthConfig
 from podium.node.health.check_results import Result
-from podium.recover.agent import read_boot_id
+from podium.node.health.xid import read_boot_id
 from podium.run.files import read_json, write_atomic
 
 

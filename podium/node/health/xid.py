@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -212,7 +213,7 @@ class KmsgXidCheck:
         self.pci_to_gpu = {normalise_pci(k): v for k, v in pci_to_gpu.items()}
         self.state = state
         self.source = source
-        self.boot = _boot_id()
+        self.boot = read_boot_id()
         self.seq: int | None = None
         self.skip_existing = start_at_end
         if state is not None:
@@ -276,7 +277,25 @@ class KmsgXidCheck:
         return results or [Result(self.name, Status.OK, "no new Xid events (kernel log)")]
 
 
-def _boot_id() -> str:
+def write_xid_line(check: XidCheck | KmsgXidCheck, text: str) -> str:
+    """Put the Xid message `text` where `check` reads the kernel's messages, as the driver
+    would (the configured file with a boot-clock stamp, or /dev/kmsg at error level);
+    return where. Raises OSError when that cannot be written."""
+    if isinstance(check, XidCheck):
+        uptime = time.clock_gettime(time.CLOCK_BOOTTIME)
+        with open(check.log_path, "a") as fh:
+            fh.write(f"[{uptime:12.6f}] {text}\n")
+        return str(check.log_path)
+    fd = os.open(check.source, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, f"<3>{text}\n".encode())
+    finally:
+        os.close(fd)
+    return str(check.source)
+
+
+def read_boot_id() -> str:
+    """This boot's id (the kernel's random boot_id), or "unknown"."""
     try:
         return BOOT_ID.read_text().strip()
     except OSError:
