@@ -48,9 +48,9 @@ def render(
     python: str | None,
 ) -> None:
     """Render DEFINITION (ParallelCluster-style YAML) into Slurm's config files."""
-    from podium.backends.slurm.conf_files import Testbed
     from podium.backends.slurm.conf_files import render as render_files
     from podium.backends.slurm.definition import read_definition
+    from podium.backends.slurm.slurm_conf import Testbed
 
     try:
         text = definition.read_text()

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from podium.backends.slurm.conf_files import Testbed as Layout
-from podium.backends.slurm.conf_files import nodes, render
+from podium.backends.slurm.conf_files import render
 from podium.backends.slurm.definition import load_definition, read_definition
+from podium.backends.slurm.slurm_conf import Testbed as Layout
+from podium.backends.slurm.slurm_conf import nodes
 from podium.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[4]
