@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -12,6 +12,10 @@ from podium.cli import render
 from podium.cli.progress_bar import Progress
 from podium.errors import SpecError
 from podium.sched.model import TeamRules
+
+if TYPE_CHECKING:
+    from podium.sim.engine import SimOptions
+    from podium.sim.traces import TraceJob, TraceNode
 
 COLUMNS = [
     "policy",
@@ -175,51 +179,15 @@ def sim(
     as_json: bool,
 ) -> None:
     """Replay TRACE under each policy and compare JCT, waits, utilisation and fairness."""
-    from podium.sim.elastic_replay import MODES as ELASTIC_MODES
-    from podium.sim.engine import POLICIES, SimOptions, simulate, uniform_nodes
-    from podium.sim.forecast_error import error_row, forecast_errors
-    from podium.sim.metrics import summarize, team_summary, wait_ratio_max
-    from podium.sim.sharing import MODES
-    from podium.sim.traces import TraceNode, read_alibaba_nodes, read_trace
+    from podium.sim.engine import SimOptions
+    from podium.sim.traces import read_trace
 
-    names = [p.strip() for p in policies.split(",") if p.strip()]
-    bad = [p for p in names if p not in POLICIES]
-    if bad:
-        raise SpecError(f"unknown policy {bad[0]!r}: expected {', '.join(POLICIES)}")
-    modes = [m.strip() for m in sharing.split(",") if m.strip()]
-    wrong = [m for m in modes if m not in MODES]
-    if wrong or not modes:
-        raise SpecError(f"unknown sharing {(wrong or [sharing])[0]!r}: expected {', '.join(MODES)}")
-    kinds = [m.strip() for m in elastic_modes.split(",") if m.strip()] if elastic_share else [""]
-    odd = [k for k in kinds if k and k not in ELASTIC_MODES]
-    if odd or not kinds:
-        raise SpecError(
-            f"unknown elastic mode {(odd or [elastic_modes])[0]!r}: expected "
-            f"{', '.join(ELASTIC_MODES)}"
-        )
+    names, modes, kinds = _choices(policies, sharing, elastic_share, elastic_modes)
     if time_scale <= 0 or time_limit_factor <= 0:
         raise SpecError("--time-scale and --time-limit-factor must be positive")
     if progress_after is not None and not forecast_error:
         raise SpecError("--progress-after changes only forecasts: add --forecast-error")
-    if node_list is not None:
-        cluster = read_alibaba_nodes(node_list)
-    elif config is not None:
-        from podium.config.cluster import load_config
-
-        node = load_config(config).node
-        cluster = [
-            TraceNode(
-                f"{node.name}-{i}", node.gpus.count, node.cpus, node.memory_mb, node.gpus.type
-            )
-            for i in range(nodes or 1)
-        ]
-    elif nodes is not None:
-        cluster = uniform_nodes(nodes, gpus_per_node, cpus_per_node, mem_per_node)
-    else:
-        raise SpecError(
-            "give the cluster: --nodes N [--gpus-per-node G], --node-list CSV "
-            "or --config cluster.yaml"
-        )
+    cluster = _cluster(node_list, config, nodes, gpus_per_node, cpus_per_node, mem_per_node)
     rules = _team_rules(teams_file or config)
     jobs = read_trace(trace, fmt)
     if time_scale != 1.0:
@@ -241,46 +209,146 @@ def sim(
                     progress_after_s=progress_after,
                 )
                 where = "".join(f", {x}" for x in (mode if len(modes) > 1 else "", kind) if x)
-                baseline = None
-                if not forecast_error:
-                    task = progress.task(f"fifo-backfill{where} (the baseline)", len(jobs), "jobs")
-                    baseline = simulate(
-                        jobs, cluster, "fifo-backfill", options, on_progress=task.counted
-                    )
-                    task.finish()
-                for name in names:
-                    task = progress.task(f"{name}{where}", len(jobs), "jobs")
-                    if forecast_error:
-                        samples = forecast_errors(
-                            jobs, cluster, name, options, sample_every=forecast_sample,
-                            on_progress=task.counted,
-                        )  # fmt: skip
-                        results.append(error_row(name, samples))
-                        task.finish(f"{len(samples)} forecasts")
-                        continue
-                    if name == "fifo-backfill" and baseline is not None:
-                        result = baseline  # the same replay: deterministic
-                    else:
-                        result = simulate(jobs, cluster, name, options, on_progress=task.counted)
-                    row = {**summarize(result), "sharing": mode}
-                    task.finish(f"avg JCT {row['avg_jct_s']} s")
-                    if baseline is not None:  # the most any job waits, vs fifo-backfill
-                        row["wait_vs_fifo_bf"] = round(wait_ratio_max(result, baseline), 2)
-                    if kind:
-                        row["elastic"] = kind
-                    if rules.teams:
-                        row["teams"] = team_summary(result, rules)
-                    results.append(row)
+                replay = _Replay(jobs, cluster, options, progress, where)
+                if forecast_error:
+                    results += [replay.forecast_row(name, forecast_sample) for name in names]
+                else:
+                    results += replay.outcome_rows(names, kind, rules)
     if as_json:
         render.print_json(results)
         return
+    _print_tables(trace, jobs, cluster, results, forecast_error, bool(elastic_share), rules)
+
+
+def _choices(
+    policies: str, sharing: str, elastic_share: float, elastic_modes: str
+) -> tuple[list[str], list[str], list[str]]:
+    """The policies, sharing modes and elastic modes asked for ("" when not elastic),
+    each checked against those the simulator knows."""
+    from podium.sim.elastic_replay import MODES as ELASTIC_MODES
+    from podium.sim.engine import POLICIES
+    from podium.sim.sharing import MODES
+
+    names = [p.strip() for p in policies.split(",") if p.strip()]
+    bad = [p for p in names if p not in POLICIES]
+    if bad:
+        raise SpecError(f"unknown policy {bad[0]!r}: expected {', '.join(POLICIES)}")
+    modes = [m.strip() for m in sharing.split(",") if m.strip()]
+    wrong = [m for m in modes if m not in MODES]
+    if wrong or not modes:
+        raise SpecError(f"unknown sharing {(wrong or [sharing])[0]!r}: expected {', '.join(MODES)}")
+    kinds = [m.strip() for m in elastic_modes.split(",") if m.strip()] if elastic_share else [""]
+    odd = [k for k in kinds if k and k not in ELASTIC_MODES]
+    if odd or not kinds:
+        raise SpecError(
+            f"unknown elastic mode {(odd or [elastic_modes])[0]!r}: expected "
+            f"{', '.join(ELASTIC_MODES)}"
+        )
+    return names, modes, kinds
+
+
+def _cluster(
+    node_list: Path | None,
+    config: Path | None,
+    nodes: int | None,
+    gpus_per_node: int,
+    cpus_per_node: int,
+    mem_per_node: int,
+) -> list[TraceNode]:
+    """The simulated cluster: an Alibaba node list, N copies of a config's node, or N
+    uniform nodes."""
+    from podium.sim.engine import uniform_nodes
+    from podium.sim.traces import TraceNode, read_alibaba_nodes
+
+    if node_list is not None:
+        return read_alibaba_nodes(node_list)
+    if config is not None:
+        from podium.config.cluster import load_config
+
+        node = load_config(config).node
+        return [
+            TraceNode(
+                f"{node.name}-{i}", node.gpus.count, node.cpus, node.memory_mb, node.gpus.type
+            )
+            for i in range(nodes or 1)
+        ]
+    if nodes is not None:
+        return uniform_nodes(nodes, gpus_per_node, cpus_per_node, mem_per_node)
+    raise SpecError(
+        "give the cluster: --nodes N [--gpus-per-node G], --node-list CSV or --config cluster.yaml"
+    )
+
+
+@dataclass
+class _Replay:
+    """One sharing/elastic setting's replays, each shown as a progress line."""
+
+    jobs: list[TraceJob]
+    cluster: list[TraceNode]
+    options: SimOptions
+    progress: Progress
+    where: str
+
+    def forecast_row(self, name: str, sample_every: int) -> dict[str, Any]:
+        """How far `name`'s forecasts at submission were from the real starts."""
+        from podium.sim.forecast_error import error_row, forecast_errors
+
+        task = self.progress.task(f"{name}{self.where}", len(self.jobs), "jobs")
+        samples = forecast_errors(
+            self.jobs, self.cluster, name, self.options, sample_every=sample_every,
+            on_progress=task.counted,
+        )  # fmt: skip
+        task.finish(f"{len(samples)} forecasts")
+        return error_row(name, samples)
+
+    def outcome_rows(self, names: list[str], kind: str, rules: TeamRules) -> list[dict[str, Any]]:
+        """Each policy's outcomes, with the most any job waits against fifo-backfill
+        (replayed first, as the baseline)."""
+        from podium.sim.engine import simulate
+        from podium.sim.metrics import summarize, team_summary, wait_ratio_max
+
+        n = len(self.jobs)
+        task = self.progress.task(f"fifo-backfill{self.where} (the baseline)", n, "jobs")
+        baseline = simulate(
+            self.jobs, self.cluster, "fifo-backfill", self.options, on_progress=task.counted
+        )
+        task.finish()
+        rows = []
+        for name in names:
+            task = self.progress.task(f"{name}{self.where}", n, "jobs")
+            if name == "fifo-backfill":
+                result = baseline  # the same replay: deterministic
+            else:
+                result = simulate(
+                    self.jobs, self.cluster, name, self.options, on_progress=task.counted
+                )
+            row = {**summarize(result), "sharing": self.options.sharing}
+            task.finish(f"avg JCT {row['avg_jct_s']} s")
+            row["wait_vs_fifo_bf"] = round(wait_ratio_max(result, baseline), 2)
+            if kind:
+                row["elastic"] = kind
+            if rules.teams:
+                row["teams"] = team_summary(result, rules)
+            rows.append(row)
+        return rows
+
+
+def _print_tables(
+    trace: Path,
+    jobs: list[TraceJob],
+    cluster: list[TraceNode],
+    results: list[dict[str, Any]],
+    forecast_error: bool,
+    elastic: bool,
+    rules: TeamRules,
+) -> None:
     gpus = sum(n.gpus for n in cluster)
     title = f"{trace.name}: {len(jobs)} jobs on {len(cluster)} nodes, {gpus} GPUs"
     if forecast_error:
         heading = f"{title}: forecast at submission vs real start (seconds)"
         render.table(heading, [c.upper() for c in results[0]], [list(r.values()) for r in results])
         return
-    columns = COLUMNS + (ELASTIC_COLUMNS if elastic_share else [])
+    columns = COLUMNS + (ELASTIC_COLUMNS if elastic else [])
     render.table(title, columns, [[r[c] for c in columns] for r in results])
     for r in results if rules.teams else []:
         render.table(
