@@ -15,7 +15,7 @@ import os
 import socket
 import ssl
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -39,15 +39,9 @@ from podium.node.gpu_telemetry import no_telemetry, read_telemetry
 from podium.node.health.suite import nvml_probe
 from podium.node.inventory import (
     GpuInfo,
-    device_number,
-    from_nvml,
-    gpu_groups,
-    read_nvml,
     resolve_inventory,
 )
-from podium.node.slices import layouts, resolve_slices
 from podium.recover.agent import HealthAgent
-from podium.run.cgroups import current_layout, enforcement, prepare_v2_base
 from podium.run.endwatch import watch_ended
 from podium.run.executor import LocalExecutor
 from podium.run.rundir import close_jobs_dir, open_jobs_dir
@@ -55,7 +49,7 @@ from podium.server.controller import Controller
 from podium.server.dashboard import cookie_name
 from podium.server.http_limits import RequestLimits
 from podium.server.http_listener import TokenGate, bind_tcp, tls_context
-from podium.server.local_node import LocalNode
+from podium.server.node_setup import declared, local_node
 from podium.server.peer import PeerCredProtocol, bind_unix
 from podium.server.prometheus_metrics import add_metrics_route, metrics_registry
 from podium.server.rest_api import create_app
@@ -68,6 +62,7 @@ from podium.server.state_home import (
     take_instance_lock,
 )
 from podium.server.tokens import TokenBook
+from podium.store.db import Store
 from podium.store.mig_layouts import MigLayouts
 
 log = logging.getLogger("podium.daemon")
@@ -140,83 +135,6 @@ def resolve_config(
     return config
 
 
-def hide_real_gpus(node: LocalNode, real: list[GpuInfo]) -> None:
-    """Declared GPUs never name real devices that differ from them: every real NVIDIA
-    device is denied to every job (the device cgroup, as root), and where that cannot
-    be enforced CUDA_VISIBLE_DEVICES names none. `podium nodes` and `podium up` say so."""
-    node.denied_everywhere = tuple(
-        d for d in (device_number(g.device) for g in real) if d is not None
-    )
-    enforced = os.geteuid() == 0
-    node.hide_gpus = not enforced
-    kinds = sorted({g.type for g in real})
-    node.gpu_note = (
-        f"{len(node.gpus)} declared GPUs; jobs see none of this machine's "
-        f"{len(real)} real GPU(s) ({', '.join(kinds)}): schedule those with "
-        "node.gpus.source: nvml"
-    )
-    log.warning("%s", node.gpu_note)
-
-
-def local_node(
-    config: ClusterConfig, gpus: list[GpuInfo], applied: dict[int, list[str]] | None = None
-) -> LocalNode:
-    """The node jobs run on: its GPUs and topology, what jobs may not open, and what
-    the daemon can enforce here (cgroups, devices). `applied`: the layouts `podium mig
-    apply` last made, which declared GPUs (no hardware to keep them) are split in."""
-    if applied and declared(config, gpus):
-        keep_applied(config, applied)
-    slices = resolve_slices(config.node.gpus, gpus)
-    found = layouts(slices)
-    declared_mig = {i: sorted(p) for i, p in config.node.gpus.mig.items()}
-    if declared_mig and {i: sorted(p) for i, p in found.items()} != declared_mig:
-        log.warning(
-            "node.gpus.mig declares %s but the GPUs are split as %s: scheduling what is "
-            "there (only podium mig apply changes a MIG layout)",
-            config.node.gpus.mig,
-            found,
-        )
-    config.node.gpus.mig = found  # what admission checks requests against
-    node = LocalNode.from_config(config, gpus, slices)
-    node.gpu_groups = tuple(tuple(g) for g in gpu_groups(config.node.gpus, gpus))
-    if declared(config, gpus):
-        real = read_nvml()
-        if real:  # declared GPUs on a machine with real ones: jobs must see none of them
-            hide_real_gpus(node, real)
-    layout = current_layout()
-    node.cgroup_v2_base = prepare_v2_base(layout)
-    node.enforcement = enforcement(
-        layout,  # prepare_v2_base may move the daemon, never the jobs' base
-        os.geteuid() == 0,
-        node.cgroup_v2_base,
-        cpus_known=node.cpu_ids is not None,
-        devices_known=any(node.gpu_devices.values()),
-    )
-    if not gpus:
-        node.enforcement["devices"] = "nothing to confine: the node has no GPUs"
-    log.info("limits: %s", node.enforcement)
-    return node
-
-
-def keep_applied(config: ClusterConfig, applied: dict[int, list[str]]) -> None:
-    """Split declared GPUs as `podium mig apply` last left them (the config's layout
-    until then); a GPU the config now shares or no longer has keeps the config's."""
-    inv = config.node.gpus
-    for gpu, layout in sorted(applied.items()):
-        if gpu >= inv.count or gpu in inv.sharing:
-            continue
-        if layout:
-            inv.mig[gpu] = list(layout)
-        else:
-            inv.mig.pop(gpu, None)
-        log.info("GPU %s is split as podium mig apply left it: %s", gpu, layout or "whole")
-
-
-def declared(config: ClusterConfig, gpus: list[GpuInfo]) -> bool:
-    """Whether the node's GPUs are declared (not read from NVML)."""
-    return config.node.gpus.source == "declared" or not from_nvml(gpus)
-
-
 def serve(home: Path, config: ClusterConfig, config_file: Path | None = None) -> None:
     """Run the daemon in this process until it is stopped (`config_file`: where its
     config came from, which `podium up` compares with what it is asked for)."""
@@ -234,86 +152,26 @@ def serve(home: Path, config: ClusterConfig, config_file: Path | None = None) ->
     jobs = open_jobs_dir(home, config.runtime_dir, runs_recorded=running)
     log.info("job state in %s%s", jobs.path, " (tmpfs)" if jobs.on_tmpfs else "")
     close_job_files(jobs.path)
-    highest = highest_job_id_on_disk(home / "checkpoints", jobs.path)
-    if store.keep_ids_above(highest):
-        log.warning(
-            "job ids continue after %s, the highest found in %s: this database does not "
-            "know it (was it replaced?), and no id is given twice",
-            highest,
-            home,
-        )
+    _keep_ids_above_disk(home, store, jobs.path)
     executor = LocalExecutor(jobs.path, lost_runs=jobs.lost_runs)
     if executor.launcher is not None:
         executor.launcher.warm_up()  # the first job need not wait for its imports
-    applied = MigLayouts(store).all_applied(config.node.name)
-    controller = Controller(home, config, store, executor, local_node(config, gpus, applied))
-    controller.config_file = str(config_file) if config_file is not None else None
-    agent = HealthAgent(
-        home,
-        config,
-        config.node.name,
-        gpus,
-        controller.health,
-        controller.reactor,
-        controller.clock,
-        probe=None if declared(config, gpus) else nvml_probe(),
-        mig_apply=controller.migs.apply,
-    )
-    controller.attach_agent(agent)
-    counts = controller.reactor.recover()
-    log.info("recovered running jobs: %s", counts)
-    kept = set(controller.reactor.running_job_ids())
-    if executor.forget_others(kept):
-        log.info("removed the directories of runs whose ends were recorded before")
+    controller, agent = _controller(home, config, config_file, store, executor, gpus)
 
     wake_event = asyncio.Event()
     server: uvicorn.Server | None = None
-
-    def wake() -> None:
-        wake_event.set()
 
     def stop() -> None:
         if server is not None:
             server.should_exit = True
 
-    async def loop() -> None:
-        """Collect ends and run passes on a worker thread (the API keeps answering),
-        again at once when woken by a change, else every scheduler_interval_s."""
-        while True:
-            wake_event.clear()
-            due = config.scheduler_interval_s
-            try:
-                due = await asyncio.to_thread(controller.housekeeping.cycle)
-            except Exception:
-                log.exception("scheduling pass failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    wake_event.wait(), max(0.001, min(due, config.scheduler_interval_s))
-                )
-
-    @contextlib.asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        running = asyncio.get_running_loop()
-
-        def ended() -> None:  # a supervisor that is over says so: collect at once
-            running.call_soon_threadsafe(wake_event.set)
-
-        watch_ended(str(jobs.path), ended)
-        agent.follow_kernel_log(ended)  # an Xid is read at once, not at the next interval
-        task = asyncio.create_task(loop())
-        yield
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        controller.intake.checkers.close()  # the directory-check helpers, one per user
-
     http = config.http
     tokens = TokenBook(store, controller.clock, max_per_user=http.max_tokens_per_user)
     sessions = SessionBook(store, tokens, ttl_s=http.session_hours * 3600)
-    app = create_app(controller, wake, stop, tokens, sessions)
+    app = create_app(controller, wake_event.set, stop, tokens, sessions)
     controller.telemetry = no_telemetry if declared(config, gpus) else read_telemetry
     add_metrics_route(app, metrics_registry(controller, controller.telemetry))
-    app.router.lifespan_context = lifespan
+    app.router.lifespan_context = _lifespan(controller, agent, str(jobs.path), wake_event)
     context = tls_context(http)  # before any socket: a bad certificate stops the start
     sock = paths.socket_path(home)  # replaced in place: see bind_unix
     sockets = [bind_unix(str(sock))]
@@ -356,6 +214,92 @@ def serve(home: Path, config: ClusterConfig, config_file: Path | None = None) ->
         store.close()
         close_jobs_dir(home, jobs.path)
         os.close(lock_fd)
+
+
+def _keep_ids_above_disk(home: Path, store: Store, jobs_dir: Path) -> None:
+    """Job ids continue after the highest any checkpoint or run directory names, even
+    when the database was replaced: no id is given twice."""
+    highest = highest_job_id_on_disk(home / "checkpoints", jobs_dir)
+    if store.keep_ids_above(highest):
+        log.warning(
+            "job ids continue after %s, the highest found in %s: this database does not "
+            "know it (was it replaced?), and no id is given twice",
+            highest,
+            home,
+        )
+
+
+def _controller(
+    home: Path,
+    config: ClusterConfig,
+    config_file: Path | None,
+    store: Store,
+    executor: LocalExecutor,
+    gpus: list[GpuInfo],
+) -> tuple[Controller, HealthAgent]:
+    """The controller with its health agent, the running jobs recovered, and the
+    directories of runs whose ends were recorded before removed."""
+    applied = MigLayouts(store).all_applied(config.node.name)
+    controller = Controller(home, config, store, executor, local_node(config, gpus, applied))
+    controller.config_file = str(config_file) if config_file is not None else None
+    agent = HealthAgent(
+        home,
+        config,
+        config.node.name,
+        gpus,
+        controller.health,
+        controller.reactor,
+        controller.clock,
+        probe=None if declared(config, gpus) else nvml_probe(),
+        mig_apply=controller.migs.apply,
+    )
+    controller.attach_agent(agent)
+    counts = controller.reactor.recover()
+    log.info("recovered running jobs: %s", counts)
+    kept = set(controller.reactor.running_job_ids())
+    if executor.forget_others(kept):
+        log.info("removed the directories of runs whose ends were recorded before")
+    return controller, agent
+
+
+async def _scheduling_loop(controller: Controller, wake_event: asyncio.Event) -> None:
+    """Collect ends and run passes on a worker thread (the API keeps answering), again
+    at once when woken by a change, else every scheduler_interval_s."""
+    interval = controller.config.scheduler_interval_s
+    while True:
+        wake_event.clear()
+        due = interval
+        try:
+            due = await asyncio.to_thread(controller.housekeeping.cycle)
+        except Exception:
+            log.exception("scheduling pass failed")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wake_event.wait(), max(0.001, min(due, interval)))
+
+
+def _lifespan(
+    controller: Controller, agent: HealthAgent, jobs_dir: str, wake_event: asyncio.Event
+) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
+    """The API's lifespan: the scheduling loop runs while it serves, woken at once by
+    a supervisor that is over and by an Xid in the kernel's log."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        running = asyncio.get_running_loop()
+
+        def ended() -> None:  # a supervisor that is over says so: collect at once
+            running.call_soon_threadsafe(wake_event.set)
+
+        watch_ended(jobs_dir, ended)
+        agent.follow_kernel_log(ended)  # an Xid is read at once, not at the next interval
+        task = asyncio.create_task(_scheduling_loop(controller, wake_event))
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        controller.intake.checkers.close()  # the directory-check helpers, one per user
+
+    return lifespan
 
 
 def main(argv: list[str] | None = None) -> int:
