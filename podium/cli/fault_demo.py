@@ -13,6 +13,8 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -90,8 +92,6 @@ def run_fault_demo(home: Path, examples: Path, keep: bool, timeout: float) -> bo
     script.write_text(JOB.format(examples=examples, steps=300, progress=progress, ranks=ranks))
     started = start_daemon(home)
     client = EmbeddedBackend(home)
-    node = client.nodes()[0]
-    bus_ids = {g["index"]: g["bus_id"] for g in node["gpus"]}  # as the agent knows them
     what = f"{len(real)} real GPUs" if use_real else "4 declared GPUs"
     click.echo(
         f"Embedded cluster up (daemon pid {started['pid']}), {what}; "
@@ -113,66 +113,82 @@ def run_fault_demo(home: Path, examples: Path, keep: bool, timeout: float) -> bo
         request["environment"] = env
         job_id = client.submit(request)[0]["job_id"]
         click.echo(f"submitted job {job_id}: GPT, {ranks} ranks on {ranks} GPUs, --auto-resume=2")
-        t0 = time.monotonic()
+        run = _Run(client, job_id, work, progress, time.monotonic() + timeout)
+        return run.fault_and_resume(kernel_log)
+    finally:
+        client.close()
+        if not keep:
+            stop_daemon(home)
 
-        def wait_for(what: str, predicate: Any, until_end: bool = False) -> Any:
-            """Wait for `predicate`; stop at once, saying why, if the job ends first."""
-            while True:
-                value = predicate()
-                if value:
-                    return value
-                job = client.job(job_id)
-                if not until_end and job["state"] in TERMINAL:
-                    raise PodiumError(
-                        f"the fault demo cannot go on: job {job_id} ended {job['state']} "
-                        f"({job['reason']}) before {what}; see {work}"
-                    )
-                if time.monotonic() - t0 > timeout:
-                    raise PodiumError(f"the fault demo timed out waiting for {what}")
-                time.sleep(0.1)
 
-        def checkpoints() -> list[int]:
-            return [r["step"] for r in read_progress(progress) if r["event"] == "checkpoint"]
+@dataclass
+class _Run:
+    """The demo's job, followed through its progress file and the daemon."""
 
-        wait_for("the second checkpoint", lambda: len(checkpoints()) >= 2)
-        job = client.job(job_id)
+    client: EmbeddedBackend
+    job_id: int
+    work: Path
+    progress: Path
+    deadline: float  # time.monotonic()
+
+    def wait_for(self, what: str, predicate: Callable[[], Any], until_end: bool = False) -> Any:
+        """Wait for `predicate`; stop at once, saying why, if the job ends first."""
+        while True:
+            value = predicate()
+            if value:
+                return value
+            job = self.client.job(self.job_id)
+            if not until_end and job["state"] in TERMINAL:
+                raise PodiumError(
+                    f"the fault demo cannot go on: job {self.job_id} ended {job['state']} "
+                    f"({job['reason']}) before {what}; see {self.work}"
+                )
+            if time.monotonic() > self.deadline:
+                raise PodiumError(f"the fault demo timed out waiting for {what}")
+            time.sleep(0.1)
+
+    def checkpoints(self) -> list[int]:
+        return [r["step"] for r in read_progress(self.progress) if r["event"] == "checkpoint"]
+
+    def restarted(self) -> list[dict[str, Any]]:
+        return [r for r in read_progress(self.progress) if r["restart"] >= 1]
+
+    def fault_and_resume(self, kernel_log: Path) -> bool:
+        """After the second checkpoint, write an Xid 79 for the job's first GPU; wait
+        for the job to resume and finish; report; True when it went as it should."""
+        bus_ids = {g["index"]: g["bus_id"] for g in self.client.nodes()[0]["gpus"]}
+        self.wait_for("the second checkpoint", lambda: len(self.checkpoints()) >= 2)
+        job = self.client.job(self.job_id)
         bad = job["gpu_ids"][0]
-        before = read_progress(progress)
-        last_ckpt = max(checkpoints())
-        reached = max(r["step"] for r in before)
+        reached = max(r["step"] for r in read_progress(self.progress))
         click.echo(
-            f"job {job_id} runs on GPUs {job['gpu_ids']}; last checkpoint at step {last_ckpt}, "
-            f"now at step {reached}\n"
+            f"job {self.job_id} runs on GPUs {job['gpu_ids']}; last checkpoint at step "
+            f"{max(self.checkpoints())}, now at step {reached}\n"
         )
         with open(kernel_log, "a") as fh:
             fh.write(xid_line(bus_ids[bad], 79, time.clock_gettime(time.CLOCK_BOOTTIME)))
         fault_at = time.time()
         click.echo(f">>> Xid 79 (GPU has fallen off the bus) written for GPU {bad}\n")
-
-        def restarted() -> list[dict[str, Any]]:
-            return [r for r in read_progress(progress) if r["restart"] >= 1]
-
-        after = wait_for(
-            "the job to resume", lambda: [r for r in restarted() if r["event"] == "step"]
+        after = self.wait_for(
+            "the job to resume", lambda: [r for r in self.restarted() if r["event"] == "step"]
         )
-        render.show_nodes(client.nodes())
-        job = client.job(job_id)
+        render.show_nodes(self.client.nodes())
+        job = self.client.job(self.job_id)
         click.echo(
-            f"\njob {job_id}: {job['state']} on GPUs {job['gpu_ids']}, "
+            f"\njob {self.job_id}: {job['state']} on GPUs {job['gpu_ids']}, "
             f"restart {job['restart_count']}"
         )
         for e in job["events"]:
             if e["kind"] in ("start", "requeue", "end"):
                 click.echo(f"  {e['time'] - fault_at:+7.2f}s  {e['kind']:8} {e['detail'] or ''}")
         requeued = next((e["time"] for e in job["events"] if e["kind"] == "requeue"), None)
-        first_run = [r for r in read_progress(progress) if r["restart"] == 0]
+        first_run = [r for r in read_progress(self.progress) if r["restart"] == 0]
         stopped_at = max(r["step"] for r in first_run)
         last_ckpt = max(r["step"] for r in first_run if r["event"] == "checkpoint")
-        resume = next(r for r in restarted() if r["event"] in ("resume", "begin"))
-        first = after[0]
-        done = wait_for(
+        resume = next(r for r in self.restarted() if r["event"] in ("resume", "begin"))
+        done = self.wait_for(
             "the job to finish",
-            lambda: (j := client.job(job_id))["state"] in TERMINAL and j,
+            lambda: (j := self.client.job(self.job_id))["state"] in TERMINAL and j,
             until_end=True,
         )
         redone = stopped_at - resume["step"]
@@ -184,11 +200,11 @@ def run_fault_demo(home: Path, examples: Path, keep: bool, timeout: float) -> bo
         to_requeue = f"{requeued - fault_at:.2f}s" if requeued is not None else "not seen"
         click.echo(
             f"fault to requeue: {to_requeue}; fault to first step after restart: "
-            f"{first['t'] - fault_at:.1f}s (health.interval_s at its default, "
+            f"{after[0]['t'] - fault_at:.1f}s (health.interval_s at its default, "
             f"{HEALTH_INTERVAL_S:g}s: the kernel's log is followed as it is written); "
-            f"job {job_id} ended {done['state']} after {done['restart_count']} restart(s)"
+            f"job {self.job_id} ended {done['state']} after {done['restart_count']} restart(s)"
         )
-        ok = (
+        ok = bool(
             done["state"] == "COMPLETED"
             and bad not in job["gpu_ids"]
             and resume["step"] == last_ckpt
@@ -200,7 +216,3 @@ def run_fault_demo(home: Path, examples: Path, keep: bool, timeout: float) -> bo
             else "\nThe fault demo did not go as expected: see above."
         )
         return ok
-    finally:
-        client.close()
-        if not keep:
-            stop_daemon(home)
