@@ -78,61 +78,98 @@ def spawn_task(
     if pid == 0:  # child
         try:
             os.close(read_end)
-            signal.pthread_sigmask(signal.SIG_SETMASK, [])
-            for sig in (
-                signal.SIGTERM,
-                signal.SIGINT,
-                signal.SIGHUP,
-                signal.SIGCHLD,
-                signal.SIGUSR1,
-                signal.SIGUSR2,
-                signal.SIGPIPE,
-            ):
-                signal.signal(sig, signal.SIG_DFL)
-            os.setpgid(0, pgid)
-            for procs in cgroup_procs or ():
-                with contextlib.suppress(OSError), open(procs, "w") as fh:
-                    fh.write("0")
-            if cpu_ids:
-                with contextlib.suppress(OSError):
-                    os.sched_setaffinity(0, cpu_ids)
-            if creds is not None:
-                uid, gid, groups = creds
-                os.setgroups(groups)
-                os.setgid(gid)
-                os.setuid(uid)
-            os.umask(umask)
-            for fd, target in zip(open_task_files(files), (0, 1, 2), strict=True):
-                os.dup2(fd, target)
+            _become_task(pgid, cgroup_procs, cpu_ids, creds, umask, files)
             if container is not None:
-                from podium.run.containers.lifecycle import enter
-
-                program = os.open(argv[0], os.O_RDONLY)
-                os.set_inheritable(program, True)  # a script's interpreter reads it by /dev/fd
-                env, rc = enter(container, procid, env)
-                os.closerange(3, min(write_end, program))
-                os.closerange(max(write_end, program) + 1, 65536)
-                os.closerange(min(write_end, program) + 1, max(write_end, program))
-                if rc:
-                    os.execve("/bin/sh", ["sh", rc, f"/proc/self/fd/{program}", *argv[1:]], env)
-                os.execve(program, argv, env)
+                _exec_in_container(argv, env, container, procid, write_end)
             os.chdir(cwd)
             os.closerange(3, write_end)
             os.closerange(write_end + 1, 65536)
             os.execve(argv[0], argv, env)
         except BaseException as exc:  # report to the parent, never return into its code
-            if isinstance(exc, JobFileError):
-                why = str(exc)
-            elif isinstance(exc, OSError) and exc.filename in (argv[0], cwd):
-                why = exec_failure(exc, argv[0], cwd)
-            else:
-                why = f"{type(exc).__name__}: {exc}"
-            code = exc.errno if isinstance(exc, OSError) and exc.errno else 1
             try:
-                os.write(write_end, f"{code}\n{why}".encode()[:4000])
+                os.write(write_end, _child_failure(exc, argv[0], cwd))
             finally:
                 os._exit(127)
     os.close(write_end)
+    _wait_for_exec(read_end, pid, end)
+    return pid
+
+
+_DEFAULT_SIGNALS = (
+    signal.SIGTERM,
+    signal.SIGINT,
+    signal.SIGHUP,
+    signal.SIGCHLD,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+    signal.SIGPIPE,
+)
+
+
+def _become_task(
+    pgid: int,
+    cgroup_procs: list[str] | None,
+    cpu_ids: list[int] | None,
+    creds: tuple[int, int, list[int]] | None,
+    umask: int,
+    files: TaskFiles,
+) -> None:
+    """In the forked child: what `spawn_task` promises before the exec, in order."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    for sig in _DEFAULT_SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
+    os.setpgid(0, pgid)
+    for procs in cgroup_procs or ():
+        with contextlib.suppress(OSError), open(procs, "w") as fh:
+            fh.write("0")
+    if cpu_ids:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, cpu_ids)
+    if creds is not None:
+        uid, gid, groups = creds
+        os.setgroups(groups)
+        os.setgid(gid)
+        os.setuid(uid)
+    os.umask(umask)
+    for fd, target in zip(open_task_files(files), (0, 1, 2), strict=True):
+        os.dup2(fd, target)
+
+
+def _exec_in_container(
+    argv: list[str], env: dict[str, str], container: dict[str, Any], procid: int, keep: int
+) -> None:
+    """In the forked child, as the user: open `argv[0]` on the host, enter the
+    container and run the program from its descriptor (a script's interpreter reads
+    it by /dev/fd); every descriptor but the program and `keep` is closed."""
+    from podium.run.containers.lifecycle import enter
+
+    program = os.open(argv[0], os.O_RDONLY)
+    os.set_inheritable(program, True)
+    env, rc = enter(container, procid, env)
+    os.closerange(3, min(keep, program))
+    os.closerange(max(keep, program) + 1, 65536)
+    os.closerange(min(keep, program) + 1, max(keep, program))
+    if rc:
+        os.execve("/bin/sh", ["sh", rc, f"/proc/self/fd/{program}", *argv[1:]], env)
+    os.execve(program, argv, env)
+
+
+def _child_failure(exc: BaseException, program: str, cwd: str) -> bytes:
+    """What the child tells the parent when it could not exec: "ERRNO\\nreason"."""
+    if isinstance(exc, JobFileError):
+        why = str(exc)
+    elif isinstance(exc, OSError) and exc.filename in (program, cwd):
+        why = exec_failure(exc, program, cwd)
+    else:
+        why = f"{type(exc).__name__}: {exc}"
+    code = exc.errno if isinstance(exc, OSError) and exc.errno else 1
+    return f"{code}\n{why}".encode()[:4000]
+
+
+def _wait_for_exec(read_end: int, pid: int, end: float | None) -> None:
+    """Read the child's report until its exec closes the pipe: nothing means it runs;
+    a report raises SpawnError (the child reaped). Stopped (from wait_readable) reaps
+    it too."""
     chunks = []
     try:
         while True:
@@ -151,4 +188,3 @@ def spawn_task(
         errno_text, _, why = b"".join(chunks).decode(errors="replace").partition("\n")
         code = int(errno_text) if errno_text.isdigit() and int(errno_text) > 0 else 1
         raise SpawnError(why, code)
-    return pid
