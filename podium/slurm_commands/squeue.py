@@ -230,100 +230,127 @@ def squeue(
     -t naming others), with at least those record keys (None: whole records).
     `--start` lists the pending jobs with `forecast_of()`'s expected starts (the
     records of GET /v1/forecast) as START_TIME and SCHEDNODES, as Slurm's does."""
-    fmt, header, as_json, array, start = DEFAULT_FORMAT, True, False, False, False
-    named: str | None = None
-    long = False
-    partitions: set[str] = set()
-    users: set[str] = set()
-    ids: set[int] = set()
-    states: set[str] = set()
-    names: set[str] = set()
-    given, words = read_options(args, VALUED, FLAGS, "see docs/slurm-compat.md", optional=("jobs",))
-    if words and any(name == "jobs" and not value for name, value in given):
-        given.append(("jobs", words.pop(0)))  # `-j 12`: squeue takes the word after a bare -j
-    if words:
-        raise ValueError(f"unexpected argument {words[0]!r}")
-    for name, value in given:
-        items = [v for v in value.split(",") if v]
-        if name == "noheader":
-            header = False
-        elif name == "json":
-            as_json = True
-        elif name == "array":
-            array = True
-        elif name == "start":
-            start = True
-        elif name == "me":  # the caller's uid, as Slurm reads it: never $USER
-            users.add(_me())
-        elif name == "user":
-            users.update(_user_names(items))
-        elif name == "jobs" and value:  # a bare -j: every job, as Slurm's
-            ids.update(job_ids(value))
-        elif name == "states":
-            states.update(job_states(items, _BAD_STATE))
-        elif name == "name":
-            names.update(items)
-        elif name == "format":
-            fmt = value
-        elif name == "Format":
-            named = value
-        elif name == "long":
-            long = True
-        elif name == "partition":
-            partitions.update(items)
-    if fmt == DEFAULT_FORMAT and named is None:  # squeue's environment, as Slurm's reads it
-        if os.environ.get("SQUEUE_FORMAT"):
-            fmt = os.environ["SQUEUE_FORMAT"]
-        elif os.environ.get("SQUEUE_FORMAT2"):
-            named = os.environ["SQUEUE_FORMAT2"]
-    if long and fmt == DEFAULT_FORMAT:
-        fmt = LONG_FORMAT
-    if start:
-        fmt = START_FORMAT if fmt == DEFAULT_FORMAT else fmt
-        states = states or {"PENDING"}
-    if named is not None:
-        render_named([], named, header=False)  # a bad -O is refused first
-    render([], fmt, header=False)  # a bad format is refused before the cluster is asked
-    everything = bool(states - {"PENDING", "RUNNING"})
+    q = _Query(args)
+    if q.named is not None:
+        render_named([], q.named, header=False)  # a bad -O is refused first
+    render([], q.fmt, header=False)  # a bad format is refused before the cluster is asked
+    everything = bool(q.states - {"PENDING", "RUNNING"})
     keys = (
-        None if as_json or named is not None else format_keys(fmt) + (ARRAY_KEYS if array else ())
+        None
+        if q.as_json or q.named is not None
+        else format_keys(q.fmt) + (ARRAY_KEYS if q.array else ())
     )
     listed = jobs_of(everything, keys)
-    if array:
+    if q.array:
         from podium.api.arrays import expanded
 
         listed = [task for job in listed for task in expanded(job)]
-    if start and forecast_of is not None:
-        expected = {f["job_id"]: f for f in forecast_of()}
-        for j in listed:
-            found = expected.get(j["job_id"]) if j.get("state") == "PENDING" else None
-            if found is not None:
-                j["start_time"] = found.get("expected_start")
-                j["sched_nodes"] = found.get("node")
-    jobs = [
-        j
-        for j in listed
-        if (not users or j["user"] in users)
-        and (not ids or j["job_id"] in ids or j.get("array_job_id") in ids)
-        and (not states or "ALL" in states or j["state"] in states)
-        and (not names or j["name"] in names)
-        and (not partitions or j["partition"] in partitions)
-    ]
-    jobs.sort(key=slurm_order)
-    if ids and not any(j["job_id"] in ids or j.get("array_job_id") in ids for j in listed):
+    if q.start and forecast_of is not None:
+        _add_expected_starts(listed, forecast_of())
+    jobs = sorted((j for j in listed if q.keeps(j)), key=slurm_order)
+    if q.ids and not any(j["job_id"] in q.ids or j.get("array_job_id") in q.ids for j in listed):
         raise JobsUnknown("slurm_load_jobs error: Invalid job id specified")
-    if as_json:
+    if q.as_json:
         import json
 
         print(json.dumps({"jobs": [slurm_json(j) for j in jobs]}, indent=2))
-    else:
-        if long:
-            import time
+        return 0
+    if q.long:
+        import time
 
-            print(time.asctime())
-        text = render_named(jobs, named, header) if named is not None else render(jobs, fmt, header)
-        if text:
-            print(text)
-        if "%-" in fmt:  # Slurm prints such a field as it is, then says so
-            print("squeue: error: Invalid job format specification: -", file=sys.stderr)
+        print(time.asctime())
+    text = (
+        render_named(jobs, q.named, q.header)
+        if q.named is not None
+        else render(jobs, q.fmt, q.header)
+    )
+    if text:
+        print(text)
+    if "%-" in q.fmt:  # Slurm prints such a field as it is, then says so
+        print("squeue: error: Invalid job format specification: -", file=sys.stderr)
     return 0
+
+
+class _Query:
+    """What squeue was asked: the filters and how to print (a plain class: squeue is
+    called in loops and loads as little as it can)."""
+
+    def __init__(self, args: list[str]) -> None:
+        """Read squeue's options (ValueError: one line on what is wrong), then its
+        environment (SQUEUE_FORMAT, SQUEUE_FORMAT2) as Slurm's reads it."""
+        self.fmt, self.header, self.as_json = DEFAULT_FORMAT, True, False
+        self.array = self.start = self.long = False
+        self.named: str | None = None
+        self.partitions: set[str] = set()
+        self.users: set[str] = set()
+        self.ids: set[int] = set()
+        self.states: set[str] = set()
+        self.names: set[str] = set()
+        given, words = read_options(
+            args, VALUED, FLAGS, "see docs/slurm-compat.md", optional=("jobs",)
+        )
+        if words and any(name == "jobs" and not value for name, value in given):
+            given.append(("jobs", words.pop(0)))  # `-j 12`: squeue takes the word after -j
+        if words:
+            raise ValueError(f"unexpected argument {words[0]!r}")
+        for name, value in given:
+            self._take(name, value)
+        if self.fmt == DEFAULT_FORMAT and self.named is None:  # squeue's environment
+            if os.environ.get("SQUEUE_FORMAT"):
+                self.fmt = os.environ["SQUEUE_FORMAT"]
+            elif os.environ.get("SQUEUE_FORMAT2"):
+                self.named = os.environ["SQUEUE_FORMAT2"]
+        if self.long and self.fmt == DEFAULT_FORMAT:
+            self.fmt = LONG_FORMAT
+        if self.start:
+            self.fmt = START_FORMAT if self.fmt == DEFAULT_FORMAT else self.fmt
+            self.states = self.states or {"PENDING"}
+
+    def _take(self, name: str, value: str) -> None:
+        items = [v for v in value.split(",") if v]
+        if name == "noheader":
+            self.header = False
+        elif name == "json":
+            self.as_json = True
+        elif name == "array":
+            self.array = True
+        elif name == "start":
+            self.start = True
+        elif name == "me":  # the caller's uid, as Slurm reads it: never $USER
+            self.users.add(_me())
+        elif name == "user":
+            self.users.update(_user_names(items))
+        elif name == "jobs" and value:  # a bare -j: every job, as Slurm's
+            self.ids.update(job_ids(value))
+        elif name == "states":
+            self.states.update(job_states(items, _BAD_STATE))
+        elif name == "name":
+            self.names.update(items)
+        elif name == "format":
+            self.fmt = value
+        elif name == "Format":
+            self.named = value
+        elif name == "long":
+            self.long = True
+        elif name == "partition":
+            self.partitions.update(items)
+
+    def keeps(self, j: Mapping[str, Any]) -> bool:
+        """Whether job record `j` passes every filter asked for."""
+        return (
+            (not self.users or j["user"] in self.users)
+            and (not self.ids or j["job_id"] in self.ids or j.get("array_job_id") in self.ids)
+            and (not self.states or "ALL" in self.states or j["state"] in self.states)
+            and (not self.names or j["name"] in self.names)
+            and (not self.partitions or j["partition"] in self.partitions)
+        )
+
+
+def _add_expected_starts(listed: list[dict[str, Any]], forecast: list[dict[str, Any]]) -> None:
+    """Pending jobs get the forecast's expected start and node (START_TIME, SCHEDNODES)."""
+    expected = {f["job_id"]: f for f in forecast}
+    for j in listed:
+        found = expected.get(j["job_id"]) if j.get("state") == "PENDING" else None
+        if found is not None:
+            j["start_time"] = found.get("expected_start")
+            j["sched_nodes"] = found.get("node")
