@@ -142,47 +142,9 @@ def demo(home: Path | None, keep: bool, http: str | None, timeout: float, faults
             f"researcher {who} submits {model}, {gpus} GPU(s), {qos} priority: job {job['job_id']}"
         )
     click.echo("")
-    t0 = time.monotonic()
-    last: tuple[Any, ...] | None = None
     try:
-        while True:
-            jobs = [client.job(i) for i in ids]
-            view = tuple((j["state"], j["reason"], tuple(j["gpu_ids"])) for j in jobs)
-            if view != last:
-                render.show_queue(jobs, title=f"queue at +{time.monotonic() - t0:.1f}s")
-                owners = ", ".join(
-                    f"GPU {g}: job {j['job_id']} ({j['name']})"
-                    for j in jobs
-                    if j["state"] == "RUNNING"
-                    for g in j["gpu_ids"]
-                )
-                click.echo(f"  {owners or 'no GPU in use'}\n")
-                last = view
-            if all(j["state"] in TERMINAL for j in jobs):
-                break
-            if time.monotonic() - t0 > timeout:
-                raise PodiumError(f"the demo jobs did not finish within {timeout:.0f}s")
-            time.sleep(0.2)
-        acct = [j for j in client.acct(JobFilter(finished=True)) if j["job_id"] in ids]
-        render.show_acct(acct, title="accounting")
-        for j in acct:
-            lines = Path(j["stdout"]).read_text().strip().splitlines() if j["stdout"] else []
-            click.echo(f"job {j['job_id']} ({j['name']}): {lines[-1] if lines else '(no output)'}")
-        by_name = {j["name"]: j for j in acct}
-        c_start = by_name["resnet"]["start_time"]
-        ab_ends = sorted(by_name[n]["end_time"] for n in ("bert", "gpt"))
-        ok = all(j["state"] == "COMPLETED" for j in acct) and c_start >= ab_ends[0]
-        first = "A" if by_name["bert"]["end_time"] == ab_ends[0] else "B"
-        shared = (
-            "B and A shared the four GPUs"
-            if not real
-            else (f"B and A shared the {len(real)} GPUs" if len(real) > 1 else "A and B took turns")
-        )
-        click.echo(
-            f"\n{shared}; C waited for a free GPU and ran after {first} finished."
-            if ok
-            else "\nThe scenario did not go as expected: see the tables above."
-        )
+        _follow_queue(client, ids, timeout)
+        ok = _report(client, ids, len(real))
     finally:
         client.close()
         if not keep:
@@ -192,6 +154,57 @@ def demo(home: Path | None, keep: bool, http: str | None, timeout: float, faults
     if not ok:
         sys.exit(1)
     _tidy(home, made and not keep)
+
+
+def _follow_queue(client: EmbeddedBackend, ids: list[int], timeout: float) -> None:
+    """Show the queue and who holds which GPU each time either changes, until every
+    job has ended (PodiumError after `timeout` seconds)."""
+    t0 = time.monotonic()
+    last: tuple[Any, ...] | None = None
+    while True:
+        jobs = [client.job(i) for i in ids]
+        view = tuple((j["state"], j["reason"], tuple(j["gpu_ids"])) for j in jobs)
+        if view != last:
+            render.show_queue(jobs, title=f"queue at +{time.monotonic() - t0:.1f}s")
+            owners = ", ".join(
+                f"GPU {g}: job {j['job_id']} ({j['name']})"
+                for j in jobs
+                if j["state"] == "RUNNING"
+                for g in j["gpu_ids"]
+            )
+            click.echo(f"  {owners or 'no GPU in use'}\n")
+            last = view
+        if all(j["state"] in TERMINAL for j in jobs):
+            return
+        if time.monotonic() - t0 > timeout:
+            raise PodiumError(f"the demo jobs did not finish within {timeout:.0f}s")
+        time.sleep(0.2)
+
+
+def _report(client: EmbeddedBackend, ids: list[int], real: int) -> bool:
+    """Show the accounting and each job's last line; True when every job completed
+    and C (resnet) started only after A or B ended."""
+    acct = [j for j in client.acct(JobFilter(finished=True)) if j["job_id"] in ids]
+    render.show_acct(acct, title="accounting")
+    for j in acct:
+        lines = Path(j["stdout"]).read_text().strip().splitlines() if j["stdout"] else []
+        click.echo(f"job {j['job_id']} ({j['name']}): {lines[-1] if lines else '(no output)'}")
+    by_name = {j["name"]: j for j in acct}
+    c_start = by_name["resnet"]["start_time"]
+    ab_ends = sorted(by_name[n]["end_time"] for n in ("bert", "gpt"))
+    ok = bool(all(j["state"] == "COMPLETED" for j in acct) and c_start >= ab_ends[0])
+    first = "A" if by_name["bert"]["end_time"] == ab_ends[0] else "B"
+    shared = (
+        "B and A shared the four GPUs"
+        if not real
+        else (f"B and A shared the {real} GPUs" if real > 1 else "A and B took turns")
+    )
+    click.echo(
+        f"\n{shared}; C waited for a free GPU and ran after {first} finished."
+        if ok
+        else "\nThe scenario did not go as expected: see the tables above."
+    )
+    return ok
 
 
 def _show_page(client: EmbeddedBackend, http: str) -> None:
