@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
+    from podium.backends.embedded.unixhttp import Response
+
 
 RETRY_DELAYS = (0.1, 0.3, 1.0)  # seconds before each retry; the last repeats
 RETRY_WINDOW_S = 30.0  # how long a safe request waits for a daemon that went away
@@ -145,7 +147,26 @@ class Client:
         headers = dict(self.headers)
         if payload is not None:
             headers["Content-Type"] = "application/json"
-        safe = _retry_safe(method, path, body)
+        response = self._send(method, path, payload, headers, _retry_safe(method, path, body))
+        if not response.getheader("Content-Type", "").startswith("application/json"):
+            raise ApiError(f"the daemon answered {response.status} with non-JSON", 502)
+        text = response.body.decode()
+        if response.status >= 400:
+            try:
+                decoded = lightjson.loads(text)
+            except ValueError:
+                raise ApiError(
+                    f"the daemon answered {response.status} with non-JSON", 502
+                ) from None
+            message = decoded.get("error") if isinstance(decoded, dict) else None
+            raise ApiError(str(message or f"HTTP {response.status}"), response.status)
+        return response.status, text
+
+    def _send(
+        self, method: str, path: str, payload: bytes | None, headers: dict[str, str], safe: bool
+    ) -> Response:
+        """Send until answered, as `request_text` says (`safe`: sending it twice does no
+        harm)."""
         give_up_at: float | None = None  # set at the first failure
         maybe_done = False  # a request was sent and its answer lost
         failures: list[OSError] = []
@@ -154,9 +175,7 @@ class Client:
             if self._conn is None:
                 self._conn = self._connection()
             try:
-                response = self._conn.request(method, path, payload, headers)
-                data = response.body
-                break
+                return self._conn.request(method, path, payload, headers)
             except FileNotFoundError as exc:
                 self.close()
                 if give_up_at is None and self.address is None:  # no socket file: no daemon
@@ -202,19 +221,6 @@ class Client:
                 ) from None
             time.sleep(RETRY_DELAYS[min(attempt, len(RETRY_DELAYS) - 1)])
             attempt += 1
-        if not response.getheader("Content-Type", "").startswith("application/json"):
-            raise ApiError(f"the daemon answered {response.status} with non-JSON", 502)
-        text = data.decode()
-        if response.status >= 400:
-            try:
-                decoded = lightjson.loads(text)
-            except ValueError:
-                raise ApiError(
-                    f"the daemon answered {response.status} with non-JSON", 502
-                ) from None
-            message = decoded.get("error") if isinstance(decoded, dict) else None
-            raise ApiError(str(message or f"HTTP {response.status}"), response.status)
-        return response.status, text
 
     def get(self, path: str, **query: Any) -> Any:
         return self.request("GET", path, query=query)

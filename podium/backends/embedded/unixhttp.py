@@ -33,7 +33,7 @@ class ClosedEarly(ConnectionError):
     """The daemon closed the connection before a whole answer."""
 
 
-class _Response:
+class Response:
     """An answer: status, headers (lower-case names) and body."""
 
     def __init__(self, status: int, headers: dict[str, str], body: bytes) -> None:
@@ -116,7 +116,7 @@ class UnixConnection:
 
     def request(
         self, method: str, target: str, body: bytes | None, headers: dict[str, str]
-    ) -> _Response:
+    ) -> Response:
         if self.sock is None:
             sock = self._connect()
             self.sock, self.reader = sock, _Reader(sock)
@@ -127,7 +127,7 @@ class UnixConnection:
         assert self.reader is not None
         return self._response(self.reader)
 
-    def _response(self, reader: _Reader) -> _Response:
+    def _response(self, reader: _Reader) -> Response:
         status_line = reader.readline(65537)
         if not status_line:
             raise ClosedEarly("no answer")
@@ -152,7 +152,7 @@ class UnixConnection:
                 raise ClosedEarly("body cut off")
         if headers.get("connection", "").lower() == "close":
             self.close()
-        return _Response(int(parts[1]), headers, body)
+        return Response(int(parts[1]), headers, body)
 
     @staticmethod
     def _chunked(reader: _Reader) -> bytes:
