@@ -48,6 +48,34 @@ def read_nodes(raw: Options, out: dict[str, Any]) -> int:
 
 def read_sizes(raw: Options, out: dict[str, Any], mem_per_cpu_mb: int) -> None:
     """Tasks, CPUs, GPUs, --exclusive and memory, as the job asks for them."""
+    ntasks = _read_tasks(raw, out)
+    cpt = positive_int(g) if (g := raw.get("cpus-per-task")) else 1
+    out["cpus_per_task"] = cpt
+    if (g := raw.get("ntasks-per-core")) is not None:
+        positive_int(g)
+    gpus, gpu_units = _read_gpus(raw, out, ntasks)
+    cpus = ntasks * cpt
+    if (g := raw.get("cpus-per-gpu")) is not None:
+        if not gpus:
+            raise option_error(g, "needs GPUs (--gpus or --gres=gpu:N)")
+        cpus = max(cpus, positive_int(g) * gpu_units)
+    if (g := raw.get("mincpus")) is not None:
+        cpus = max(cpus, positive_int(g))
+    out["cpus"] = cpus
+    exclusive = "none"
+    if (g := raw.get("exclusive")) is not None:
+        if g.value in (None, ""):
+            exclusive = "node"
+        elif g.value == "user":
+            exclusive = "user"
+        else:
+            raise option_error(g, f"expected no value or 'user', got {g.value!r}")
+    out["exclusive"] = exclusive
+    out["mem_mb"] = _read_memory(raw, out, cpus * mem_per_cpu_mb, cpus, gpus, gpu_units)
+
+
+def _read_tasks(raw: Options, out: dict[str, Any]) -> int:
+    """--ntasks and --ntasks-per-node against --nodes: the job's task count."""
     nodes = out["nodes"]
     ntasks = positive_int(g) if (g := raw.get("ntasks")) else None
     if (g := raw.get("ntasks-per-node")) is not None:
@@ -64,11 +92,13 @@ def read_sizes(raw: Options, out: dict[str, Any], mem_per_cpu_mb: int) -> None:
     if ntasks < nodes:
         raise SpecError(f"--ntasks={ntasks} is fewer than --nodes={nodes}: each node needs a task")
     out["ntasks"] = ntasks
-    cpt = positive_int(g) if (g := raw.get("cpus-per-task")) else 1
-    out["cpus_per_task"] = cpt
-    if (g := raw.get("ntasks-per-core")) is not None:
-        positive_int(g)
+    return int(ntasks)
 
+
+def _read_gpus(raw: Options, out: dict[str, Any], ntasks: int) -> tuple[int, int]:
+    """--gres, --gpus, --gpus-per-node and --gpus-per-task, which must agree: the GPUs in
+    all, and the whole GPUs they take (1 for an MPS share or shards of one GPU)."""
+    nodes = out["nodes"]
     gpu_type: str | None = None
     gpus: int | None = None
     per_task: int | None = None
@@ -96,45 +126,29 @@ def read_sizes(raw: Options, out: dict[str, Any], mem_per_cpu_mb: int) -> None:
     shared = gpu_type in SHARED_GRES
     if shared and (per_task is not None or out.get("gpus_per_node") is not None):
         raise SpecError(f"--gres={gpu_type}:N is a share of one GPU: not per task or per node")
-    gpu_units = 1 if shared else gpus  # an MPS share or shards: of one GPU
+    return gpus, 1 if shared else gpus
 
-    cpus = ntasks * cpt
-    if (g := raw.get("cpus-per-gpu")) is not None:
-        if not gpus:
-            raise option_error(g, "needs GPUs (--gpus or --gres=gpu:N)")
-        cpus = max(cpus, positive_int(g) * gpu_units)
-    if (g := raw.get("mincpus")) is not None:
-        cpus = max(cpus, positive_int(g))
-    out["cpus"] = cpus
 
-    exclusive = "none"
-    if (g := raw.get("exclusive")) is not None:
-        if g.value in (None, ""):
-            exclusive = "node"
-        elif g.value == "user":
-            exclusive = "user"
-        else:
-            raise option_error(g, f"expected no value or 'user', got {g.value!r}")
-    out["exclusive"] = exclusive
-
+def _read_memory(
+    raw: Options, out: dict[str, Any], default_mb: int, cpus: int, gpus: int, gpu_units: int
+) -> int:
+    """--mem, --mem-per-cpu or --mem-per-gpu (one at most): the job's memory in MB."""
     mem_given = [g for n in ("mem", "mem-per-cpu", "mem-per-gpu") if (g := raw.get(n))]
     if len(mem_given) > 1:
         clash = " and ".join(f"--{g.long}" for g in mem_given)
         raise SpecError(f"{mem_given[-1].where}: {clash} are mutually exclusive: give one")
-    mem = cpus * mem_per_cpu_mb
-    if mem_given:
-        g = mem_given[0]
-        try:
-            amount = parse_memory_mb(str(g.value), zero_ok=g.long == "mem")
-        except ValueError as exc:
-            raise option_error(g, str(exc)) from None
-        out["mem_request"] = (g.long, amount)
-        if g.long == "mem":
-            mem = amount
-        elif g.long == "mem-per-cpu":
-            mem = amount * cpus
-        else:
-            if not gpus:
-                raise option_error(g, "needs GPUs (--gpus or --gres=gpu:N)")
-            mem = amount * gpu_units
-    out["mem_mb"] = mem
+    if not mem_given:
+        return default_mb
+    g = mem_given[0]
+    try:
+        amount = parse_memory_mb(str(g.value), zero_ok=g.long == "mem")
+    except ValueError as exc:
+        raise option_error(g, str(exc)) from None
+    out["mem_request"] = (g.long, amount)
+    if g.long == "mem":
+        return amount
+    if g.long == "mem-per-cpu":
+        return amount * cpus
+    if not gpus:
+        raise option_error(g, "needs GPUs (--gpus or --gres=gpu:N)")
+    return amount * gpu_units
