@@ -162,26 +162,8 @@ class Planner:
         held, gpu_ids = grant.units, list(grant.gpu_ids)
         environment = self.environment(job, spec, grant)
         environment.update(self.mps_share(held, spec, uid, gid, start=make_dirs))
-        names = grant.cuda_names_by_index()
-        if names:  # for srun in the job: CUDA_VISIBLE_DEVICES by UUID
-            environment[CUDA_NAMES] = names
-        if sum(name.startswith("MIG-") for name in grant.cuda_names) > 1:
-            environment[SLICE_PER_TASK] = "1"  # CUDA uses one MIG slice per process
-        # The batch script runs once, as the batch step, with all of the job's GPUs;
-        # its srun calls start the job's tasks (podium.jobsteps.srun).
-        tasks = [TaskPlan(procid=0, localid=0, gpu_ids=list(gpu_ids))]
-        elastic, replicas = spec.elastic, None
-        if elastic is not None:  # each replica is a task running the script, as its rank
-            replicas = elastic.replicas_of(grant.cpus)
-            each = elastic.replica_gpus
-            tasks = [
-                TaskPlan(procid=i, localid=i, gpu_ids=list(gpu_ids[i * each : (i + 1) * each]))
-                for i in range(replicas)
-            ]
-            environment.update(
-                SLURM_NTASKS=str(replicas), SLURM_NPROCS=str(replicas),
-                SLURM_TASKS_PER_NODE=str(replicas),
-            )  # fmt: skip
+        environment.update(_gpu_names(grant))
+        tasks, replicas = _tasks(spec, grant, environment)
         sig = spec.signal
         return LaunchPlan(
             job_id=job.job_id,
@@ -227,7 +209,7 @@ class Planner:
             container=self.container_request(spec, uid, held) if spec.container_image else None,
             replicas=replicas,
             resize_count=job.resize_count,
-            resize_signal=elastic.signal if elastic is not None else 10,
+            resize_signal=spec.elastic.signal if spec.elastic is not None else 10,
         )
 
     def user_container_cache(self, uid: int, gid: int) -> None:
@@ -289,3 +271,40 @@ class Planner:
             "driver_files": self.driver_files() if mine else [],
             "import_env": {k: v for k, v in spec.environment.items() if k in IMPORT_ENV},
         }
+
+
+def _gpu_names(grant: Grant) -> dict[str, str]:
+    """For srun in the job: CUDA_VISIBLE_DEVICES by UUID per GPU index, and one MIG
+    slice per task where the job holds several (CUDA uses one slice per process)."""
+    env: dict[str, str] = {}
+    names = grant.cuda_names_by_index()
+    if names:
+        env[CUDA_NAMES] = names
+    if sum(name.startswith("MIG-") for name in grant.cuda_names) > 1:
+        env[SLICE_PER_TASK] = "1"
+    return env
+
+
+def _tasks(
+    spec: JobSpec, grant: Grant, environment: dict[str, str]
+) -> tuple[list[TaskPlan], int | None]:
+    """The supervisor's tasks, and the replicas of an elastic job (else None).
+
+    The batch script runs once, as the batch step, with all of the job's GPUs; its srun
+    calls start the job's tasks (podium.jobsteps.srun). An elastic job's replicas are
+    each a task running the script, as its rank, with its share of the GPUs; the
+    task counts in `environment` say how many."""
+    gpu_ids = list(grant.gpu_ids)
+    elastic = spec.elastic
+    if elastic is None:
+        return [TaskPlan(procid=0, localid=0, gpu_ids=gpu_ids)], None
+    replicas = elastic.replicas_of(grant.cpus)
+    each = elastic.replica_gpus
+    tasks = [
+        TaskPlan(procid=i, localid=i, gpu_ids=gpu_ids[i * each : (i + 1) * each])
+        for i in range(replicas)
+    ]
+    environment.update(
+        SLURM_NTASKS=str(replicas), SLURM_NPROCS=str(replicas), SLURM_TASKS_PER_NODE=str(replicas)
+    )
+    return tasks, replicas
