@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 from podium.api.text import printable
 from podium.config.cluster import ClusterConfig
-from podium.jobspec.job import JobState
-from podium.recover.resume import Ended, decide, newest_checkpoint
+from podium.jobspec.job import JobSpec, JobState
+from podium.recover.resume import Ended, Verdict, decide, newest_checkpoint
 from podium.run.executor import Poll
 from podium.sched.accounting import requeued_after_preemption, run_usage
 from podium.sched.config_policy import half_life_s
@@ -188,7 +188,6 @@ class RunEnds:
         job_id = row["job_id"]
         if row["preempt_mode"] == RESIZE:
             self.store.drop_resize(job_id, f"the run ended {state}", end_time)
-        now = self.clock()
         faulted = self._faulted.pop(job_id, None)
         if faulted is None and fault == "node":  # stopped by a daemon that since restarted
             faulted = self.effects.fault_note(job_id)
@@ -201,42 +200,13 @@ class RunEnds:
             newest = newest_checkpoint(self.planner.checkpoint_dir(row["job_id"], spec))
             if state == JobState.NODE_FAIL.value or fault is not None:
                 self._note_lost(row, "fault", end_time, newest)
-            before = row["checkpoint_mtime"]
-            verdict = decide(
-                Ended(
-                    state=state,
-                    exit_code=exit_code,
-                    signal=sig,
-                    fault=fault is not None or faulted is not None,
-                    auto_resume=spec.auto_resume,
-                    restart_count=row["restart_count"],
-                    requeue_exit_codes=spec.requeue_exit_codes,
-                    no_requeue_exit_codes=spec.no_requeue_exit_codes,
-                    stalled_restarts=row["stalled_restarts"],
-                    progressed=newest is not None and (before is None or newest > before),
-                    max_stalled=self.config.resume.max_restarts_without_progress,
-                )
-            )
+            verdict = self._verdict(row, spec, state, exit_code, sig, newest, faulted, fault)
             if faulted is None:
                 gpus = sorted({self.planner.node.parent_of(g) for g in spec_gpu_ids(row)})
                 for hook in self.job_failed_hooks:
                     hook(gpus)  # the physical GPUs (a slice's or a share's GPU)
             if verdict.requeue:
-                exclude = [tuple(e) for e in json.loads(row["exclude"] or "[]")]
-                if bad_gpu is not None and (row["node"], bad_gpu) not in exclude:
-                    exclude.append((row["node"], bad_gpu))
-                self.store.requeue(
-                    job_id,
-                    now,
-                    f"{state}: {reason}; {verdict.reason}",
-                    exclude=[(str(n), int(g)) for n, g in exclude],
-                    checkpoint_mtime=newest,
-                    stalled_restarts=verdict.stalled_restarts,
-                    ran_gpu_seconds=self._run_gpu_seconds(row, end_time),
-                )
-                self.effects.notify(row, spec, "REQUEUE", f"ended {state} and was requeued")
-                self.specs.forget(job_id)
-                log.info("job %s %s (%s): requeued, %s", job_id, state, reason, verdict.reason)
+                self._requeue(row, spec, state, reason, verdict, bad_gpu, newest, end_time)
                 return "requeued"
             if spec.auto_resume > 0:
                 reason = f"{reason}; not requeued: {verdict.reason}"
@@ -255,6 +225,64 @@ class RunEnds:
             kind = "TIME_LIMIT"
         self.effects.notify(row, spec, kind, f"ended {state}")
         return "ended"
+
+    def _verdict(
+        self,
+        row: Row,
+        spec: JobSpec,
+        state: str,
+        exit_code: int | None,
+        sig: int | None,
+        newest: float | None,
+        faulted: tuple[str, int | None] | None,
+        fault: str | None,
+    ) -> Verdict:
+        """Whether auto-resume requeues a run that ended FAILED or NODE_FAIL."""
+        before = row["checkpoint_mtime"]
+        return decide(
+            Ended(
+                state=state,
+                exit_code=exit_code,
+                signal=sig,
+                fault=fault is not None or faulted is not None,
+                auto_resume=spec.auto_resume,
+                restart_count=row["restart_count"],
+                requeue_exit_codes=spec.requeue_exit_codes,
+                no_requeue_exit_codes=spec.no_requeue_exit_codes,
+                stalled_restarts=row["stalled_restarts"],
+                progressed=newest is not None and (before is None or newest > before),
+                max_stalled=self.config.resume.max_restarts_without_progress,
+            )
+        )
+
+    def _requeue(
+        self,
+        row: Row,
+        spec: JobSpec,
+        state: str,
+        reason: str,
+        verdict: Verdict,
+        bad_gpu: int | None,
+        newest: float | None,
+        end_time: float,
+    ) -> None:
+        """Requeue the job for another run, avoiding `bad_gpu` (fenced) on its node."""
+        job_id = row["job_id"]
+        exclude = [tuple(e) for e in json.loads(row["exclude"] or "[]")]
+        if bad_gpu is not None and (row["node"], bad_gpu) not in exclude:
+            exclude.append((row["node"], bad_gpu))
+        self.store.requeue(
+            job_id,
+            self.clock(),
+            f"{state}: {reason}; {verdict.reason}",
+            exclude=[(str(n), int(g)) for n, g in exclude],
+            checkpoint_mtime=newest,
+            stalled_restarts=verdict.stalled_restarts,
+            ran_gpu_seconds=self._run_gpu_seconds(row, end_time),
+        )
+        self.effects.notify(row, spec, "REQUEUE", f"ended {state} and was requeued")
+        self.specs.forget(job_id)
+        log.info("job %s %s (%s): requeued, %s", job_id, state, reason, verdict.reason)
 
     def _note_lost(self, row: Row, cause: str, end_time: float, newest: float | None) -> None:
         """Record the GPU-seconds a run stopped for `cause` lost: its GPUs times the time
