@@ -14,8 +14,9 @@ import sys
 import termios
 import time
 
-from podium.jobsteps.srun import Allocation, Step, StepError, run_step, task_env
+from podium.jobsteps.srun import run_step
 from podium.jobsteps.srun_options import parse
+from podium.jobsteps.step_shape import Allocation, Step, StepError, task_env
 from podium.jobsteps.wire import decode, read_header, send
 from podium.run.ports import free_port
 from podium.run.steps import STEP_DIR_ENV, create_step, step_record, update_step

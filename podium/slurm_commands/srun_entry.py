@@ -12,7 +12,8 @@ def srun_main(args: list[str]) -> int:
     """srun ARGS: a step inside the job (PODIUM_STEP_DIR set), else an allocation with
     one step, on this terminal (podium.slurm_commands.attach)."""
     from podium.errors import PodiumError
-    from podium.jobsteps.srun import StepError, run_step
+    from podium.jobsteps.srun import run_step
+    from podium.jobsteps.step_shape import StepError
     from podium.jobsteps.srun_options import parse
     from podium.run.steps import STEP_DIR_ENV
 

@@ -49,8 +49,8 @@ def test_every_srun_option_is_listed_and_nothing_else() -> None:
 
 
 def test_every_step_variable_srun_sets_is_listed() -> None:
-    from podium.jobsteps.srun import Allocation, Step, task_env
     from podium.jobsteps.srun_options import parse
+    from podium.jobsteps.step_shape import Allocation, Step, task_env
 
     env = {"SLURM_JOB_ID": "1", "SLURM_NTASKS": "2", "SLURM_JOB_GPUS": "0,1"}
     alloc = Allocation(env)
