@@ -137,38 +137,7 @@ def teams(
                 "metadata": {"name": name, "labels": {ACCOUNT_LABEL: dns_label(member.name)}},
             }
         )
-        gpu: dict[str, Any] = {"name": "nvidia.com/gpu", "nominalQuota": g, **member.limits}
-        queues.append(
-            {
-                "apiVersion": KUEUE,
-                "kind": "ClusterQueue",
-                "metadata": {"name": name, "labels": {ACCOUNT_LABEL: dns_label(member.name)}},
-                "spec": {
-                    "cohortName": dns_label(member.cohort),
-                    "fairSharing": {"weight": f"{member.weight:g}"},
-                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": name}},
-                    "preemption": {
-                        "reclaimWithinCohort": member.preemption[0],
-                        "withinClusterQueue": member.preemption[1],
-                    },
-                    "resourceGroups": [
-                        {
-                            "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
-                            "flavors": [
-                                {
-                                    "name": flavor,
-                                    "resources": [
-                                        {"name": "cpu", "nominalQuota": c},
-                                        {"name": "memory", "nominalQuota": f"{m}Gi"},
-                                        gpu,
-                                    ],
-                                }
-                            ],
-                        }
-                    ],
-                },
-            }
-        )
+        queues.append(_cluster_queue(name, member, flavor, g, c, m))
         queues.append(
             {
                 "apiVersion": KUEUE,
@@ -178,3 +147,40 @@ def teams(
             }
         )
     return docs + queues
+
+
+def _cluster_queue(
+    name: str, member: Member, flavor: str, gpus: int, cpus: int, memory_gi: int
+) -> dict[str, Any]:
+    """A team's ClusterQueue: its nominal quota of one flavor, its limits, its cohort,
+    its fair-sharing weight and how it preempts; only its namespace submits to it."""
+    gpu: dict[str, Any] = {"name": "nvidia.com/gpu", "nominalQuota": gpus, **member.limits}
+    return {
+        "apiVersion": KUEUE,
+        "kind": "ClusterQueue",
+        "metadata": {"name": name, "labels": {ACCOUNT_LABEL: dns_label(member.name)}},
+        "spec": {
+            "cohortName": dns_label(member.cohort),
+            "fairSharing": {"weight": f"{member.weight:g}"},
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": name}},
+            "preemption": {
+                "reclaimWithinCohort": member.preemption[0],
+                "withinClusterQueue": member.preemption[1],
+            },
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                    "flavors": [
+                        {
+                            "name": flavor,
+                            "resources": [
+                                {"name": "cpu", "nominalQuota": cpus},
+                                {"name": "memory", "nominalQuota": f"{memory_gi}Gi"},
+                                gpu,
+                            ],
+                        }
+                    ],
+                }
+            ],
+        },
+    }
