@@ -93,17 +93,7 @@ def manifests(
     id, as `--dry-run` and `--test-only` show them: `NAME-` and a hash of the spec, no
     id. Built once, ready to create. Raises Unsatisfiable with the reason when
     Kubernetes cannot run it as asked."""
-    image = spec.container_image or target.image
-    if not image:
-        raise Unsatisfiable(
-            "a job on Kubernetes runs in a container: give --container-image=IMAGE "
-            "(e.g. nvcr.io/nvidia/pytorch:24.05-py3), or set kubernetes.image in the config"
-        )
-    if len(spec.script.encode()) > MAX_SCRIPT_BYTES:
-        raise Unsatisfiable(
-            f"the script is {len(spec.script.encode())} bytes: a ConfigMap holds at most "
-            f"{MAX_SCRIPT_BYTES} (keep large files in the image or a volume)"
-        )
+    image = _image_and_script_fit(spec, target)
     digest = hashlib.sha256(json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode())
     name = dns_name(spec.name, str(job_id) if job_id is not None else digest.hexdigest()[:8])
     labels = {QUEUE_LABEL: target.local_queue, JOB_LABEL: name}
@@ -138,6 +128,31 @@ def manifests(
     if spec.nodes == 1 and not spec.auto_resume:
         job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": job_spec}
         return [config_map, job]
+    return [config_map, _jobset(spec, name, meta, job_spec)]
+
+
+def _image_and_script_fit(spec: JobSpec, target: Target) -> str:
+    """The image the job runs in; Unsatisfiable when there is none or the script is
+    larger than a ConfigMap holds."""
+    image = spec.container_image or target.image
+    if not image:
+        raise Unsatisfiable(
+            "a job on Kubernetes runs in a container: give --container-image=IMAGE "
+            "(e.g. nvcr.io/nvidia/pytorch:24.05-py3), or set kubernetes.image in the config"
+        )
+    if len(spec.script.encode()) > MAX_SCRIPT_BYTES:
+        raise Unsatisfiable(
+            f"the script is {len(spec.script.encode())} bytes: a ConfigMap holds at most "
+            f"{MAX_SCRIPT_BYTES} (keep large files in the image or a volume)"
+        )
+    return image
+
+
+def _jobset(
+    spec: JobSpec, name: str, meta: dict[str, Any], job_spec: dict[str, Any]
+) -> dict[str, Any]:
+    """A JobSet of one replicated Job (several nodes, or auto-resume): restarted whole
+    by JobSet up to --auto-resume times when a pod is lost to its node."""
     failure: dict[str, Any] = {"maxRestarts": spec.auto_resume}
     if spec.auto_resume:
         # A pod lost to its node (evicted: DisruptionTarget) fails its Job by the
@@ -154,7 +169,7 @@ def manifests(
             ]
         }
         failure["rules"] = [{"action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}]
-    jobset = {
+    return {
         "apiVersion": "jobset.x-k8s.io/v1alpha2",
         "kind": "JobSet",
         "metadata": meta,
@@ -164,7 +179,6 @@ def manifests(
             "replicatedJobs": [{"name": "workers", "replicas": 1, "template": {"spec": job_spec}}],
         },
     }
-    return [config_map, jobset]
 
 
 def _pod_template(spec: JobSpec, name: str, image: str) -> dict[str, Any]:
