@@ -59,40 +59,10 @@ def health(
 
         across = AcrossNodes(nodes, expect, spare, size, gpus, cpu, not no_drain)
         sys.exit(int(across.run(as_json)))
-    from podium.config.cluster import default_config, load_config
-    from podium.node.health.check_results import append_results, run_checks
-    from podium.node.health.suite import node_checks, nvml_probe
-    from podium.node.inventory import resolve_inventory
-
     home = paths.home()
-    records = None
-    if config is None:  # a running daemon runs them: results become events and act
-        try:
-            backend = EmbeddedBackend(home, timeout=3600)
-            if deep:  # minutes of burn-in and bandwidth: say it is working
-                data = while_working(
-                    "podium health", "deep checks on the daemon's node",
-                    lambda: backend.health(deep),
-                )  # fmt: skip
-            else:
-                data = backend.health(deep)
-            records = data["results"]
-        except DaemonUnavailable:
-            pass
+    records = _daemon_results(home, deep) if config is None else None
     if records is None:
-        _own_home(home)  # its disk check reads it: a fresh PODIUM_HOME is not "unknown"
-        path = config or paths.config_path(home)
-        cluster = load_config(path) if path.exists() else default_config()
-        inventory = resolve_inventory(cluster.node.gpus, place=str(home))
-        checks = node_checks(cluster, home, inventory, nvml_probe())
-        if deep:
-            results = while_working(
-                "podium health", "deep checks", lambda: run_checks(checks, deep=deep)
-            )
-        else:
-            results = run_checks(checks, deep=deep)
-        records = [r.to_json() for r in results]
-        append_results(home / "health.jsonl", cluster.node.name, results)
+        records = _results_here(home, config, deep)
     counted = [r for r in records if not r.get("skipped")]
     statuses = {s.name.lower(): s for s in Status}
     status = worst_status(statuses[r["status"]] for r in counted)
@@ -115,6 +85,47 @@ def health(
         )
         click.echo(summary(status, counted, len(records) - len(counted)))
     sys.exit(int(status))
+
+
+def _daemon_results(home: Path, deep: bool) -> list[dict[str, Any]] | None:
+    """The results of checks a running daemon ran (they become events and act), or
+    None when no daemon answers."""
+    try:
+        backend = EmbeddedBackend(home, timeout=3600)
+        if deep:  # minutes of burn-in and bandwidth: say it is working
+            data = while_working(
+                "podium health", "deep checks on the daemon's node",
+                lambda: backend.health(deep),
+            )  # fmt: skip
+        else:
+            data = backend.health(deep)
+    except DaemonUnavailable:
+        return None
+    results: list[dict[str, Any]] = data["results"]
+    return results
+
+
+def _results_here(home: Path, config: Path | None, deep: bool) -> list[dict[str, Any]]:
+    """Run the checks in this process, with `config` (else PODIUM_HOME's, else the
+    defaults), and append them to PODIUM_HOME/health.jsonl."""
+    from podium.config.cluster import default_config, load_config
+    from podium.node.health.check_results import append_results, run_checks
+    from podium.node.health.suite import node_checks, nvml_probe
+    from podium.node.inventory import resolve_inventory
+
+    _own_home(home)  # its disk check reads it: a fresh PODIUM_HOME is not "unknown"
+    path = config or paths.config_path(home)
+    cluster = load_config(path) if path.exists() else default_config()
+    inventory = resolve_inventory(cluster.node.gpus, place=str(home))
+    checks = node_checks(cluster, home, inventory, nvml_probe())
+    if deep:
+        results = while_working(
+            "podium health", "deep checks", lambda: run_checks(checks, deep=deep)
+        )
+    else:
+        results = run_checks(checks, deep=deep)
+    append_results(home / "health.jsonl", cluster.node.name, results)
+    return [r.to_json() for r in results]
 
 
 def _own_home(home: Path) -> None:
