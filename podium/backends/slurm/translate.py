@@ -159,6 +159,30 @@ def sbatch_options(spec: JobSpec) -> list[str]:
     ):
         if value:
             opts.append((key, value))
+    opts += _size_options(spec)
+    opts += _time_and_file_options(spec)
+    opts += _control_options(spec)
+    opts.extend(spec.binding)
+    opts.extend(spec.engine_options)
+    if spec.mail_types:
+        opts.append(("mail-type", ",".join(spec.mail_types)))
+    if spec.mail_user:
+        opts.append(("mail-user", spec.mail_user))
+    if spec.constraint:
+        opts.append(("constraint", spec.constraint))
+    if spec.nodelist:
+        opts.append(("nodelist", ",".join(spec.nodelist)))
+    if spec.exclude:
+        opts.append(("exclude", ",".join(spec.exclude)))
+    opts.extend(container_options(spec))
+    return [
+        f"--{key}" if value is None else f"--{key}={_directive_quote(value)}" for key, value in opts
+    ]
+
+
+def _size_options(spec: JobSpec) -> list[tuple[str, str | None]]:
+    """Nodes, tasks, CPUs, GPUs and memory, as the job asked for them."""
+    opts: list[tuple[str, str | None]] = []
     opts.append(("nodes", str(spec.nodes)))
     opts.append(("ntasks", str(spec.ntasks)))
     if spec.ntasks_per_node is not None:
@@ -176,6 +200,12 @@ def sbatch_options(spec: JobSpec) -> list[str]:
     if spec.mem_request is not None:
         name, mib = spec.mem_request
         opts.append((name, f"{mib}M" if mib else "0"))  # --mem=0: all of each node's
+    return opts
+
+
+def _time_and_file_options(spec: JobSpec) -> list[tuple[str, str | None]]:
+    """Time limits and the standard files."""
+    opts: list[tuple[str, str | None]] = []
     if spec.time_limit_s is not None:
         opts.append(("time", _duration(spec.time_limit_s)))
     if spec.time_min_s is not None:
@@ -187,6 +217,12 @@ def sbatch_options(spec: JobSpec) -> list[str]:
         opts.append(("input", spec.input))
     if spec.open_mode != "truncate":
         opts.append(("open-mode", spec.open_mode))
+    return opts
+
+
+def _control_options(spec: JobSpec) -> list[tuple[str, str | None]]:
+    """Requeue, dependencies, arrays, signals, exclusivity, hold, nice, begin, comment."""
+    opts: list[tuple[str, str | None]] = []
     opts.append(("requeue" if spec.requeue or spec.auto_resume else "no-requeue", None))
     if spec.dependencies:
         opts.append(("dependency", _dependency(spec.dependencies, spec.dependency_any)))
@@ -215,22 +251,7 @@ def sbatch_options(spec: JobSpec) -> list[str]:
         opts.append(("comment", spec.comment))
     if spec.wckey:
         opts.append(("wckey", spec.wckey))
-    opts.extend(spec.binding)
-    opts.extend(spec.engine_options)
-    if spec.mail_types:
-        opts.append(("mail-type", ",".join(spec.mail_types)))
-    if spec.mail_user:
-        opts.append(("mail-user", spec.mail_user))
-    if spec.constraint:
-        opts.append(("constraint", spec.constraint))
-    if spec.nodelist:
-        opts.append(("nodelist", ",".join(spec.nodelist)))
-    if spec.exclude:
-        opts.append(("exclude", ",".join(spec.exclude)))
-    opts.extend(container_options(spec))
-    return [
-        f"--{key}" if value is None else f"--{key}={_directive_quote(value)}" for key, value in opts
-    ]
+    return opts
 
 
 def _refuse_untranslatable(spec: JobSpec) -> None:
