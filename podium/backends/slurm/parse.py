@@ -18,6 +18,16 @@ from typing import Any
 from podium.api.hostlist import hostlist
 from podium.api.states import TERMINAL_STATES
 from podium.api.times import iso, run_times
+from podium.backends.slurm.slurm_values import (
+    exit_status,
+    gpu_indices,
+    gres_count,
+    memory_mb,
+    number,
+    states,
+    text,
+    wckey,
+)
 from podium.run.patterns import expand
 
 # Slurm job states -> Podium's (server/job_rows.py uses Slurm's names already).
@@ -42,94 +52,6 @@ TERMINAL = TERMINAL_STATES
 HELD_REASONS = {"JobHeldUser", "JobHeldAdmin", "job_requeued_in_held_state"}
 
 
-def number(value: Any) -> int | None:
-    """A Slurm number: a plain int, or v0.0.39+'s {"set", "infinite", "number"}."""
-    if isinstance(value, dict):
-        if not value.get("set", True) or value.get("infinite"):
-            return None
-        value = value.get("number")
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, int | float):
-        return int(value)
-    return None
-
-
-def states(value: Any) -> list[str]:
-    """A state field as a list of upper-case words ("RUNNING" or ["RUNNING", ...])."""
-    if isinstance(value, str):
-        return [w for w in re.split(r"[+, ]", value.upper()) if w]
-    if isinstance(value, list):
-        return [str(w).upper() for w in value]
-    return []
-
-
-def exit_status(value: Any) -> tuple[int | None, int | None]:
-    """(exit code, signal) from a raw wait status (22.05) or an exit-code object."""
-    if isinstance(value, dict):
-        code = number(value.get("return_code"))
-        sig = value.get("signal") or {}
-        signum = number(sig.get("id") if isinstance(sig, dict) else sig)
-        return code, signum or None
-    raw = number(value)
-    if raw is None:
-        return None, None
-    if raw & 0x7F:
-        return None, raw & 0x7F
-    return raw >> 8, None
-
-
-def memory_mb(text: str) -> int | None:
-    """The mem= value of a TRES string ("cpu=2,mem=512M,node=1") in MiB."""
-    match = re.search(r"(?:^|,)mem=(\d+(?:\.\d+)?)([KMGT]?)", text or "")
-    if not match:
-        return None
-    scale = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 * 1024}[match.group(2)]
-    return int(float(match.group(1)) * scale)
-
-
-def _gres_count(text: str, name: str = "gpu") -> tuple[str | None, int]:
-    """(type, count) of `name` in a GRES string: "gres:gpu:a100:2", "gpu:4,mps:400"."""
-    for item in (text or "").split(","):
-        fields = item.split("(")[0].replace("gres/", "gres:", 1).split(":")
-        if fields and fields[0] == "gres":
-            fields = fields[1:]
-        if not fields or fields[0] != name:
-            continue
-        if len(fields) == 2 and fields[1].isdigit():
-            return None, int(fields[1])
-        if len(fields) == 3 and fields[2].isdigit():
-            return fields[1], int(fields[2])
-        if len(fields) == 1:
-            return None, 1
-    return None, 0
-
-
-def gpu_indices(detail: str) -> list[int]:
-    """GPU indices of one node's gres_detail entry: "gpu:a100:2(IDX:0,2-3)" -> [0, 2, 3]."""
-    match = re.search(r"IDX:([0-9,\-]+)", detail or "")
-    if not match:
-        return []
-    out: list[int] = []
-    for item in match.group(1).split(","):
-        lo, _, hi = item.partition("-")
-        out += list(range(int(lo), int(hi or lo) + 1))
-    return out
-
-
-def _wckey(value: Any) -> str | None:
-    """squeue gives the wckey as text, sacct as {"wckey": text, "flags": [...]}."""
-    if isinstance(value, dict):
-        value = value.get("wckey")
-    return _text(value)
-
-
-def _text(value: Any) -> str | None:
-    if value in (None, "", "(null)", "None"):
-        return None
-    return str(value)
-
-
 def job_state(job: dict[str, Any]) -> str:
     """The Podium state of a Slurm job document."""
     words = states(job.get("job_state"))
@@ -145,28 +67,17 @@ def job_record(job: dict[str, Any], now: float) -> dict[str, Any]:
     start = number(job.get("start_time")) if state != "PENDING" else None
     start = start or None
     end = number(job.get("end_time")) if terminal else None
-    node_expr = _text(job.get("nodes")) if state != "PENDING" else None
+    node_expr = text(job.get("nodes")) if state != "PENDING" else None
     nodes = hostlist(node_expr) if node_expr else []
     node_count = number(job.get("node_count")) or max(1, len(nodes))
     tasks = number(job.get("tasks")) or 1
-    gpu_type, per_node = _gres_count(str(job.get("tres_per_node") or ""))
-    _, per_job = _gres_count(str(job.get("tres_per_job") or ""))
-    _, per_task = _gres_count(str(job.get("tres_per_task") or ""))
-    gpus = per_job or per_node * node_count or per_task * tasks
+    gpu_type, gpus = _gpus(job, node_count, tasks)
     details = job.get("gres_detail") or []
     by_node = {n: gpu_indices(d) for n, d in zip(nodes, details, strict=False)}
     code, signum = exit_status(job.get("exit_code")) if terminal else (None, None)
-    reason = _text(job.get("state_reason"))
+    reason = text(job.get("state_reason"))
     job_id = number(job.get("job_id")) or 0
-    array_job = number(job.get("array_job_id")) or None
-    array_task = number(job.get("array_task_id")) if array_job else None
-    pending_tasks = _text(job.get("array_task_string")) if array_job else None
-    if pending_tasks and array_task is None:
-        shown = f"{array_job}_[{pending_tasks}]"  # the tasks not yet started, as squeue shows
-    elif array_job:
-        shown = f"{array_job}_{array_task}"
-    else:
-        shown = str(job_id)
+    array_job, array_task, pending_tasks, shown = _array_ids(job, job_id)
     cpus = number(job.get("cpus")) or 1
     time_limit = number(job.get("time_limit"))
     record: dict[str, Any] = {
@@ -178,13 +89,13 @@ def job_record(job: dict[str, Any], now: float) -> dict[str, Any]:
         "name": job.get("name") or "",
         "user": job.get("user_name") or str(job.get("user_id", "")),
         "uid": number(job.get("user_id")),
-        "account": _text(job.get("account")) or "",
+        "account": text(job.get("account")) or "",
         "state": state,
         "ending": None,  # Slurm shows its CG jobs as RUNNING here
         "slurm_state": "+".join(states(job.get("job_state"))),
         "reason": reason,
         "partition": job.get("partition") or "",
-        "qos": _text(job.get("qos")) or "",
+        "qos": text(job.get("qos")) or "",
         "nice": number(job.get("nice")) or 0,
         "held": reason in HELD_REASONS,
         "gpus": gpus,
@@ -197,7 +108,7 @@ def job_record(job: dict[str, Any], now: float) -> dict[str, Any]:
         "node": node_expr,
         "nodes": nodes,
         "node_count": node_count,
-        "excluded_nodes": hostlist(_text(job.get("excluded_nodes")) or ""),
+        "excluded_nodes": hostlist(text(job.get("excluded_nodes")) or ""),
         "time_limit_s": time_limit * 60 if time_limit is not None else None,
         "exit_code": code,
         "signal": signum,
@@ -205,12 +116,12 @@ def job_record(job: dict[str, Any], now: float) -> dict[str, Any]:
         "gpu_share": None,  # Slurm's records count GRES, not their share of a GPU
         "gpu_mem_peak_mb": None,
         "restart_count": number(job.get("restart_cnt")) or 0,
-        "dependency": _text(job.get("dependency")),
-        "stdout": _text(job.get("standard_output")),
-        "stderr": _text(job.get("standard_error")),
+        "dependency": text(job.get("dependency")),
+        "stdout": text(job.get("standard_output")),
+        "stderr": text(job.get("standard_error")),
         "work_dir": job.get("current_working_directory") or "",
-        "comment": _text(job.get("comment")),
-        "wckey": _wckey(job.get("wckey")),
+        "comment": text(job.get("comment")),
+        "wckey": wckey(job.get("wckey")),
         "begin_epoch": number(job.get("eligible_time")) or None if state == "PENDING" else None,
         "mem_per": None,  # Slurm's JSON gives memory per node or per CPU with a flag bit
         "gpus_per_node": None,
@@ -219,6 +130,28 @@ def job_record(job: dict[str, Any], now: float) -> dict[str, Any]:
         if record[key]:
             record[key] = output_path(str(record[key]), record)
     return record
+
+
+def _gpus(job: dict[str, Any], node_count: int, tasks: int) -> tuple[str | None, int]:
+    """The GPU type and count a job asked for, per node, per job or per task."""
+    gpu_type, per_node = gres_count(str(job.get("tres_per_node") or ""))
+    _, per_job = gres_count(str(job.get("tres_per_job") or ""))
+    _, per_task = gres_count(str(job.get("tres_per_task") or ""))
+    return gpu_type, per_job or per_node * node_count or per_task * tasks
+
+
+def _array_ids(job: dict[str, Any], job_id: int) -> tuple[int | None, int | None, str | None, str]:
+    """(array job id, task id, the tasks not yet started, the id as squeue shows it)."""
+    array_job = number(job.get("array_job_id")) or None
+    array_task = number(job.get("array_task_id")) if array_job else None
+    pending_tasks = text(job.get("array_task_string")) if array_job else None
+    if pending_tasks and array_task is None:
+        shown = f"{array_job}_[{pending_tasks}]"  # the tasks not yet started, as squeue shows
+    elif array_job:
+        shown = f"{array_job}_{array_task}"
+    else:
+        shown = str(job_id)
+    return array_job, array_task, pending_tasks, shown
 
 
 def output_path(pattern: str, record: dict[str, Any]) -> str:
@@ -255,7 +188,7 @@ def node_record(node: dict[str, Any], jobs: Iterable[dict[str, Any]]) -> dict[st
     (their gpu_ids_by_node say which job holds which GPU)."""
     name = str(node.get("name") or "")
     words = states(node.get("state")) + states(node.get("state_flags"))
-    reason = _text(node.get("reason"))
+    reason = text(node.get("reason"))
     drained = any(w in ("DRAIN", "DRAINED", "DRAINING") for w in words)
     busy = any(w in ("ALLOCATED", "MIXED", "COMPLETING") for w in words)
     if "DOWN" in words:
@@ -268,8 +201,8 @@ def node_record(node: dict[str, Any], jobs: Iterable[dict[str, Any]]) -> dict[st
         state = "mixed"
     else:
         state = words[0].lower() if words else "unknown"
-    gpu_type, total = _gres_count(str(node.get("gres") or ""))
-    _, used = _gres_count(str(node.get("gres_used") or ""))
+    gpu_type, total = gres_count(str(node.get("gres") or ""))
+    _, used = gres_count(str(node.get("gres_used") or ""))
     owner = {
         i: j["job_id"]
         for j in jobs
@@ -331,10 +264,10 @@ def jobcomp_record(line: str) -> dict[str, Any] | None:
         return None
 
     def epoch(key: str) -> int | None:
-        text = fields.get(key)
-        if not text or text in ("Unknown", "None"):
+        stamp = fields.get(key)
+        if not stamp or stamp in ("Unknown", "None"):
             return None
-        return int(dt.datetime.fromisoformat(text).timestamp())
+        return int(dt.datetime.fromisoformat(stamp).timestamp())
 
     code_text, _, sig_text = fields.get("ExitCode", "0:0").partition(":")
     start, end = epoch("StartTime"), epoch("EndTime")
@@ -342,10 +275,10 @@ def jobcomp_record(line: str) -> dict[str, Any] | None:
     uid_match = re.search(r"\((\d+)\)", user)
     cpus = int(fields.get("ProcCnt", "1") or 1)
     elapsed = max(0, (end or 0) - (start or 0)) if start and end else 0
-    gpu_type, gpus = _gres_count(fields.get("Tres", "").replace("gres/", "gres:").replace("=", ":"))
+    gpu_type, gpus = gres_count(fields.get("Tres", "").replace("gres/", "gres:").replace("=", ":"))
     state = fields.get("JobState", "")
     state = _STATE.get(state, state)
-    nodes_expr = _text(fields.get("NodeList"))
+    nodes_expr = text(fields.get("NodeList"))
     limit = fields.get("TimeLimit", "")
     return {
         "job_id": int(fields["JobId"]),
@@ -356,11 +289,11 @@ def jobcomp_record(line: str) -> dict[str, Any] | None:
         "name": fields.get("Name", ""),
         "user": user.split("(")[0],
         "uid": int(uid_match.group(1)) if uid_match else None,
-        "account": _text(fields.get("Account")) or "",
+        "account": text(fields.get("Account")) or "",
         "state": state,
         "ending": None,  # Slurm shows its CG jobs as RUNNING here
         "partition": fields.get("Partition", ""),
-        "qos": _text(fields.get("QOS")) or "",
+        "qos": text(fields.get("QOS")) or "",
         "reason": "None",
         "nice": 0,
         "held": False,
@@ -393,7 +326,7 @@ def jobcomp_record(line: str) -> dict[str, Any] | None:
         "stderr": None,
         "work_dir": fields.get("WorkDir", ""),
         "comment": None,
-        "wckey": _text(fields.get("WCKey")),
+        "wckey": text(fields.get("WCKey")),
         "begin_epoch": None,  # an ended job's: jobcomp does not keep it
         "mem_per": None,
         "gpus_per_node": None,

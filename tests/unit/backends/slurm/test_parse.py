@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from podium.backends.slurm import parse
+from podium.backends.slurm import parse, slurm_values
 
 DATA = Path(__file__).with_name("data")
 
@@ -21,10 +21,10 @@ def test_hostlist_expands_ranges_and_padding() -> None:
 
 
 def test_exit_status_from_wait_status_and_objects() -> None:
-    assert parse.exit_status(768) == (3, None)  # 22.05: raw wait status
-    assert parse.exit_status(9) == (None, 9)
-    assert parse.exit_status({"status": "FAILED", "return_code": 3}) == (3, None)
-    assert parse.exit_status(
+    assert slurm_values.exit_status(768) == (3, None)  # 22.05: raw wait status
+    assert slurm_values.exit_status(9) == (None, 9)
+    assert slurm_values.exit_status({"status": "FAILED", "return_code": 3}) == (3, None)
+    assert slurm_values.exit_status(
         {"return_code": {"set": True, "infinite": False, "number": 0}, "signal": {"id": 9}}
     ) == (0, 9)
 
