@@ -286,26 +286,13 @@ def _devices(rank: int, local: int, cuda: bool) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # c10d's warnings: not the table
-    try:
-        import torch
-        import torch.distributed as dist
-    except ImportError:
-        print(
-            f"collective_perf: torch is not installed on {socket.gethostname()}: install "
-            "podium[torch] there, or nccl-tests (its *_perf binaries on PATH)",
-            file=sys.stderr,
-        )
+    missing = _missing_modules()
+    if missing:
+        print(missing, file=sys.stderr)
         return 2
-    try:
-        import numpy  # noqa: F401  (torch.distributed's object collectives need it)
-    except ImportError:
-        print(
-            f"collective_perf: numpy is not installed on {socket.gethostname()} and torch "
-            "needs it to gather the ranks' names: install podium[torch] there (it brings "
-            "numpy), or nccl-tests",
-            file=sys.stderr,
-        )
-        return 2
+    import torch
+    import torch.distributed as dist
+
     rank, world, local = place()
     cuda = torch.cuda.is_available() and os.environ.get("CUDA_VISIBLE_DEVICES", "") != ""
     if cuda:
@@ -328,42 +315,75 @@ def main(argv: list[str] | None = None) -> int:
         say(line)
     bench = Bench(args.collective, rank, world, device)
     busbws: list[float] = []
-    wrong_total = 0
+    total = 0
     for nbytes in sizes(args.minbytes, args.maxbytes, args.stepfactor):
         count = element_count(args.collective, nbytes, world)
-        cells: list[Cell] = []
-        for call, wrong_after in bench.variants(count):
-            wrong = 0
-            if args.check:
-                call()
-                counted = torch.tensor([wrong_after()], device=device)
-                dist.all_reduce(counted)  # #wrong counts every rank's elements
-                wrong = int(counted.item())
-            for _ in range(args.warmup):
-                call()
-            dist.barrier()
-            start = time.perf_counter()
-            for _ in range(args.iters):
-                call()
-            if cuda:
-                torch.cuda.synchronize()
-            seconds = (time.perf_counter() - start) / args.iters
-            if world > 1:
-                algbw = count * WORD / seconds / 1e9
-                busbw = bus_bandwidth(args.collective, algbw, world)
-                cells.append((seconds * 1e6, algbw, busbw, wrong))
-                busbws.append(busbw)
-            else:
-                cells.append((seconds * 1e6, None, None, wrong))
-            wrong_total += wrong
+        cells = [_measure(args, call, wrong_after, count, world, device, cuda)
+                 for call, wrong_after in bench.variants(count)]  # fmt: skip
+        busbws += [c[2] for c in cells if c[2] is not None]
+        total += sum(c[3] for c in cells)
         say(row(args.collective, count, cells), flush=True)
-    total = wrong_total
     say(f"# Out of bounds values : {total} {'OK' if total == 0 else 'FAILED'}")
     average = f"{sum(busbws) / len(busbws):.4f}" if busbws else "N/A"
     say(f"# Avg bus bandwidth    : {average} ")
     say("#")
     dist.destroy_process_group()
     return 1 if total else 0
+
+
+def _missing_modules() -> str | None:
+    """What this node lacks to run the collectives (torch, numpy), in one line."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return (
+            f"collective_perf: torch is not installed on {socket.gethostname()}: install "
+            "podium[torch] there, or nccl-tests (its *_perf binaries on PATH)"
+        )
+    try:
+        import numpy  # noqa: F401  (torch.distributed's object collectives need it)
+    except ImportError:
+        return (
+            f"collective_perf: numpy is not installed on {socket.gethostname()} and torch "
+            "needs it to gather the ranks' names: install podium[torch] there (it brings "
+            "numpy), or nccl-tests"
+        )
+    return None
+
+
+def _measure(
+    args: Options,
+    call: Run,
+    wrong_after: Callable[[], int],
+    count: int,
+    world: int,
+    device: torch.device,
+    cuda: bool,
+) -> Cell:
+    """One variant (out-of-place or in-place) at one size: its check (#wrong over every
+    rank), warm-up, then the mean time of `args.iters` calls and the bandwidths."""
+    import torch
+    import torch.distributed as dist
+
+    wrong = 0
+    if args.check:
+        call()
+        counted = torch.tensor([wrong_after()], device=device)
+        dist.all_reduce(counted)  # #wrong counts every rank's elements
+        wrong = int(counted.item())
+    for _ in range(args.warmup):
+        call()
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(args.iters):
+        call()
+    if cuda:
+        torch.cuda.synchronize()
+    seconds = (time.perf_counter() - start) / args.iters
+    if world == 1:
+        return (seconds * 1e6, None, None, wrong)
+    algbw = count * WORD / seconds / 1e9
+    return (seconds * 1e6, algbw, bus_bandwidth(args.collective, algbw, world), wrong)
 
 
 if __name__ == "__main__":
