@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 BACKENDS = {
     "embedded": ("podium.backends.embedded.client", "EmbeddedBackend"),
     "slurm": ("podium.backends.slurm.backend", "SlurmBackend"),
-    "kubernetes": ("podium.backends.kubernetes.kueue_backend", "KubernetesBackend"),
+    "kubernetes": ("podium.backends.kubernetes.backend", "KubernetesBackend"),
 }
 
 

@@ -89,8 +89,8 @@ def teams_cmd(config: Path | None, do_apply: bool) -> None:
     GrpTRES=gres/gpu=QUOTA and Fairshare by its weight, its accounts beneath it, its
     users in it. Prints the sacctmgr commands; --apply runs them. Lending between
     teams (a shared cohort) and within_team preemption are refused: Slurm has neither."""
-    from podium.backends.slurm import associations as slurm_teams
-    from podium.backends.slurm.commands import SlurmTools
+    from podium.backends.slurm import teams as slurm_teams
+    from podium.backends.slurm.engine_api import SlurmTools
     from podium.cli.config_arg import cluster_config
 
     cluster = cluster_config(config)

@@ -13,8 +13,8 @@ def srun_main(args: list[str]) -> int:
     one step, on this terminal (podium.slurm_commands.attach)."""
     from podium.errors import PodiumError
     from podium.jobsteps.srun import run_step
-    from podium.jobsteps.step_shape import StepError
     from podium.jobsteps.srun_options import parse
+    from podium.jobsteps.step_shape import StepError
     from podium.run.steps import STEP_DIR_ENV
 
     try:

@@ -174,12 +174,12 @@ def test_kueue_webhooks_and_the_apiserver_refuse_bad_objects(cluster: tuple[Path
 def test_podiums_manifests_are_admitted_and_run_across_two_nodes(
     cluster: tuple[Path, Any],
 ) -> None:
-    """The manifests podium.backends.kubernetes.manifests writes for `-N 2
+    """The manifests podium.backends.kubernetes.translate writes for `-N 2
     --gpus-per-node 8`: created as they are, Kueue admits the JobSet, JobSet gives pod 0
     the name MASTER_ADDR holds, and the pods complete on two nodes."""
     from podium.api.caller import Caller
-    from podium.backends.kubernetes.kueue_admission import KubernetesAdmission
-    from podium.backends.kubernetes.manifests import Target, manifests
+    from podium.backends.kubernetes.admission import KubernetesAdmission
+    from podium.backends.kubernetes.translate import Target, manifests
     from podium.config.cluster import default_config
     from podium.jobspec.build import SubmitRequest, build_job
 

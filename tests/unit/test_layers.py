@@ -125,12 +125,32 @@ def test_no_import_cycle() -> None:
             raise AssertionError("import cycle: " + " -> ".join(cycle))
 
 
+# The roles every engine's backend folder (podium/backends/<engine>/) names alike, so
+# that a reader of one knows where to look in another (docs/architecture.md, "Adding
+# a backend"): the Backend, its admission, the engine's API, the spec translated for
+# the engine, the engine's output parsed into records, team quotas.
+BACKEND_ROLES = ("backend", "admission", "engine_api", "translate", "parse", "teams")
+
+
 def test_no_module_name_is_repeated_across_packages() -> None:
     # A name says what a module does: two modules of one name in different packages
-    # (tools.py, records.py, ...) make a reader open both to learn which is meant.
+    # (tools.py, records.py, ...) make a reader open both to learn which is meant. The
+    # backend roles are the one exception, and only inside podium/backends/<engine>/.
     seen: dict[str, list[str]] = {}
     for module, path in _modules().items():
         leaf = module.rsplit(".", 1)[-1]
-        if path.stem not in ("__init__", "__main__") and module.count(".") > 1:
-            seen.setdefault(leaf, []).append(module)
-    assert {n: ms for n, ms in seen.items() if len(ms) > 1} == {}
+        if path.stem in ("__init__", "__main__") or module.count(".") <= 1:
+            continue
+        role = leaf in BACKEND_ROLES and module.startswith("podium.backends.")
+        seen.setdefault(f"{leaf} (backend role)" if role else leaf, []).append(module)
+    assert {n: ms for n, ms in seen.items() if len(ms) > 1 and "role" not in n} == {}
+    outside = [m for n, ms in seen.items() if "role" not in n and n in BACKEND_ROLES for m in ms]
+    assert outside == [], f"a backend role's name used outside podium/backends/: {outside}"
+
+
+def test_the_engine_backends_name_their_roles_alike() -> None:
+    engines = [p for p in (PACKAGE / "backends").iterdir() if (p / "backend.py").exists()]
+    assert {p.name for p in engines} >= {"slurm", "kubernetes"}
+    for engine in engines:
+        missing = [r for r in BACKEND_ROLES if not (engine / f"{r}.py").exists()]
+        assert missing == [], f"backends/{engine.name}/ lacks {missing}"

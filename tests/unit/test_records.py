@@ -168,7 +168,7 @@ def test_test_only_replies_agree() -> None:
     embedded = test_only_answer(spec)  # the embedded daemon's intake
     assert set(embedded) == set(WouldQueueRecord.__annotations__)
     assert embedded["state"] == "WOULD_QUEUE" and embedded["gpus"] == 2
-    from podium.backends.kubernetes import kueue_backend
+    from podium.backends.kubernetes import backend as kueue_backend
 
     other = test_only_answer(spec, "(Slurm's default)", "(default)")
     assert set(other) == set(embedded) and other["gpus"] == 2 and other["partition"] == "main"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from podium.backends.kubernetes.k8s_records import quantity
+from podium.backends.kubernetes.parse import quantity
 from podium.sched.model import TeamQuota, TeamRules
 from podium.sched.team_ledger import TeamLedger, team_rows
 

@@ -30,9 +30,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from podium.backends.kubernetes.k8s_records import DRAIN_ANNOTATION, condition
-from podium.backends.kubernetes.kube_api import KubeApi, Obj
-from podium.backends.kubernetes.manifests import HEALTH_LABEL, dns_label
+from podium.backends.kubernetes.engine_api import KubeApi, Obj
+from podium.backends.kubernetes.parse import DRAIN_ANNOTATION, condition
+from podium.backends.kubernetes.translate import HEALTH_LABEL, dns_label
 from podium.config.cluster import ClusterConfig
 from podium.errors import ApiError
 from podium.node.health.check_results import Action, Result

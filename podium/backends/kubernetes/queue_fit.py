@@ -10,8 +10,8 @@ Podium.
 
 from __future__ import annotations
 
-from podium.backends.kubernetes.k8s_records import quantity
-from podium.backends.kubernetes.kube_api import KubeApi, Obj
+from podium.backends.kubernetes.engine_api import KubeApi, Obj
+from podium.backends.kubernetes.parse import quantity
 from podium.errors import ApiError, Unsatisfiable
 
 

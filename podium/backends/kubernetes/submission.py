@@ -6,7 +6,7 @@ compare-and-swap on its resourceVersion (two submissions at once never get the s
 id; a conflict is retried), and carried as the `podium.dev/job-id` label on the job,
 its ConfigMap and its pods. The `podium.dev/record` annotation holds the user,
 account, QoS, resources and time limit the record shows (podium.backends.kubernetes.
-k8s_records).
+parse).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from podium.api.caller import this_process
-from podium.backends.kubernetes.kube_api import KubeApi
+from podium.backends.kubernetes.engine_api import KubeApi
 from podium.errors import ApiError
 from podium.jobspec.job import JobSpec
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from podium.backends.kubernetes.manifests import dns_label
+from podium.backends.kubernetes.translate import dns_label
 from podium.config.access import Account
 from podium.config.cluster import ClusterConfig
 from podium.config.team_config import Team

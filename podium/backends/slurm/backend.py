@@ -23,10 +23,10 @@ from podium.api.backend_protocol import Backend, Feature
 from podium.api.caller import Caller, this_process
 from podium.api.selection import JobFilter, Selection
 from podium.backends.admitted import admitted_spec, engine_ping, test_only_answer
-from podium.backends.slurm import associations as slurm_teams
 from podium.backends.slurm import parse
+from podium.backends.slurm import teams as slurm_teams
 from podium.backends.slurm.admission import SlurmAdmission
-from podium.backends.slurm.commands import SlurmError, SlurmRest, SlurmTools
+from podium.backends.slurm.engine_api import SlurmError, SlurmRest, SlurmTools
 from podium.backends.slurm.translate import sbatch_script
 from podium.config.cluster import ClusterConfig
 from podium.errors import ApiError, ConfigError

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from podium.backends.slurm import parse
-from podium.backends.slurm.commands import SlurmError, SlurmTools
+from podium.backends.slurm.engine_api import SlurmError, SlurmTools
 from podium.config.cluster import ClusterConfig, load_config
 from podium.node.health.check_results import Action, Result, Status
 from podium.node.health.suite import run_node_checks

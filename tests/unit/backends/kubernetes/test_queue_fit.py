@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from podium.backends.kubernetes.kueue_admission import pod_image
+from podium.backends.kubernetes.admission import pod_image
 from podium.backends.kubernetes.queue_fit import _capacity, pod_requests
 from podium.errors import SpecError
 

@@ -36,9 +36,9 @@ from typing import Any
 
 from podium.api.records import JobRecord
 from podium.api.times import run_times
-from podium.backends.kubernetes.manifests import HEALTH_LABEL
-from podium.backends.kubernetes.manifests import JOB_ID_LABEL as JOB_ID_LABEL  # re-exported
-from podium.backends.kubernetes.manifests import RECORD_ANNOTATION as RECORD_ANNOTATION
+from podium.backends.kubernetes.translate import HEALTH_LABEL
+from podium.backends.kubernetes.translate import JOB_ID_LABEL as JOB_ID_LABEL  # re-exported
+from podium.backends.kubernetes.translate import RECORD_ANNOTATION as RECORD_ANNOTATION
 
 CANCELLED_ANNOTATION = "podium.dev/cancelled"
 RESTARTS_ANNOTATION = "podium.dev/restart-count"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from podium.backends.kubernetes.k8s_records import job_record, node_record, quantity
+from podium.backends.kubernetes.parse import job_record, node_record, quantity
 from tests.unit.test_records import problems
 
 NOW = 1_800_000_100.0

@@ -4,7 +4,7 @@ cluster (`backend: kubernetes`).
 A submission is built and checked by Podium (`podium.jobspec.build` with
 KubernetesAdmission), rendered as a ConfigMap and a batch/v1 Job or a JobSet
 (`manifests`), checked against the LocalQueue and its ClusterQueue's quota, and created
-in the configured namespace. Kueue admits it; Podium reads it back (`k8s_records`).
+in the configured namespace. Kueue admits it; Podium reads it back (`parse`).
 
 Job ids, labels and the record annotation are `submission`'s.
 
@@ -29,13 +29,13 @@ from podium.api.backend_protocol import Backend, Feature, Unsupported
 from podium.api.caller import this_process
 from podium.api.selection import JobFilter, Selection
 from podium.backends.admitted import admitted_spec, engine_ping, test_only_answer
-from podium.backends.kubernetes import k8s_records as records
+from podium.backends.kubernetes import parse as records
+from podium.backends.kubernetes.admission import KubernetesAdmission
 from podium.backends.kubernetes.cluster_queues import queue_teams
-from podium.backends.kubernetes.kube_api import KubeApi, Obj
-from podium.backends.kubernetes.kueue_admission import KubernetesAdmission
-from podium.backends.kubernetes.manifests import HEALTH_LABEL, JOB_LABEL, Target, manifests
+from podium.backends.kubernetes.engine_api import KubeApi, Obj
 from podium.backends.kubernetes.queue_fit import check_fits
 from podium.backends.kubernetes.submission import known, next_job_id
+from podium.backends.kubernetes.translate import HEALTH_LABEL, JOB_LABEL, Target, manifests
 from podium.config.cluster import ClusterConfig
 from podium.errors import ApiError, SpecError
 from podium.jobspec.job import JobSpec

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from podium.backends.slurm.associations import (
+from podium.backends.slurm.engine_api import SlurmError
+from podium.backends.slurm.teams import (
     apply,
     refusal,
     sacctmgr_commands,
     script,
     team_of_job,
 )
-from podium.backends.slurm.commands import SlurmError
 from podium.config.cluster import ClusterConfig, parse_config
 
 BASE = "backend: slurm\ncluster_name: Lab\naccounts: [{name: vision}, {name: nlp}]\n"

@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from podium.api.caller import Caller
-from podium.backends.kubernetes.kueue_admission import KubernetesAdmission
-from podium.backends.kubernetes.manifests import Target, dns_name, manifests
+from podium.backends.kubernetes.admission import KubernetesAdmission
+from podium.backends.kubernetes.translate import Target, dns_name, manifests
 from podium.config.cluster import default_config
 from podium.errors import Unsatisfiable
 from podium.jobspec.build import SubmitRequest, build_job

@@ -21,7 +21,7 @@ import shlex
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 
-from podium.backends.slurm.commands import SlurmError
+from podium.backends.slurm.engine_api import SlurmError
 from podium.config.access import Qos
 from podium.config.cluster import ClusterConfig
 from podium.config.team_config import Team
