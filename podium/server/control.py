@@ -143,7 +143,7 @@ class Control:
             self.store.event(
                 self.reactor.clock(), "requeue", job_id=r["job_id"], detail=f"asked by {who.name}"
             )
-            self.reactor.effects.requeue(r["job_id"])
+            self.reactor.effects.runs.requeue(r["job_id"])
             done.append(r["job_id"])
         return sorted(done)
 
@@ -158,7 +158,7 @@ class Control:
         self.store.event(now, "checkpoint", job_id=job_id, detail=f"step {step}")
         stopping = row["preempt_mode"] is not None
         if stopping:  # saved in its grace: requeued at once, nothing lost
-            self.reactor.effects.saved(job_id, step)
+            self.reactor.effects.runs.saved(job_id, step)
         return {"job_id": job_id, "step": step, "time": now, "stopping": stopping}
 
     def progress(self, who: Caller, job_id: int, done: float, total: float) -> dict[str, Any]:
@@ -202,7 +202,7 @@ class Control:
             )
         done = []
         for r in rows:
-            if self.reactor.effects.send_signal(r["job_id"], sig, scope):
+            if self.reactor.effects.runs.send_signal(r["job_id"], sig, scope):
                 done.append(r["job_id"])
                 self.store.event(
                     self.reactor.clock(),

@@ -1,9 +1,11 @@
 """What the reactor does to the world, behind one interface (HyperQueue's `Comm`).
 
-The reactor decides; an `Effects` carries decisions out and reports what jobs did:
-launch a start, signal a run (cancel, preempt, fail), read how a run stands, and
-notify the job's user. `LocalEffects` does it with real supervisors on this machine;
-a simulator or a test can give the same reactor effects of its own.
+The reactor decides; an `Effects` carries decisions out and reports what jobs did. It
+has two halves: starting a run and telling its user (`launch`, `notify`), and its
+`runs`, a `RunControl` that signals runs (cancel, preempt, fail, ...) and reads how
+they stand. `LocalEffects` does it with real supervisors on this machine, its `runs`
+the `LocalExecutor` itself (no forwarding); a simulator or a test can give the same
+reactor effects of its own.
 """
 
 from __future__ import annotations
@@ -24,11 +26,9 @@ from podium.store.db import Row
 log = logging.getLogger("podium.effects")
 
 
-class Effects(Protocol):
-    """The side effects of the reactor's transitions."""
-
-    def launch(self, job: StartingJob, spec: JobSpec, grant: Grant) -> None:
-        """Start the job's run with this grant; raise when it cannot start."""
+class RunControl(Protocol):
+    """The signal half of the effects: what a run is told and how it stands
+    (podium.run.executor.LocalExecutor is one)."""
 
     def cancel(self, job_id: int) -> bool:
         """Ask a running job to stop (CANCELLED); False when nothing runs it."""
@@ -69,8 +69,17 @@ class Effects(Protocol):
     def fault_note(self, job_id: int) -> tuple[str, int | None] | None:
         """The hardware fault an earlier daemon stopped this run for, if any."""
 
-    def reap(self) -> None:
-        """Collect exited children (no zombies)."""
+    def reap(self) -> int:
+        """Collect exited children (no zombies); how many."""
+
+
+class Effects(Protocol):
+    """The side effects of the reactor's transitions."""
+
+    runs: RunControl
+
+    def launch(self, job: StartingJob, spec: JobSpec, grant: Grant) -> None:
+        """Start the job's run with this grant; raise when it cannot start."""
 
     def notify(self, row: Row, spec: JobSpec, kind: str, what: str) -> None:
         """Tell the job's user about an event of kind BEGIN, END, FAIL, REQUEUE or
@@ -78,8 +87,8 @@ class Effects(Protocol):
 
 
 class LocalEffects:
-    """Effects on this machine: supervisors through `executor`, mail through the
-    configured command, both as the job's user."""
+    """Effects on this machine: supervisors through `executor` (which is `runs`), mail
+    through the configured command, both as the job's user."""
 
     def __init__(
         self,
@@ -88,6 +97,7 @@ class LocalEffects:
         record: Callable[[int, str], None] | None = None,
     ) -> None:
         self.executor = executor
+        self.runs: RunControl = executor
         self.planner = planner
         self.mail_command = planner.config.mail_command
         self.record = record  # (job id, detail): a mail event in the job's history
@@ -102,45 +112,6 @@ class LocalEffects:
 
     def launch(self, job: StartingJob, spec: JobSpec, grant: Grant) -> None:
         self.executor.launch(self.plan(job, spec, grant), spec.script)
-
-    def cancel(self, job_id: int) -> bool:
-        return self.executor.cancel(job_id)
-
-    def preempt(self, job_id: int) -> bool:
-        return self.executor.preempt(job_id)
-
-    def resize(self, job_id: int, replicas: int, grace_s: float) -> bool:
-        return self.executor.resize(job_id, replicas, grace_s)
-
-    def saved(self, job_id: int, step: int) -> bool:
-        return self.executor.saved(job_id, step)
-
-    def requeue(self, job_id: int) -> bool:
-        return self.executor.requeue(job_id)
-
-    def fail(self, job_id: int, reason: str, gpu: int | None) -> bool:
-        return self.executor.fail(job_id, reason, gpu)
-
-    def send_signal(self, job_id: int, sig: int, scope: str) -> bool:
-        return self.executor.send_signal(job_id, sig, scope)
-
-    def poll(self, job_id: int) -> Poll:
-        return self.executor.poll(job_id)
-
-    def live_steps(self, job_id: int) -> list[dict[str, Any]]:
-        return self.executor.live_steps(job_id)
-
-    def kill_leftovers(self, job_id: int, scan_session: bool) -> int:
-        return self.executor.kill_leftovers(job_id, scan_session=scan_session)
-
-    def forget(self, job_id: int) -> None:
-        self.executor.forget(job_id)
-
-    def fault_note(self, job_id: int) -> tuple[str, int | None] | None:
-        return self.executor.fault_note(job_id)
-
-    def reap(self) -> None:
-        self.executor.reap()
 
     def notify(self, row: Row, spec: JobSpec, kind: str, what: str) -> None:
         if not spec.mail_types:

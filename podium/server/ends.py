@@ -74,7 +74,7 @@ class RunEnds:
         once, and its end is recorded CANCELLED once its processes are gone."""
         self._cancel_requested.add(job_id)
         self.store.mark_ending(job_id, JobState.CANCELLED, self.clock())
-        self.effects.cancel(job_id)
+        self.effects.runs.cancel(job_id)
 
     def fail_jobs(self, job_ids: list[int], reason: str, gpu: int | None) -> None:
         """Stop jobs whose hardware failed: killed at once, they end NODE_FAIL with
@@ -83,7 +83,7 @@ class RunEnds:
             if job_id in self._faulted or job_id in self._cancel_requested:
                 continue
             self._faulted[job_id] = (reason, gpu)
-            if not self.effects.fail(job_id, reason, gpu):
+            if not self.effects.runs.fail(job_id, reason, gpu):
                 log.warning("job %s: no supervisor to stop for %s", job_id, reason)
             log.warning("job %s stopped: %s", job_id, reason)
 
@@ -96,12 +96,12 @@ class RunEnds:
         Returns "adopted" (it runs on), "ended", "requeued", "relaunch" (it never
         started: queued again) or "lost"."""
         job_id = row["job_id"]
-        poll = self.effects.poll(job_id)
+        poll = self.effects.runs.poll(job_id)
         if poll.status == "running":
             return "adopted"
         status = self._record(row, poll)
         if status != "adopted":
-            self.effects.forget(job_id)
+            self.effects.runs.forget(job_id)
             units = spec_gpu_ids(row)
             if units and self.run_over_hooks and row["start_time"] is not None:
                 end = poll.result.end_time if poll.result is not None else self.clock()
@@ -114,7 +114,7 @@ class RunEnds:
         job_id = row["job_id"]
         now = self.clock()
         if poll.status in ("ended", "vanished"):
-            left = self.effects.kill_leftovers(job_id, scan_session=poll.status == "vanished")
+            left = self.effects.runs.kill_leftovers(job_id, scan_session=poll.status == "vanished")
             if left:
                 if job_id not in self._killing:
                     self._killing.add(job_id)
@@ -190,7 +190,7 @@ class RunEnds:
             self.store.drop_resize(job_id, f"the run ended {state}", end_time)
         faulted = self._faulted.pop(job_id, None)
         if faulted is None and fault == "node":  # stopped by a daemon that since restarted
-            faulted = self.effects.fault_note(job_id)
+            faulted = self.effects.runs.fault_note(job_id)
         bad_gpu = None
         if faulted is not None:
             reason, bad_gpu = faulted

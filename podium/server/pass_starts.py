@@ -129,7 +129,7 @@ class PassStarts:
                 continue
             replicas = elastic.replicas_of(row["cpus"])
             if self.store.start_resize(resize.job_id, replicas, resize.replicas, resize.cause, now):
-                self.effects.resize(resize.job_id, resize.replicas, elastic.grace_s)
+                self.effects.runs.resize(resize.job_id, resize.replicas, elastic.grace_s)
                 log.info("job %s resized: %s", resize.job_id, resize.cause)
 
 

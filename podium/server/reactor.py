@@ -204,7 +204,7 @@ class Reactor:
     def collect(self) -> None:
         """Record every run that ended since the last call."""
         with self.lock:
-            self.effects.reap()
+            self.effects.runs.reap()
             for row in self.running_rows():
                 try:
                     self.ends.collect(row)
@@ -378,7 +378,7 @@ class Reactor:
                 self.store.event(
                     self.clock(), "preempting", job_id=pre.job_id, detail=f"for job {pre.for_job}"
                 )
-                self.effects.preempt(pre.job_id)
+                self.effects.runs.preempt(pre.job_id)
                 log.info("job %s preempted (%s) for job %s", pre.job_id, pre.mode, pre.for_job)
         if decisions.resizes and view == snap.nodes[0]:
             self.starter.resize(decisions.resizes)

@@ -138,7 +138,7 @@ class Views:
         steps = StepTable(self.store).of_jobs(j["job_id"] for j in jobs)
         for job in jobs:
             if job["state"] in ("RUNNING", "COMPLETING"):  # the steps so far, from its files
-                live = self.reactor.effects.live_steps(job["job_id"])
+                live = self.reactor.effects.runs.live_steps(job["job_id"])
                 for s in live:
                     s.update(node=job["node"] or "", gpus=s["gpus"] or job["gpu_ids"])
                 rows: list[Any] = [

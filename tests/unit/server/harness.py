@@ -39,6 +39,7 @@ class Recorded:
         self.notes: list[tuple[int, str]] = []
         self.forgotten: list[tuple[int, str]] = []  # (job, its state when let go)
         self.store: Store | None = None
+        self.runs = self  # both halves of the effects, recorded here
 
     def launch(self, job: StartingJob, spec: JobSpec, grant: Grant) -> None:
         self.launched.append((job.job_id, list(grant.units)))
@@ -87,8 +88,8 @@ class Recorded:
     def fault_note(self, job_id: int) -> tuple[str, int | None] | None:
         return None
 
-    def reap(self) -> None:
-        pass
+    def reap(self) -> int:
+        return 0
 
     def notify(self, row: Row, spec: JobSpec, kind: str, what: str) -> None:
         self.notes.append((row["job_id"], kind))
