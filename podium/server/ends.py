@@ -18,7 +18,7 @@ from podium.run.executor import Poll
 from podium.sched.accounting import requeued_after_preemption, run_usage
 from podium.sched.config_policy import half_life_s
 from podium.server.effects import Effects
-from podium.server.job_rows import spec_gpu_ids
+from podium.server.job_rows import held_units
 from podium.server.launch import Planner
 from podium.server.running_specs import RunningSpecs
 from podium.store.db import Row, Store
@@ -102,7 +102,7 @@ class RunEnds:
         status = self._record(row, poll)
         if status != "adopted":
             self.effects.runs.forget(job_id)
-            units = spec_gpu_ids(row)
+            units = held_units(row)
             if units and self.run_over_hooks and row["start_time"] is not None:
                 end = poll.result.end_time if poll.result is not None else self.clock()
                 for hook in self.run_over_hooks:
@@ -202,7 +202,7 @@ class RunEnds:
                 self._note_lost(row, "fault", end_time, newest)
             verdict = self._verdict(row, spec, state, exit_code, sig, newest, faulted, fault)
             if faulted is None:
-                gpus = sorted({self.planner.node.parent_of(g) for g in spec_gpu_ids(row)})
+                gpus = sorted({self.planner.node.parent_of(g) for g in held_units(row)})
                 for hook in self.job_failed_hooks:
                     hook(gpus)  # the physical GPUs (a slice's or a share's GPU)
             if verdict.requeue:
@@ -325,7 +325,7 @@ class RunEnds:
 
     def _gpus_weight(self, row: Row) -> float:
         """What the GPUs a run holds weigh in GPUs (parts of GPUs by their share)."""
-        held = spec_gpu_ids(row)
+        held = held_units(row)
         units = self.planner.node.gpu_units(held)
         return len(held) if units is None else units
 

@@ -11,7 +11,7 @@ from podium.node.gpu_memory import accounted_memory, by_job, process_memory
 from podium.recover.agent import HealthAgent
 from podium.recover.resume import newest_checkpoint
 from podium.run.executor import LocalExecutor
-from podium.server.job_rows import spec_gpu_ids
+from podium.server.job_rows import held_units
 from podium.server.reactor import Reactor
 
 
@@ -116,5 +116,5 @@ class Housekeeping:
         units = {d.index: d.physical for d in node.devices if d.kind == "mps"}
         with self.reactor.lock:
             rows = self.reactor.running_rows()
-        in_use = {(units[g], r["uid"]) for r in rows for g in spec_gpu_ids(r) if g in units}
+        in_use = {(units[g], r["uid"]) for r in rows for g in held_units(r) if g in units}
         self.reactor.planner.mps.stop_idle(in_use)

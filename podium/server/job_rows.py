@@ -153,11 +153,12 @@ def _mem_per(asked: Any) -> str | None:
     return {"mem": "node", "mem-per-cpu": "cpu", "mem-per-gpu": "gpu"}.get(str(asked[0]))
 
 
-def spec_gpu_ids(row: Row) -> list[int]:
-    """The GPU indices a running job's row holds."""
+def held_units(row: Row) -> list[int]:
+    """The device units a running job's row holds (its `gpu_ids` column): the node's
+    GPUs, MIG slices, shards or MPS units by index, as the grant picked them."""
     return list(json.loads(row["gpu_ids"])) if row["gpu_ids"] else []
 
 
 def gpu_owners(running: Iterable[Row]) -> dict[int, int]:
     """GPU index -> the job holding it, over these running jobs' rows."""
-    return {g: r["job_id"] for r in running for g in spec_gpu_ids(r)}
+    return {g: r["job_id"] for r in running for g in held_units(r)}

@@ -13,7 +13,7 @@ from podium.api.mig import model_for, profiles
 from podium.node.mig_config import mig_parted, podium_lines, slurm_lines
 from podium.sched.mig_advice import WHOLE, Advice, GpuNow, Running, Waiting, advise
 from podium.sched.model import PendingJob
-from podium.server.job_rows import spec_gpu_ids
+from podium.server.job_rows import held_units
 from podium.server.local_node import LocalNode
 from podium.server.reactor import Reactor
 from podium.store.db import Row
@@ -39,7 +39,7 @@ def gpus_now(node: LocalNode, running: Iterable[Row]) -> list[GpuNow]:
     on_gpu: dict[int, list[Running]] = {}
     for r in running:
         end = end_estimate(r)
-        for g in spec_gpu_ids(r):
+        for g in held_units(r):
             d = devices.get(g)
             if d is None or d.kind in ("shard", "mps"):
                 continue

@@ -34,7 +34,7 @@ from podium.errors import PermissionDenied, SpecError
 from podium.node.inventory import GpuInfo, NvmlSeam
 from podium.node.mig_config import CONFIG_NAME, mig_parted
 from podium.node.slices import declared_slices, layouts, read_nvml_slices
-from podium.server.job_rows import spec_gpu_ids
+from podium.server.job_rows import held_units
 from podium.server.local_node import LocalNode
 from podium.server.mig_advisor import end_estimate, finite
 from podium.store.db import Row
@@ -159,7 +159,7 @@ class MigApplier:
         return [
             {"job_id": r["job_id"], "expected_end": finite(end_estimate(r))}
             for r in running
-            if any(self.node.parent_of(i) == gpu for i in spec_gpu_ids(r))
+            if any(self.node.parent_of(i) == gpu for i in held_units(r))
         ]
 
     # --- the apply (the health agent, once the GPU is free) ------------------------------

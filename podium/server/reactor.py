@@ -42,7 +42,7 @@ from podium.sched.elastic import next_change
 from podium.sched.fairshare import user_factors
 from podium.server.effects import Effects
 from podium.server.ends import RunEnds
-from podium.server.job_rows import gpu_owners, spec_gpu_ids
+from podium.server.job_rows import gpu_owners, held_units
 from podium.server.launch import Planner
 from podium.server.local_node import LocalNode
 from podium.server.pass_starts import PassStarts
@@ -303,7 +303,7 @@ class Reactor:
                 self.spec(r).exclusive,
                 fenced,
                 now,
-                node.gpu_units(spec_gpu_ids(r)),
+                node.gpu_units(held_units(r)),
                 max(self.checkpoints.get(r["job_id"], 0.0), self.reported.get(r["job_id"], 0.0))
                 or None,
                 self.progress.expected_end(r["job_id"], r["start_time"]),

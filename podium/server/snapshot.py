@@ -23,7 +23,7 @@ from podium.sched.accounting import live_usage
 from podium.sched.config_policy import share_tree
 from podium.sched.fairshare import Association
 from podium.sched.model import Elastic
-from podium.server.job_rows import spec_gpu_ids
+from podium.server.job_rows import held_units
 from podium.server.local_node import LocalNode
 from podium.store.db import Row, Store, brief
 from podium.store.health_table import HealthTable
@@ -197,7 +197,7 @@ def allocation(
         job_id=r["job_id"],
         node=r["node"] or node,
         user=r["user"],
-        gpu_indices=tuple(g for g in spec_gpu_ids(r) if g not in fenced),
+        gpu_indices=tuple(g for g in held_units(r) if g not in fenced),
         cpus=r["cpus"],
         mem_mb=r["mem_mb"],
         exclusive=Exclusive(exclusive),

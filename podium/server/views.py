@@ -27,10 +27,10 @@ from podium.server.job_rows import (
     GpuUnits,
     display_id,
     gpu_owners,
+    held_units,
     job_record,
     job_records,
     replicas_running,
-    spec_gpu_ids,
     step_records,
 )
 from podium.server.node_records import gpu_records, health_json
@@ -286,7 +286,7 @@ class Views:
         reactor.queue.refresh()
         now = reactor.clock()
         return now, [
-            allocation(r, node.name, "none", set(), now, node.gpu_units(spec_gpu_ids(r)))
+            allocation(r, node.name, "none", set(), now, node.gpu_units(held_units(r)))
             for r in reactor.running_rows()
         ]
 

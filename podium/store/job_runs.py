@@ -18,7 +18,7 @@ class RunningStart:
 
     job_id: int
     node: str
-    gpu_ids: tuple[int, ...]
+    units: tuple[int, ...]  # device units held (Grant.units): the row's gpu_ids column
     cpus: int
     mem_mb: int
     stdout: str
@@ -46,7 +46,7 @@ class JobRuns(Database):
                     (
                         now,
                         s.node,
-                        json.dumps(list(s.gpu_ids)),
+                        json.dumps(list(s.units)),
                         json.dumps(list(s.cpu_ids)) if s.cpu_ids else None,
                         s.cpus,
                         s.mem_mb,

@@ -27,7 +27,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     end_time       REAL,
     node           TEXT,
     gpus           INTEGER NOT NULL DEFAULT 0,
-    gpu_ids        TEXT,
+    gpu_ids        TEXT,  -- the device units held (GPUs, MIG slices, shards, MPS units)
     cpus           INTEGER NOT NULL DEFAULT 1,
     mem_mb         INTEGER NOT NULL DEFAULT 0,
     time_limit_s   INTEGER,
