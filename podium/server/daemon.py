@@ -46,14 +46,15 @@ from podium.run.endwatch import watch_ended
 from podium.run.executor import LocalExecutor
 from podium.run.rundir import close_jobs_dir, open_jobs_dir
 from podium.server.controller import Controller
-from podium.server.dashboard import cookie_name
-from podium.server.http_limits import RequestLimits
-from podium.server.http_listener import TokenGate, bind_tcp, tls_context
+from podium.server.http.dashboard import cookie_name
+from podium.server.http.http_limits import RequestLimits
+from podium.server.http.http_listener import TokenGate, bind_tcp, tls_context
+from podium.server.http.peer import PeerCredProtocol, bind_unix
+from podium.server.http.prometheus_metrics import add_metrics_route, metrics_registry
+from podium.server.http.rest_api import create_app
+from podium.server.http.sessions import SessionBook
+from podium.server.http.tokens import TokenBook
 from podium.server.node_setup import declared, local_node
-from podium.server.peer import PeerCredProtocol, bind_unix
-from podium.server.prometheus_metrics import add_metrics_route, metrics_registry
-from podium.server.rest_api import create_app
-from podium.server.sessions import SessionBook
 from podium.server.state_home import (
     close_job_files,
     highest_job_id_on_disk,
@@ -61,7 +62,6 @@ from podium.server.state_home import (
     open_store,
     take_instance_lock,
 )
-from podium.server.tokens import TokenBook
 from podium.store.db import Store
 from podium.store.mig_layouts import MigLayouts
 

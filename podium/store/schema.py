@@ -202,7 +202,7 @@ CREATE TABLE IF NOT EXISTS tokens (
 );
 """,
     # Version 15: the token a token was made with (it expires no later and is revoked
-    # with it), and the dashboard's login sessions (`podium.server.sessions`): digests
+    # with it), and the dashboard's login sessions (`podium.server.http.sessions`): digests
     # of the cookie and of the page's key, never either itself.
     15: """
 ALTER TABLE tokens ADD COLUMN parent TEXT;

@@ -154,3 +154,20 @@ def test_the_engine_backends_name_their_roles_alike() -> None:
     for engine in engines:
         missing = [r for r in BACKEND_ROLES if not (engine / f"{r}.py").exists()]
         assert missing == [], f"backends/{engine.name}/ lacks {missing}"
+
+
+def test_only_the_daemon_entry_knows_http() -> None:
+    # server/http/ turns requests into calls on the daemon's views, intake and control;
+    # the rest of server/ knows nothing of HTTP (docs/architecture.md).
+    knowing = sorted(
+        module
+        for module, path in _modules().items()
+        if module.startswith("podium.server.")
+        and not module.startswith("podium.server.http")
+        and any(
+            isinstance(node, ast.ImportFrom)
+            and (node.module or "").startswith("podium.server.http")
+            for node in ast.walk(ast.parse(path.read_text()))
+        )
+    )
+    assert knowing == ["podium.server.daemon"]

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from podium.server.dashboard import same_origin
-from podium.server.http_limits import SUBMIT_CAP, RequestLimits, body_cap
-from podium.server.http_listener import host_name, named_here
+from podium.server.http.dashboard import same_origin
+from podium.server.http.http_limits import SUBMIT_CAP, RequestLimits, body_cap
+from podium.server.http.http_listener import host_name, named_here
 
 
 def test_each_route_has_its_cap() -> None:

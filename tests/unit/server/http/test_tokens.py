@@ -18,10 +18,10 @@ import pytest
 from podium.api.caller import Caller
 from podium.cli.token_cmds import expiry_seconds
 from podium.errors import NotFound, PermissionDenied, SpecError
-from podium.server.http_listener import SESSION_KEY, TOKEN_KEY, TokenGate
-from podium.server.peer import SCOPE_KEY, PeerCred
-from podium.server.sessions import SessionBook
-from podium.server.tokens import TokenBook
+from podium.server.http.http_listener import SESSION_KEY, TOKEN_KEY, TokenGate
+from podium.server.http.peer import SCOPE_KEY, PeerCred
+from podium.server.http.sessions import SessionBook
+from podium.server.http.tokens import TokenBook
 from podium.store.db import Store
 
 ME = pwd.getpwuid(os.getuid())

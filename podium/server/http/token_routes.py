@@ -2,7 +2,7 @@
 listener takes. Over the unix socket a user makes their own (an administrator anyone's);
 over HTTP a token may make more for its own user, never for another, and a read-only
 token none (the gate lets it only read); what a token makes expires no later than it
-and is revoked with it (`podium.server.tokens`)."""
+and is revoked with it (`podium.server.http.tokens`)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from pydantic import Field
 from podium.api.caller import Caller
 from podium.config.validation import RequestModel
 from podium.server.controller import Controller
-from podium.server.peer import TOKEN_KEY
-from podium.server.tokens import MAX_EXPIRY_S, TokenBook
+from podium.server.http.peer import TOKEN_KEY
+from podium.server.http.tokens import MAX_EXPIRY_S, TokenBook
 
 TokenIdPath = Annotated[str, Path(pattern=r"^[0-9a-f]{12}$")]
 

@@ -1,7 +1,7 @@
 """The HTTP listener beside the unix socket: a TCP socket the same server answers on
 (with TLS when `http.tls_cert` and `http.tls_key` name a certificate), and `TokenGate`,
 which gives each request that came over TCP the caller its bearer token names, or, for
-the dashboard, its login session (`podium.server.sessions`: read-only, whatever its
+the dashboard, its login session (`podium.server.http.sessions`: read-only, whatever its
 token may do). Requests on the unix socket carry the kernel's peer credentials and pass
 through untouched; a TCP request never can claim them (the gate overwrites the scope
 key).
@@ -23,10 +23,10 @@ from typing import Any
 
 from podium.config.http_config import HttpListener, split_listen
 from podium.errors import ConfigError
-from podium.server.dashboard import ASSETS, KEY_HEADER, is_page
-from podium.server.peer import SCOPE_KEY, TOKEN_KEY, PeerCred
-from podium.server.sessions import SessionBook
-from podium.server.tokens import TokenBook
+from podium.server.http.dashboard import ASSETS, KEY_HEADER, is_page
+from podium.server.http.peer import SCOPE_KEY, TOKEN_KEY, PeerCred
+from podium.server.http.sessions import SessionBook
+from podium.server.http.tokens import TokenBook
 
 SESSION_KEY = "podium.session"  # scope key: True when the dashboard's session asks
 READ_METHODS = frozenset({"GET", "HEAD"})

@@ -14,8 +14,8 @@ from podium.api.caller import Caller
 from podium.api.text import printable
 from podium.errors import PermissionDenied, SpecError
 from podium.run.tail_as_user import TailError, tail_as_user
-from podium.server.bodies import JobIdPath
 from podium.server.controller import Controller
+from podium.server.http.bodies import JobIdPath
 from podium.store.db import Row
 
 MAX_TAIL_BYTES = 65536

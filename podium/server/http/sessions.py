@@ -29,7 +29,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from podium.server.tokens import Token, TokenBook, digest_of
+from podium.server.http.tokens import Token, TokenBook, digest_of
 from podium.store.db import Store
 
 SESSION_SHAPE = re.compile(r"pds_[A-Za-z0-9_-]{43}")

@@ -1,7 +1,7 @@
 """The job routes of the REST API: submit, list and show, control, accounting.
 
 Each `add_*` adds one group of routes to the app, over the daemon's Controller; the
-caller is who `routes.caller` says (podium.server.rest_api). Bodies: podium.server.bodies.
+caller is who `routes.caller` says (podium.server.http.rest_api). Bodies: podium.server.http.bodies.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from fastapi.responses import Response
 from podium.jobspec.build import SubmitRequest
 from podium.jobspec.request import BatchRequest
 from podium.jobspec.values import MAX_JOB_ID
-from podium.server.bodies import (
+from podium.server.controller import Controller
+from podium.server.dry_run import dry_run_record
+from podium.server.http.bodies import (
     CheckpointRequest,
     Epoch,
     JobIdPath,
@@ -25,9 +27,7 @@ from podium.server.bodies import (
     TimeLimit,
     job_filter,
 )
-from podium.server.controller import Controller
-from podium.server.dry_run import dry_run_record
-from podium.server.route_context import RouteContext, fast_json
+from podium.server.http.route_context import RouteContext, fast_json
 
 
 def with_forecast(controller: Controller, record: dict[str, Any]) -> dict[str, Any]:

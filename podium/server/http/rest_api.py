@@ -17,17 +17,17 @@ from pydantic import BaseModel
 
 from podium import __version__
 from podium.errors import PermissionDenied
-from podium.server.cluster_routes import add_admin_routes, add_node_routes
 from podium.server.controller import Caller, Controller
-from podium.server.dashboard import add_dashboard, cookie_name
-from podium.server.http_errors import add_error_handlers
-from podium.server.job_routes import add_control_routes, add_read_routes, add_submit_routes
-from podium.server.peer import SCOPE_KEY, PeerCred, process_cwd
-from podium.server.route_context import RouteContext
-from podium.server.sessions import SessionBook
-from podium.server.token_routes import add_token_routes
-from podium.server.tokens import TokenBook
-from podium.server.watch_routes import add_watch_routes
+from podium.server.http.cluster_routes import add_admin_routes, add_node_routes
+from podium.server.http.dashboard import add_dashboard, cookie_name
+from podium.server.http.http_errors import add_error_handlers
+from podium.server.http.job_routes import add_control_routes, add_read_routes, add_submit_routes
+from podium.server.http.peer import SCOPE_KEY, PeerCred, process_cwd
+from podium.server.http.route_context import RouteContext
+from podium.server.http.sessions import SessionBook
+from podium.server.http.token_routes import add_token_routes
+from podium.server.http.tokens import TokenBook
+from podium.server.http.watch_routes import add_watch_routes
 
 
 class ErrorBody(BaseModel):
@@ -59,8 +59,8 @@ def create_app(
     """The API over `controller`; `wake` prompts a scheduling pass, `stop` the shutdown;
     with `tokens`, the routes that make, list and revoke the HTTP listener's tokens, and
     with `sessions` too, the dashboard. The routes are in groups: jobs
-    (podium.server.job_routes), the cluster and its administrator
-    (podium.server.cluster_routes), watches, tokens and the dashboard."""
+    (podium.server.http.job_routes), the cluster and its administrator
+    (podium.server.http.cluster_routes), watches, tokens and the dashboard."""
     app = FastAPI(
         title="Podium",
         version=__version__,

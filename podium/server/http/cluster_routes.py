@@ -9,16 +9,16 @@ from typing import Any
 from fastapi import FastAPI, Request
 
 from podium.errors import PermissionDenied, SpecError
-from podium.server.bodies import (
+from podium.server.http.bodies import (
     DrainRequest,
     HealthRequest,
     InjectRequest,
     MigApplyRequest,
     ResumeRequest,
 )
+from podium.server.http.route_context import RouteContext
 from podium.server.mig_advisor import advice_now
 from podium.server.mig_apply import parse_layout
-from podium.server.route_context import RouteContext
 
 
 def add_node_routes(app: FastAPI, ctx: RouteContext) -> None:

@@ -13,7 +13,7 @@ local users as much as the HTTP listener's): `RequestLimits`, an ASGI wrapper.
   read-only token's HEAD works on every route it may GET.
 
 The time a client may take over its request line and headers is bounded in the
-protocol itself (`podium.server.peer.PeerCredProtocol`, HEADER_TIMEOUT_S)."""
+protocol itself (`podium.server.http.peer.PeerCredProtocol`, HEADER_TIMEOUT_S)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The web dashboard on the HTTP listener: read-only pages served by the daemon itself
 (`static/dashboard.js` and `.css`, no file from the internet). A person logs in once
 with a token (`podium token create --read-only`); the login opens a session
-(`podium.server.sessions`): a cookie the page's script cannot read (HttpOnly,
+(`podium.server.http.sessions`): a cookie the page's script cannot read (HttpOnly,
 SameSite=Strict, Secure under TLS) and a page key kept in the page's own
 localStorage, sent with each API read. The script polls the JSON API every 2 s (one
 request at a time) and builds the page with text nodes only.
@@ -27,8 +27,8 @@ from fastapi import FastAPI, Path, Request
 from fastapi.responses import HTMLResponse, Response
 
 from podium.jobspec.values import MAX_JOB_ID
-from podium.server.sessions import SessionBook
-from podium.server.tokens import TokenBook
+from podium.server.http.sessions import SessionBook
+from podium.server.http.tokens import TokenBook
 
 ASSETS = {"dashboard.js": "text/javascript", "dashboard.css": "text/css"}
 KEY_HEADER = b"x-podium-key"  # the page key, from the page's localStorage
@@ -177,7 +177,7 @@ def add_dashboard(
         kind = ASSETS.get(name)
         if kind is None:
             return Response(b'{"error": "no such file"}', 404, media_type="application/json")
-        data = resources.files("podium.server").joinpath("static", name).read_bytes()
+        data = resources.files("podium.server.http").joinpath("static", name).read_bytes()
         return Response(data, media_type=kind, headers={**HEADERS, "Cache-Control": "no-cache"})
 
 
