@@ -123,6 +123,13 @@ class Cluster:
         data: dict[str, Any] = json.loads(result.stdout)
         return data
 
+    def checkpoints(self, job_id: int) -> list[float]:
+        """When the daemon noted each of the job's checkpoints (its `checkpoint` events:
+        files it sampled, or `podium checkpoint` reports)."""
+        with self.api() as api:
+            events = api.get(f"/v1/jobs/{job_id}").json()["events"]
+        return [e["time"] for e in events if e["kind"] == "checkpoint"]
+
     def wait(
         self, job_id: int, states: set[str] | None = None, timeout: float = 60
     ) -> dict[str, Any]:

@@ -14,12 +14,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.polling import poll
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts" / "k8s-testbed"
@@ -72,11 +73,8 @@ def start_cluster(port_base: int, podium_config: str | None = None) -> Iterator[
 
 def wait_for(api: Any, path: str, test: Any, timeout: float = 60) -> Any:
     """GET `path` until `test(data)` holds; the data (AssertionError after `timeout`)."""
-    deadline = time.monotonic() + timeout
-    data: Any = None
-    while time.monotonic() < deadline:
-        status, data = api.call("GET", path)
-        if status == 200 and test(data):
-            return data
-        time.sleep(0.3)
-    raise AssertionError(f"{path} never got there: {data}")
+    _, data = poll(
+        lambda: api.call("GET", path), lambda got: got[0] == 200 and test(got[1]),
+        f"{path} never got there", timeout,
+    )  # fmt: skip
+    return data

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import pytest
 from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
 from tests.integration.test_http_api import _free_port, _token
 from tests.integration.test_permissions import other_user
+from tests.polling import poll
 
 pytestmark = pytest.mark.integration
 __all__ = ["other_user"]  # the fixture, used here by name
@@ -64,18 +64,8 @@ def browser(tmp_path: Path) -> Iterator[Any]:
 
 
 def _until(test: Any, timeout: float = 20) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            found = test()
-            if found:
-                return found
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-        if time.monotonic() > deadline:
-            raise AssertionError("the page never showed it")
-        time.sleep(0.2)
+    """`test()`'s value once true (a page not there yet may raise: retried)."""
+    return poll(test, bool, "the page never showed it", timeout, retry_on=(Exception,))
 
 
 def _text(browser: Any, selector: str) -> str:

@@ -20,6 +20,7 @@ import pytest
 from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
 from tests.integration.test_permissions import _as, other_user
 from tests.integration.test_resiliency import health_cluster
+from tests.polling import poll
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 __all__ = ["other_user"]  # the fixture, used here by name
@@ -68,14 +69,7 @@ def _lines(c: Cluster) -> list[dict[str, Any]]:
 
 
 def _until(c: Cluster, job: int, test: Any, timeout: float = 30) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        shown = json.loads(c.cli("show", str(job), "--json", check=True).stdout)
-        if test(shown):
-            return shown
-        if time.monotonic() > deadline:
-            raise AssertionError(f"job {job} never got there: {shown}")
-        time.sleep(0.2)
+    return poll(lambda: c.job(job), test, f"job {job} never got there", timeout)
 
 
 def _submit_elastic(c: Cluster, *more: str) -> int:
@@ -317,7 +311,7 @@ def test_a_daemon_killed_during_a_resize_finishes_it_after_its_restart(cluster: 
     urgent = c.submit("--qos=high", "--gpus=1", "--wrap", "sleep 300")
     _until(c, job, lambda j: any(e["kind"] == "resizing" for e in j["events"]))
     c.kill9()
-    time.sleep(1.0)
+    time.sleep(1.0)  # the replica's grace goes on with no daemon: the supervisor alone
     c.start()
     one = _until(c, job, lambda j: j["state"] == "RUNNING" and j["replicas"] == 1, timeout=60)
     assert one["resizes"] == 1 and one["restart_count"] == 0

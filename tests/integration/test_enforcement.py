@@ -14,13 +14,14 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from podium.run.cgroups import current_layout
 from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
+from tests.polling import wait_until
 
 pytestmark = [
     pytest.mark.integration,
@@ -55,12 +56,8 @@ def _enforced(status: str, controller: str) -> bool:
     return status.startswith("accounted only") and controller in status
 
 
-def _until(predicate: object, timeout: float = 30, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+def _until(predicate: Callable[[], object], timeout: float = 30, what: str = "condition") -> None:
+    wait_until(predicate, what, timeout)
 
 
 @pytest.fixture

@@ -223,7 +223,7 @@ def test_the_http_client_rides_out_daemon_restarts(cluster: Cluster) -> None:
             c.stop()
             time.sleep(0.3)  # nothing listens for a moment
             c.start()
-        time.sleep(0.5)
+        time.sleep(0.5)  # the submitter's last requests meet the daemon up
     finally:
         done.set()
         submitter.join()

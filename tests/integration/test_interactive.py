@@ -145,7 +145,7 @@ def test_srun_pty_bash_is_an_interactive_shell_in_the_job(cluster: Cluster) -> N
     job_id = int(out.split("in=")[-1].split("/")[0])
     assert c.job(job_id)["state"] == "RUNNING"
     term.send("sleep 30\n")
-    time.sleep(0.5)
+    time.sleep(0.5)  # sleep is in the foreground by then (nothing to wait on: no prompt)
     term.send("\x03")  # Ctrl-C reaches the shell's foreground job, not srun
     term.send("echo after-ctrl-c $?\n")
     term.expect("after-ctrl-c 130")

@@ -6,13 +6,13 @@ layout outlives a restart of the daemon."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.integration.conftest import Cluster, teardown_cluster
 from tests.integration.test_gpu_sharing import SEE, mig_cluster, node, seen
+from tests.polling import poll
 
 pytestmark = pytest.mark.integration
 
@@ -36,16 +36,12 @@ def recording_cluster() -> tuple[Cluster, Path]:
 
 def wait_split(c: Cluster, gpu: int, profiles: list[str], timeout: float = 30) -> None:
     """Until GPU `gpu` is back in service as `profiles`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        parts = [g for g in node(c)["gpus"] if g["parent"] == gpu]
-        if sorted(g["type"] for g in parts) == sorted(profiles) and not any(
-            g["health"]["fenced"] for g in parts
-        ):
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"GPU {gpu} is {parts}, not {profiles} in service")
-        time.sleep(0.1)
+    poll(
+        lambda: [g for g in node(c)["gpus"] if g["parent"] == gpu],
+        lambda parts: sorted(g["type"] for g in parts) == sorted(profiles)
+        and not any(g["health"]["fenced"] for g in parts),
+        f"GPU {gpu} back in service as {profiles}", timeout,
+    )  # fmt: skip
 
 
 def test_apply_drains_re_splits_checks_and_returns_the_gpu() -> None:

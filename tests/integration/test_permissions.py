@@ -11,7 +11,6 @@ import pwd
 import site
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -185,7 +184,6 @@ def test_unprivileged_daemon_still_leaves_no_process(user_daemon: Cluster, other
     assert result.returncode == 0, result.stderr
     job_id = int(result.stdout)
     pids = _pids(pids_dir, NAMES)
-    time.sleep(0.2)
     assert _run(c, other_user, "cancel", str(job_id)).returncode == 0
     assert c.wait(job_id, timeout=30)["state"] == "CANCELLED"
     assert {n: p for n, p in pids.items() if not _gone(p)} == {}

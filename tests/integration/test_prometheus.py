@@ -20,6 +20,7 @@ import pytest
 
 from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
 from tests.integration.test_http_api import _free_port
+from tests.polling import poll
 
 pytestmark = pytest.mark.integration
 PROMETHEUS = shutil.which("prometheus")
@@ -73,14 +74,7 @@ def _query(url: str, expr: str) -> list[dict[str, Any]]:
 
 
 def _until(url: str, expr: str, test: Any, timeout: float = 30) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + timeout
-    result: list[dict[str, Any]] = []
-    while time.monotonic() < deadline:
-        result = _query(url, expr)
-        if test(result):
-            return result
-        time.sleep(0.5)
-    raise AssertionError(f"{expr}: {result}")
+    return poll(lambda: _query(url, expr), test, expr, timeout)
 
 
 def _value(result: list[dict[str, Any]]) -> float:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -63,14 +64,7 @@ def gpu_health(c: Cluster, gpu: int) -> dict[str, Any]:
 
 
 def until(predicate: Callable[[], Any], timeout: float = 30, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or predicate}")
-        time.sleep(0.1)
+    return wait_until(predicate, what or str(predicate), timeout)
 
 
 def runs(c: Cluster, job_id: int) -> list[str]:
@@ -275,7 +269,7 @@ def test_a_full_disk_drains_the_node_until_it_has_room(tmp_path: Path) -> None:
         node = nodes(c)
         assert node["reason"].startswith("health: ") and node["health"]["fenced"]
         job = c.submit("--wrap", "true")
-        time.sleep(0.5)
+        time.sleep(0.5)  # passes come and go (0.2 s apart): none starts it on a fenced node
         assert c.job(job)["state"] == "PENDING"
         c.cli("inject", "clear", "--path", str(disk), check=True)
         until(lambda: nodes(c)["state"] != "drained", what="return to service")

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -152,10 +153,15 @@ def test_preemption_stops_the_job_that_loses_least_since_its_checkpoint() -> Non
             'mv "$PODIUM_CHECKPOINT_DIR/ckpt.tmp" "$PODIUM_CHECKPOINT_DIR/ckpt"; sleep 0.3; done',
         )  # fmt: skip
         c.wait(steady, {"RUNNING"})
-        time.sleep(1.0)
+        wait_until(lambda: c.checkpoints(steady), "the daemon to sample steady's checkpoint")
         fresh = c.submit("--qos=low", "--gpus=2", "-J", "fresh", "--wrap", "sleep 120")
         c.wait(fresh, {"RUNNING"})
-        time.sleep(5.0)
+        fresh_ran = time.time()
+        # fresh loses 2 s or more, steady what it did since a checkpoint sampled just now
+        wait_until(
+            lambda: any(t > fresh_ran + 2 for t in c.checkpoints(steady)),
+            "a checkpoint of steady sampled 2 s after fresh started",
+        )
         urgent = c.submit("--qos=high", "--gpus=2", "--wrap", "true")
         assert c.wait(steady, timeout=30)["state"] == "PREEMPTED"
         assert c.wait(urgent, timeout=30)["state"] == "COMPLETED"
@@ -181,10 +187,14 @@ def test_a_job_that_reports_its_checkpoints_is_the_cheapest_victim() -> None:
             "i=0; while :; do i=$((i+1)); podium checkpoint --step $i >/dev/null; sleep 0.5; done",
         )  # fmt: skip
         c.wait(steady, {"RUNNING"})
-        time.sleep(1.0)
+        wait_until(lambda: c.checkpoints(steady), "steady's first checkpoint report")
         fresh = c.submit("--qos=low", "--gpus=2", "-J", "fresh", "--wrap", "sleep 120")
         c.wait(fresh, {"RUNNING"})
-        time.sleep(4.0)
+        fresh_ran = time.time()
+        wait_until(
+            lambda: len(t := c.checkpoints(steady)) >= 6 and t[-1] > fresh_ran + 2,
+            "six reports from steady, one 2 s after fresh started",
+        )
         urgent = c.submit("--qos=high", "--gpus=2", "--wrap", "true")
         ended = c.wait(steady, timeout=30)
         assert ended["state"] == "PREEMPTED"
@@ -217,10 +227,10 @@ def test_a_victim_that_saves_in_its_grace_and_says_so_is_requeued_at_once() -> N
         victim = c.submit(
             "--qos=low", "--gpus=4", "--wrap",
             "trap 'podium checkpoint --step 42 >/dev/null; sleep 100' TERM; "
-            "while :; do sleep 0.2; done",
+            "echo trapped; while :; do sleep 0.2; done",
         )  # fmt: skip
         c.wait(victim, {"RUNNING"})
-        time.sleep(1.0)
+        wait_until(lambda: "trapped" in _stdout(c, victim), "the victim to set its trap")
         asked = time.monotonic()
         urgent = c.submit("--qos=high", "--gpus=2", "--wrap", "sleep 30")
         c.wait(urgent, {"RUNNING"}, timeout=20)
@@ -232,3 +242,11 @@ def test_a_victim_that_saves_in_its_grace_and_says_so_is_requeued_at_once() -> N
         c.cli("cancel", str(victim), str(urgent), check=True)
     finally:
         teardown_cluster(c)
+
+
+def _stdout(c: Cluster, job_id: int) -> str:
+    path = c.job(job_id)["stdout"]
+    try:
+        return Path(path).read_text() if path else ""
+    except FileNotFoundError:
+        return ""

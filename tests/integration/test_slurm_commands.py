@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import PODIUM, Cluster, make_cluster, teardown_cluster
+from tests.polling import poll
 
 pytestmark = pytest.mark.integration
 
@@ -40,12 +41,8 @@ def slurm(c: Cluster, *argv: str) -> subprocess.CompletedProcess[str]:
 
 
 def wait_for(path: Path, text: str, timeout: float = 30) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and text in path.read_text():
-            return path.read_text()
-        time.sleep(0.1)
-    raise AssertionError(f"{text!r} not in {path}: {path.read_text() if path.exists() else ''}")
+    read = lambda: path.read_text() if path.exists() else ""  # noqa: E731
+    return poll(read, lambda seen: text in seen, f"{text!r} not in {path}", timeout)
 
 
 def test_scontrol_requeue_from_inside_the_job_exits_0(slow_kill: Cluster) -> None:
@@ -112,7 +109,7 @@ while :; do sleep 0.1; done
     wait_for(log, "step-ready")
     assert slurm(c, "scancel", str(job), "--signal", "USR1").returncode == 0
     wait_for(log, "step-usr1")
-    time.sleep(0.5)
+    time.sleep(0.5)  # the batch shell would have logged it by now, had it been signalled
     assert "batch-usr1" not in log.read_text()
     assert slurm(c, "scancel", "-b", "--signal=SIGUSR1", str(job)).returncode == 0
     wait_for(log, "batch-usr1")

@@ -11,7 +11,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import yaml
 
 from tests.integration.slurm_cluster import PODIUM, TERMINAL, SlurmCluster, start_cluster
 from tests.integration.test_permissions import PYTHONPATH, _python, as_login, other_user
+from tests.polling import poll
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm]
 __all__ = ["other_user"]  # the fixture, used here by name
@@ -70,14 +70,11 @@ def _as_user(
 
 
 def _wait_reason(slurm: SlurmCluster, job_id: int, reason: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 60
-    job: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        job = slurm.json("show", str(job_id))
-        if job["state"] == "PENDING" and reason in (job["reason"] or ""):
-            return job
-        time.sleep(0.3)
-    raise AssertionError(f"job {job_id} never waited for {reason}: {job}")
+    return poll(
+        lambda: slurm.json("show", str(job_id)),
+        lambda job: job["state"] == "PENDING" and reason in (job["reason"] or ""),
+        f"job {job_id} never waited for {reason}", 60,
+    )  # fmt: skip
 
 
 def _team(rows: list[dict[str, Any]], name: str) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import time
 
 from tests.integration.conftest import make_cluster, teardown_cluster
 from tests.integration.test_permissions import _as, other_user
+from tests.polling import wait_until
 
 __all__ = ["other_user"]  # the fixture, imported for pytest
 
@@ -34,9 +35,10 @@ def test_a_team_borrows_idle_quota_and_the_owner_reclaims_it(other_user: str) ->
         c.wait(own, {"RUNNING"})
         steady = c.submit("--gpus=1", "-J", "steady", "--wrap", CHECKPOINTS)
         c.wait(steady, {"RUNNING"})
-        time.sleep(1.0)
+        wait_until(lambda: c.checkpoints(steady), "the daemon to sample steady's checkpoint")
         fresh = c.submit("--gpus=1", "-J", "fresh", "--wrap", "sleep 300")
         c.wait(fresh, {"RUNNING"})  # vision uses 4 of its 2 GPUs: it borrows nlp's two
+        fresh_ran = time.time()
         over = c.submit("--gpus=1", "-J", "over", "--wrap", "true")
         waiting = c.wait_reason(over, "AssocGrpGRES: team vision uses 4 of its 2 GPUs and "
                                 "may borrow 0 more: lab lends 0")  # fmt: skip
@@ -47,7 +49,11 @@ def test_a_team_borrows_idle_quota_and_the_owner_reclaims_it(other_user: str) ->
             ("nlp", 0, 0, 2),
         ]
         assert "vision" in c.cli("teams", check=True).stdout
-        time.sleep(3.0)  # fresh has more to lose than steady, which checkpoints
+        # fresh has more to lose than steady, which checkpoints: 2 s and more
+        wait_until(
+            lambda: any(t > fresh_ran + 2 for t in c.checkpoints(steady)),
+            "a checkpoint of steady sampled 2 s after fresh started",
+        )
         claimed = _as(c, other_user, "submit", "--parsable", "--gpus=1", "--wrap", "sleep 300")
         assert claimed.returncode == 0, claimed.stderr
         owner = int(claimed.stdout.strip())

@@ -17,6 +17,7 @@ import pytest
 from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
 from tests.integration.test_http_api import _free_port, _token
 from tests.integration.test_permissions import _as, other_user
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 __all__ = ["other_user"]  # the fixture, used here by name
@@ -61,8 +62,7 @@ def test_a_token_made_with_a_token_dies_with_it(cluster: Cluster, other_user: st
         assert longer.status_code == 400 and "expires no later" in longer.json()["error"]
     with _http(c, made["token"]) as kid:
         assert kid.get("/v1/ping").json()["you"] == other_user
-        time.sleep(3.2)
-        assert kid.get("/v1/ping").status_code == 401  # gone with its parent
+        wait_until(lambda: kid.get("/v1/ping").status_code == 401, "gone with its parent", 10)
     lasting = _token(c, user=other_user)
     with _http(c, lasting) as them:
         kid_token = them.post("/v1/tokens", json={}).json()["token"]

@@ -73,7 +73,7 @@ def main() -> None:
     held = ex.submit(stubborn)
     while held.state in ("PENDING", "UNKNOWN", "READY") or not held.paths.stdout.exists():
         time.sleep(0.2)
-    time.sleep(1)
+    time.sleep(1)  # submitit's job is in Python by now, ignoring SIGTERM (nothing to poll)
     held.cancel()
     held.watcher.update()
     out["cancelled"] = held.state
@@ -84,7 +84,7 @@ def main() -> None:
     preempted = executor("logs/%j", timeout_min=30).submit(Counter(), 6)
     while not preempted.paths.stdout.exists():
         time.sleep(0.2)
-    time.sleep(3)
+    time.sleep(3)  # some steps done, so that resuming them shows (the result says which)
     preempted._interrupt()
     out["interrupt"] = list(preempted.result())
     json.dump(out, sys.stdout)

@@ -87,9 +87,9 @@ def test_a_daemon_back_within_the_window_answers_the_retry(
     result: list[object] = []
     thread = threading.Thread(target=lambda: result.append(client.get("/v1/ping")))
     thread.start()
-    time.sleep(0.3)
+    time.sleep(0.3)  # the cut answer is read: the client waits to send again
     sock.unlink(missing_ok=True)  # the daemon went away ...
-    time.sleep(0.5)
+    time.sleep(0.5)  # ... for a while, as a restarting daemon's socket is
     serve(sock, [ok])  # ... and is back
     thread.join(timeout=15)
     assert result == [{"ok": True}]

@@ -64,7 +64,7 @@ def test_stop_ends_a_kmsg_follower_at_once() -> None:
         pytest.skip("/dev/kmsg is not readable here")
     follower = KernelLogFollower(Path("/dev/kmsg"), True, lambda: None)
     assert follower.start() is None
-    time.sleep(0.1)
+    time.sleep(0.1)  # its thread is blocked reading by now: stop must wake it
     started = time.monotonic()
     follower.stop()
     assert time.monotonic() - started < 0.5

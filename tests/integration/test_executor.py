@@ -14,6 +14,8 @@ import pytest
 from podium.run.executor import LocalExecutor, Poll
 from podium.run.plan import LaunchPlan, TaskPlan
 
+pytestmark = pytest.mark.integration  # real processes, signals and process groups
+
 
 def plan_of(job_id: int, tmp: Path) -> LaunchPlan:
     return LaunchPlan(

@@ -15,6 +15,8 @@ import pytest
 
 from podium.run.stopping import ChildError, Stopped, call_in_child, pending_stop
 
+pytestmark = pytest.mark.integration  # real processes, signals and process groups
+
 
 @pytest.fixture
 def blocked() -> Iterator[None]:
