@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from podium.api.states import TERMINAL_STATES
+from tests.integration.slurm_cluster import SlurmCluster, start_cluster
 
 BIN = Path(sys.executable).parent
 PODIUM = str(BIN / "podium")
@@ -262,3 +263,13 @@ def shared_cluster() -> Iterator[Cluster]:
         yield c
     finally:
         teardown_cluster(c)
+
+
+@pytest.fixture(scope="session")
+def slurm_hosts() -> Iterator[SlurmCluster]:
+    """One Slurm cluster of hosts (a network, UTS and mount namespace per node) for the
+    whole run: the modules whose tests leave its nodes in service share it (test_slurm,
+    test_slurm_script_kinds, test_slurm_yardstick), each starting from `in_service`.
+    The accounting cluster (test_slurm_teams) is another: slurmdbd changes what every
+    submission may do."""
+    yield from start_cluster(hosts=True)

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from podium.api.states import TERMINAL_STATES
+from tests.polling import poll
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts" / "slurm-testbed"
@@ -162,3 +163,16 @@ def start_cluster(
             links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True)
             left = [w for w in (netns.stdout + links.stdout).split() if f"pdm{port_base}" in w]
             assert not left, f"down.sh left {left}"
+
+
+def in_service(cluster: SlurmCluster, timeout: float = 60) -> SlurmCluster:
+    """`cluster` once no job of an earlier module is left and every node is in service:
+    what a module sharing the run's cluster (conftest.py's `slurm_hosts`) starts from.
+    A node another module left drained or down fails here, by name."""
+    poll(lambda: cluster.json("queue"), lambda jobs: not jobs, "the queue to empty", timeout)
+    poll(
+        lambda: cluster.json("nodes"),
+        lambda nodes: all(n["state"] in ("idle", "mixed", "allocated") for n in nodes),
+        "every node in service", timeout,
+    )  # fmt: skip
+    return cluster

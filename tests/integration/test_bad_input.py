@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.conformance import check_backend
 from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
 from tests.integration.http_wire import read_message
 
@@ -362,3 +363,11 @@ def test_a_retried_submission_creates_one_job(cluster: Cluster, tmp_path: Path) 
         proxy.stop.set()
         proxy.join(5)
         proxy.server.close()
+
+
+def test_the_embedded_backend_meets_the_conformance_check(
+    guarded: tuple[Cluster, list[int]],
+) -> None:
+    c, accepted = guarded
+    check_backend(lambda *args: c.cli(*args))
+    assert c.alive() and _all_ids(c) == accepted

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.integration.conformance import check_backend
 from tests.integration.k8s_cluster import start_cluster
 from tests.integration.test_permissions import PYTHONPATH, _python, as_login, other_user
 
@@ -360,3 +361,12 @@ def test_submissions_at_once_get_distinct_ids(slow: Podium) -> None:
         ids.append(int(out.strip()))
     assert len(set(ids)) == 6, ids
     slow.ok("cancel", *map(str, ids))
+
+
+def test_the_kubernetes_backend_meets_the_conformance_check(
+    cluster: tuple[Path, Any], slow: Podium
+) -> None:
+    _, api = cluster
+    before = _objects(api)
+    check_backend(slow)
+    assert _objects(api) == before  # nothing created in the cluster either

@@ -11,7 +11,6 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +19,15 @@ import pytest
 from podium.backends.slurm.hook import node_state_dir
 from podium.config.cluster import load_config
 from podium.node.inventory import declared_bus_id
-from tests.integration.slurm_cluster import ROOT, SCRIPTS, TERMINAL, SlurmCluster, start_cluster
+from tests.integration.conformance import check_backend
+from tests.integration.slurm_cluster import ROOT, SCRIPTS, TERMINAL, SlurmCluster, in_service
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm]
 
 
 @pytest.fixture(scope="module")
-def slurm() -> Iterator[SlurmCluster]:
-    yield from start_cluster(hosts=True)
+def slurm(slurm_hosts: SlurmCluster) -> SlurmCluster:
+    return in_service(slurm_hosts)
 
 
 def _submit(slurm: SlurmCluster, *args: str, cwd: Path) -> int:
@@ -400,3 +400,7 @@ def test_a_lost_node_is_marked_down_and_the_job_resumes_on_others(
             capture_output=True, env=slurm.env,
         )  # fmt: skip
         slurm.wait_node(victim, lambda n: n["state"] in ("idle", "mixed", "allocated"), 60)
+
+
+def test_the_slurm_backend_meets_the_conformance_check(slurm: SlurmCluster, tmp_path: Path) -> None:
+    check_backend(lambda *args: slurm.podium(*args, check=False, cwd=tmp_path))

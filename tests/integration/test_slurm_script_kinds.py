@@ -10,12 +10,11 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.integration.slurm_cluster import ROOT, TERMINAL, SlurmCluster, start_cluster
+from tests.integration.slurm_cluster import ROOT, TERMINAL, SlurmCluster, in_service
 from tests.integration.test_interactive import Terminal
 from tests.integration.test_slurm_scripts import NCCL_TEST, check_nccl_test_output
 
@@ -23,8 +22,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slurm]
 
 
 @pytest.fixture(scope="module")
-def slurm() -> Iterator[SlurmCluster]:
-    yield from start_cluster(port_base=18900, hosts=True)
+def slurm(slurm_hosts: SlurmCluster) -> SlurmCluster:
+    return in_service(slurm_hosts)
 
 
 def run(slurm: SlurmCluster, tmp_path: Path, body: str, *args: str, timeout: float = 90) -> int:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from tests.integration.slurm_cluster import (
     SCRIPTS,
     TERMINAL,
     SlurmCluster,
-    start_cluster,
+    in_service,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm]
@@ -26,9 +25,9 @@ NODES = "debug-st-g-[1-4]"
 
 
 @pytest.fixture(scope="module")
-def slurm() -> Iterator[SlurmCluster]:
+def slurm(slurm_hosts: SlurmCluster) -> SlurmCluster:
     pytest.importorskip("torch")
-    yield from start_cluster(port_base=19000, hosts=True)
+    return in_service(slurm_hosts)
 
 
 def _run(slurm: SlurmCluster, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

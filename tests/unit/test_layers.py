@@ -171,3 +171,16 @@ def test_only_the_daemon_entry_knows_http() -> None:
         )
     )
     assert knowing == ["podium.server.daemon"]
+
+
+def test_every_backend_meets_the_conformance_check_live() -> None:
+    # Each backend answers --test-only, bad input and unknown jobs alike on its real
+    # engine (tests/integration/conformance.py); a backend added to BACKENDS without
+    # a live check fails here.
+    from podium.backends import BACKENDS
+    from tests.integration.conformance import LIVE
+
+    assert set(LIVE) == set(BACKENDS)
+    for engine, module in LIVE.items():
+        text = (PACKAGE.parent / module).read_text()
+        assert "check_backend(" in text, f"{module} never runs the check for {engine}"
