@@ -17,11 +17,12 @@ def poll(
     what: str,
     timeout: float = 30.0,
     retry_on: tuple[type[Exception], ...] = (),
+    every: float = 0.2,
 ) -> T:
     """Read `get()` until `test` holds for what it read, and return that. After
     `timeout` seconds fail naming `what` and the last value read. Exceptions of the
     `retry_on` types count as not yet (the last one is raised at the deadline).
-    Polls every 20 ms at first, backing off to 200 ms."""
+    Polls every 20 ms at first, backing off to `every` seconds."""
     deadline = time.monotonic() + timeout
     pause = 0.02
     while True:
@@ -36,7 +37,7 @@ def poll(
             if time.monotonic() > deadline:
                 raise AssertionError(f"after {timeout:g} s: {what}: {value!r:.2000}")
         time.sleep(pause)
-        pause = min(pause * 1.5, 0.2)
+        pause = min(pause * 1.5, every)
 
 
 def wait_until(done: Callable[[], T], what: str, timeout: float = 30.0) -> T:

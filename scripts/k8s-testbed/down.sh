@@ -5,19 +5,33 @@
 set -u
 DIR=$(cd "${1:?usage: down.sh DIR}" 2>/dev/null && pwd) || exit 0
 RUN=$DIR/run
-stop() {  # name
+running() {  # name: the pid in DIR/run/NAME.pid if it is still the program up.sh started
     local f=$RUN/$1.pid pid
     [ -f "$f" ] || return 0
     pid=$(tr -dc '0-9' < "$f")
     # the pid must still be a process whose command line names DIR (each daemon's does)
     if [ -n "$pid" ] && tr '\0' ' ' 2>/dev/null < "/proc/$pid/cmdline" | grep -qF "$DIR"; then
-        kill -TERM "$pid" 2>/dev/null
-        for _ in $(seq 100); do [ -d "/proc/$pid" ] || break; sleep 0.1; done
-        [ -d "/proc/$pid" ] && kill -KILL "$pid" 2>/dev/null
+        echo "$pid"
     fi
-    rm -f "$f"
 }
-for name in kueue jobset kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
-    stop "$name"
-done
+stop() {  # names: TERM to all at once, then wait for all (KILL after 10 s), pid files gone
+    local pids=() name pid
+    for name in "$@"; do
+        pid=$(running "$name")
+        [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null && pids+=("$pid")
+    done
+    for _ in $(seq 100); do
+        local alive=0
+        for pid in "${pids[@]}"; do [ -d "/proc/$pid" ] && alive=1; done
+        [ "$alive" = 0 ] && break
+        sleep 0.1
+    done
+    for pid in "${pids[@]}"; do [ -d "/proc/$pid" ] && kill -KILL "$pid" 2>/dev/null; done
+    for name in "$@"; do rm -f "$RUN/$name.pid"; done
+}
+# The controllers together (each takes ~2 s to stop, none needs another's), then the
+# API server, then etcd.
+stop kueue jobset kwok kube-scheduler kube-controller-manager
+stop kube-apiserver
+stop etcd
 exit 0

@@ -8,17 +8,31 @@ DIR=$(cd "${1:?usage: down.sh DIR}" 2>/dev/null && pwd) || exit 0
 RUN=$DIR/run
 export SLURM_CONF=$DIR/etc/slurm.conf
 
-stop_pidfile() {  # $1 pid file, $2 program
+live_pid() {  # $1 pid file, $2 program: its pid if it still runs that program
     local f=$1 exe=$2 pid want cur
     [ -f "$f" ] || return 0
     pid=$(tr -dc '0-9' < "$f")
     want=$(readlink -f "$(command -v "$exe" 2>/dev/null || echo "/usr/sbin/$exe")")
     cur=$(readlink "/proc/$pid/exe" 2>/dev/null || true)
-    if [ -z "$pid" ] || [ "$cur" != "$want" ]; then rm -f "$f"; return 0; fi
-    kill -TERM "$pid" 2>/dev/null
-    for _ in $(seq 100); do [ -d "/proc/$pid" ] || break; sleep 0.1; done
-    [ -d "/proc/$pid" ] && kill -KILL "$pid" 2>/dev/null
-    rm -f "$f"
+    [ -n "$pid" ] && [ "$cur" = "$want" ] && echo "$pid"
+    return 0
+}
+stop_pidfiles() {  # $1 program, then its pid files: TERM to all at once, wait (KILL after 10 s)
+    local exe=$1 pids=() f pid
+    shift
+    for f in "$@"; do
+        [ -e "$f" ] || continue
+        pid=$(live_pid "$f" "$exe")
+        [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null && pids+=("$pid")
+    done
+    for _ in $(seq 100); do
+        local alive=0
+        for pid in "${pids[@]}"; do [ -d "/proc/$pid" ] && alive=1; done
+        [ "$alive" = 0 ] && break
+        sleep 0.1
+    done
+    for pid in "${pids[@]}"; do [ -d "/proc/$pid" ] && kill -KILL "$pid" 2>/dev/null; done
+    rm -f "$@"
 }
 
 if [ -f "$RUN/slurmctld.pid" ] && [ -d "/proc/$(tr -dc '0-9' < "$RUN/slurmctld.pid")" ]; then
@@ -28,11 +42,11 @@ if [ -f "$RUN/slurmctld.pid" ] && [ -d "/proc/$(tr -dc '0-9' < "$RUN/slurmctld.p
         for _ in $(seq 50); do [ -z "$(timeout 5 squeue -h -o %A 2>/dev/null)" ] && break; sleep 0.2; done
     fi
 fi
-for f in "$RUN"/slurmd-*.pid; do [ -e "$f" ] && stop_pidfile "$f" slurmd; done
-stop_pidfile "$RUN/slurmctld.pid" slurmctld
-stop_pidfile "$RUN/slurmdbd.pid" slurmdbd
-stop_pidfile "$RUN/mariadbd.pid" mariadbd
-stop_pidfile "$RUN/munged.pid" munged
+stop_pidfiles slurmd "$RUN"/slurmd-*.pid  # every node at once
+stop_pidfiles slurmctld "$RUN/slurmctld.pid"
+stop_pidfiles slurmdbd "$RUN/slurmdbd.pid"
+stop_pidfiles mariadbd "$RUN/mariadbd.pid"
+stop_pidfiles munged "$RUN/munged.pid"
 stepd=$(readlink -f /usr/sbin/slurmstepd 2>/dev/null)
 for d in /proc/[0-9]*; do
     [ "$(readlink "$d/exe" 2>/dev/null)" = "$stepd" ] || continue

@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import pytest
 
 from podium.api.states import TERMINAL_STATES
 from tests.integration.slurm_cluster import SlurmCluster, start_cluster
+from tests.polling import poll, wait_until
 
 BIN = Path(sys.executable).parent
 PODIUM = str(BIN / "podium")
@@ -64,15 +64,14 @@ class Cluster:
 
     def kill9(self) -> None:
         assert self.daemon_pid is not None
-        os.kill(self.daemon_pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                os.kill(self.daemon_pid, 0)
-            except ProcessLookupError:
-                break
-            _reap(self.daemon_pid)
-            time.sleep(0.02)
+        pid = self.daemon_pid
+        os.kill(pid, signal.SIGKILL)
+
+        def gone() -> bool:
+            _reap(pid)
+            return not Path(f"/proc/{pid}").exists()
+
+        wait_until(gone, f"the daemon (pid {pid}) to die of SIGKILL", 10)
         self.daemon_pid = None
 
     def alive(self) -> bool:
@@ -135,50 +134,44 @@ class Cluster:
         self, job_id: int, states: set[str] | None = None, timeout: float = 60
     ) -> dict[str, Any]:
         states = states or TERMINAL
-        deadline = time.monotonic() + timeout
         with self.api() as api:
-            while True:
-                job: dict[str, Any] = api.get(f"/v1/jobs/{job_id}").json()
-                if job["state"] in states:
-                    return job
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"job {job_id} still {job['state']} ({job['reason']})")
-                time.sleep(0.05)
+            job: dict[str, Any] = poll(
+                lambda: api.get(f"/v1/jobs/{job_id}").json(),
+                lambda job: job["state"] in states,
+                f"job {job_id} never {'/'.join(sorted(states))}", timeout, every=0.05,
+            )  # fmt: skip
+        return job
 
     def wait_array(self, array_id: int, tasks: int, timeout: float = 60) -> dict[int, Any]:
         """Wait until `tasks` tasks of array `array_id` have ended (each its own record
         once it started: the array's record holds those that have not); by index."""
-        deadline = time.monotonic() + timeout
+
+        def ended() -> dict[int, Any]:
+            jobs = api.get("/v1/jobs", params={"all": "true"}).json()["jobs"]
+            return {
+                j["array_task_id"]: j
+                for j in jobs
+                if j["array_job_id"] == array_id
+                and j["array_task_id"] is not None
+                and j["state"] in TERMINAL
+            }
+
         with self.api() as api:
-            while True:
-                jobs = api.get("/v1/jobs", params={"all": "true"}).json()["jobs"]
-                ended = {
-                    j["array_task_id"]: j
-                    for j in jobs
-                    if j["array_job_id"] == array_id
-                    and j["array_task_id"] is not None
-                    and j["state"] in TERMINAL
-                }
-                if len(ended) >= tasks:
-                    return ended
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"array {array_id}: {len(ended)} of {tasks} ended")
-                time.sleep(0.05)
+            return poll(
+                ended, lambda done: len(done) >= tasks,
+                f"array {array_id}: {tasks} tasks ended", timeout, every=0.05,
+            )  # fmt: skip
 
     def wait_reason(self, job_id: int, reason: str, timeout: float = 30) -> dict[str, Any]:
         """Wait until a pass gives the pending job `job_id` this reason (passes follow
         changes: no fixed sleep guesses when one has run)."""
-        deadline = time.monotonic() + timeout
         with self.api() as api:
-            while True:
-                job: dict[str, Any] = api.get(f"/v1/jobs/{job_id}").json()
-                if job["reason"] == reason:
-                    return job
-                if time.monotonic() > deadline:
-                    raise AssertionError(
-                        f"job {job_id} is {job['state']} ({job['reason']}), not {reason}"
-                    )
-                time.sleep(0.05)
+            job: dict[str, Any] = poll(
+                lambda: api.get(f"/v1/jobs/{job_id}").json(),
+                lambda job: job["reason"] == reason,
+                f"job {job_id} never pending for {reason}", timeout, every=0.05,
+            )  # fmt: skip
+        return job
 
 
 def _reap(pid: int) -> None:
@@ -228,16 +221,15 @@ def teardown_cluster(cluster: Cluster) -> None:
         if started.exists() and not (job_dir / "result.json").exists():
             with contextlib.suppress(ProcessLookupError, ValueError, KeyError, OSError):
                 os.kill(json.loads(started.read_text())["pid"], signal.SIGTERM)
-    deadline = time.monotonic() + 10
-    while jobs.exists() and time.monotonic() < deadline:
-        pending = [
-            d
+
+    def ended() -> bool:
+        return not any(
+            (d / "started.json").exists() and not (d / "result.json").exists()
             for d in _job_dirs(jobs)
-            if (d / "started.json").exists() and not (d / "result.json").exists()
-        ]
-        if not pending:
-            break
-        time.sleep(0.1)
+        )
+
+    with contextlib.suppress(AssertionError):  # best effort: the directory goes anyway
+        wait_until(ended, "the supervisors it left to end", 10)
     if jobs.is_symlink():  # the job state on a tmpfs (podium.run.rundir)
         shutil.rmtree(jobs.resolve(), ignore_errors=True)
     shutil.rmtree(cluster.home, ignore_errors=True)

@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,28 +64,18 @@ class SlurmCluster:
         ).stdout
 
     def wait_job(self, job_id: int, states: set[str], timeout: float = 90) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        job: dict[str, Any] = {}
-        while time.monotonic() < deadline:
-            job = self.json("show", str(job_id))
-            if job["state"] in states:
-                return job
-            time.sleep(0.3)
-        raise AssertionError(f"job {job_id} never reached {states}: {job}")
+        job: dict[str, Any] = poll(
+            lambda: self.json("show", str(job_id)), lambda job: job["state"] in states,
+            f"job {job_id} never reached {states}", timeout,
+        )  # fmt: skip
+        return job
 
     def node(self, name: str) -> dict[str, Any]:
         nodes: list[dict[str, Any]] = self.json("nodes")
         return next(n for n in nodes if n["node"] == name)
 
     def wait_node(self, name: str, test: Any, timeout: float = 60) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        node: dict[str, Any] = {}
-        while time.monotonic() < deadline:
-            node = self.node(name)
-            if test(node):
-                return node
-            time.sleep(0.5)
-        raise AssertionError(f"node {name} never got there: {node}")
+        return poll(lambda: self.node(name), test, f"node {name} never got there", timeout)
 
 
 def why_no_hosts() -> str | None:

@@ -7,7 +7,6 @@ import json
 import socket
 import sqlite3
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 from tests.integration.conformance import check_backend
 from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
 from tests.integration.http_wire import read_message
+from tests.polling import poll, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -252,10 +252,8 @@ def test_a_job_that_breaks_its_own_start_is_held_and_others_run(cluster: Cluster
     broken = c.submit("--wrap", "true")
     assert broken == first + 1
     held = c.wait(broken, states={"PENDING"})
-    deadline = time.monotonic() + 20
-    while "launch failed" not in held["reason"] and time.monotonic() < deadline:
-        time.sleep(0.1)
-        held = c.job(broken)
+    held = poll(lambda: c.job(broken), lambda j: "launch failed" in j["reason"],
+                "the broken job held for its launch failure", 20)  # fmt: skip
     assert held["state"] == "PENDING" and held["held"]
     assert "launch failed: FileExistsError" in held["reason"]
     fine = c.submit("--wrap", "true")
@@ -266,9 +264,7 @@ def test_a_job_that_breaks_its_own_start_is_held_and_others_run(cluster: Cluster
     with sqlite3.connect(c.home / "podium.db") as db:
         db.execute("UPDATE jobs SET spec='{not json', brief=NULL WHERE job_id=?", (unreadable,))
     c.start()
-    deadline = time.monotonic() + 20
-    while not c.job(unreadable)["held"] and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: c.job(unreadable)["held"], "the unreadable job held", 20)
     assert "unreadable job" in c.job(unreadable)["reason"]
     again = c.submit("--wrap", "true")
     assert c.wait(again)["state"] == "COMPLETED"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import psutil
 import pytest
 
 from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
+from tests.polling import poll, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -27,25 +27,26 @@ NOHUP = (
 
 
 def _pids(pids_dir: Path, names: list[str], timeout: float = 10) -> dict[str, int]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = {n: (pids_dir / n) for n in names}
-        if all(p.exists() and p.read_text().strip() for p in found.values()):
-            return {n: int(p.read_text()) for n, p in found.items()}
-        time.sleep(0.05)
-    raise AssertionError(f"leftover processes did not start: {os.listdir(pids_dir)}")
+    found = {n: (pids_dir / n) for n in names}
+    poll(lambda: [p.read_text().strip() if p.exists() else "" for p in found.values()], all,
+         "the leftover processes to start", timeout)  # fmt: skip
+    return {n: int(p.read_text()) for n, p in found.items()}
 
 
 def _gone(pid: int, timeout: float = 5) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    """Whether `pid` is gone (or a zombie) within `timeout` seconds."""
+
+    def dead() -> bool:
         try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
+            return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
         except psutil.NoSuchProcess:
             return True
-        time.sleep(0.05)
-    return False
+
+    try:
+        wait_until(dead, f"pid {pid} to be gone", timeout)
+    except AssertionError:
+        return False
+    return True
 
 
 def _body(pids: Path, finish: str) -> str:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import time
 
 import psutil
 import pytest
 
 from tests.integration.conftest import PODIUM, make_cluster, teardown_cluster
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -25,10 +25,9 @@ def test_foreground_daemon_serves_and_stops_on_sigterm() -> None:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 30
-        while not (c.home / "podium.sock").exists():
-            assert proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_until(lambda: (c.home / "podium.sock").exists() or proc.poll() is not None,
+                   "the daemon's socket", 30)  # fmt: skip
+        assert proc.poll() is None, "the daemon exited"
         assert c.alive()
         job_id = c.submit("--wrap", "sleep 8")
         c.wait(job_id, {"RUNNING"})

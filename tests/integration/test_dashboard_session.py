@@ -22,6 +22,7 @@ from tests.integration.conftest import Cluster
 from tests.integration.test_dashboard import _login, _text, _until, browser, dashboard
 from tests.integration.test_http_api import _free_port, _token
 from tests.integration.test_permissions import _as, _python, _user_env, as_login, other_user
+from tests.polling import poll
 
 pytestmark = pytest.mark.integration
 __all__ = ["browser", "dashboard", "other_user"]  # the fixtures, used here by name
@@ -80,15 +81,10 @@ def attacker(
         env=_user_env(c, other_user), cwd="/", **as_login(other_user),
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 10
-        while True:  # until it listens
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+        poll(  # until it listens
+            lambda: socket.create_connection(("127.0.0.1", port), timeout=1).close(),
+            lambda _: True, "the page's server to listen", 10, retry_on=(OSError,),
+        )  # fmt: skip
         yield port, log
     finally:
         server.terminate()

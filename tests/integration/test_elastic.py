@@ -20,7 +20,7 @@ import pytest
 from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
 from tests.integration.test_permissions import _as, other_user
 from tests.integration.test_resiliency import health_cluster
-from tests.polling import poll
+from tests.polling import poll, wait_until
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 __all__ = ["other_user"]  # the fixture, used here by name
@@ -85,9 +85,8 @@ def test_an_elastic_job_shrinks_for_a_higher_qos_and_grows_back(cluster: Cluster
     job = _submit_elastic(c)
     two = _until(c, job, lambda j: j["state"] == "RUNNING" and j["replicas"] == 2)
     assert (two["replicas_min"], two["replicas_max"], two["gpus"]) == (1, 4, 2)
-    deadline = time.monotonic() + 10
-    while len([x for x in _lines(c) if x["what"] == "start"]) < 2 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: len([x for x in _lines(c) if x["what"] == "start"]) >= 2,
+               "both replicas to start", 10)  # fmt: skip
     urgent = c.submit("--qos=high", "--gpus=1", "--wrap", "sleep 300")
     c.wait(urgent, {"RUNNING"}, timeout=30)
     one = _until(c, job, lambda j: j["state"] == "RUNNING" and j["replicas"] == 1)
@@ -98,9 +97,8 @@ def test_an_elastic_job_shrinks_for_a_higher_qos_and_grows_back(cluster: Cluster
     four = _until(c, job, lambda j: j["state"] == "RUNNING" and j["replicas"] == 4)
     assert four["resizes"] == 2 and four["resize_log"][1]["cause"] == "grow 1->4 into free GPUs"
     assert [e["kind"] for e in four["events"]].count("resize") == 2
-    deadline = time.monotonic() + 10
-    while len([x for x in _lines(c) if x["world"] == 4]) < 4 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: len([x for x in _lines(c) if x["world"] == 4]) >= 4,
+               "four replicas in a world of 4", 10)  # fmt: skip
     lines = _lines(c)
     starts = [(x["world"], x["rank"], x["replicas"], x["resizes"]) for x in lines
               if x["what"] == "start"]  # fmt: skip
@@ -193,11 +191,8 @@ def test_a_fault_during_a_resize_requeues_the_job_once_at_a_size_that_fits() -> 
         assert one["lost_gpu_seconds"].get("fault", 0) > 0 and "resize" not in (
             one["lost_gpu_seconds"])  # fmt: skip
         assert not [r for r in one["resize_log"] if "done" not in r]  # no resize left open
-        worlds = [x["world"] for x in _lines(c) if x["what"] == "start"]
-        deadline = time.monotonic() + 10
-        while worlds.count(1) < 1 and time.monotonic() < deadline:
-            time.sleep(0.1)
-            worlds = [x["world"] for x in _lines(c) if x["what"] == "start"]
+        worlds = poll(lambda: [x["world"] for x in _lines(c) if x["what"] == "start"],
+                      lambda seen: 1 in seen, "a start in a world of 1", 10)  # fmt: skip
         assert sorted(worlds) == [1, 3, 3, 3], worlds  # never at 2, never twice at once
         for other in (job, urgent, blocker):
             c.cli("cancel", str(other), check=True)
@@ -290,13 +285,11 @@ def test_pytorch_training_continues_across_2_1_and_4_replicas(cluster: Cluster) 
 
 def _progress_until(c: Cluster, test: Any, timeout: float = 120) -> None:
     path = c.work / "p.jsonl"
-    deadline = time.monotonic() + timeout
-    while True:
-        events = [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
-        if test(events):
-            return
-        assert time.monotonic() < deadline, events[-5:]
-        time.sleep(0.2)
+
+    def events() -> list[Any]:
+        return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+    poll(events, test, f"the progress in {path}", timeout)
 
 
 def test_a_daemon_killed_during_a_resize_finishes_it_after_its_restart(cluster: Cluster) -> None:

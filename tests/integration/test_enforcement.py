@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -21,7 +20,7 @@ import pytest
 
 from podium.run.cgroups import current_layout
 from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
-from tests.polling import wait_until
+from tests.polling import poll, wait_until
 
 pytestmark = [
     pytest.mark.integration,
@@ -210,13 +209,10 @@ def test_a_full_state_disk_loses_no_outcome() -> None:
             assert result.returncode == 0 or "state disk is full" in err, err
         assert state.alive()
         filler.unlink()
-        deadline = time.monotonic() + 60
-        while True:
-            result = state.cli("submit", "--parsable", "--wrap", "true")
-            if result.returncode == 0 or time.monotonic() > deadline:
-                break
-            time.sleep(1)
-        assert result.returncode == 0, result.stderr
+        result = poll(
+            lambda: state.cli("submit", "--parsable", "--wrap", "true"),
+            lambda done: done.returncode == 0, "a submission once the disk has room", 60,
+        )  # fmt: skip
         assert state.wait(int(result.stdout))["state"] == "COMPLETED"
     finally:
         teardown_cluster(state)

@@ -13,6 +13,7 @@ import pytest
 
 from podium.run.executor import LocalExecutor, Poll
 from podium.run.plan import LaunchPlan, TaskPlan
+from tests.polling import poll, wait_until
 
 pytestmark = pytest.mark.integration  # real processes, signals and process groups
 
@@ -29,21 +30,13 @@ def plan_of(job_id: int, tmp: Path) -> LaunchPlan:
 
 
 def ended(executor: LocalExecutor, job_id: int) -> Poll:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        poll = executor.poll(job_id)
-        if poll.status != "running":
-            return poll
-        time.sleep(0.05)
-    raise AssertionError(f"job {job_id} still running")
+    return poll(lambda: executor.poll(job_id), lambda seen: seen.status != "running",
+                f"job {job_id} still running", 30, every=0.05)  # fmt: skip
 
 
 def settle(executor: LocalExecutor) -> None:
     """Wait until every supervisor started cold (our children) has exited."""
-    deadline = time.monotonic() + 10
-    while executor.reap() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert executor.reap() == 0
+    wait_until(lambda: executor.reap() == 0, "every cold supervisor to exit", 10)
 
 
 @pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
@@ -77,9 +70,7 @@ def test_a_warm_supervisor_is_forked_by_the_launcher_and_outlives_it(tmp_path: P
         sup = executor.launch(plan_of(2, tmp_path), "#!/bin/sh\n")
         assert sup != pid and psutil.Process(sup).ppid() == executor.launcher.pid
         started = executor.job_dir(2) / "started.json"
-        deadline = time.monotonic() + 10
-        while not started.exists() and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(started.exists, f"{started} to be written", 10)
         assert os.getsid(sup) == sup  # a session of its own, as a cold start has
         executor.close()  # the daemon goes: the launcher exits, the job runs on
         assert executor.poll(2).status == "running"
@@ -145,12 +136,10 @@ def test_a_signal_reaches_the_batch_shell_and_none_is_left_for_the_next_run(
     )  # fmt: skip
     try:
         executor.launch(plan, "#!/bin/sh\n")
-        deadline = time.monotonic() + 20
-        while not Path(f"{mark}.ready").exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until(Path(f"{mark}.ready").exists, "the job to set its trap", 20)
         assert executor.send_signal(7, signal.SIGUSR1, "batch")
-        poll = ended(executor, 7)
-        assert mark.exists() and poll.result is not None and poll.result.state == "COMPLETED"
+        done = ended(executor, 7)
+        assert mark.exists() and done.result is not None and done.result.state == "COMPLETED"
         assert (executor.job_dir(7) / SIGNALS_FILE).exists()
         settle(executor)
         executor.launch(plan._replace(argv=["/bin/true"]), "#!/bin/sh\n")

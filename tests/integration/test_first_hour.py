@@ -5,11 +5,11 @@ against a real daemon: help that lists every option, the YAML job file, squeue's
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
 from tests.integration.conftest import Cluster
+from tests.polling import poll
 
 pytestmark = pytest.mark.integration
 
@@ -125,13 +125,11 @@ def test_refusals_say_the_state_and_the_task_as_the_queue_shows_them(
     refused = c.cli("requeue", str(done))
     assert f"job {done} is completed: only a running job is requeued" in refused.stderr
     array = c.submit("--array=0-1", "--wrap", "true")
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        tasks = [j for j in json.loads(c.cli("queue", "--all", "--json").stdout)
-                 if j["array_job_id"] == array and j["state"] == "COMPLETED"]  # fmt: skip
-        if len(tasks) == 2:
-            break
-        time.sleep(0.2)
+    poll(
+        lambda: [j for j in json.loads(c.cli("queue", "--all", "--json").stdout)
+                 if j["array_job_id"] == array and j["state"] == "COMPLETED"],
+        lambda done: len(done) == 2, "both array tasks completed", 30,
+    )  # fmt: skip
     refused = c.cli("requeue", f"{array}_0")
     assert f"job {array}_0 is completed" in refused.stderr, refused.stderr
     held = c.submit("--hold", "--array=0-2", "--wrap", "true")

@@ -16,6 +16,7 @@ import pytest
 from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
 from tests.integration.test_permissions import _as, other_user
 from tests.integration.test_slurm_commands import slurm
+from tests.polling import poll
 
 __all__ = ["other_user"]  # the fixture, used here by name
 
@@ -43,13 +44,11 @@ def test_the_forecast_says_when_a_job_really_starts(cluster: Cluster) -> None:
     c.wait(long, {"RUNNING"})
     big = c.submit("--gpus=2", "-t", "1:00", "--wrap", "sleep 300")
     held = c.submit("--gpus=1", "--hold", "--wrap", "true")
-    deadline = time.monotonic() + 10
-    while True:
-        seen = _forecast(c)
-        if big in seen and seen[big]["expected_start_epoch"] is not None:
-            break
-        assert time.monotonic() < deadline, seen
-        time.sleep(0.2)
+    seen = poll(
+        lambda: _forecast(c),
+        lambda seen: big in seen and seen[big]["expected_start_epoch"] is not None,
+        "the big job's expected start", 10,
+    )  # fmt: skip
     started = c.job(short)["start_epoch"]
     expected = float(seen[big]["expected_start_epoch"])  # type: ignore[arg-type]
     assert abs(expected - (started + 4)) < 1.0, (expected, started)
@@ -98,10 +97,8 @@ def test_show_says_why_a_job_waits_in_plain_words(cluster: Cluster) -> None:
     c.wait(holder, {"RUNNING"})
     waiting = c.submit("--gpus=2", "-t", "1:00", "--wrap", "true")
     after = c.submit("--gpus=1", f"--dependency=afterok:{waiting}", "--wrap", "true")
-    deadline = time.monotonic() + 10
-    while "why it waits:" not in (shown := c.cli("show", str(waiting), check=True).stdout):
-        assert time.monotonic() < deadline, shown
-        time.sleep(0.2)
+    shown = poll(lambda: c.cli("show", str(waiting), check=True).stdout,
+                 lambda text: "why it waits:" in text, "why it waits", 10)  # fmt: skip
     user = c.job(holder)["user"]
     assert re.search(rf"when these end: job {holder} \({user}, ends in (19|20) min\)", shown)
     record = json.loads(c.cli("show", str(after), "--json", check=True).stdout)
@@ -121,13 +118,11 @@ def test_a_job_that_reports_its_progress_is_expected_to_end_by_it(
     worker = c.submit("--gpus=4", "-t", "30:00", "--wrap", steps)
     c.wait(worker, {"RUNNING"})
     waiting = c.submit("--gpus=2", "-t", "1:00", "--wrap", "true")
-    deadline = time.monotonic() + 20
-    while True:  # from its second report on, a rate, so an end
-        seen = _forecast(c).get(waiting, {}).get("expected_start_epoch")
-        if seen is not None and float(seen) < time.time() + 600:  # type: ignore[arg-type]
-            break
-        assert time.monotonic() < deadline, seen
-        time.sleep(0.3)
+    poll(  # from its second report on, a rate, so an end
+        lambda: _forecast(c).get(waiting, {}).get("expected_start_epoch"),
+        lambda seen: seen is not None and float(seen) < time.time() + 600,
+        "an expected start within 10 minutes", 20,
+    )  # fmt: skip
     time.sleep(3)  # a few more reports: the rate settles
     expected = float(_forecast(c)[waiting]["expected_start_epoch"])  # type: ignore[arg-type]
     shown = c.cli("show", str(worker), check=True).stdout

@@ -19,7 +19,7 @@ import pytest
 from podium.server.launch import COMPAT_BIN
 from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
 from tests.integration.test_permissions import _as, other_user  # noqa: F401 (a fixture)
-from tests.polling import wait_until
+from tests.polling import poll, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -66,11 +66,8 @@ def node(c: Cluster) -> dict[str, Any]:
 
 def seen(c: Cluster, job_id: int, lines: int = 2, timeout: float = 30) -> list[str]:
     path = c.work / f"seen-{job_id}"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and len(path.read_text().splitlines()) >= lines:
-            return path.read_text().splitlines()
-        time.sleep(0.1)
+    return poll(lambda: path.read_text().splitlines() if path.exists() else [],
+                lambda seen: len(seen) >= lines, f"{lines} lines in {path}", timeout)  # fmt: skip
     raise AssertionError(f"job {job_id} did not write what it saw: {c.job(job_id)['state']}")
 
 
@@ -378,13 +375,10 @@ def test_acct_keeps_a_jobs_gpu_memory_high_water_mark(tmp_path: Path) -> None:
     c, record = _replayed_h100(tmp_path)
     try:
         job, pid = _gated_gpu_job(c)
-        deadline = time.monotonic() + 30
         for mib in (3000, 1000):
             record([[pid, mib]])
-            while time.monotonic() < deadline:
-                if c.job(job).get("gpu_mem_peak_mb") == max(3000, mib):
-                    break
-                time.sleep(0.1)
+            poll(lambda: c.job(job).get("gpu_mem_peak_mb"), lambda peak: peak == 3000,
+                 "the peak of 3000 MiB", 30)  # fmt: skip
             time.sleep(0.5)  # samples of the lower figure come and go
         record([])
         (c.work / "gate").touch()

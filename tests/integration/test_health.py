@@ -6,13 +6,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from podium.node.inventory import declared_bus_id
 from tests.integration.conftest import make_cluster, teardown_cluster
+from tests.polling import poll
 
 pytestmark = pytest.mark.integration
 
@@ -232,14 +232,12 @@ def test_the_agent_fences_a_gpu_whose_nvlink_is_down(tmp_path: Path) -> None:
     c.env["PODIUM_NVML_REPLAY"] = str(_linked(tmp_path, [1] * 17 + [0]))
     c.start()
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            node = json.loads(c.cli("nodes", "--json", check=True).stdout)[0]
-            health = node["gpus"][1]["health"]
-            if health["fenced"]:
-                break
-            time.sleep(0.2)
-        assert health["fenced"] and "NVLinks active" in (health["reason"] or ""), health
+        node = poll(
+            lambda: json.loads(c.cli("nodes", "--json", check=True).stdout)[0],
+            lambda node: node["gpus"][1]["health"]["fenced"], "GPU 1 fenced", 30,
+        )  # fmt: skip
+        health = node["gpus"][1]["health"]
+        assert "NVLinks active" in (health["reason"] or ""), health
         assert not node["gpus"][0]["health"]["fenced"]
     finally:
         teardown_cluster(c)

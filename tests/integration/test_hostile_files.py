@@ -18,6 +18,7 @@ from podium.run.containers.lifecycle import image_cache_key
 from tests.integration.conftest import Cluster
 from tests.integration.test_containers import images
 from tests.integration.test_permissions import _run, as_login, other_user
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 __all__ = ["images", "other_user"]  # fixtures, imported for pytest
@@ -73,10 +74,7 @@ def held_image_lock(cluster: Cluster, other_user: str, images: dict[str, Path]) 
         ["flock", str(key_dir / "lock"), "sleep", "600"], start_new_session=True,
         **as_login(other_user),
     )  # fmt: skip
-    deadline = time.monotonic() + 10
-    while not (key_dir / "lock").exists():
-        assert time.monotonic() < deadline, "flock did not take the lock"
-        time.sleep(0.05)
+    wait_until(lambda: (key_dir / "lock").exists(), "flock to take the lock", 10)
     try:
         yield image
     finally:

@@ -22,6 +22,7 @@ from tests import imagekit
 from tests.integration.conftest import Cluster
 from tests.integration.test_containers import _submit, _userns_works
 from tests.integration.test_permissions import other_user
+from tests.polling import poll, wait_until
 
 pytestmark = pytest.mark.integration
 __all__ = ["other_user"]  # the fixture, imported for pytest
@@ -56,20 +57,17 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 20
-        while True:
+
+        def answers() -> bool:
+            assert proc.poll() is None, "the registry exited"
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
             try:
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-                try:
-                    conn.request("GET", "/v2/")
-                    if conn.getresponse().status == 200:
-                        break
-                finally:
-                    conn.close()
-            except OSError:
-                pass
-            assert time.monotonic() < deadline and proc.poll() is None, "registry did not start"
-            time.sleep(0.1)
+                conn.request("GET", "/v2/")
+                return conn.getresponse().status == 200
+            finally:
+                conn.close()
+
+        poll(answers, bool, "the registry to answer", 20, retry_on=(OSError,))
         image = imagekit.build(
             [imagekit.busybox_layer("pulled-from-a-registry")],
             imagekit.config(Env=["PATH=/bin", "LAB=vision"]),
@@ -144,10 +142,8 @@ def test_a_job_cancelled_while_its_image_is_pulled_is_cancelled(
         server.slow_s = 30.0
         ref = f"docker://{server.address}#lab/slow:1"
         job = _submit(c := cluster, other_user, f"--container-image={ref}", "--wrap", "true")
-        deadline = time.monotonic() + 20
-        while not any(p.startswith("/cdn/") for _, p, _ in server.seen):
-            assert time.monotonic() < deadline, "the pull never reached the blobs"
-            time.sleep(0.05)
+        wait_until(lambda: any(p.startswith("/cdn/") for _, p, _ in server.seen),
+                   "the pull to reach the blobs", 20)  # fmt: skip
         started = time.monotonic()
         c.cli("cancel", str(job), check=True)
         done = c.wait(job, timeout=20)

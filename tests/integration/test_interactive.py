@@ -125,6 +125,8 @@ class Terminal:
         os.write(self.fd, text.encode())
 
     def exit_code(self) -> int:
+        """The program's exit code; while it runs, what it writes is read, so that a
+        full pty never blocks it (a pump, not a wait: not tests/polling.py's)."""
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             with_status = os.waitpid(self.pid, os.WNOHANG)

@@ -11,7 +11,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import yaml
 from tests.integration.conformance import check_backend
 from tests.integration.k8s_cluster import start_cluster
 from tests.integration.test_permissions import PYTHONPATH, _python, as_login, other_user
+from tests.polling import poll
 
 __all__ = ["other_user"]  # a fixture: a second Unix user the test may run as
 
@@ -64,15 +64,7 @@ class Podium:
         return dict(json.loads(self.ok("show", str(job_id), "--json")))
 
     def wait(self, job_id: int, test: Any, timeout: float = 60) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            record = self.job(job_id)
-            if test(record):
-                return record
-            assert time.monotonic() < deadline, {
-                k: record[k] for k in ("state", "reason", "held", "kueue")
-            }
-            time.sleep(0.5)
+        return poll(lambda: self.job(job_id), test, f"job {job_id} never got there", timeout)
 
 
 # 8 whole GPUs per node and a ninth split by MIG into 7 slices: what the device plugin

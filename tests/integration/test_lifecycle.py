@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import time
 
 import pytest
 
 from tests.integration.conftest import PODIUM, Cluster
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -270,9 +270,8 @@ def test_mail_is_sent_through_the_configured_command() -> None:
     try:
         job_id = c.submit("--mail-type=BEGIN,END", "--mail-user=ops@example.org", "--wrap", "true")
         c.wait(job_id)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and (not log.exists() or log.read_text().count("\n") < 2):
-            time.sleep(0.05)
+        wait_until(lambda: log.exists() and log.read_text().count("\n") >= 2,
+                   f"two lines in {log}", 10)  # fmt: skip
         lines = log.read_text().splitlines()
         assert any(
             f"job {job_id}" in ln and "began" in ln and "ops@example.org" in ln for ln in lines

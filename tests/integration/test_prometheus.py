@@ -10,7 +10,6 @@ import re
 import shutil
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -48,16 +47,11 @@ def scraped() -> Iterator[tuple[Cluster, str]]:
         )  # fmt: skip
     try:
         url = f"http://127.0.0.1:{web}"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/-/ready", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        else:
-            raise AssertionError((data / "prometheus.log").read_text()[-2000:])
+        try:
+            poll(lambda: httpx.get(f"{url}/-/ready", timeout=2).status_code, lambda s: s == 200,
+                 "Prometheus to be ready", 60, retry_on=(httpx.HTTPError,))  # fmt: skip
+        except (AssertionError, httpx.HTTPError):
+            raise AssertionError((data / "prometheus.log").read_text()[-2000:]) from None
         yield c, url
     finally:
         prom.terminate()  # the one process this test started, by its handle

@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import pytest
 
 from podium.node.inventory import read_nvml
 from tests.integration.conftest import Cluster, teardown_cluster
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.gpu]
 
@@ -285,10 +285,8 @@ def test_two_mps_jobs_share_the_gpu_under_one_server_with_their_caps(
     starts = sorted(e["start_time"] for e in ends)
     assert starts[1] < min(e["end_time"] for e in ends)  # they ran at once
     pid_file = c.home / "mps" / f"gpu0-{os.getuid()}" / "pipe" / "nvidia-cuda-mps-control.pid"
-    deadline = time.monotonic() + 30  # the server stops after the GPU's last MPS job
-    while time.monotonic() < deadline and _alive(pid_file):
-        time.sleep(0.5)
-    assert not _alive(pid_file)
+    # the server stops after the GPU's last MPS job
+    wait_until(lambda: not _alive(pid_file), "the MPS server to stop", 30)
 
 
 def _alive(pid_file: Path) -> bool:

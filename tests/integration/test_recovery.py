@@ -27,11 +27,8 @@ def _launch_counts(c: Cluster) -> dict[str, int]:
 
 
 def _supervisor_pid(c: Cluster, job_id: int) -> int:
-    deadline = time.monotonic() + 10
     path = c.home / "jobs" / str(job_id) / "started.json"
-    while not path.exists():
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_until(path.exists, f"{path} to be written", 10)
     return int(json.loads(path.read_text())["pid"])
 
 
@@ -167,9 +164,7 @@ def test_job_state_lives_on_a_tmpfs_until_the_end_is_recorded(cluster: Cluster) 
     c.wait(job_id, {"RUNNING"})
     assert (jobs / str(job_id) / "started.json").exists()
     assert c.wait(job_id)["state"] == "COMPLETED"
-    deadline = time.monotonic() + 10
-    while (jobs / str(job_id)).exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: not (jobs / str(job_id)).exists(), "the run's directory to go", 10)
     assert not (jobs / str(job_id)).exists()  # runtime state, let go once recorded
     assert c.cli("acct", "--json", check=True).stdout.count('"COMPLETED"') >= 1
 
@@ -192,8 +187,6 @@ def test_runs_lost_with_a_restarted_machine_fail_and_are_not_run_again_unknowing
     assert failed["state"] == "NODE_FAIL" and "the machine restarted" in failed["reason"]
     again = c.wait(resumable, {"RUNNING"}, timeout=20)  # auto-resume: a second run, counted
     assert again["restart_count"] == 1
-    deadline = time.monotonic() + 10
-    while _launch_counts(c).get(str(resumable)) != 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: _launch_counts(c).get(str(resumable)) == 2, "a second launch", 10)
     assert _launch_counts(c) == {str(plain): 1, str(resumable): 2}
     c.cli("cancel", str(resumable), check=True)

@@ -95,10 +95,8 @@ def test_preempted_job_is_requeued_and_resumes_from_its_checkpoint(policy_cluste
     )
     low = c.submit(str(env_script))
     out = c.work / f"low-{low}-4294967294.out"
-    deadline = time.monotonic() + 120
-    while not (out.exists() and re.search(r"step [1-9]\d+/160", out.read_text())):
-        assert time.monotonic() < deadline, out.read_text() if out.exists() else "no output"
-        time.sleep(0.2)
+    wait_until(lambda: out.exists() and re.search(r"step [1-9]\d+/160", out.read_text()),
+               f"step 10 or later in {out}", 120)  # fmt: skip
     urgent = c.submit("--qos=high", "--gpus=2", "--wrap", "sleep 1")
     job = c.wait(low, {"PENDING"}, timeout=60)
     assert job["restart_count"] == 1

@@ -9,13 +9,13 @@ import json
 import os
 import pwd
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.integration.conftest import Cluster, mail_recorder, make_cluster, teardown_cluster
 from tests.integration.test_permissions import _as, _python, _user_env, as_login, other_user
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -50,9 +50,8 @@ def test_mail_user_cannot_become_an_option_and_mail_runs_as_the_user(other_user:
         assert ok.returncode == 0, ok.stderr
         job_id = int(ok.stdout)
         c.wait(job_id)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and not (log.exists() and log.read_text().strip()):
-            time.sleep(0.05)  # the file is made before the line is written: wait for both
+        # the file is made before the line is written: wait for both
+        wait_until(lambda: log.exists() and log.read_text().strip(), f"a line in {log}", 10)
         line = log.read_text().strip()
         entry = pwd.getpwnam(other_user)
         ids, _, args = line.partition(" | ")

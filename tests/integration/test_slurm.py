@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from podium.config.cluster import load_config
 from podium.node.inventory import declared_bus_id
 from tests.integration.conformance import check_backend
 from tests.integration.slurm_cluster import ROOT, SCRIPTS, TERMINAL, SlurmCluster, in_service
+from tests.polling import poll, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm]
 
@@ -88,9 +88,7 @@ def test_exit_codes_queue_hold_cancel(slurm: SlurmCluster, tmp_path: Path) -> No
         cwd=tmp_path,
     )  # fmt: skip
     slurm.wait_job(stubborn, {"RUNNING"})
-    deadline = time.monotonic() + 30
-    while not list(tmp_path.glob(f"slurm-{stubborn}.out")) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_until(lambda: list(tmp_path.glob(f"slurm-{stubborn}.out")), "its output file", 30)
     slurm.podium("cancel", str(stubborn))
     assert slurm.wait_job(stubborn, TERMINAL, 60)["state"] == "CANCELLED"
     assert list(tmp.iterdir()) == []
@@ -155,20 +153,22 @@ def _training_job(
     slurm: SlurmCluster, tmp_path: Path, options: str, step_time: float
 ) -> tuple[int, dict[str, Any], Path]:
     """A 2-node, 400-step training job with `#SBATCH options` and auto-resume, once it
-    runs and has written two checkpoints: its id, its record then, its progress file."""
+    runs and has written two checkpoints: its id, its record then, its progress file.
+    Its first run takes `step_time` a step (long enough for the fault to land while it
+    trains); a run after a requeue (SLURM_RESTART_COUNT) 10 ms, so that the resumed
+    run, which proves nothing by its length, ends soon."""
     progress = tmp_path / "progress.jsonl"
     script = tmp_path / "train.sh"
     script.write_text(
         f"#!/bin/bash\n#SBATCH {options}\n#PODIUM --auto-resume=2\n"
+        f'step={step_time}; [ "${{SLURM_RESTART_COUNT:-0}}" -gt 0 ] && step=0.01\n'
         f"exec srun {sys.executable} {ROOT}/examples/train.py --model gpt --steps 400 "
-        f"--checkpoint-every 10 --step-time {step_time} --progress {progress}\n"
+        f"--checkpoint-every 10 --step-time $step --progress {progress}\n"
     )
     job_id = _submit(slurm, str(script), cwd=tmp_path)
     job = slurm.wait_job(job_id, {"RUNNING"})
-    deadline = time.monotonic() + 90
-    while sum(e["event"] == "checkpoint" for e in _progress(progress)) < 2:
-        assert time.monotonic() < deadline, "the job never checkpointed"
-        time.sleep(0.5)
+    wait_until(lambda: sum(e["event"] == "checkpoint" for e in _progress(progress)) >= 2,
+               "two checkpoints", 90)  # fmt: skip
     return job_id, job, progress
 
 
@@ -190,10 +190,8 @@ def test_health_fault_requeues_two_node_job_excluding_the_node(
     drained = slurm.wait_node(victim, lambda n: (n["reason"] or "").startswith("podium:"), 30)
     assert "xid" in drained["reason"].lower()
     requeued = slurm.wait_job(job_id, {"PENDING", "RUNNING"}, 30)
-    deadline = time.monotonic() + 60
-    while requeued["restart_count"] < 1 and time.monotonic() < deadline:
-        time.sleep(0.5)
-        requeued = slurm.json("show", str(job_id))
+    requeued = poll(lambda: slurm.json("show", str(job_id)),
+                    lambda job: job["restart_count"] >= 1, "a restart", 60)  # fmt: skip
     assert requeued["restart_count"] == 1
     assert victim in requeued["excluded_nodes"]
     final = slurm.wait_job(job_id, TERMINAL, 240)
@@ -238,10 +236,7 @@ def test_harmless_directives_reach_slurm(slurm: SlurmCluster, tmp_path: Path) ->
         '#SBATCH --ntasks-per-core=1 --gres-flags=enforce-binding\necho "mem=$SLURM_MEM_PER_NODE"\n'
     )
     job_id = _submit(slurm, "-o", str(tmp_path / "%j.out"), str(script), cwd=tmp_path)
-    deadline = time.monotonic() + 60
-    while (job := slurm.json("show", str(job_id)))["state"] not in TERMINAL:
-        assert time.monotonic() < deadline, job
-        time.sleep(0.2)
+    job = slurm.wait_job(job_id, TERMINAL, 60)
     assert job["state"] == "COMPLETED", job
     # Slurm 22.05 sets no SLURM_MEM_PER_NODE for --mem=0 (the embedded cluster neither).
     assert (tmp_path / f"{job_id}.out").read_text() == "mem=\n"

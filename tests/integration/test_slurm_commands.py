@@ -115,13 +115,9 @@ while :; do sleep 0.1; done
     wait_for(log, "batch-usr1")
     assert log.read_text().count("step-usr1") == 1
     assert slurm(c, "scancel", "-f", "-s", "10", str(job)).returncode == 0
-    deadline = time.monotonic() + 10
-    text = log.read_text()
-    while (
-        text.count("step-usr1") < 2 or text.count("batch-usr1") < 2
-    ) and time.monotonic() < deadline:
-        time.sleep(0.1)
-        text = log.read_text()
+    text = poll(log.read_text,
+                lambda seen: seen.count("step-usr1") >= 2 and seen.count("batch-usr1") >= 2,
+                "USR1 twice in the step and in the batch shell", 10)  # fmt: skip
     # -f: every process, srun among them, which forwards it to its step too: the step
     # may see it twice (two close signals can also merge into one trap run)
     assert text.count("step-usr1") >= 2 and text.count("batch-usr1") == 2, text

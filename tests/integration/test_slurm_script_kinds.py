@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ import pytest
 from tests.integration.slurm_cluster import ROOT, TERMINAL, SlurmCluster, in_service
 from tests.integration.test_interactive import Terminal
 from tests.integration.test_slurm_scripts import NCCL_TEST, check_nccl_test_output
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm]
 
@@ -67,12 +67,14 @@ def test_a_throttled_array_sweep_reads_its_task_id(slurm: SlurmCluster, tmp_path
     done = slurm.podium("submit", "--parsable", "--array=0-6:2%2", "-o", "sweep-%A_%a.out",
                         str(script), cwd=tmp_path)  # fmt: skip
     first = int(done.stdout.strip().split("_")[0])
-    deadline = time.monotonic() + 120
-    while len(list(tmp_path.glob("sweep-*.out"))) < 4 or any(
-        not p.read_text() for p in tmp_path.glob("sweep-*.out")
-    ):
-        assert time.monotonic() < deadline, list(tmp_path.iterdir())
-        time.sleep(0.5)
+    wait_until(
+        lambda: (
+            len(outs := list(tmp_path.glob("sweep-*.out"))) >= 4
+            and all(p.read_text() for p in outs)
+        ),
+        "four sweep outputs, each written",
+        120,
+    )
     seen = [(tmp_path / f"sweep-{first}_{i}.out").read_text().strip() for i in (0, 2, 4, 6)]
     # The backend passes the ranges as written (0-6:2), so Slurm gives the step
     # sbatch(1) documents, as the embedded cluster does (a list, 0,2,4,6, gets 1).

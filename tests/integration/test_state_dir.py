@@ -9,14 +9,13 @@ import pwd
 import sqlite3
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
 from tests.integration.test_permissions import _run, other_user
-from tests.polling import wait_until
+from tests.polling import poll, wait_until
 
 pytestmark = pytest.mark.integration
 __all__ = ["other_user"]  # the fixture, imported for pytest
@@ -26,10 +25,8 @@ def _stop(c: Cluster) -> None:
     """Stop the daemon and wait until its process (and its database connection) is gone."""
     pid = c.daemon_pid
     c.stop()
-    deadline = time.monotonic() + 20
-    while pid is not None and Path(f"/proc/{pid}").exists():
-        assert time.monotonic() < deadline, "the daemon did not exit"
-        time.sleep(0.05)
+    wait_until(lambda: pid is None or not Path(f"/proc/{pid}").exists(),
+               "the daemon to exit", 20)  # fmt: skip
 
 
 def _move_db_aside(c: Cluster) -> None:
@@ -69,10 +66,9 @@ def test_a_new_database_never_gives_an_id_or_checkpoints_twice(
     done = _run(c, other_user, "submit", "--parsable", "--wrap", "true")
     held = int(done.stdout)
     assert held == theirs + 1
-    deadline = time.monotonic() + 20
-    while "checkpoint directory" not in c.job(held)["reason"]:
-        assert time.monotonic() < deadline, c.job(held)
-        time.sleep(0.1)
+    c.wait(held, {"PENDING"})
+    poll(lambda: c.job(held), lambda j: "checkpoint directory" in j["reason"],
+         "held for its checkpoint directory", 20)  # fmt: skip
     assert c.job(held)["held"] and "is not its user's" in c.job(held)["reason"]
     assert (foreign / "ckpt.pt").read_text() == "root's" and foreign.stat().st_uid == 0
 

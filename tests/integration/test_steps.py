@@ -4,11 +4,11 @@ each `srun` inside it is a job step of real processes, recorded as sacct records
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
 from tests.integration.conftest import Cluster
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -129,12 +129,10 @@ srun sh -c 'echo $$ > {c.work}/pid-$SLURM_PROCID; exec sleep 60'
         "cancel.sh",
     )
     job_id = c.submit(str(script))
-    deadline = time.monotonic() + 20
     files = [c.work / f"pid-{r}" for r in (0, 1)]
     # each file is made, then written: wait until both hold their pid
-    while not all(f.exists() and f.read_text().endswith("\n") for f in files):
-        assert time.monotonic() < deadline, "the step's tasks did not start"
-        time.sleep(0.05)
+    wait_until(lambda: all(f.exists() and f.read_text().endswith("\n") for f in files),
+               "the step's tasks to start", 20)  # fmt: skip
     pids = [int(f.read_text()) for f in files]
     c.cli("cancel", str(job_id), check=True)
     assert c.wait(job_id)["state"] == "CANCELLED"
@@ -164,9 +162,7 @@ srun -n 2 sh -c 'touch {c.work}/live-$SLURM_PROCID; sleep 30'
         "live.sh",
     )
     job_id = c.submit(str(script))
-    deadline = time.monotonic() + 20
-    while not (c.work / "live-1").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until((c.work / "live-1").exists, "step 1 to be live", 20)
     steps = steps_of(c, job_id)
     assert [(k, s["state"], s["ntasks"]) for k, s in steps.items()] == [
         ("batch", "RUNNING", 1),

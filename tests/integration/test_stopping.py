@@ -14,6 +14,7 @@ import psutil
 import pytest
 
 from podium.run.stopping import ChildError, Stopped, call_in_child, pending_stop
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration  # real processes, signals and process groups
 
@@ -52,9 +53,7 @@ def test_a_time_limit_kills_the_child_and_what_it_started() -> None:
     with pytest.raises(Stopped) as stop:
         call_in_child(_sleeper, time.time() + 0.5)
     assert stop.value.state == "TIMEOUT" and time.monotonic() - started < 5
-    deadline = time.monotonic() + 5
-    while _sleepers() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: not _sleepers(), "what the child started to be gone", 5)
     assert not _sleepers()
 
 

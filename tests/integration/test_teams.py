@@ -8,7 +8,7 @@ import time
 
 from tests.integration.conftest import make_cluster, teardown_cluster
 from tests.integration.test_permissions import _as, other_user
-from tests.polling import wait_until
+from tests.polling import poll, wait_until
 
 __all__ = ["other_user"]  # the fixture, imported for pytest
 
@@ -97,12 +97,11 @@ def test_idle_quota_is_shared_by_weight_between_two_users_teams(other_user: str)
             assert done.returncode == 0, done.stderr
             theirs.append(int(done.stdout.strip()))
         c.cli("release", *map(str, mine + theirs), check=True)  # one pass sees them all
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            table = {t["name"]: t for t in json.loads(c.cli("teams", "--json", check=True).stdout)}
-            if table["vision"]["used_gpus"] + table["nlp"]["used_gpus"] == 6:
-                break
-            time.sleep(0.2)
+        table = poll(
+            lambda: {t["name"]: t for t in json.loads(c.cli("teams", "--json", check=True).stdout)},
+            lambda table: table["vision"]["used_gpus"] + table["nlp"]["used_gpus"] == 6,
+            "six GPUs used by the two teams", 30,
+        )  # fmt: skip
         assert (table["vision"]["used_gpus"], table["nlp"]["used_gpus"]) == (2, 4), table
         assert table["vision"]["share"] == table["nlp"]["share"] == 1.0  # 1/1 and 3/3
         assert c.job(mine[-1])["state"] == "PENDING"

@@ -1,5 +1,6 @@
 """submitit against Podium's Slurm commands: run by tests/integration/test_slurm_clients.py
-in the clients' virtual environment, in a scratch directory; prints one JSON object."""
+in the clients' virtual environment, in a scratch directory; prints one JSON object.
+It waits in loops of its own: the clients' environment cannot import tests/polling.py."""
 
 from __future__ import annotations
 

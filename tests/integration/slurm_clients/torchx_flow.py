@@ -4,7 +4,8 @@ user types it: run by tests/integration/test_slurm_clients.py; prints one JSON o
 The DDP script destroys its process group before it exits: without that, gloo's threads
 outlive the interpreter on a loaded machine and rank 0 aborts with "terminate called
 without an active exception" (seen in CI; pytorch#75097), which is the script's fault,
-not the launcher's."""
+not the launcher's.
+It waits in a loop of its own: the clients' environment cannot import tests/polling.py."""
 
 from __future__ import annotations
 

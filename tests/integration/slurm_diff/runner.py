@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from tests.integration.slurm_diff.commands import COMMANDS, SCENARIO
+from tests.polling import poll
 
 HERE = Path(__file__).resolve().parent
 GOLDEN = HERE / "golden" / "slurm-22.05.jsonl"
@@ -73,11 +74,8 @@ def make_scenario(run: Run, state_of: Callable[[int], str]) -> dict[str, int]:
             raise AssertionError(f"sbatch {name}: {out}")
         job_id = int(out.strip().split(";")[0])
         ids[name] = job_id
-        deadline = time.monotonic() + 90
-        while (now := state_of(job_id)) != state:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"job {name} ({job_id}) is {now}, never {state}")
-            time.sleep(0.3)
+        poll(lambda job_id=job_id: state_of(job_id), lambda now, want=state: now == want,
+             f"job {name} ({job_id}) never {state}", 90)  # fmt: skip
     time.sleep(5)  # slurmdbd has what slurmctld told it: the last start too
     return ids
 
