@@ -14,19 +14,14 @@ running() {  # name: the pid in DIR/run/NAME.pid if it is still the program up.s
         echo "$pid"
     fi
 }
-stop() {  # names: TERM to all at once, then wait for all (KILL after 10 s), pid files gone
+. "$(dirname "$0")/../stop-pids.sh"
+stop() {  # names: all at once (scripts/stop-pids.sh), then their pid files
     local pids=() name pid
     for name in "$@"; do
         pid=$(running "$name")
-        [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null && pids+=("$pid")
+        [ -n "$pid" ] && pids+=("$pid")
     done
-    for _ in $(seq 100); do
-        local alive=0
-        for pid in "${pids[@]}"; do [ -d "/proc/$pid" ] && alive=1; done
-        [ "$alive" = 0 ] && break
-        sleep 0.1
-    done
-    for pid in "${pids[@]}"; do [ -d "/proc/$pid" ] && kill -KILL "$pid" 2>/dev/null; done
+    stop_pids "${pids[@]}"
     for name in "$@"; do rm -f "$RUN/$name.pid"; done
 }
 # The controllers together (each takes ~2 s to stop, none needs another's), then the

@@ -17,21 +17,16 @@ live_pid() {  # $1 pid file, $2 program: its pid if it still runs that program
     [ -n "$pid" ] && [ "$cur" = "$want" ] && echo "$pid"
     return 0
 }
-stop_pidfiles() {  # $1 program, then its pid files: TERM to all at once, wait (KILL after 10 s)
+. "$(dirname "$0")/../stop-pids.sh"
+stop_pidfiles() {  # $1 program, then its pid files: all at once (scripts/stop-pids.sh)
     local exe=$1 pids=() f pid
     shift
     for f in "$@"; do
         [ -e "$f" ] || continue
         pid=$(live_pid "$f" "$exe")
-        [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null && pids+=("$pid")
+        [ -n "$pid" ] && pids+=("$pid")
     done
-    for _ in $(seq 100); do
-        local alive=0
-        for pid in "${pids[@]}"; do [ -d "/proc/$pid" ] && alive=1; done
-        [ "$alive" = 0 ] && break
-        sleep 0.1
-    done
-    for pid in "${pids[@]}"; do [ -d "/proc/$pid" ] && kill -KILL "$pid" 2>/dev/null; done
+    stop_pids "${pids[@]}"
     rm -f "$@"
 }
 
