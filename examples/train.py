@@ -195,6 +195,8 @@ class Progress:
         self.fh = open(path, "a", buffering=1) if path and rank == 0 else None  # noqa: SIM115 (open for the whole run)
         self.restart = int(os.environ.get("PODIUM_RESTART_COUNT", "0"))
         self.heartbeat = os.environ.get("PODIUM_HEARTBEAT_FILE")
+        beats = os.environ.get("PODIUM_RANK_BEATS")  # podium.run.rank_beats
+        self.rank_file = os.path.join(beats, str(rank)) if beats else None
         in_podium = rank == 0 and report_every > 0 and os.environ.get("PODIUM_JOB_ID")
         self.podium = shutil.which("podium") if in_podium else None
         self.every, self.next_report = report_every, 0.0
@@ -208,6 +210,16 @@ class Progress:
     def beat(self) -> None:
         if self.heartbeat:
             os.utime(self.heartbeat)
+
+    def reached(self, step: int) -> None:
+        """This rank is about to enter `step`'s all-reduce: a rank that hangs before it
+        is then a step behind the others, and Podium names it (podium.runtime.rank_step
+        does the same for a job that imports podium)."""
+        if self.rank_file:
+            scratch = f"{self.rank_file}.{os.getpid()}"
+            with open(scratch, "w") as fh:
+                fh.write(f"{step}\n")
+            os.replace(scratch, self.rank_file)
 
     def report(self, step: int, steps: int) -> None:
         """Tell Podium how far the run is (`podium progress`, whose rate gives the
@@ -331,6 +343,8 @@ def main() -> int:
             with model.no_sync() if world > 1 and not last else contextlib.nullcontext():
                 out = model(inputs)
                 loss = loss_fn(out.reshape(-1, out.shape[-1]), targets.reshape(-1))
+                if last:
+                    progress.reached(step + 1)  # before this backward's all-reduce
                 (loss * world / len(chosen)).backward()  # DDP averages over the ranks
             total += loss.detach()
         optimizer.step()

@@ -52,6 +52,7 @@ from podium.run.job_signals import Inbox
 from podium.run.launch_failure import LaunchFailure
 from podium.run.plan import LaunchPlan
 from podium.run.ports import free_port
+from podium.run.rank_beats import RANKS_DIR, make_ranks_dir, read_beats, stalled_rank
 from podium.run.resize_notice import acknowledged, own_file, write_notice
 from podium.run.results import result_record
 from podium.run.spawn import SpawnError, spawn_task
@@ -110,8 +111,10 @@ class Supervisor:
         self.save_failure: str | None = None  # why --container-save could not save
         self.launch_failure: LaunchFailure | None = None  # why the job never ran
         self.heartbeat_timeout = float(plan.heartbeat_timeout_s or 0)
+        self.ranks: Path | None = None  # each rank's step (podium.run.rank_beats)
         if self.heartbeat_timeout:
             self.heartbeat = job_dir / HEARTBEAT_FILE
+            self.ranks = job_dir / RANKS_DIR
         self.notice: Path | None = job_dir / RESIZE_NOTICE if plan.replicas is not None else None
         self.pgid = 0  # the tasks' process group
 
@@ -147,11 +150,15 @@ class Supervisor:
         if self.heartbeat is not None:
             own_file(str(self.heartbeat), owner)
             heartbeat = str(self.heartbeat)
+        if self.ranks is not None:
+            make_ranks_dir(self.ranks, owner)
         if self.notice is not None:  # an elastic job reads resizes here, and answers
             own_file(str(self.notice), owner)
         for task in plan.tasks:
             env = task_environment(plan, task, port, heartbeat, self.start)
             env[STEP_DIR_ENV] = str(self.job_dir / STEPS_DIR)
+            if self.ranks is not None:
+                env["PODIUM_RANK_BEATS"] = str(self.ranks)
             if self.notice is not None:
                 env["PODIUM_RESIZE_FILE"] = str(self.notice)
             pid = spawn_task(
@@ -182,6 +189,16 @@ class Supervisor:
         except OSError:
             last = self.start
         return now - last
+
+    def _hang(self, now: float) -> str | None:
+        """Why the job is hung: a rank a step behind once every rank has been quiet
+        for half the heartbeat timeout, or no heartbeat for the whole timeout."""
+        if self.ranks is not None:
+            named = stalled_rank(read_beats(self.ranks), now, self.heartbeat_timeout / 2)
+            if named is not None:
+                return named
+        silent = self._silent_for(now)
+        return f"no heartbeat for {silent:.0f}s" if silent > self.heartbeat_timeout else None
 
     def _reap(self) -> None:
         reap_children(self._record)
@@ -267,10 +284,9 @@ class Supervisor:
                 self._terminate("TIMEOUT")
                 return
             if self.heartbeat is not None:
-                silent = self._silent_for(now)
-                if silent > self.heartbeat_timeout:
-                    self.reason = f"hang: no heartbeat for {silent:.0f}s"
-                    self.fault = "hang"
+                hang = self._hang(now)
+                if hang is not None:
+                    self.reason, self.fault = f"hang: {hang}", "hang"
                     self._terminate("FAILED")
                     return
             info = signal.sigtimedwait(WATCHED, limits.wait_s(now))

@@ -5,6 +5,7 @@ Also the exit-code policy, hang detection and the other injected faults."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -226,6 +227,40 @@ def test_a_hung_rank_is_detected_by_its_missing_heartbeat(make: Callable[..., Cl
     until(lambda: c.job(job)["restart_count"] == 1, what="hang detected and requeued")
     requeue = [e for e in c.job(job)["events"] if e["kind"] == "requeue"]
     assert "hang: no heartbeat for" in requeue[0]["detail"]
+    (c.work / f"gate-{job}").touch()
+    assert c.wait(job)["state"] == "COMPLETED"
+
+
+def test_a_hung_rank_is_named_by_its_step_before_the_job_wide_heartbeat(
+    make: Callable[..., Cluster],
+) -> None:
+    """Issue 48, item 4: each rank writes its step before its collective (here: it waits
+    for the other rank to reach the same step, as an all-reduce would), so one rank
+    stopped leaves the other waiting a step ahead: the supervisor names the rank and
+    its step once both are quiet for half the heartbeat timeout."""
+    c = make()
+    script = c.script(  # two ranks, each: a step, its beat, then the "collective"
+        "srun bash -c '"
+        f'echo "run $PODIUM_RESTART_COUNT" >> {c.work}/runs-$PODIUM_JOB_ID\n'
+        "i=0; other=$((1 - RANK))\n"
+        f"while [ ! -e {c.work}/gate-$PODIUM_JOB_ID ]; do\n"
+        '  i=$((i + 1)); echo $i > "$PODIUM_RANK_BEATS/$RANK"; touch "$PODIUM_HEARTBEAT_FILE"\n'
+        '  until [ "$(cat "$PODIUM_RANK_BEATS/$other" 2>/dev/null || echo 0)" -ge $i ]; do\n'
+        f"    [ -e {c.work}/gate-$PODIUM_JOB_ID ] && break; sleep 0.05\n"
+        "  done\n"
+        "  sleep 0.1\n"
+        "done\n'\n"
+    )
+    job = c.submit("--auto-resume=1", "--heartbeat-timeout=8", "--ntasks=2", str(script))
+    c.wait(job, {"RUNNING"})
+    until(lambda: len(runs(c, job)) == 2, what="both ranks")
+    c.cli("inject", "hang", str(job), "--rank", "1", check=True)
+    stopped = time.monotonic()
+    until(lambda: c.job(job)["restart_count"] == 1, what="hang detected and requeued")
+    requeue = [e for e in c.job(job)["events"] if e["kind"] == "requeue"]
+    assert re.search(r"hang: rank 1 stopped at step (\d+) while the others reached step",
+                     requeue[0]["detail"]), requeue  # fmt: skip
+    assert time.monotonic() - stopped < 8  # half the timeout quiet, not all of it
     (c.work / f"gate-{job}").touch()
     assert c.wait(job)["state"] == "COMPLETED"
 

@@ -1,0 +1,89 @@
+"""Per-rank heartbeats: each rank of a job writes the training step it reached to a file
+of its own (`podium.runtime.rank_step`, or `echo STEP > $PODIUM_RANK_BEATS/$RANK`), and
+the supervisor names the rank that stopped first.
+
+A rank that hangs holds the others in their next collective, so every rank falls
+quiet; what tells the culprit is that it stopped a step behind. A job whose ranks
+write their step after the forward pass and before the collective (as
+examples/train.py does) gets the hung rank named once every rank has been quiet for
+half its heartbeat timeout, before the job-wide heartbeat would fire.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from pathlib import Path
+
+RANKS_DIR = "ranks"  # in the job's directory, owned by the job's user
+
+
+def make_ranks_dir(path: Path, creds: tuple[int, int] | None) -> None:
+    """Make the ranks' directory anew (mode 0700), owned by `creds` (uid, gid) when given:
+    the job's ranks write in it; nothing of an earlier run is left."""
+    shutil.rmtree(path, ignore_errors=True)  # never follows a link the job put there
+    path.mkdir(mode=0o700)
+    if creds is not None:
+        os.chown(path, creds[0], creds[1], follow_symlinks=False)
+
+
+def read_beats(directory: Path) -> dict[int, tuple[int, float]]:
+    """rank -> (step, when it was written), from `directory`. The files are the user's:
+    only regular files named by a rank number count, opened without following a link
+    or blocking on a FIFO, 64 bytes at most; a file that holds no step is left out."""
+    beats: dict[int, tuple[int, float]] = {}
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return beats
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            fd = os.open(directory / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            info = os.fstat(fd)
+            text = os.read(fd, 64).decode(errors="replace") if stat.S_ISREG(info.st_mode) else ""
+        except OSError:
+            text = ""
+        finally:
+            os.close(fd)
+        step = text.strip()
+        if step.isdigit():
+            beats[int(name)] = (int(step), info.st_mtime)
+    return beats
+
+
+def stalled_rank(beats: dict[int, tuple[int, float]], now: float, quiet_s: float) -> str | None:
+    """The hang in one line ("rank 1 stopped at step 5 while the others reached step
+    6") when every rank has been quiet for `quiet_s` and some, not all, stopped at an
+    earlier step than the rest; else None (a rank still beating, or no rank behind)."""
+    if len(beats) < 2 or any(now - when < quiet_s for _, when in beats.values()):
+        return None
+    lowest = min(step for step, _ in beats.values())
+    behind = sorted(rank for rank, (step, _) in beats.items() if step == lowest)
+    if len(behind) == len(beats):
+        return None
+    reached = min(step for step, _ in beats.values() if step > lowest)
+    who = f"rank {behind[0]}" if len(behind) == 1 else f"ranks {_span(behind)}"
+    return f"{who} stopped at step {lowest} while the others reached step {reached}"
+
+
+def _span(ranks: list[int]) -> str:
+    """0,1,2,5 -> "0-2,5"."""
+    parts: list[str] = []
+    start = prev = ranks[0]
+    for rank in [*ranks[1:], None]:
+        if rank is not None and rank == prev + 1:
+            prev = rank
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if rank is not None:
+            start = prev = rank
+    return ",".join(parts)
+
+
+__all__ = ["RANKS_DIR", "make_ranks_dir", "read_beats", "stalled_rank"]

@@ -1,0 +1,44 @@
+"""Per-rank heartbeats: the rank that stopped first is named, and the files the job
+writes are read as hostile."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from podium.run.rank_beats import read_beats, stalled_rank
+
+
+def test_the_rank_a_step_behind_is_named_once_every_rank_is_quiet() -> None:
+    beats = {0: (6, 100.0), 1: (5, 99.0), 2: (6, 100.2)}
+    assert stalled_rank(beats, 104.0, 5.0) is None  # rank 2 beat 3.8 s ago
+    assert stalled_rank(beats, 106.0, 5.0) == (
+        "rank 1 stopped at step 5 while the others reached step 6"
+    )
+
+
+def test_several_ranks_behind_are_named_as_a_span() -> None:
+    beats = {r: (9 if r in (8, 9, 10, 12) else 10, 0.0) for r in range(16)}
+    assert stalled_rank(beats, 60.0, 5.0) == (
+        "ranks 8-10,12 stopped at step 9 while the others reached step 10"
+    )
+
+
+def test_no_name_when_all_stopped_at_one_step_or_one_rank_only() -> None:
+    assert stalled_rank({0: (5, 0.0), 1: (5, 0.0)}, 60.0, 5.0) is None
+    assert stalled_rank({0: (5, 0.0)}, 60.0, 5.0) is None
+    assert stalled_rank({}, 60.0, 5.0) is None
+
+
+def test_only_regular_files_named_by_a_rank_are_read(tmp_path: Path) -> None:
+    (tmp_path / "0").write_text("12\n")
+    (tmp_path / "1").write_text("not a step")
+    (tmp_path / "notes").write_text("7")
+    secret = tmp_path / "secret"
+    secret.write_text("42")
+    (tmp_path / "2").symlink_to(secret)  # a link is never followed
+    os.mkfifo(tmp_path / "3")  # a FIFO never blocks the supervisor
+    (tmp_path / "4").write_text("9" * 63 + "x" * 200)  # 64 bytes at most are read
+    beats = read_beats(tmp_path)
+    assert list(beats) == [0] and beats[0][0] == 12
+    assert read_beats(tmp_path / "missing") == {}
