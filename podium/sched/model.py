@@ -252,7 +252,6 @@ class PendingJob:
     nodes: int = 1
     count: int = 1
     elastic: Elastic | None = None  # its replicas' range; gpus, cpus, mem_mb: MIN's
-    expedite: bool = False  # requeued after a hardware fault: before every job that is not
 
     @property
     def total_gpus(self) -> int:

@@ -1,6 +1,5 @@
 """Queue order: multifactor priority (higher first, then earlier submit, lower id),
-or submit order when the policy says FIFO; before either, the jobs requeued after a
-hardware fault (`PendingJob.expedite`: Slurm's expedited requeue), in that same order.
+or submit order when the policy says FIFO.
 
 A caller that keeps its pending jobs in `PendingGroups` lets a pass walk the queue
 lazily (`GroupedOrder`): the heads of the groups are merged by the same key, and a
@@ -73,13 +72,13 @@ def queue_order(
     pending = snapshot.pending
     if not policy.use_priority:
         if snapshot.in_submit_order:
-            return _expedited_first(list(pending)), {}
-        return _expedited_first(sorted(pending, key=_SUBMIT_ORDER)), {}
+            return list(pending), {}
+        return sorted(pending, key=_SUBMIT_ORDER), {}
     if not with_factors:
         priority = _priority_of(snapshot, pending, now, policy)
         decorated = [(-priority(job), job.submit_time, job.job_id, job) for job in pending]
         decorated.sort(key=itemgetter(0, 1, 2))
-        return _expedited_first([d[3] for d in decorated]), {}
+        return [d[3] for d in decorated], {}
     weights = policy.weights
     cluster_gpus = sum(len(n.gpus) for n in snapshot.nodes)
     max_qos = max((j.qos_priority for j in pending), default=0)
@@ -102,14 +101,7 @@ def queue_order(
             time_limit_s=job.time_limit_s,
         )
     order = sorted(pending, key=lambda j: (-prios[j.job_id].total, j.submit_time, j.job_id))
-    return _expedited_first(order), prios
-
-
-def _expedited_first(order: list[PendingJob]) -> list[PendingJob]:
-    """The jobs requeued after a hardware fault first, each part in the order given."""
-    if not any(job.expedite for job in order):
-        return order
-    return [job for job in order if job.expedite] + [job for job in order if not job.expedite]
+    return order, prios
 
 
 def group_of(job: PendingJob, by_limit_level: bool = True) -> Hashable:
@@ -118,14 +110,8 @@ def group_of(job: PendingJob, by_limit_level: bool = True) -> Hashable:
     where `by_limit_level`: shortest-first orders by it) and in everything a pass asks
     of them (the request, limits, preemption). Within a group, submit order is priority
     order. A job with a condition of its own (hold, begin time, dependencies, an array
-    throttle, an expedited requeue) is a group by itself."""
-    if (
-        job.held
-        or job.begin_time is not None
-        or job.dependencies
-        or job.array_throttle
-        or job.expedite
-    ):
+    throttle) is a group by itself."""
+    if job.held or job.begin_time is not None or job.dependencies or job.array_throttle:
         return job.job_id
     alike = (*request_of(job), job.qos, job.qos_priority, job.account, job.user, job.nice)
     return (*alike, limit_level(job.time_limit_s)) if by_limit_level else alike
@@ -212,14 +198,13 @@ class GroupedOrder:
         if policy.use_priority:
             heads = [g.jobs[0] for g in groups]  # the QoS priority is the same within a group
             priority = _priority_of(snapshot, heads, now, policy)
-            self._key: Callable[[PendingJob], tuple[int, float, float, int]] = lambda j: (
-                0 if j.expedite else 1,
+            self._key: Callable[[PendingJob], tuple[float, float, int]] = lambda j: (
                 -priority(j),
                 j.submit_time,
                 j.job_id,
             )
         else:
-            self._key = lambda j: (0 if j.expedite else 1, 0.0, j.submit_time, j.job_id)
+            self._key = lambda j: (0.0, j.submit_time, j.job_id)
         self._heap = [(self._key(g.jobs[0]), i, 0) for i, g in enumerate(groups)]
         heapq.heapify(self._heap)
 

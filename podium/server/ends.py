@@ -266,9 +266,7 @@ class RunEnds:
         newest: float | None,
         end_time: float,
     ) -> None:
-        """Requeue the job for another run, avoiding `bad_gpu` (fenced) on its node. A run
-        that hardware stopped (NODE_FAIL) is expedited: it restarts before the jobs
-        queued meanwhile, as Slurm's expedited requeue."""
+        """Requeue the job for another run, avoiding `bad_gpu` (fenced) on its node."""
         job_id = row["job_id"]
         exclude = [tuple(e) for e in json.loads(row["exclude"] or "[]")]
         if bad_gpu is not None and (row["node"], bad_gpu) not in exclude:
@@ -281,7 +279,6 @@ class RunEnds:
             checkpoint_mtime=newest,
             stalled_restarts=verdict.stalled_restarts,
             ran_gpu_seconds=self._run_gpu_seconds(row, end_time),
-            expedite=state == JobState.NODE_FAIL.value,
         )
         self.effects.notify(row, spec, "REQUEUE", f"ended {state} and was requeued")
         self.specs.forget(job_id)

@@ -41,7 +41,6 @@ class JobRuns(Database):
                     """UPDATE jobs SET state='RUNNING', reason='None', start_time=?,
                          end_time=NULL, node=?, gpu_ids=?, cpu_ids=?, cpus=?, mem_mb=?,
                          stdout=?, stderr=?, exit_code=NULL, signal=NULL, preempt_mode=NULL,
-                         expedite=0,
                          elastic_state=json_remove(elastic_state, '$.cap')
                        WHERE job_id=? AND state='PENDING'""",
                     (
@@ -119,28 +118,24 @@ class JobRuns(Database):
         checkpoint_mtime: float | None = None,
         stalled_restarts: int | None = None,
         ran_gpu_seconds: float = 0.0,
-        expedite: bool = False,
     ) -> bool:
         """RUNNING -> PENDING again (preempted or failed node), restart count raised.
 
         The job keeps its id, submit time and checkpoint directory. `exclude` replaces
         the (node, GPU) pairs it must avoid; the progress fields are auto-resume's;
-        `ran_gpu_seconds`, the run's GPU-seconds, joins its earlier runs'. With
-        `expedite` (a hardware fault stopped it) it goes before every job that is not,
-        until it starts again.
+        `ran_gpu_seconds`, the run's GPU-seconds, joins its earlier runs'.
         """
         with self.transaction(durable=True) as conn:
             cur = conn.execute(
                 """UPDATE jobs SET state='PENDING', reason='None', start_time=NULL,
                      end_time=NULL, node=NULL, gpu_ids=NULL, exit_code=NULL, signal=NULL,
-                     ending=NULL, restart_count=restart_count + 1, expedite=?,
+                     ending=NULL, restart_count=restart_count + 1,
                      earlier_gpu_seconds=earlier_gpu_seconds + ?,
                      exclude=COALESCE(?, exclude),
                      checkpoint_mtime=COALESCE(?, checkpoint_mtime),
                      stalled_restarts=COALESCE(?, stalled_restarts)
                    WHERE job_id=? AND state='RUNNING'""",
                 (
-                    int(expedite),
                     max(0.0, ran_gpu_seconds),
                     None if exclude is None else json.dumps([list(e) for e in exclude]),
                     checkpoint_mtime,

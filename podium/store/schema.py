@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 16
+SCHEMA_VERSION = 15
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -213,10 +213,5 @@ CREATE TABLE IF NOT EXISTS sessions (
     created    REAL NOT NULL,
     expires    REAL NOT NULL
 );
-""",
-    # Version 16: a job requeued after a hardware fault restarts before the jobs queued
-    # meanwhile (Slurm's expedited requeue): set by the requeue, cleared at its start.
-    16: """
-ALTER TABLE jobs ADD COLUMN expedite INTEGER NOT NULL DEFAULT 0;
 """,
 }

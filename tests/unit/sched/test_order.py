@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -104,7 +102,6 @@ job_specs = st.lists(
         st.integers(0, 5),  # submit time, coarse so that ties happen
         st.booleans(),  # held
         st.sampled_from([None, 60.0, 600.0, 7200.0]),  # time limit
-        st.booleans(),  # requeued after a hardware fault (expedited)
     ),
     min_size=1,
     max_size=40,
@@ -123,17 +120,16 @@ running_specs = st.lists(
     st.one_of(st.integers(0, 12), st.integers(0, 10**6)),
 )
 def test_the_grouped_walk_starts_and_preempts_what_the_full_sort_does(
-    specs: list[tuple[int, int, str, str, int, bool, float | None, bool]],
+    specs: list[tuple[int, int, str, str, int, bool, float | None]],
     runs: list[tuple[int, int, str]],
     policy_name: str,
     now: int,
 ) -> None:
     policy = POLICIES[policy_name]
     jobs = tuple(
-        pending(i + 1, g, c, q, u, float(t), held=h and i % 3 == 0, time_limit_s=limit,
-                expedite=e and i % 4 == 1)
-        for i, (g, c, q, u, t, h, limit, e) in enumerate(specs)
-    )  # fmt: skip
+        pending(i + 1, g, c, q, u, float(t), held=h and i % 3 == 0, time_limit_s=limit)
+        for i, (g, c, q, u, t, h, limit) in enumerate(specs)
+    )
     taken: dict[int, int] = {}
     running = []
     for k, (node, gpus, qos) in enumerate(runs):
@@ -236,30 +232,3 @@ def test_groups_know_the_shortest_time_limit_after_each_job(
             limits = [j.time_limit_s if j.time_limit_s is not None else float("inf") for j in jobs]
             assert group.shortest == [min(limits[i:]) for i in range(len(jobs))]
     assert sum(len(g.jobs) for g in groups.groups.values()) == len(queued)
-
-
-@pytest.mark.parametrize("name", ["fifo", "fifo-backfill", "backfill", "shortest-first"])
-def test_a_job_requeued_after_a_fault_goes_first(name: str) -> None:
-    """Slurm's expedited requeue: the job a hardware fault stopped restarts before the
-    jobs queued meanwhile, whatever their priority; otherwise the order is the policy's."""
-    policy = POLICIES[name]
-    jobs = (
-        pending(1, 2, 1, "low", "u1", 50.0, expedite=True),  # requeued after an Xid
-        pending(2, 2, 1, "high", "u2", 10.0),
-        pending(3, 2, 1, "normal", "u2", 20.0),
-        pending(4, 1, 1, "low", "u1", 60.0, expedite=True),
-    )
-    snap = Snapshot(nodes=NODES, pending=jobs)
-    order, _ = queue_order(snap, 100.0, policy)
-    unflagged = tuple(dataclasses.replace(j, expedite=False) for j in jobs)
-    plain, _ = queue_order(Snapshot(nodes=NODES, pending=unflagged), 100.0, policy)
-    ids = [j.job_id for j in plain]
-    assert [j.job_id for j in order] == [i for i in ids if i in (1, 4)] + [
-        i for i in ids if i not in (1, 4)
-    ]
-    groups = PendingGroups(orders_by_limit(policy))
-    for job in jobs:
-        groups.add(job)
-    grouped = Snapshot(nodes=NODES, pending=jobs, groups=list(groups.groups.values()))
-    walked, _ = queue_order(grouped, 100.0, policy, with_factors=False)
-    assert list(GroupedOrder(grouped, 100.0, policy)) == walked == order

@@ -34,24 +34,3 @@ def test_a_timeout_is_recorded_as_such(c: Cluster) -> None:
     c.reactor.collect()
     assert c.state(job) == "TIMEOUT"
     assert c.effects.forgotten == [(job, "TIMEOUT")]
-
-
-def test_a_run_stopped_by_a_hardware_fault_restarts_before_the_jobs_queued_meanwhile(
-    c: Cluster,
-) -> None:
-    # 2 GPUs: the faulted job (auto-resume, least priority) holds both; another waits.
-    job = _run(c, "--gpus=2", "--auto-resume=1", "--nice=1000")
-    urgent = c.submit("--gpus=2")
-    c.reactor.fail_jobs([job], "health: Xid 79 on GPU 0", 0)
-    c.end(job, "FAILED", 1)
-    c.reactor.collect()
-    row = c.store.job(job)
-    assert (row["state"], row["restart_count"], _expedited(c, job)) == ("PENDING", 1, True)
-    c.reactor.tick()
-    assert (c.state(job), c.state(urgent)) == ("RUNNING", "PENDING")
-    assert not _expedited(c, job)  # only until it starts again
-
-
-def _expedited(c: Cluster, job: int) -> bool:
-    row = c.store.conn.execute("SELECT expedite FROM jobs WHERE job_id=?", (job,)).fetchone()
-    return bool(row[0])
