@@ -191,13 +191,14 @@ class Supervisor:
         return now - last
 
     def _hang(self, now: float) -> str | None:
-        """Why the job is hung: a rank a step behind once every rank has been quiet
-        for half the heartbeat timeout, or no heartbeat for the whole timeout."""
-        if self.ranks is not None:
-            named = stalled_rank(read_beats(self.ranks), now, self.heartbeat_timeout / 2)
+        """Why the job is hung: a rank a step behind, read only once the heartbeat is quiet
+        for half the timeout; or no heartbeat for the whole timeout."""
+        silent = self._silent_for(now)
+        half = self.heartbeat_timeout / 2
+        if self.ranks is not None and silent >= half:
+            named = stalled_rank(read_beats(self.ranks), now, half)
             if named is not None:
                 return named
-        silent = self._silent_for(now)
         return f"no heartbeat for {silent:.0f}s" if silent > self.heartbeat_timeout else None
 
     def _reap(self) -> None:
