@@ -75,6 +75,6 @@ def wait_for(api: Any, path: str, test: Any, timeout: float = 60) -> Any:
     """GET `path` until `test(data)` holds; the data (AssertionError after `timeout`)."""
     _, data = poll(
         lambda: api.call("GET", path), lambda got: got[0] == 200 and test(got[1]),
-        f"{path} never got there", timeout, every=0.3,
+        f"{path} never got there", timeout,
     )  # fmt: skip
     return data

@@ -66,7 +66,7 @@ class SlurmCluster:
     def wait_job(self, job_id: int, states: set[str], timeout: float = 90) -> dict[str, Any]:
         job: dict[str, Any] = poll(
             lambda: self.json("show", str(job_id)), lambda job: job["state"] in states,
-            f"job {job_id} never reached {states}", timeout, every=0.3,
+            f"job {job_id} never reached {states}", timeout,
         )  # fmt: skip
         return job
 
@@ -75,9 +75,7 @@ class SlurmCluster:
         return next(n for n in nodes if n["node"] == name)
 
     def wait_node(self, name: str, test: Any, timeout: float = 60) -> dict[str, Any]:
-        return poll(
-            lambda: self.node(name), test, f"node {name} never got there", timeout, every=0.5
-        )
+        return poll(lambda: self.node(name), test, f"node {name} never got there", timeout)
 
 
 def why_no_hosts() -> str | None:
@@ -160,11 +158,10 @@ def in_service(cluster: SlurmCluster, timeout: float = 60) -> SlurmCluster:
     """`cluster` once no job of an earlier module is left and every node is in service:
     what a module sharing the run's cluster (conftest.py's `slurm_hosts`) starts from.
     A node another module left drained or down fails here, by name."""
-    poll(lambda: cluster.json("queue"), lambda jobs: not jobs, "the queue to empty", timeout,
-         every=0.5)  # fmt: skip
+    poll(lambda: cluster.json("queue"), lambda jobs: not jobs, "the queue to empty", timeout)
     poll(
         lambda: cluster.json("nodes"),
         lambda nodes: all(n["state"] in ("idle", "mixed", "allocated") for n in nodes),
-        "every node in service", timeout, every=0.5,
+        "every node in service", timeout,
     )  # fmt: skip
     return cluster

@@ -121,7 +121,7 @@ def test_a_job_that_reports_its_progress_is_expected_to_end_by_it(
     poll(  # from its second report on, a rate, so an end
         lambda: _forecast(c).get(waiting, {}).get("expected_start_epoch"),
         lambda seen: seen is not None and float(seen) < time.time() + 600,
-        "an expected start within 10 minutes", 20, every=0.3,
+        "an expected start within 10 minutes", 20,
     )  # fmt: skip
     time.sleep(3)  # a few more reports: the rate settles
     expected = float(_forecast(c)[waiting]["expected_start_epoch"])  # type: ignore[arg-type]

@@ -64,9 +64,7 @@ class Podium:
         return dict(json.loads(self.ok("show", str(job_id), "--json")))
 
     def wait(self, job_id: int, test: Any, timeout: float = 60) -> dict[str, Any]:
-        return poll(
-            lambda: self.job(job_id), test, f"job {job_id} never got there", timeout, every=0.5
-        )
+        return poll(lambda: self.job(job_id), test, f"job {job_id} never got there", timeout)
 
 
 # 8 whole GPUs per node and a ninth split by MIG into 7 slices: what the device plugin

@@ -68,7 +68,7 @@ def _query(url: str, expr: str) -> list[dict[str, Any]]:
 
 
 def _until(url: str, expr: str, test: Any, timeout: float = 30) -> list[dict[str, Any]]:
-    return poll(lambda: _query(url, expr), test, expr, timeout, every=0.5)
+    return poll(lambda: _query(url, expr), test, expr, timeout)
 
 
 def _value(result: list[dict[str, Any]]) -> float:

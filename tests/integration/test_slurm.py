@@ -191,7 +191,7 @@ def test_health_fault_requeues_two_node_job_excluding_the_node(
     assert "xid" in drained["reason"].lower()
     requeued = slurm.wait_job(job_id, {"PENDING", "RUNNING"}, 30)
     requeued = poll(lambda: slurm.json("show", str(job_id)),
-                    lambda job: job["restart_count"] >= 1, "a restart", 60, every=0.5)  # fmt: skip
+                    lambda job: job["restart_count"] >= 1, "a restart", 60)  # fmt: skip
     assert requeued["restart_count"] == 1
     assert victim in requeued["excluded_nodes"]
     final = slurm.wait_job(job_id, TERMINAL, 240)

@@ -73,7 +73,7 @@ def _wait_reason(slurm: SlurmCluster, job_id: int, reason: str) -> dict[str, Any
     return poll(
         lambda: slurm.json("show", str(job_id)),
         lambda job: job["state"] == "PENDING" and reason in (job["reason"] or ""),
-        f"job {job_id} never waited for {reason}", 60, every=0.3,
+        f"job {job_id} never waited for {reason}", 60,
     )  # fmt: skip
 
 

@@ -75,7 +75,7 @@ def make_scenario(run: Run, state_of: Callable[[int], str]) -> dict[str, int]:
         job_id = int(out.strip().split(";")[0])
         ids[name] = job_id
         poll(lambda job_id=job_id: state_of(job_id), lambda now, want=state: now == want,
-             f"job {name} ({job_id}) never {state}", 90, every=0.3)  # fmt: skip
+             f"job {name} ({job_id}) never {state}", 90)  # fmt: skip
     time.sleep(5)  # slurmdbd has what slurmctld told it: the last start too
     return ids
 
