@@ -157,7 +157,11 @@ def start_cluster(
 def in_service(cluster: SlurmCluster, timeout: float = 60) -> SlurmCluster:
     """`cluster` once no job of an earlier module is left and every node is in service:
     what a module sharing the run's cluster (conftest.py's `slurm_hosts`) starts from.
-    A node another module left drained or down fails here, by name."""
+    A job an earlier module left (a failed test's) is cancelled first, so that one
+    failure does not fail every module after it; a node left drained or down fails
+    here, by name."""
+    for job in cluster.json("queue"):
+        cluster.podium("cancel", str(job["job_id"]), check=False)
     poll(lambda: cluster.json("queue"), lambda jobs: not jobs, "the queue to empty", timeout)
     poll(
         lambda: cluster.json("nodes"),
