@@ -56,6 +56,7 @@ signal.signal(signal.SIGUSR1, lambda *_: STOP.update(asked=STOP["asked"] or -1))
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.distributed.checkpoint as dcp  # noqa: E402
+from peer_heal import PeerHeal, sync_from_peer  # noqa: E402 (beside this file)
 from torch import nn  # noqa: E402
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict  # noqa: E402
 
@@ -304,21 +305,30 @@ def main() -> int:
         flush=True,
     )
 
-    model: nn.Module = (
+    raw: nn.Module = (
         TinyResNet() if args.model == "resnet" else TinyTransformer(args.model == "gpt")
     )
-    model = model.to(device)
-    if world > 1:
-        model = nn.parallel.DistributedDataParallel(model)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    raw = raw.to(device)
+    model = raw
+    optimizer = torch.optim.AdamW(raw.parameters(), lr=1e-3)
+    heal = PeerHeal(rank)  # Podium's replace contract (--spares), when the job has one
     ckpt_dir = os.environ.get("PODIUM_CHECKPOINT_DIR") or os.path.join(os.getcwd(), "checkpoints")
     checkpoints = Checkpoints(ckpt_dir, args.model, rank, world)
-    place = checkpoints.load(model, optimizer) or {"step": 0, "epoch": 0}
-    start = int(place["step"])
-    if start:
-        print(f"[job {job} rank {rank}] resumed from checkpoint at step {start}", flush=True)
+    if heal.replacement and world > 1:  # a failed replica's place: the survivors' state
+        start = sync_from_peer(raw, optimizer, -1, fresh=True, device=device)
+        model = nn.parallel.DistributedDataParallel(raw)
+        print(f"[job {job} rank {rank}] replaced a failed replica: healed from a peer at "
+              f"step {start}", flush=True)  # fmt: skip
+    else:
+        if world > 1:
+            model = nn.parallel.DistributedDataParallel(raw)
+        place = checkpoints.load(model, optimizer) or {"step": 0, "epoch": 0}
+        start = int(place["step"])
+        if start:
+            print(f"[job {job} rank {rank}] resumed from checkpoint at step {start}", flush=True)
     progress = Progress(args.progress, rank, args.report_every)
-    progress.log("resume" if start else "begin", start, world=world)
+    first = "heal" if heal.replacement else ("resume" if start else "begin")
+    progress.log(first, start, world=world)  # rank 0 logs: a replacement rank 0 heals
     sample_log = open(args.sample_log, "a", buffering=1) if args.sample_log else None  # noqa: SIM115
 
     run = int(env.get("PODIUM_RESTART_COUNT") or 0) + int(env.get("PODIUM_RESIZE_COUNT") or 0)
@@ -328,53 +338,65 @@ def main() -> int:
     step = start
     began = time.time()
     while step < args.steps:
-        epoch, within = divmod(step, steps_per_epoch)
-        order = epoch_order(epoch, args.epoch_samples)
-        chosen = order[within * args.global_batch : (within + 1) * args.global_batch]
-        mine = chosen[rank::world]
-        optimizer.zero_grad()
-        total = torch.zeros((), device=device)
-        chunks = [mine[k : k + args.micro_batch] for k in range(0, len(mine), args.micro_batch)]
-        for k, chunk in enumerate(chunks or [[]]):
-            if not chunk:
-                continue
-            inputs, targets = samples(args.model, chunk, device)
-            last = k == len(chunks) - 1
-            with model.no_sync() if world > 1 and not last else contextlib.nullcontext():
-                out = model(inputs)
-                loss = loss_fn(out.reshape(-1, out.shape[-1]), targets.reshape(-1))
-                if last:
-                    progress.reached(step + 1)  # before this backward's all-reduce
-                (loss * world / len(chosen)).backward()  # DDP averages over the ranks
-            total += loss.detach()
-        optimizer.step()
-        step += 1
-        if world > 1:
-            dist.all_reduce(total)
-        tokens = len(chosen) * (1 if args.model == "resnet" else SEQ - (args.model == "gpt"))
-        mean_loss = total.item() / tokens
-        if args.step_time:
-            time.sleep(args.step_time)
-        if sample_log is not None:
-            entry = {"step": step, "epoch": epoch, "rank": rank, "world": world, "run": run}
-            sample_log.write(json.dumps({**entry, "samples": mine}) + "\n")
-        progress.log("step", step, loss=round(mean_loss, 6), world=world)
-        progress.beat()
-        progress.report(step, args.steps)
-        asked = _agreed(stop["asked"], world, device)
-        place = {"step": step, "epoch": step // steps_per_epoch}
-        if asked or step % args.checkpoint_every == 0 or step == args.steps:
-            checkpoints.save(model, optimizer, place)
-            progress.log("checkpoint", step)
-        if rank == 0 and (step % 10 == 0 or step == args.steps):
-            print(f"[job {job}] step {step}/{args.steps} loss {mean_loss:.4f}", flush=True)
-        if asked:
-            if rank == 0:
-                why = "SIGTERM" if asked == 143 else "resize"
-                print(f"[job {job}] {why}: checkpoint saved at step {step}", flush=True)
+        try:
+            if args.step_time:  # "compute" outside the collectives: a rank that hangs
+                time.sleep(args.step_time)  # here is a step behind the others (rank_beats)
+            epoch, within = divmod(step, steps_per_epoch)
+            order = epoch_order(epoch, args.epoch_samples)
+            chosen = order[within * args.global_batch : (within + 1) * args.global_batch]
+            mine = chosen[rank::world]
+            optimizer.zero_grad()
+            total = torch.zeros((), device=device)
+            chunks = [mine[k : k + args.micro_batch] for k in range(0, len(mine), args.micro_batch)]
+            for k, chunk in enumerate(chunks or [[]]):
+                if not chunk:
+                    continue
+                inputs, targets = samples(args.model, chunk, device)
+                last = k == len(chunks) - 1
+                with model.no_sync() if world > 1 and not last else contextlib.nullcontext():
+                    out = model(inputs)
+                    loss = loss_fn(out.reshape(-1, out.shape[-1]), targets.reshape(-1))
+                    if last:
+                        progress.reached(step + 1)  # before this backward's all-reduce
+                    (loss * world / len(chosen)).backward()  # DDP averages over the ranks
+                total += loss.detach()
+            optimizer.step()
+            step += 1
             if world > 1:
-                _leave(rank, world)
-            return 143 if asked == 143 else 0
+                dist.all_reduce(total)
+            tokens = len(chosen) * (1 if args.model == "resnet" else SEQ - (args.model == "gpt"))
+            mean_loss = total.item() / tokens
+            if sample_log is not None:
+                entry = {"step": step, "epoch": epoch, "rank": rank, "world": world, "run": run}
+                sample_log.write(json.dumps({**entry, "samples": mine}) + "\n")
+            progress.log("step", step, loss=round(mean_loss, 6), world=world)
+            progress.beat()
+            progress.report(step, args.steps)
+            asked = _agreed(stop["asked"], world, device)
+            place = {"step": step, "epoch": step // steps_per_epoch}
+            if asked or step % args.checkpoint_every == 0 or step == args.steps:
+                checkpoints.save(model, optimizer, place)
+                progress.log("checkpoint", step)
+            if rank == 0 and (step % 10 == 0 or step == args.steps):
+                print(f"[job {job}] step {step}/{args.steps} loss {mean_loss:.4f}", flush=True)
+            if asked:
+                if rank == 0:
+                    why = "SIGTERM" if asked == 143 else "resize"
+                    print(f"[job {job}] {why}: checkpoint saved at step {step}", flush=True)
+                if world > 1:
+                    _leave(rank, world)
+                return 143 if asked == 143 else 0
+        except RuntimeError as exc:  # a collective with a lost peer (gloo: at once)
+            told = heal.next_generation(timeout_s=60) if heal.enabled and world > 1 else None
+            if told is None:
+                raise
+            print(f"[job {job} rank {rank}] lost a peer ({str(exc).splitlines()[0][:80]}); "
+                  f"joining generation {told['generation']}", flush=True)  # fmt: skip
+            heal.rejoin(told, backend, world)
+            step = sync_from_peer(raw, optimizer, step, fresh=False, device=device)
+            model = nn.parallel.DistributedDataParallel(raw)
+            progress.log("heal", step, world=world, generation=told["generation"],
+                         replaced=told.get("replaced"))  # fmt: skip
     if rank == 0:
         rate = (step - start) / max(time.time() - began, 1e-9)
         print(f"[job {job}] done: {step} steps ({rate:.1f} steps/s), checkpoint "

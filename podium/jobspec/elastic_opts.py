@@ -1,10 +1,11 @@
-"""--elastic=MIN:MAX[:STEP], --resize-grace and --resize-signal: an elastic job's
-replicas and what each holds, read after the sizes (`sizes.read_sizes`).
+"""--elastic=MIN:MAX[:STEP], --resize-grace, --resize-signal and --spares: an elastic
+job's replicas, what each holds and its spares, read after the sizes (`sizes.read_sizes`).
 
 An elastic job is one node's worth of replicas: each replica is one task (one
 data-parallel rank) with --gpus-per-task GPUs, --cpus-per-task CPUs and memory per
 GPU or per CPU. The job's resources as stored are its MIN replicas'; the scheduler
-sizes each start between MIN and MAX (`podium.sched.elastic`).
+sizes each start between MIN and MAX (`podium.sched.elastic`). --spares=N adds N
+replicas' worth to every size: held idle, they take a failed replica's place.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from podium.jobspec.request import Options
 from podium.jobspec.values import is_digits, option_error, signal_number
 
 MAX_REPLICAS = 1024
+MAX_SPARES = 64
 _NOT_WITH = ("ntasks", "ntasks-per-node", "gpus", "gpus-per-node", "array", "mem")
 
 
@@ -27,6 +29,12 @@ def read_elastic(raw: Options, out: dict[str, Any]) -> None:
         for name in ("resize-grace", "resize-signal"):
             if (other := raw.get(name)) is not None:
                 raise option_error(other, "applies to elastic jobs only: add --elastic=MIN:MAX")
+        if (other := raw.get("spares")) is not None:
+            raise option_error(
+                other,
+                "spares replace replicas Podium runs: add --elastic=N:N (a fixed N "
+                "replicas) or --elastic=MIN:MAX, with --gpus-per-task",
+            )
         return
     parts = str(g.value or "").split(":")
     if not 2 <= len(parts) <= 3 or not all(is_digits(p) for p in parts):
@@ -50,16 +58,30 @@ def read_elastic(raw: Options, out: dict[str, Any]) -> None:
     gpus, cpus, memory = int(out.get("gpus") or 0), int(out["cpus"]), int(out["mem_mb"])
     spec = ElasticSpec(
         min=low, max=high, step=step, replica_gpus=gpus, replica_cpus=cpus,
-        replica_mem_mb=memory, **_resize_options(raw),
+        replica_mem_mb=memory, spares=_spares(raw, gpus), **_resize_options(raw),
     )  # fmt: skip
+    held_gpus, held_cpus, held_mem = spec.held(low)
     out.update(
         elastic=spec,
         ntasks=low,
-        gpus=gpus * low,
+        gpus=held_gpus,
         gpus_per_task=gpus or None,
-        cpus=cpus * low,
-        mem_mb=memory * low,
+        cpus=held_cpus,
+        mem_mb=held_mem,
     )
+
+
+def _spares(raw: Options, replica_gpus: int) -> int:
+    """--spares=N: replicas' worth held idle to replace a failed replica (0 to 64)."""
+    g = raw.get("spares")
+    if g is None:
+        return 0
+    value = str(g.value or "").strip()
+    if not is_digits(value) or not 0 <= int(value) <= MAX_SPARES:
+        raise option_error(g, f"needs a number of spare replicas, 0 to {MAX_SPARES}, e.g. 1")
+    if int(value) and not replica_gpus:
+        raise option_error(g, "a spare takes a failed replica's GPUs: give --gpus-per-task")
+    return int(value)
 
 
 def _resize_options(raw: Options) -> dict[str, int]:

@@ -67,7 +67,9 @@ class ElasticSpec(Frozen):
     """--elastic=MIN:MAX[:STEP]: the job runs as MIN to MAX replicas (data-parallel
     ranks, each one task with `replica_gpus`, `replica_cpus` and `replica_mem_mb`),
     resized in steps of STEP. Before a resize every rank gets `signal` and has
-    `grace_s` seconds to save and exit (or acknowledge) before it is stopped."""
+    `grace_s` seconds to save and exit (or acknowledge) before it is stopped. With
+    --spares=N it also holds N replicas' worth, idle, to take a failed replica's place
+    (docs/resiliency.md: replace, don't restart)."""
 
     min: int = Field(ge=1)
     max: int = Field(ge=1)
@@ -77,14 +79,22 @@ class ElasticSpec(Frozen):
     replica_mem_mb: int = Field(default=0, ge=0)
     signal: int = 10  # SIGUSR1
     grace_s: int = Field(default=60, ge=0)
+    spares: int = Field(default=0, ge=0)  # --spares: replicas' worth held to replace a failed one
+
+    def held(self, replicas: int) -> tuple[int, int, int]:
+        """GPUs, CPUs and memory (MB) a start of `replicas` replicas holds, its spares
+        included."""
+        n = replicas + self.spares
+        return n * self.replica_gpus, n * self.replica_cpus, n * self.replica_mem_mb
 
     def sizes(self) -> list[int]:
         """Every size it may run at, largest first (`elastic_sizes`)."""
         return elastic_sizes(self.min, self.max, self.step)
 
     def replicas_of(self, cpus: int) -> int:
-        """How many replicas a start holding `cpus` CPUs runs (whole replicas)."""
-        return cpus // self.replica_cpus
+        """How many replicas a start holding `cpus` CPUs runs (whole replicas, its
+        spares not counted)."""
+        return max(0, cpus // self.replica_cpus - self.spares)
 
 
 def elastic_sizes(low: int, high: int, step: int) -> list[int]:

@@ -86,6 +86,7 @@ class LaunchPlan(NamedTuple):
     replicas: int | None = None  # an elastic job's: its tasks are its replicas
     resize_count: int = 0  # how often this elastic job was resized so far
     resize_signal: int = 10  # what each replica gets before a resize (SIGUSR1)
+    spares: list[list[int]] = []  # per spare (--spares), the GPUs it holds idle
     extra: dict[str, Any] = {}
 
     def to_json(self) -> dict[str, Any]:

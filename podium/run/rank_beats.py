@@ -61,6 +61,14 @@ def stalled_rank(beats: dict[int, tuple[int, float]], now: float, quiet_s: float
     """The hang in one line ("rank 1 stopped at step 5 while the others reached step
     6") when every rank has been quiet for `quiet_s` and some, not all, stopped at an
     earlier step than the rest; else None (a rank still beating, or no rank behind)."""
+    found = stalled_ranks(beats, now, quiet_s)
+    return None if found is None else found[1]
+
+
+def stalled_ranks(
+    beats: dict[int, tuple[int, float]], now: float, quiet_s: float
+) -> tuple[list[int], str] | None:
+    """The ranks behind and the hang in one line (`stalled_rank`), or None."""
     if len(beats) < 2 or any(now - when < quiet_s for _, when in beats.values()):
         return None
     lowest = min(step for step, _ in beats.values())
@@ -69,7 +77,7 @@ def stalled_rank(beats: dict[int, tuple[int, float]], now: float, quiet_s: float
         return None
     reached = min(step for step, _ in beats.values() if step > lowest)
     who = f"rank {behind[0]}" if len(behind) == 1 else f"ranks {_span(behind)}"
-    return f"{who} stopped at step {lowest} while the others reached step {reached}"
+    return behind, f"{who} stopped at step {lowest} while the others reached step {reached}"
 
 
 def _span(ranks: list[int]) -> str:
@@ -86,4 +94,4 @@ def _span(ranks: list[int]) -> str:
     return ",".join(parts)
 
 
-__all__ = ["RANKS_DIR", "make_ranks_dir", "read_beats", "stalled_rank"]
+__all__ = ["RANKS_DIR", "make_ranks_dir", "read_beats", "stalled_rank", "stalled_ranks"]

@@ -50,20 +50,19 @@ from podium.run.files import (
 from podium.run.job_files import task_files
 from podium.run.job_signals import Inbox
 from podium.run.launch_failure import LaunchFailure
+from podium.run.outcome import JobOutcome
 from podium.run.plan import LaunchPlan
 from podium.run.ports import free_port
 from podium.run.rank_beats import RANKS_DIR, make_ranks_dir, read_beats, stalled_rank
+from podium.run.replace import REPLACE_NOTICE, Spares
+from podium.run.replica_faults import ReplicaFaults
 from podium.run.resize_notice import acknowledged, own_file, write_notice
-from podium.run.results import result_record
 from podium.run.spawn import SpawnError, spawn_task
 from podium.run.steps import (
     STEP_DIR_ENV,
     STEPS_DIR,
-    finish_running,
     read_steps,
     signal_steps,
-    step_record,
-    stopped_state,
 )
 from podium.run.stopping import (
     FAULT_SIGNAL,
@@ -82,7 +81,7 @@ TERM = int(signal.SIGTERM)
 WATCHED = {signal.SIGCHLD, PREEMPT_SIGNAL, FAULT_SIGNAL, *STOP_SIGNALS}
 
 
-class Supervisor:
+class Supervisor(ReplicaFaults, JobOutcome):
     """Runs one job from its LaunchPlan to its JobResult."""
 
     def __init__(self, job_dir: Path, plan: LaunchPlan) -> None:
@@ -116,7 +115,9 @@ class Supervisor:
             self.heartbeat = job_dir / HEARTBEAT_FILE
             self.ranks = job_dir / RANKS_DIR
         self.notice: Path | None = job_dir / RESIZE_NOTICE if plan.replicas is not None else None
+        self.spares = Spares(job_dir, plan.spares) if plan.spares else None
         self.pgid = 0  # the tasks' process group
+        self._how: tuple[Any, ...] = ()  # launch's creds, container, heartbeat for _spawn
 
     @property
     def limit_end(self) -> float | None:
@@ -144,7 +145,6 @@ class Supervisor:
                 raise SpawnError(str(exc)) from None  # exit code 1, as a Pyxis failure
             self.container_state = container["state"]
             self.container = container
-        pgid = 0
         heartbeat = None
         owner = (plan.uid, plan.gid) if creds is not None else None
         if self.heartbeat is not None:
@@ -154,32 +154,45 @@ class Supervisor:
             make_ranks_dir(self.ranks, owner)
         if self.notice is not None:  # an elastic job reads resizes here, and answers
             own_file(str(self.notice), owner)
+        if self.spares is not None:  # ... and takes part in replacements here
+            self.spares.create(owner)
+        self._how = (creds, container, heartbeat)
         for task in plan.tasks:
-            env = task_environment(plan, task, port, heartbeat, self.start)
-            env[STEP_DIR_ENV] = str(self.job_dir / STEPS_DIR)
-            if self.ranks is not None:
-                env["PODIUM_RANK_BEATS"] = str(self.ranks)
-            if self.notice is not None:
-                env["PODIUM_RESIZE_FILE"] = str(self.notice)
-            pid = spawn_task(
-                plan.argv,
-                env,
-                plan.work_dir,
-                files=task_files(plan, task),
-                end=self.limit_end,
-                pgid=pgid,
-                creds=creds,
-                cgroup_procs=self.contain.procs_files,
-                umask=who.umask,
-                cpu_ids=list(plan.cpu_ids) or None,
-                container=container,
-                procid=task.procid,
-            )
-            if pgid == 0:
-                pgid = self.pgid = pid
+            pid = self._spawn(task, port, {}, False)
+            if self.pgid == 0:
+                self.pgid = pid
             self.tasks[pid] = task
         pids = {str(t.procid): pid for pid, t in self.tasks.items()}
         write_atomic(self.job_dir / TASKS_FILE, pids, durable=False)
+
+    def _spawn(self, task: TaskPlan, port: int, extra: dict[str, str], append: bool) -> int:
+        """Start one task (a replica) in the job's process group; `append`: to its
+        output files, as a replacement does, rather than as the job's --open-mode."""
+        plan = self.plan
+        creds, container, heartbeat = self._how
+        env = task_environment(plan, task, port, heartbeat, self.start)
+        env[STEP_DIR_ENV] = str(self.job_dir / STEPS_DIR)
+        if self.ranks is not None:
+            env["PODIUM_RANK_BEATS"] = str(self.ranks)
+        if self.notice is not None:
+            env["PODIUM_RESIZE_FILE"] = str(self.notice)
+        if self.spares is not None:
+            env["PODIUM_REPLACE_FILE"] = str(self.job_dir / REPLACE_NOTICE)
+        env.update(extra)
+        return spawn_task(
+            plan.argv,
+            env,
+            plan.work_dir,
+            files=task_files(plan._replace(open_mode="append") if append else plan, task),
+            end=self.limit_end,
+            pgid=self.pgid,
+            creds=creds,
+            cgroup_procs=self.contain.procs_files,
+            umask=plan.umask,
+            cpu_ids=list(plan.cpu_ids) or None,
+            container=container,
+            procid=task.procid,
+        )
 
     def _silent_for(self, now: float) -> float:
         """Seconds since the job's last heartbeat (or its start)."""
@@ -236,19 +249,6 @@ class Supervisor:
         with job_identity(self.plan).entered():
             return read_steps(self.job_dir / STEPS_DIR)
 
-    def step_records(self, state: str, exit_code: int | None, sig: int | None) -> list[Any]:
-        """Every step of this run for accounting: the batch step (the script itself),
-        then the srun steps, those still running marked with the job's end state."""
-        end = time.time()
-        batch_state = state if self.stopped_at is None else stopped_state(state)
-        batch = step_record(
-            0, name="batch", ntasks=1, node=self.plan.node, gpus=list(self.plan.gpu_ids),
-            pgid=None, start=self.start, state=batch_state, exit_code=exit_code,
-            signal_num=sig, end=end,
-        )  # fmt: skip
-        batch["step_id"] = "batch"
-        return [batch, *finish_running(self._steps(), state, end, self.stopped_at)]
-
     def _terminate(self, state: str, sig: int = signal.SIGTERM) -> None:
         """SIGCONT + `sig` to every process, wait the grace time, then SIGKILL."""
         self.final_state = state
@@ -272,6 +272,8 @@ class Supervisor:
         inbox = Inbox(self.job_dir)
         while True:
             self._reap()
+            if self.spares is not None and self.replace_casualty():
+                continue
             if not self._running():
                 return
             limits.refresh()
@@ -286,6 +288,8 @@ class Supervisor:
                 return
             if self.heartbeat is not None:
                 hang = self._hang(now)
+                if hang is not None and self.replace_hung(now, self.heartbeat_timeout / 2):
+                    continue
                 if hang is not None:
                     self.reason, self.fault = f"hang: {hang}", "hang"
                     self._terminate("FAILED")
@@ -303,6 +307,8 @@ class Supervisor:
                 self._terminate("PREEMPTED", TERM if asked else plan.signal_num or TERM)
                 return
             if info is not None and info.si_signo == FAULT_SIGNAL:
+                if self.replace_on_fault():
+                    continue
                 self.fault = "node"
                 self.final_state = "NODE_FAIL"
                 self.stopped_at = time.time()
@@ -359,42 +365,3 @@ class Supervisor:
         except Stopped as stop:
             self.final_state, self.stopped_at = stop.state, time.time()
             self.save_failure = f"--container-save: stopped ({stop.state}) before it was saved"
-
-    def result(self, leftover: int) -> dict[str, Any]:
-        """The job's outcome: highest task exit code, first terminating signal, state."""
-        tasks = []
-        for pid, task in self.tasks.items():
-            code, sig_num = self.status.get(pid, (None, signal.SIGKILL))
-            tasks.append({"procid": task.procid, "exit_code": code, "signal": sig_num})
-        codes = [t["exit_code"] for t in tasks if t["exit_code"] is not None]
-        signals = [t["signal"] for t in tasks if t["signal"] is not None]
-        exit_code = max(codes) if codes else None
-        sig = signals[0] if signals else None
-        oom = self.contain.oom_kills()
-        if self.final_state is not None:
-            state = self.final_state
-        elif oom:  # as Slurm: any OOM kill in the job makes it OUT_OF_MEMORY
-            state = "OUT_OF_MEMORY"
-            mem = self.plan.mem_mb
-            self.reason = f"OutOfMemory: {oom} process(es) killed at the {mem} MiB limit"
-        elif tasks and all(t["exit_code"] == 0 for t in tasks):
-            state = "COMPLETED"
-        else:
-            state = "FAILED"
-        if self.save_failure and state in ("COMPLETED", "FAILED"):
-            state, self.reason = "FAILED", self.save_failure
-        if self.launch_failure is not None and exit_code is None:
-            exit_code = self.launch_failure.exit_code
-        if exit_code is None and sig is None:
-            exit_code = 0
-        return result_record(
-            state,
-            exit_code,
-            sig,
-            self.start,
-            reason=self.reason,
-            tasks=tasks,
-            leftover=leftover,
-            fault=self.fault,
-            steps=self.step_records(state, exit_code, sig),
-        )

@@ -10,6 +10,7 @@ import fcntl
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 from podium.run import job_signals
 from podium.run.files import (
@@ -23,6 +24,7 @@ from podium.run.files import (
     read_json,
     write_atomic,
 )
+from podium.run.replace import read_replacements
 
 
 class SupervisorOrders:
@@ -96,12 +98,20 @@ class SupervisorOrders:
         None: none). It reads LIMIT_FILE within a second."""
         write_atomic(self.job_dir(job_id) / LIMIT_FILE, {"time_limit_s": seconds})
 
-    def fail(self, job_id: int, reason: str, gpu: int | None) -> bool:
+    def fail(self, job_id: int, reason: str, gpu: int | None, replace: bool = False) -> bool:
         """Tell the job's supervisor its hardware failed (SIGUSR2): its processes are
         killed at once and it ends NODE_FAIL. The reason and the bad GPU are kept in
-        the job directory (`fault_note`), so a restarted daemon still knows them."""
-        write_atomic(self.job_dir(job_id) / FAULT_FILE, {"reason": reason, "gpu": gpu})
+        the job directory (`fault_note`), so a restarted daemon still knows them. With
+        `replace` (a job holding spares), the supervisor first tries to give the
+        failed replica's place to a spare, the other replicas running on
+        (podium.run.replica_faults); it ends NODE_FAIL only when it cannot."""
+        order = {"reason": reason, "gpu": gpu, "replace": replace}
+        write_atomic(self.job_dir(job_id) / FAULT_FILE, order)
         return self._signal(job_id, signal.SIGUSR2)
+
+    def replacements(self, job_id: int) -> list[dict[str, Any]]:
+        """The replicas the job's supervisor replaced from spares so far, oldest first."""
+        return read_replacements(self.job_dir(job_id))
 
     def fault_note(self, job_id: int) -> tuple[str, int | None] | None:
         """What `fail` recorded for the job, if anything."""

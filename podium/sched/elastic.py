@@ -37,9 +37,8 @@ def resized(job: PendingJob, replicas: int) -> PendingJob:
     """`job` asking for `replicas` replicas' resources."""
     e = job.elastic
     assert e is not None
-    return dataclasses.replace(
-        job, gpus=replicas * e.gpus, cpus=replicas * e.cpus, mem_mb=replicas * e.mem_mb
-    )
+    gpus, cpus, mem_mb = e.held(replicas)
+    return dataclasses.replace(job, gpus=gpus, cpus=cpus, mem_mb=mem_mb)
 
 
 def larger_sizes(job: PendingJob) -> list[PendingJob]:
@@ -110,7 +109,8 @@ def _per_replica(job: PendingJob, node: Node, alloc: Allocation) -> tuple[int, i
     """What one replica of `alloc` frees for `job`: GPUs of its type, CPUs, memory."""
     e = alloc.elastic
     assert e is not None
-    per_gpu = node.matching(alloc.gpu_indices, job.gpu_type) // max(1, alloc.replicas)
+    held = alloc.replicas + e.spares  # its spares hold GPUs too, and are not shrunk
+    per_gpu = node.matching(alloc.gpu_indices, job.gpu_type) // max(1, held)
     return per_gpu, e.cpus, e.mem_mb
 
 

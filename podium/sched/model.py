@@ -133,7 +133,7 @@ class NodeView:
 class Elastic:
     """An elastic job's replicas: from `min` to `max` (`cap` at most, after a resize
     chose its next size) in steps of `step`, each replica holding `gpus`, `cpus` and
-    `mem_mb`."""
+    `mem_mb`; and `spares` replicas' worth more, held idle to replace a failed one."""
 
     min: int
     max: int
@@ -141,14 +141,21 @@ class Elastic:
     gpus: int
     cpus: int
     mem_mb: int
+    spares: int = 0
 
     def sizes(self) -> list[int]:
         """Every size it may start at, largest first (`jobspec.job.elastic_sizes`)."""
         return elastic_sizes(self.min, self.max, self.step)
 
     def replicas_of(self, cpus: int) -> int:
-        """How many replicas `cpus` CPUs are (a start holds whole replicas)."""
-        return cpus // self.cpus
+        """How many replicas `cpus` CPUs are (a start holds whole replicas), its
+        spares not counted."""
+        return max(0, cpus // self.cpus - self.spares)
+
+    def held(self, replicas: int) -> tuple[int, int, int]:
+        """GPUs, CPUs and memory a start of `replicas` replicas holds, spares included."""
+        n = replicas + self.spares
+        return n * self.gpus, n * self.cpus, n * self.mem_mb
 
 
 @dataclass(frozen=True)

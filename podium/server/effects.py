@@ -47,8 +47,10 @@ class RunControl(Protocol):
         """Ask a running job to stop for a requeue its user asked for (SIGTERM; it
         ends PREEMPTED and, with its preempt mode set to requeue, is queued again)."""
 
-    def fail(self, job_id: int, reason: str, gpu: int | None) -> bool:
-        """Stop a running job at once because its hardware failed (NODE_FAIL)."""
+    def fail(self, job_id: int, reason: str, gpu: int | None, replace: bool = False) -> bool:
+        """Stop a running job at once because its hardware failed (NODE_FAIL); with
+        `replace`, its supervisor gives the failed replica's place to a spare instead
+        when it can (podium.run.replace)."""
 
     def send_signal(self, job_id: int, sig: int, scope: str) -> bool:
         """Have a running job's processes in `scope` (steps, batch, full) get `sig`."""
@@ -65,6 +67,10 @@ class RunControl(Protocol):
 
     def live_steps(self, job_id: int) -> list[dict[str, Any]]:
         """A running job's steps so far (podium.run.steps records), as srun wrote them."""
+
+    def replacements(self, job_id: int) -> list[dict[str, Any]]:
+        """The replicas its supervisor replaced from spares so far (podium.run.replace)."""
+        ...
 
     def fault_note(self, job_id: int) -> tuple[str, int | None] | None:
         """The hardware fault an earlier daemon stopped this run for, if any."""

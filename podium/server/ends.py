@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from podium.api.text import printable
 from podium.config.cluster import ClusterConfig
+from podium.errors import NotFound
 from podium.jobspec.job import JobSpec, JobState
 from podium.recover.resume import Ended, Verdict, decide, newest_checkpoint
 from podium.run.executor import Poll
@@ -55,6 +56,7 @@ class RunEnds:
         self._cancel_requested: set[int] = set()
         self._killing: set[int] = set()  # ended jobs whose leftovers are being killed
         self._faulted: dict[int, tuple[str, int | None]] = {}  # job -> (reason, bad GPU)
+        self._replaced: dict[int, tuple[float, int]] = {}  # job -> (run start, events noted)
 
     def forget(self, job_id: int) -> None:
         """The job no longer runs here: drop what was kept for it."""
@@ -82,10 +84,25 @@ class RunEnds:
         for job_id in job_ids:
             if job_id in self._faulted or job_id in self._cancel_requested:
                 continue
+            if gpu is not None and self._has_spares(job_id):
+                # Its supervisor replaces the replica on `gpu`, or stops the job whole
+                # (NODE_FAIL, and its fault note says why): nothing to mark here.
+                self.effects.runs.fail(job_id, reason, gpu, replace=True)
+                log.warning("job %s: replacing the replica on GPU %s: %s", job_id, gpu, reason)
+                continue
             self._faulted[job_id] = (reason, gpu)
             if not self.effects.runs.fail(job_id, reason, gpu):
                 log.warning("job %s: no supervisor to stop for %s", job_id, reason)
             log.warning("job %s stopped: %s", job_id, reason)
+
+    def _has_spares(self, job_id: int) -> bool:
+        """Whether a running job was started with spares (--spares)."""
+        try:
+            row = self.store.job(job_id)
+        except NotFound:
+            return False
+        elastic = self.specs.of(row).elastic
+        return elastic is not None and elastic.spares > 0
 
     def collect(self, row: Row) -> str:
         """Record how a running job stands. Its GPUs, CPUs and memory stay held until
@@ -97,10 +114,12 @@ class RunEnds:
         started: queued again) or "lost"."""
         job_id = row["job_id"]
         poll = self.effects.runs.poll(job_id)
+        self._note_replacements(row)
         if poll.status == "running":
             return "adopted"
         status = self._record(row, poll)
         if status != "adopted":
+            self._replaced.pop(job_id, None)
             self.effects.runs.forget(job_id)
             units = held_units(row)
             if units and self.run_over_hooks and row["start_time"] is not None:
@@ -108,6 +127,26 @@ class RunEnds:
                 for hook in self.run_over_hooks:
                     hook(job_id, units, float(row["start_time"]), float(end))
         return status
+
+    def _note_replacements(self, row: Row) -> None:
+        """Record, as `replace` events, the replicas a job with spares had replaced
+        since the last look (its supervisor's record lives only as long as the run)."""
+        elastic = self.specs.of(row).elastic
+        if elastic is None or not elastic.spares:
+            return
+        job_id, start = row["job_id"], float(row["start_time"] or 0.0)
+        done = self.effects.runs.replacements(job_id)
+        seen = self._replaced.get(job_id)
+        if seen is None or seen[0] != start:  # a first look at this run (or a restart)
+            stored = [e for e in self.store.events(job_id) if e["kind"] == "replace"]
+            seen = (start, sum(e["time"] >= start for e in stored))
+        for told in done[seen[1] :]:
+            keep = ("generation", "replaced", "gpus_from", "gpus_to", "reason")
+            detail = json.dumps({k: told.get(k) for k in keep})
+            when = float(told.get("time") or self.clock())
+            self.store.event(when, "replace", job_id=job_id, detail=detail)
+            log.warning("job %s: replaced a replica: %s", job_id, detail)
+        self._replaced[job_id] = (start, max(seen[1], len(done)))
 
     def _record(self, row: Row, poll: Poll) -> str:
         """collect() for a run no supervisor holds any more."""

@@ -73,8 +73,10 @@ def job_records(
 
 
 def replicas_running(row: Row | Mapping[str, Any], elastic: Mapping[str, Any]) -> int:
-    """How many replicas a running elastic job runs (its CPUs, in replicas')."""
-    return int(row["cpus"]) // max(1, int(elastic.get("replica_cpus") or 1))
+    """How many replicas a running elastic job runs (its CPUs, in replicas', less its
+    spares)."""
+    held = int(row["cpus"]) // max(1, int(elastic.get("replica_cpus") or 1))
+    return max(0, held - int(elastic.get("spares") or 0))
 
 
 def job_record(
@@ -96,8 +98,8 @@ def job_record(
     gpus, ntasks = row["gpus"], spec.get("ntasks", 1)
     elastic = spec.get("elastic")
     if isinstance(elastic, dict) and row["state"] == "RUNNING":  # its size now
-        ntasks = replicas_running(row, elastic)
-        gpus = ntasks * int(elastic.get("replica_gpus") or 0)
+        ntasks = replicas_running(row, elastic)  # its spares hold GPUs too: counted
+        gpus = (ntasks + int(elastic.get("spares") or 0)) * int(elastic.get("replica_gpus") or 0)
     return {
         "job_id": row["job_id"],
         "display_id": display_id(row),

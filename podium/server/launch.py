@@ -210,6 +210,7 @@ class Planner:
             replicas=replicas,
             resize_count=job.resize_count,
             resize_signal=spec.elastic.signal if spec.elastic is not None else 10,
+            spares=_spares(spec, grant, replicas),
         )
 
     def user_container_cache(self, uid: int, gid: int) -> None:
@@ -283,6 +284,16 @@ def _gpu_names(grant: Grant) -> dict[str, str]:
     if sum(name.startswith("MIG-") for name in grant.cuda_names) > 1:
         env[SLICE_PER_TASK] = "1"
     return env
+
+
+def _spares(spec: JobSpec, grant: Grant, replicas: int | None) -> list[list[int]]:
+    """The GPUs of each spare an elastic job holds (--spares): the grant's GPUs after
+    its replicas', one replica's worth each."""
+    elastic = spec.elastic
+    if elastic is None or replicas is None or not elastic.spares or not elastic.replica_gpus:
+        return []
+    each, after = elastic.replica_gpus, list(grant.gpu_ids)[replicas * elastic.replica_gpus :]
+    return [after[i * each : (i + 1) * each] for i in range(len(after) // each)]
 
 
 def _tasks(

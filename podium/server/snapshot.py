@@ -103,8 +103,8 @@ class PendingQueue:
         elastic = elastic_of(brief, r)
         sizes = (r["cpus"], r["mem_mb"], r["gpus"])
         if elastic is not None:  # the row holds its last run's size: it starts at MIN again
-            e = elastic
-            sizes = (e.cpus * e.min, e.mem_mb * e.min, e.gpus * e.min)
+            gpus, cpus, mem_mb = elastic.held(elastic.min)
+            sizes = (cpus, mem_mb, gpus)
         return PendingJob(
             job_id=r["job_id"],
             user=r["user"],
@@ -145,7 +145,7 @@ def elastic_of(brief: Mapping[str, Any], row: Row) -> Elastic | None:
     cap = elastic_state(row).get("cap")
     high = max(spec.min, min(spec.max, cap)) if isinstance(cap, int) else spec.max
     return Elastic(spec.min, high, spec.step, spec.replica_gpus, spec.replica_cpus,
-                   spec.replica_mem_mb)  # fmt: skip
+                   spec.replica_mem_mb, spec.spares)  # fmt: skip
 
 
 def next_begin(jobs: Iterable[PendingJob], now: float) -> float | None:

@@ -196,6 +196,10 @@ class Views:
             for e in self.store.events(job_id)
         ]
         record.update(elastic_fields(row))
+        record["replacements"] = [
+            {"time": e["time"], **json.loads(e["detail"])} for e in record["events"]
+            if e["kind"] == "replace" and (e["detail"] or "").startswith("{")
+        ]  # fmt: skip
         record["lost_gpu_seconds"] = lost_work(row)  # by cause: preemption, resize, fault
         record["gpu_seconds_all_runs"] = all_runs(record, row["earlier_gpu_seconds"] or 0.0)
         said = self.reactor.progress.of(job_id, row["start_time"])

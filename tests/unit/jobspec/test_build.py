@@ -390,3 +390,23 @@ def test_an_elastic_job_is_sized_per_replica_and_stored_at_min() -> None:
     ]:
         with pytest.raises(SpecError, match=re.escape(says)):
             build(options=options)
+
+
+def test_spares_are_held_per_replica_beside_the_replicas() -> None:
+    """--spares=N: N replicas' worth more, held idle to replace a failed replica
+    (docs/resiliency.md); stored, like the replicas, at MIN plus the spares."""
+    spec = build(options=["--elastic=2:4", "--spares=1", "--gpus-per-task=1",
+                          "--cpus-per-task=3", "--mem-per-gpu=4G"])  # fmt: skip
+    e = spec.elastic
+    assert e is not None and e.spares == 1
+    assert (spec.ntasks, spec.gpus, spec.cpus, spec.mem_mb) == (2, 3, 9, 12288)
+    assert e.held(4) == (5, 15, 20480)
+    assert (e.replicas_of(9), e.replicas_of(15)) == (2, 4)  # the spares not counted
+    for options, says in [
+        (["--spares=1", "--gpus=1"], "add --elastic=N:N"),
+        (["--elastic=1:2", "--spares=-1", "--gpus-per-task=1"], "number of spare replicas"),
+        (["--elastic=1:2", "--spares=65", "--gpus-per-task=1"], "0 to 64"),
+        (["--elastic=1:2", "--spares=1"], "give --gpus-per-task"),
+    ]:
+        with pytest.raises(SpecError, match=re.escape(says)):
+            build(options=options)

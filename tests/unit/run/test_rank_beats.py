@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from podium.run.rank_beats import read_beats, stalled_rank
+from podium.run.rank_beats import read_beats, stalled_rank, stalled_ranks
 
 
 def test_the_rank_a_step_behind_is_named_once_every_rank_is_quiet() -> None:
@@ -42,3 +42,10 @@ def test_only_regular_files_named_by_a_rank_are_read(tmp_path: Path) -> None:
     beats = read_beats(tmp_path)
     assert list(beats) == [0] and beats[0][0] == 12
     assert read_beats(tmp_path / "missing") == {}
+
+
+def test_the_ranks_behind_are_given_with_the_line() -> None:
+    beats = {0: (6, 100.0), 1: (5, 100.0), 2: (6, 100.0)}
+    assert stalled_ranks(beats, 120.0, 10.0) == (
+        [1], "rank 1 stopped at step 5 while the others reached step 6")  # fmt: skip
+    assert stalled_ranks(beats, 105.0, 10.0) is None

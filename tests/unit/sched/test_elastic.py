@@ -175,3 +175,22 @@ def test_a_resize_stays_within_min_and_max_and_never_overcommits(
         assert r.replicas in Elastic(low, high, step, 1, 2, 1000).sizes()
         if r.for_job is None:  # a grow fits what is free besides the job
             assert r.replicas - now_running <= 8 - now_running - busy
+
+
+def test_spares_are_held_at_every_size_and_never_shrunk() -> None:
+    """A job with a spare starts with its replicas and the spare (5 of 8 GPUs free: 4
+    replicas and 1 spare), and a shrink takes replicas, never the spare."""
+    e = Elastic(1, 8, 1, gpus=1, cpus=2, mem_mb=1000, spares=1)
+    job = dataclasses.replace(elastic_job(1, 1, 8), elastic=e, gpus=2, cpus=4, mem_mb=2000)
+    busy = (other(9, range(0, 3)),)
+    d = schedule(Snapshot(nodes=(NODE,), running=busy, pending=(job,)), 0, POLICY)
+    [start] = d.starts
+    assert (len(start.gpu_indices), start.cpus, start.mem_mb) == (5, 10, 5000)
+    held = Allocation(
+        job_id=5, node="n0", user="amy", gpu_indices=tuple(range(0, 6)), cpus=12,
+        mem_mb=6000, qos="low", account="a", start_time=0, elastic=e,
+    )  # fmt: skip
+    assert held.replicas == 5
+    running = (held, other(9, range(6, 8)))
+    d = schedule(Snapshot(nodes=(NODE,), running=running, pending=(plain(1, 3),)), 10, POLICY)
+    assert [(r.job_id, r.replicas) for r in d.resizes] == [(5, 2)]  # replicas off; the spare kept

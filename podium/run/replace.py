@@ -1,0 +1,130 @@
+"""Replace, don't restart: a replica that failed is given a spare's place while the
+other replicas keep running (docs/resiliency.md). Standard library only: the
+supervisor imports it at every job start.
+
+Contract with the job (PODIUM_REPLACE_FILE, a file of the job's user in its job
+directory, empty at the start):
+- The job takes part by writing `ready` into the file (`podium.runtime.replace_ready`,
+  or `echo ready > $PODIUM_REPLACE_FILE`). A job that never does is stopped and
+  requeued on a fault as before: its survivors could not go on without a peer.
+- When one replica fails (an Xid on its GPU, its process killed or crashed, its rank
+  hung) and a spare is left, Podium kills what is left of that replica only, and the
+  file then holds one JSON line: {"generation": G, "master_addr": A, "master_port": P,
+  "world": W, "replaced": [RANK], "survivors": [...], "reason": "..."}. Every
+  surviving replica gets SIGURG (its default action is to ignore it: a wake-up, no
+  more). The survivors' collective with the lost peer fails by itself once its
+  process is gone.
+- The replacement starts as that rank, on the spare's GPUs, with the same WORLD_SIZE,
+  MASTER_ADDR/MASTER_PORT of generation G, PODIUM_REPLACE_GENERATION=G and
+  PODIUM_REPLACEMENT=1: it takes the model's state from a survivor (or its
+  checkpoint). The survivors join generation G's rendezvous at that address.
+- With no spare left, or a fault of the whole node, the job is stopped as before
+  (NODE_FAIL, FAILED for a hang), and auto-resume applies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from podium.run.files import write_atomic
+from podium.run.resize_notice import own_file
+
+REPLACE_NOTICE = "replace"  # what the job reads (PODIUM_REPLACE_FILE), and opts in by
+REPLACEMENTS_FILE = "replacements.json"  # root's record of every replacement, for the daemon
+WAKE_SIGNAL = int(signal.SIGURG)  # ignored by default: a job not listening is not hurt
+
+
+def _read_notice(path: Path) -> str:
+    """The notice's text as the job left it (4 KiB at most, never through a link)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return ""
+    try:
+        return os.read(fd, 4096).decode(errors="replace")
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
+
+
+class Spares:
+    """A job's spares and its replacements so far: which GPUs stand ready, whether the
+    job takes part in the contract, and the notice and record it is told through."""
+
+    def __init__(self, job_dir: Path, spares: list[list[int]]) -> None:
+        self.notice = job_dir / REPLACE_NOTICE
+        self.record = job_dir / REPLACEMENTS_FILE
+        self.ready = [list(gpus) for gpus in spares]
+        self.generation = 0
+        self.done: list[dict[str, Any]] = []
+        self.joined = False
+        self.fenced: set[int] = set()  # GPUs of replicas replaced: given up on
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the job was started with spares at all."""
+        return bool(self.ready) or bool(self.done)
+
+    def create(self, creds: tuple[int, int] | None) -> None:
+        """Make the notice, empty, owned by the job's user; and an empty record."""
+        own_file(str(self.notice), creds)
+        write_atomic(self.record, [], durable=False, mode=0o644)
+
+    def takes_part(self) -> bool:
+        """Whether the job said it takes part (`ready`, or a generation already told)."""
+        if not self.joined:
+            text = _read_notice(self.notice).strip()
+            self.joined = text.startswith("ready") or self.generation > 0
+        return self.joined
+
+    def can_replace(self) -> bool:
+        """A spare is left and the job takes part."""
+        return bool(self.ready) and self.takes_part()
+
+    def drop_spare_on(self, gpu: int) -> bool:
+        """A fault on a spare's GPU: that spare is gone (nothing ran there). Whether
+        `gpu` was a spare's."""
+        for gpus in self.ready:
+            if gpu in gpus:
+                self.ready.remove(gpus)
+                return True
+        return False
+
+    def take(self) -> list[int]:
+        """The next spare's GPUs (one must be left)."""
+        return self.ready.pop(0)
+
+    def announce(self, event: dict[str, Any]) -> dict[str, Any]:
+        """Tell the job about the next generation (the notice, as its user reads it) and
+        record it for the daemon; returns the event as told."""
+        self.generation += 1
+        told = {"generation": self.generation, **event}
+        line = (json.dumps(told) + "\n").encode()
+        with contextlib.suppress(OSError):  # a notice the job broke: the signal still tells it
+            fd = os.open(self.notice, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK)
+            try:
+                os.write(fd, line)
+            finally:
+                os.close(fd)
+        self.done.append({**told, "time": time.time()})
+        write_atomic(self.record, self.done, durable=False, mode=0o644)
+        return told
+
+
+def read_replacements(job_dir: Path) -> list[dict[str, Any]]:
+    """The replacements a job's supervisor recorded (empty when none, or unreadable)."""
+    try:
+        data = json.loads((job_dir / REPLACEMENTS_FILE).read_text())
+    except (OSError, ValueError):
+        return []
+    return [d for d in data if isinstance(d, dict)] if isinstance(data, list) else []
+
+
+__all__ = ["REPLACEMENTS_FILE", "REPLACE_NOTICE", "WAKE_SIGNAL", "Spares", "read_replacements"]

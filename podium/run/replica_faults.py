@@ -1,0 +1,137 @@
+"""The supervisor's half of replace, don't restart (podium.run.replace): which faults
+are one replica's, and how that replica is given a spare's place while the others run.
+
+A mixin of podium.run.supervisor.Supervisor, apart so each stays one job's size.
+Standard library only (the supervisor imports it at every job start).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from podium.run.containment import descendants
+from podium.run.files import FAULT_FILE, TASKS_FILE, read_json, write_atomic
+from podium.run.ports import free_port
+from podium.run.rank_beats import read_beats, stalled_ranks
+from podium.run.replace import WAKE_SIGNAL, Spares
+from podium.run.spawn import SpawnError
+
+if TYPE_CHECKING:
+    from podium.run.containment import JobContainment
+    from podium.run.plan import LaunchPlan, TaskPlan
+
+
+class ReplicaFaults:
+    """Replace one failed replica from a spare; the Supervisor provides the fields."""
+
+    job_dir: Path
+    plan: LaunchPlan
+    tasks: dict[int, TaskPlan]
+    status: dict[int, tuple[int | None, int | None]]
+    contain: JobContainment
+    pgid: int
+    spares: Spares | None
+    heartbeat: Path | None
+    ranks: Path | None
+
+    def _spawn(self, task: TaskPlan, port: int, extra: dict[str, str], append: bool) -> int:
+        raise NotImplementedError  # the Supervisor's
+
+    def replace_casualty(self) -> bool:
+        """A replica ended by a signal or a failing exit code while others run: give
+        its place to a spare. False when none was replaced (then the job runs on, or
+        ends, as it would have without spares)."""
+        if self.spares is None or not self.spares.can_replace():
+            return False
+        if all(pid in self.status for pid in self.tasks):
+            return False  # nobody is left to go on with
+        for pid, (code, sig) in list(self.status.items()):
+            if pid not in self.tasks or (sig is None and not code):
+                continue
+            rank = self.tasks[pid].procid
+            how = f"killed by signal {sig}" if sig is not None else f"exited with code {code}"
+            return self.replace(pid, f"rank {rank} {how}")
+        return False
+
+    def replace_on_fault(self) -> bool:
+        """The daemon's fault order (SIGUSR2, FAULT_FILE) when it may be one replica's:
+        True when it was (that replica replaced, or a spare's GPU dropped, or a GPU
+        already given up on); False: the whole job stops, as without spares."""
+        order = read_json(self.job_dir / FAULT_FILE)
+        if self.spares is None or not order or not order.get("replace"):
+            return False
+        gpu = order.get("gpu")
+        if not isinstance(gpu, int):
+            return False  # the node, not one GPU
+        if gpu in self.spares.fenced or self.spares.drop_spare_on(gpu):
+            return True
+        for pid, task in self.tasks.items():
+            if gpu in task.gpu_ids and pid not in self.status:
+                if not self.spares.can_replace():
+                    return False
+                return self.replace(pid, str(order.get("reason") or f"fault on GPU {gpu}"))
+        return False
+
+    def replace_hung(self, now: float, quiet_s: float) -> bool:
+        """One rank stopped a step behind the others (podium.run.rank_beats): replace it."""
+        if self.spares is None or self.ranks is None or not self.spares.can_replace():
+            return False
+        found = stalled_ranks(read_beats(self.ranks), now, quiet_s)
+        if found is None or len(found[0]) != 1:
+            return False
+        rank = found[0][0]
+        pid = next((p for p, t in self.tasks.items() if t.procid == rank), None)
+        if pid is None or pid in self.status:
+            return False
+        with contextlib.suppress(OSError):
+            os.unlink(self.ranks / str(rank))  # its old step no longer speaks for the rank
+        return self.replace(pid, f"hang: {found[1]}")
+
+    def replace(self, pid: int, reason: str) -> bool:
+        """Kill what is left of the replica `pid`, tell the survivors (the notice and
+        SIGURG), and start the same rank on the next spare's GPUs. False when the
+        replacement could not be started (the job is then stopped whole)."""
+        assert self.spares is not None
+        task = self.tasks.pop(pid)
+        self.status.pop(pid, None)
+        for victim in {pid, *descendants(pid)}:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(victim, signal.SIGKILL)
+        gpus = self.spares.take()
+        self.spares.fenced.update(task.gpu_ids)
+        port = free_port()
+        survivors = sorted(t.procid for p, t in self.tasks.items() if p not in self.status)
+        told = self.spares.announce(
+            {
+                "master_addr": "127.0.0.1",
+                "master_port": port,
+                "world": len(self.plan.tasks),
+                "replaced": [task.procid],
+                "survivors": survivors,
+                "reason": reason,
+                "gpus_from": list(task.gpu_ids),
+                "gpus_to": gpus,
+            }
+        )
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pgid, WAKE_SIGNAL)
+        if self.heartbeat is not None:  # the survivors wait for the newcomer: not a hang
+            with contextlib.suppress(OSError):
+                os.utime(self.heartbeat)
+        new = task._replace(gpu_ids=gpus)
+        extra = {"PODIUM_REPLACE_GENERATION": str(told["generation"]), "PODIUM_REPLACEMENT": "1"}
+        try:
+            new_pid = self._spawn(new, port, extra, True)
+        except SpawnError:
+            return False
+        self.tasks[new_pid] = new
+        pids = {str(t.procid): p for p, t in self.tasks.items()}
+        write_atomic(self.job_dir / TASKS_FILE, pids, durable=False)
+        return True
+
+
+__all__ = ["ReplicaFaults"]

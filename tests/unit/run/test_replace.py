@@ -1,0 +1,41 @@
+"""The supervisor's record of a job's spares (podium.run.replace): who takes part,
+which spare goes next, what the job and the daemon are told."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from podium.run.replace import Spares, read_replacements
+
+
+def test_a_job_takes_part_only_once_it_says_ready(tmp_path: Path) -> None:
+    spares = Spares(tmp_path, [[2], [3]])
+    spares.create(None)
+    assert spares.enabled and not spares.can_replace()  # spares, but no word from the job
+    (tmp_path / "replace").write_text("ready\n")
+    assert spares.can_replace()
+    assert spares.drop_spare_on(3) and not spares.drop_spare_on(1)  # a fault on a spare
+    assert spares.take() == [2] and not spares.can_replace()  # none left
+
+
+def test_each_replacement_is_told_to_the_job_and_recorded_for_the_daemon(
+    tmp_path: Path,
+) -> None:
+    spares = Spares(tmp_path, [[2]])
+    spares.create(None)
+    (tmp_path / "replace").write_text("ready\n")
+    told = spares.announce({"master_port": 29500, "replaced": [1], "reason": "Xid 79"})
+    assert told["generation"] == 1
+    line = json.loads((tmp_path / "replace").read_text())
+    assert line == {"generation": 1, "master_port": 29500, "replaced": [1], "reason": "Xid 79"}
+    [kept] = read_replacements(tmp_path)
+    assert kept["replaced"] == [1] and kept["time"] > 0
+    assert spares.takes_part()  # a generation told: it took part, whatever the file says now
+
+
+def test_a_record_that_is_not_a_list_reads_as_none(tmp_path: Path) -> None:
+    (tmp_path / "replacements.json").write_text('{"x": 1}')
+    assert read_replacements(tmp_path) == []
+    (tmp_path / "replacements.json").write_text('[1, {"replaced": [0]}]')
+    assert read_replacements(tmp_path) == [{"replaced": [0]}]
