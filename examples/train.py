@@ -272,6 +272,10 @@ def main() -> int:
         "--report-every", type=float, default=30.0,
         help="seconds between `podium progress` reports from rank 0 (0: none)",
     )  # fmt: skip
+    parser.add_argument(
+        "--backend", choices=["auto", "gloo"], default="auto",
+        help="auto: NCCL on GPUs, gloo on the CPU; gloo: gloo also on a GPU (ranks may share it)",
+    )  # fmt: skip
     args = parser.parse_args()
 
     env = os.environ  # torch's names (Podium's srun sets them), else srun's own
@@ -282,7 +286,10 @@ def main() -> int:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    if torch.cuda.is_available() and visible:
+    if args.backend == "gloo" and torch.cuda.is_available() and visible:
+        device = torch.device("cuda", 0)  # ranks may share one GPU: gloo copies through the host
+        backend = "gloo"
+    elif torch.cuda.is_available() and visible:
         problem = gpu_shortage(visible, torch.cuda.device_count(), local_rank, world)
         if problem:
             print(f"[rank {rank}] {problem}", file=sys.stderr, flush=True)

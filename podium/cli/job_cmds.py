@@ -4,10 +4,11 @@ lean path: podium.cli.lean)."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 import sys
 import time
-from typing import Literal
+from typing import Any, Literal
 
 import click
 
@@ -34,7 +35,7 @@ def show(job: str, as_json: bool) -> None:
     if as_json:
         render.print_json(record)
         return
-    shown_apart = ("script", "events", "spec", "blockers", "progress")
+    shown_apart = ("script", "events", "spec", "blockers", "progress", "replacements")
     render.show_record(record, skip=lambda k: k in shown_apart)
     if record.get("progress"):
         from podium.api.progress import progress_words
@@ -50,7 +51,22 @@ def show(job: str, as_json: bool) -> None:
     click.echo("events:")
     for e in record["events"]:
         when = dt.datetime.fromtimestamp(e["time"]).strftime("%Y-%m-%d %H:%M:%S")
-        click.echo(f"  {when} {e['kind']} {printable(e['detail'] or '')}".rstrip())
+        click.echo(f"  {when} {e['kind']} {printable(_event_words(e))}".rstrip())
+
+
+def _event_words(event: dict[str, Any]) -> str:
+    """An event's detail as a line; a replacement (JSON) in words."""
+    detail = str(event.get("detail") or "")
+    if event.get("kind") != "replace" or not detail.startswith("{"):
+        return detail
+    try:
+        told = json.loads(detail)
+        ranks = ",".join(str(r) for r in told["replaced"])
+        gpus = ",".join(str(g) for g in told["gpus_to"])
+        was = ",".join(str(g) for g in told["gpus_from"])
+        return f"rank {ranks} on spare GPU {gpus} (was GPU {was}): {told['reason']}"
+    except (ValueError, KeyError, TypeError):
+        return detail
 
 
 @click.command()

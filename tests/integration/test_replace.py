@@ -129,6 +129,8 @@ def test_an_xid_on_one_replica_is_replaced_from_the_spare(
     told = shown["replacements"][0]
     assert told["replaced"] == [1] and told["gpus_from"] == [gpus[1]]
     assert told["gpus_to"] == [gpus[2]] and "Xid 79" in told["reason"]
+    text = c.cli("show", str(job), check=True).stdout
+    assert f"replace rank 1 on spare GPU {gpus[2]} (was GPU {gpus[1]}): health: Xid 79" in text
 
 
 def test_a_killed_store_host_is_replaced_and_the_other_rank_heals(

@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from podium import runtime
 from podium.run.replace import Spares, read_replacements
 
 
@@ -39,3 +42,17 @@ def test_a_record_that_is_not_a_list_reads_as_none(tmp_path: Path) -> None:
     assert read_replacements(tmp_path) == []
     (tmp_path / "replacements.json").write_text('[1, {"replaced": [0]}]')
     assert read_replacements(tmp_path) == [{"replaced": [0]}]
+
+
+def test_the_runtime_helpers_opt_in_once_and_read_the_next_generation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notice = tmp_path / "replace"
+    assert not runtime.replace_ready() and runtime.replacement(timeout_s=0) is None
+    notice.write_text("")
+    monkeypatch.setenv("PODIUM_REPLACE_FILE", str(notice))
+    assert runtime.replace_ready() and notice.read_text() == "ready\n"
+    notice.write_text('{"generation": 1, "master_port": 29501}\n')
+    assert runtime.replace_ready() and notice.read_text().startswith("{")  # not overwritten
+    assert runtime.replacement(after=0, timeout_s=0) == {"generation": 1, "master_port": 29501}
+    assert runtime.replacement(after=1, timeout_s=0.05) is None

@@ -1,0 +1,200 @@
+"""Recovery in seconds (issue 48): the same fault under kill-and-requeue and under
+replace-from-spare, on the embedded cluster with real processes and real PyTorch ranks.
+
+    python bench/recovery.py [--runs 5] [--faults xid kill] [--steps 200]
+
+Each run starts a fresh daemon (4 declared GPUs, the health agent following its own
+kernel log) and submits examples/train.py as 2 replicas (`--elastic=2:2
+--gpus-per-task=1 --auto-resume=5`, checkpoints every 20 steps, 50 ms of "compute" a
+step, gloo on the CPU; with --cuda every rank trains on the machine's real GPU 0, shared,
+still over gloo, as a single-GPU machine allows). At step 25 it injects the fault into
+rank 1:
+
+  xid   an Xid 79 for rank 1's GPU in the kernel log (the health agent fences it)
+  kill  SIGKILL to rank 1's process (`podium inject kill JOB --rank 1`)
+
+  requeue  today's default: the job stops whole (NODE_FAIL or FAILED), is requeued by
+           auto-resume and restarts every replica from its last checkpoint
+  spare    `--spares=1`: the failed replica is replaced on the spare's GPU while rank 0
+           runs on; the newcomer takes its state from rank 0 (examples/peer_heal.py)
+
+Per run: fault -> next training step (the first step logged after the fault, by the
+progress file's clock), steps trained twice (the highest step before the fault less
+the step training went on from), and whether rank 0 kept its process. The policies
+and faults are interleaved run by run. Prints min/median/max and writes
+bench/results/recovery-<time>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from podium.api.states import TERMINAL_STATES
+from podium.backends.embedded.client import EmbeddedBackend
+from podium.cli.daemon_cmds import start_daemon, stop_daemon
+from podium.cli.inject import xid_line
+from podium.cli.submit import build_request
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = """\
+node:
+  name: node0
+  cpus: 8
+  memory_mb: 16000
+  gpus: {{source: declared, count: 4, type: h100, memory_mb: 81920}}
+kill_wait_s: 5
+scheduler_interval_s: 0.2
+health:
+  kernel_log: {kernel_log}
+  deep_interval_s: 86400
+"""
+
+
+def read_progress(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue  # a line being written
+    return out
+
+
+def wait_for(what: str, test: Any, deadline: float) -> Any:
+    while True:
+        value = test()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def one_run(policy: str, fault: str, steps: int, timeout: float, cuda: bool) -> dict[str, Any]:
+    """One job, one fault at step 25 on rank 1; the figures of its recovery."""
+    home = Path(tempfile.mkdtemp(prefix="podium-recovery-"))
+    home.chmod(0o755)
+    work = home / "work"
+    work.mkdir()
+    kernel_log = home / "kern.log"
+    kernel_log.touch()
+    (home / "cluster.yaml").write_text(CONFIG.format(kernel_log=kernel_log))
+    progress = work / "p.jsonl"
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    start_daemon(home)
+    client = EmbeddedBackend(home)
+    deadline = time.monotonic() + timeout
+    try:
+        options = ["--elastic=2:2", "--gpus-per-task=1", "--auto-resume=5", "-o", "train.out"]
+        if policy == "spare":
+            options.append("--spares=1")
+        command = (f"exec {sys.executable} {ROOT / 'examples' / 'train.py'} --model gpt "
+                   f"--steps {steps} --checkpoint-every 20 --step-time 0.05 "
+                   f"--report-every 0 --progress {progress}")  # fmt: skip
+        if cuda:  # the machine's one real GPU, shared by every rank (gloo), see --cuda
+            command = f"export CUDA_VISIBLE_DEVICES=0; {command} --backend gloo"
+        request, _ = build_request([*options, "--wrap", command])
+        request["cwd"], request["environment"] = str(work), env
+        job_id = client.submit(request)[0]["job_id"]
+
+        def reached() -> int:
+            return max((e["step"] for e in read_progress(progress) if e["event"] == "step"),
+                       default=0)  # fmt: skip
+
+        wait_for("step 25", lambda: reached() >= 25, deadline)
+        job = client.job(job_id)
+        pids = json.loads((home / "jobs" / str(job_id) / "tasks.json").read_text())
+        before = reached()
+        fault_at = time.time()
+        if fault == "xid":
+            bus = {g["index"]: g["bus_id"] for g in client.nodes()[0]["gpus"]}
+            with open(kernel_log, "a") as fh:
+                fh.write(
+                    xid_line(bus[job["gpu_ids"][1]], 79, time.clock_gettime(time.CLOCK_BOOTTIME))
+                )
+        else:
+            client.inject({"kind": "kill", "job_id": job_id, "rank": 1})
+
+        def next_step() -> dict[str, Any] | None:
+            later = [e for e in read_progress(progress) if e["t"] > fault_at]
+            return next((e for e in later if e["event"] == "step"), None)
+
+        first = wait_for("the next step", next_step, deadline)
+        events = read_progress(progress)
+        went_on = next(e for e in events if e["t"] > fault_at and e["event"] in
+                       ("heal", "resume", "begin"))  # fmt: skip
+        job_dir = home / "jobs" / str(job_id)
+        after = json.loads((job_dir / "tasks.json").read_text()) if job_dir.exists() else {}
+        done = wait_for("the end", lambda: (j := client.job(job_id))["state"] in
+                        TERMINAL_STATES and j, deadline)  # fmt: skip
+        last_before = max(e["step"] for e in events if e["event"] == "step" and e["t"] <= fault_at)
+        return {
+            "policy": policy,
+            "fault": fault,
+            "fault_to_step_s": round(first["t"] - fault_at, 3),
+            "steps_redone": max(0, max(before, last_before) - int(went_on["step"])),
+            "rank0_kept": bool(after) and after.get("0") == pids.get("0"),
+            "restarts": done["restart_count"],
+            "state": done["state"],
+        }
+    finally:
+        client.close()
+        stop_daemon(home)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def summary(values: list[float]) -> str:
+    return f"{min(values):.2f} / {statistics.median(values):.2f} / {max(values):.2f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--faults", nargs="+", default=["xid", "kill"], choices=["xid", "kill"])
+    parser.add_argument("--policies", nargs="+", default=["requeue", "spare"],
+                        choices=["requeue", "spare"])  # fmt: skip
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument(
+        "--cuda", action="store_true",
+        help="ranks train on the machine's real GPU 0 (shared, gloo): each start and "
+        "replacement pays torch's CUDA start-up; the cluster's GPUs stay declared",
+    )  # fmt: skip
+    args = parser.parse_args()
+    results = []
+    for i in range(args.runs):
+        for fault in args.faults:
+            for policy in args.policies:
+                result = one_run(policy, fault, args.steps, args.timeout, args.cuda)
+                results.append(result)
+                print(f"run {i + 1} {fault:4} {policy:7}: {json.dumps(result)}", flush=True)
+    print("\nfault  policy   fault->next step s (min/median/max)  steps redone  rank 0 kept  runs")
+    for fault in args.faults:
+        for policy in args.policies:
+            mine = [r for r in results if r["fault"] == fault and r["policy"] == policy]
+            seconds = summary([r["fault_to_step_s"] for r in mine])
+            redone = summary([float(r["steps_redone"]) for r in mine])
+            kept = sum(r["rank0_kept"] for r in mine)
+            print(f"{fault:6} {policy:8} {seconds:>36}  {redone:>12}  {kept}/{len(mine):<9}  "
+                  f"{len(mine)}")  # fmt: skip
+    out = ROOT / "bench" / "results" / f"recovery-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"runs": results, "args": vars(args)}, indent=1))
+    print(f"\nwritten: {out}")
+
+
+if __name__ == "__main__":
+    main()
