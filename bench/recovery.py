@@ -16,7 +16,10 @@ rank 1:
   requeue  today's default: the job stops whole (NODE_FAIL or FAILED), is requeued by
            auto-resume and restarts every replica from its last checkpoint
   spare    `--spares=1`: the failed replica is replaced on the spare's GPU while rank 0
-           runs on; the newcomer takes its state from rank 0 (examples/peer_heal.py)
+           runs on; the spare's warm standby (torch imported, model built, device
+           context made) takes rank 1 and its state from rank 0 (examples/peer_heal.py)
+  cold     the same without a standby (train.py --cold-spare): the replacement starts
+           from nothing on the spare's GPU
 
 Per run: fault -> next training step (the first step logged after the fault, by the
 progress file's clock), steps trained twice (the highest step before the fault less
@@ -30,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import sys
@@ -99,11 +103,13 @@ def one_run(policy: str, fault: str, steps: int, timeout: float, cuda: bool) -> 
     deadline = time.monotonic() + timeout
     try:
         options = ["--elastic=2:2", "--gpus-per-task=1", "--auto-resume=5", "-o", "train.out"]
-        if policy == "spare":
+        if policy != "requeue":
             options.append("--spares=1")
         command = (f"exec {sys.executable} {ROOT / 'examples' / 'train.py'} --model gpt "
                    f"--steps {steps} --checkpoint-every 20 --step-time 0.05 "
                    f"--report-every 0 --progress {progress}")  # fmt: skip
+        if policy == "cold":
+            command += " --cold-spare"
         if cuda:  # the machine's one real GPU, shared by every rank (gloo), see --cuda
             command = f"export CUDA_VISIBLE_DEVICES=0; {command} --backend gloo"
         request, _ = build_request([*options, "--wrap", command])
@@ -128,19 +134,26 @@ def one_run(policy: str, fault: str, steps: int, timeout: float, cuda: bool) -> 
         else:
             client.inject({"kind": "kill", "job_id": job_id, "rank": 1})
 
-        def next_step() -> dict[str, Any] | None:
-            later = [e for e in read_progress(progress) if e["t"] > fault_at]
-            return next((e for e in later if e["event"] == "step"), None)
+        def recovered() -> tuple[dict[str, Any], dict[str, Any]] | None:
+            """The event training went on from (a heal, or a restart's resume) and the
+            first step after it."""
+            events = read_progress(progress)
+            back = next((e for e in events if e["t"] > fault_at and e["event"] in
+                         ("heal", "resume", "begin")), None)  # fmt: skip
+            if back is None:
+                return None
+            step = next((e for e in events if e["t"] > back["t"] and e["event"] == "step"), None)
+            return None if step is None else (back, step)
 
-        first = wait_for("the next step", next_step, deadline)
+        went_on, first = wait_for("the next step", recovered, deadline)
         events = read_progress(progress)
-        went_on = next(e for e in events if e["t"] > fault_at and e["event"] in
-                       ("heal", "resume", "begin"))  # fmt: skip
         job_dir = home / "jobs" / str(job_id)
         after = json.loads((job_dir / "tasks.json").read_text()) if job_dir.exists() else {}
         done = wait_for("the end", lambda: (j := client.job(job_id))["state"] in
                         TERMINAL_STATES and j, deadline)  # fmt: skip
-        last_before = max(e["step"] for e in events if e["event"] == "step" and e["t"] <= fault_at)
+        last_before = max(
+            e["step"] for e in events if e["event"] == "step" and e["t"] < went_on["t"]
+        )  # the last step logged before training went on (a step after the fault too)
         return {
             "policy": policy,
             "fault": fault,
@@ -149,6 +162,7 @@ def one_run(policy: str, fault: str, steps: int, timeout: float, cuda: bool) -> 
             "rank0_kept": bool(after) and after.get("0") == pids.get("0"),
             "restarts": done["restart_count"],
             "state": done["state"],
+            "devices": sorted(set(re.findall(r"device=(\S+)", (work / "train.out").read_text()))),
         }
     finally:
         client.close()
@@ -164,8 +178,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--faults", nargs="+", default=["xid", "kill"], choices=["xid", "kill"])
-    parser.add_argument("--policies", nargs="+", default=["requeue", "spare"],
-                        choices=["requeue", "spare"])  # fmt: skip
+    parser.add_argument("--policies", nargs="+", default=["requeue", "cold", "spare"],
+                        choices=["requeue", "cold", "spare"])  # fmt: skip
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument(

@@ -1,11 +1,14 @@
 """Heal from a peer: examples/train.py's side of Podium's replace contract
 (docs/resiliency.md, "Replace, don't restart"), in plain torch.distributed.
 
-A job submitted with `--spares=N` gets PODIUM_REPLACE_FILE. Rank 0 writes `ready`
-into it: the job takes part. When one replica fails, Podium kills what is left of
-it, writes the next generation into the file ({"generation": G, "master_addr": ...,
-"master_port": ..., "world": W, "replaced": [r], ...}) and starts rank r again on a
-spare's GPUs with PODIUM_REPLACEMENT=1. Then:
+A job submitted with `--spares=N` gets PODIUM_REPLACE_FILE. Rank 0 writes `ready
+standby` into it: the job takes part, and each spare runs a warm standby of it
+(PODIUM_STANDBY=<spare>: torch imported, model built, device context made, waiting for
+a generation that names its spare; `--cold-spare` writes `ready`: no standby). When
+one replica fails, Podium kills what is left of it, writes the next generation into
+the file ({"generation": G, "master_addr": ..., "master_port": ..., "world": W,
+"replaced": [r], "spare": s, ...}); spare s's standby takes rank r (without one, Podium
+starts rank r on the spare's GPUs with PODIUM_REPLACEMENT=1). Then:
 
 - the survivors' collective with the lost peer fails (gloo: "Connection closed by
   peer", at once); they keep their model and optimizer in memory, wait for the
@@ -42,15 +45,18 @@ from torch import nn
 class PeerHeal:
     """This rank's part in replacements: None of it when the job has no spares."""
 
-    def __init__(self, rank: int) -> None:
+    def __init__(self, rank: int, standby: bool = True) -> None:
         self.path = os.environ.get("PODIUM_REPLACE_FILE") or None
         self.generation = int(os.environ.get("PODIUM_REPLACE_GENERATION") or 0)
         self.replacement = os.environ.get("PODIUM_REPLACEMENT") == "1"
+        spare = os.environ.get("PODIUM_STANDBY")
+        self.standby = int(spare) if spare and spare.isdigit() else None
         self.rank = rank
-        if self.path and rank == 0 and not self.replacement and self.generation == 0:
+        first = not self.replacement and self.standby is None and self.generation == 0
+        if self.path and rank == 0 and first:
             with contextlib.suppress(OSError), open(self.path, "r+") as fh:
                 if not fh.read(1):  # empty: nothing told yet, so nothing to overwrite
-                    fh.write("ready\n")
+                    fh.write("ready standby\n" if standby else "ready\n")
 
     @property
     def enabled(self) -> bool:
@@ -71,6 +77,18 @@ class PeerHeal:
                 self.generation = int(told["generation"])
                 return told
             time.sleep(0.02)
+        return None
+
+    def wait_as_standby(self, stop: dict[str, int]) -> dict[str, Any] | None:
+        """As spare `self.standby`'s warm standby: wait until a generation names this
+        spare, and take the failed rank it gives (None: `stop` was asked first)."""
+        assert self.path is not None and self.standby is not None
+        while not stop["asked"]:
+            told = self.next_generation(timeout_s=0.5)
+            if told is not None and told.get("spare") == self.standby:
+                self.rank = int(told["replaced"][0])
+                self.replacement = True
+                return told
         return None
 
     def rejoin(self, told: dict[str, Any], backend: str, world: int) -> None:

@@ -212,14 +212,15 @@ class Progress:
         if self.heartbeat:
             os.utime(self.heartbeat)
 
-    def reached(self, step: int) -> None:
-        """This rank is about to enter `step`'s all-reduce: a rank that hangs before it
-        is then a step behind the others, and Podium names it (podium.runtime.rank_step
-        does the same for a job that imports podium)."""
+    def reached(self, step: int, phase: int = 0) -> None:
+        """This rank is about to enter collective `phase` of `step` (0: the gradients'
+        all-reduce): a rank that hangs before it is then behind the others, which wait
+        in it, and Podium names it (podium.run.rank_beats; podium.runtime.rank_step
+        does the same, by whole steps, for a job that imports podium)."""
         if self.rank_file:
             scratch = f"{self.rank_file}.{os.getpid()}"
             with open(scratch, "w") as fh:
-                fh.write(f"{step}\n")
+                fh.write(f"{step}.{phase}\n" if phase else f"{step}\n")
             os.replace(scratch, self.rank_file)
 
     def report(self, step: int, steps: int) -> None:
@@ -276,6 +277,10 @@ def main() -> int:
         "--backend", choices=["auto", "gloo"], default="auto",
         help="auto: NCCL on GPUs, gloo on the CPU; gloo: gloo also on a GPU (ranks may share it)",
     )  # fmt: skip
+    parser.add_argument(
+        "--cold-spare", action="store_true",
+        help="with --spares: no warm standby (a replacement starts from nothing)",
+    )  # fmt: skip
     args = parser.parse_args()
 
     env = os.environ  # torch's names (Podium's srun sets them), else srun's own
@@ -299,6 +304,21 @@ def main() -> int:
     else:
         device = torch.device("cpu")
         backend = "gloo"
+    raw: nn.Module = (
+        TinyResNet() if args.model == "resnet" else TinyTransformer(args.model == "gpt")
+    )
+    raw = raw.to(device)
+    model = raw
+    optimizer = torch.optim.AdamW(raw.parameters(), lr=1e-3)
+    heal = PeerHeal(rank, standby=not args.cold_spare)  # Podium's replace contract (--spares)
+    if heal.standby is not None:  # a warm standby: ready, it waits to take a failed rank
+        torch.zeros(1, device=device).sum().item()  # the device's context, made now
+        told = heal.wait_as_standby(STOP)
+        if told is None:  # the job ended or was stopped before it needed this spare
+            return 143 if STOP["asked"] == 143 else 0
+        rank, world = heal.rank, int(told["world"])
+        env.update(RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR=str(told["master_addr"]),
+                   MASTER_PORT=str(told["master_port"]))  # fmt: skip
     if world > 1:
         # A lost peer fails a collective in 2 minutes, not in gloo's default 30.
         dist.init_process_group(
@@ -312,13 +332,6 @@ def main() -> int:
         flush=True,
     )
 
-    raw: nn.Module = (
-        TinyResNet() if args.model == "resnet" else TinyTransformer(args.model == "gpt")
-    )
-    raw = raw.to(device)
-    model = raw
-    optimizer = torch.optim.AdamW(raw.parameters(), lr=1e-3)
-    heal = PeerHeal(rank)  # Podium's replace contract (--spares), when the job has one
     ckpt_dir = os.environ.get("PODIUM_CHECKPOINT_DIR") or os.path.join(os.getcwd(), "checkpoints")
     checkpoints = Checkpoints(ckpt_dir, args.model, rank, world)
     if heal.replacement and world > 1:  # a failed replica's place: the survivors' state
@@ -370,6 +383,7 @@ def main() -> int:
             optimizer.step()
             step += 1
             if world > 1:
+                progress.reached(step, 1)
                 dist.all_reduce(total)
             tokens = len(chosen) * (1 if args.model == "resnet" else SEQ - (args.model == "gpt"))
             mean_loss = total.item() / tokens
@@ -379,9 +393,11 @@ def main() -> int:
             progress.log("step", step, loss=round(mean_loss, 6), world=world)
             progress.beat()
             progress.report(step, args.steps)
+            progress.reached(step, 2)
             asked = _agreed(stop["asked"], world, device)
             place = {"step": step, "epoch": step // steps_per_epoch}
             if asked or step % args.checkpoint_every == 0 or step == args.steps:
+                progress.reached(step, 3)
                 checkpoints.save(model, optimizer, place)
                 progress.log("checkpoint", step)
             if rank == 0 and (step % 10 == 0 or step == args.steps):

@@ -64,7 +64,8 @@ def _event_words(event: dict[str, Any]) -> str:
         ranks = ",".join(str(r) for r in told["replaced"])
         gpus = ",".join(str(g) for g in told["gpus_to"])
         was = ",".join(str(g) for g in told["gpus_from"])
-        return f"rank {ranks} on spare GPU {gpus} (was GPU {was}): {told['reason']}"
+        how = "warm standby" if told.get("warm") else "cold start"
+        return f"rank {ranks} on spare GPU {gpus} (was GPU {was}, {how}): {told['reason']}"
     except (ValueError, KeyError, TypeError):
         return detail
 

@@ -12,11 +12,13 @@ half its heartbeat timeout, before the job-wide heartbeat would fire.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 from pathlib import Path
 
 RANKS_DIR = "ranks"  # in the job's directory, owned by the job's user
+_STEP = re.compile(r"[0-9]{1,18}(\.[0-9])?")
 
 
 def make_ranks_dir(path: Path, creds: tuple[int, int] | None) -> None:
@@ -28,11 +30,14 @@ def make_ranks_dir(path: Path, creds: tuple[int, int] | None) -> None:
         os.chown(path, creds[0], creds[1], follow_symlinks=False)
 
 
-def read_beats(directory: Path) -> dict[int, tuple[int, float]]:
-    """rank -> (step, when it was written), from `directory`. The files are the user's:
-    only regular files named by a rank number count, opened without following a link
-    or blocking on a FIFO, 64 bytes at most; a file that holds no step is left out."""
-    beats: dict[int, tuple[int, float]] = {}
+def read_beats(directory: Path) -> dict[int, tuple[float, float]]:
+    """rank -> (step, when it was written), from `directory`. A step is STEP, or
+    STEP.PHASE (PHASE 0-9: the collective within the step a rank is about to enter,
+    as examples/train.py writes it: a rank that stops between two collectives of one
+    step is then behind too). The files are the user's: only regular files named by a
+    rank number count, opened without following a link or blocking on a FIFO, 64 bytes
+    at most; a file that holds no step is left out."""
+    beats: dict[int, tuple[float, float]] = {}
     try:
         names = os.listdir(directory)
     except OSError:
@@ -52,12 +57,12 @@ def read_beats(directory: Path) -> dict[int, tuple[int, float]]:
         finally:
             os.close(fd)
         step = text.strip()
-        if step.isdigit():
-            beats[int(name)] = (int(step), info.st_mtime)
+        if _STEP.fullmatch(step):
+            beats[int(name)] = (float(step), info.st_mtime)
     return beats
 
 
-def stalled_rank(beats: dict[int, tuple[int, float]], now: float, quiet_s: float) -> str | None:
+def stalled_rank(beats: dict[int, tuple[float, float]], now: float, quiet_s: float) -> str | None:
     """The hang in one line ("rank 1 stopped at step 5 while the others reached step
     6") when every rank has been quiet for `quiet_s` and some, not all, stopped at an
     earlier step than the rest; else None (a rank still beating, or no rank behind)."""
@@ -66,7 +71,7 @@ def stalled_rank(beats: dict[int, tuple[int, float]], now: float, quiet_s: float
 
 
 def stalled_ranks(
-    beats: dict[int, tuple[int, float]], now: float, quiet_s: float
+    beats: dict[int, tuple[float, float]], now: float, quiet_s: float
 ) -> tuple[list[int], str] | None:
     """The ranks behind and the hang in one line (`stalled_rank`), or None."""
     if len(beats) < 2 or any(now - when < quiet_s for _, when in beats.values()):
@@ -77,7 +82,7 @@ def stalled_ranks(
         return None
     reached = min(step for step, _ in beats.values() if step > lowest)
     who = f"rank {behind[0]}" if len(behind) == 1 else f"ranks {_span(behind)}"
-    return behind, f"{who} stopped at step {lowest} while the others reached step {reached}"
+    return behind, f"{who} stopped at step {lowest:g} while the others reached step {reached:g}"
 
 
 def _span(ranks: list[int]) -> str:

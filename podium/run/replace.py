@@ -7,6 +7,10 @@ directory, empty at the start):
 - The job takes part by writing `ready` into the file (`podium.runtime.replace_ready`,
   or `echo ready > $PODIUM_REPLACE_FILE`). A job that never does is stopped and
   requeued on a fault as before: its survivors could not go on without a peer.
+- `ready standby` also asks for a warm standby on each spare: the job's command,
+  started at once on the spare's GPUs with PODIUM_STANDBY=<spare index>, which
+  prepares (imports, model, device context) and waits for an event naming its spare
+  ("spare": index): it then becomes the failed rank, with no cold start.
 - When one replica fails (an Xid on its GPU, its process killed or crashed, its rank
   hung) and a spare is left, Podium kills what is left of that replica only, and the
   file then holds one JSON line: {"generation": G, "master_addr": A, "master_port": P,
@@ -61,10 +65,12 @@ class Spares:
     def __init__(self, job_dir: Path, spares: list[list[int]]) -> None:
         self.notice = job_dir / REPLACE_NOTICE
         self.record = job_dir / REPLACEMENTS_FILE
-        self.ready = [list(gpus) for gpus in spares]
+        self.ready = [(index, list(gpus)) for index, gpus in enumerate(spares)]
         self.generation = 0
         self.done: list[dict[str, Any]] = []
         self.joined = False
+        self.standby_asked = False
+        self.standby: dict[int, int] = {}  # spare index -> its warm standby's pid
         self.fenced: set[int] = set()  # GPUs of replicas replaced: given up on
 
     @property
@@ -82,7 +88,24 @@ class Spares:
         if not self.joined:
             text = _read_notice(self.notice).strip()
             self.joined = text.startswith("ready") or self.generation > 0
+            self.standby_asked = text.startswith("ready") and "standby" in text.split()
         return self.joined
+
+    def standbys_due(self) -> list[tuple[int, list[int]]]:
+        """The spares whose warm standby should start now: the job asked for them
+        (`ready standby`) and they have none yet (each is started once)."""
+        if not self.ready or not self.takes_part() or not self.standby_asked:
+            return []
+        due = [(i, gpus) for i, gpus in self.ready if i not in self.standby]
+        for i, _ in due:
+            self.standby[i] = 0  # asked for: not again, even if it could not start
+        return due
+
+    def standby_ended(self, pid: int) -> None:
+        """A standby's process ended (before it was needed): its spare starts cold."""
+        for index, known in list(self.standby.items()):
+            if known == pid:
+                self.standby[index] = 0
 
     def can_replace(self) -> bool:
         """A spare is left and the job takes part."""
@@ -91,15 +114,29 @@ class Spares:
     def drop_spare_on(self, gpu: int) -> bool:
         """A fault on a spare's GPU: that spare is gone (nothing ran there). Whether
         `gpu` was a spare's."""
-        for gpus in self.ready:
+        for index, gpus in self.ready:
             if gpu in gpus:
-                self.ready.remove(gpus)
+                self.ready.remove((index, gpus))
+                self._stop_standby(index)
                 return True
         return False
 
-    def take(self) -> list[int]:
-        """The next spare's GPUs (one must be left)."""
-        return self.ready.pop(0)
+    def take(self) -> tuple[int, list[int], int]:
+        """The next spare (one must be left): its index, its GPUs and its warm
+        standby's pid (0: none; it starts cold)."""
+        index, gpus = self.ready.pop(0)
+        return index, gpus, self.standby.pop(index, 0)
+
+    def stop_standbys(self) -> None:
+        """SIGKILL every standby still waiting (the job is over, or stopping)."""
+        for index in list(self.standby):
+            self._stop_standby(index)
+
+    def _stop_standby(self, index: int) -> None:
+        pid = self.standby.pop(index, 0)
+        if pid:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
 
     def announce(self, event: dict[str, Any]) -> dict[str, Any]:
         """Tell the job about the next generation (the notice, as its user reads it) and

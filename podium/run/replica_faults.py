@@ -41,6 +41,20 @@ class ReplicaFaults:
     def _spawn(self, task: TaskPlan, port: int, extra: dict[str, str], append: bool) -> int:
         raise NotImplementedError  # the Supervisor's
 
+    def start_standbys(self) -> None:
+        """Start the warm standbys the job asked for (`ready standby`): its command on
+        each spare's GPUs, as task WORLD + index, with PODIUM_STANDBY=index."""
+        if self.spares is None:
+            return
+        world = len(self.plan.tasks)
+        for index, gpus in self.spares.standbys_due():
+            task = self.plan.tasks[0]._replace(
+                procid=world + index, localid=world + index, gpu_ids=gpus
+            )
+            extra = {"PODIUM_STANDBY": str(index), "MASTER_PORT": ""}
+            with contextlib.suppress(SpawnError):
+                self.spares.standby[index] = self._spawn(task, 0, extra, True)
+
     def replace_casualty(self) -> bool:
         """A replica ended by a signal or a failing exit code while others run: give
         its place to a spare. False when none was replaced (then the job runs on, or
@@ -101,7 +115,7 @@ class ReplicaFaults:
         for victim in {pid, *descendants(pid)}:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(victim, signal.SIGKILL)
-        gpus = self.spares.take()
+        index, gpus, standby = self.spares.take()
         self.spares.fenced.update(task.gpu_ids)
         port = free_port()
         survivors = sorted(t.procid for p, t in self.tasks.items() if p not in self.status)
@@ -115,6 +129,8 @@ class ReplicaFaults:
                 "reason": reason,
                 "gpus_from": list(task.gpu_ids),
                 "gpus_to": gpus,
+                "spare": index,
+                "warm": bool(standby),
             }
         )
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -124,8 +140,8 @@ class ReplicaFaults:
                 os.utime(self.heartbeat)
         new = task._replace(gpu_ids=gpus)
         extra = {"PODIUM_REPLACE_GENERATION": str(told["generation"]), "PODIUM_REPLACEMENT": "1"}
-        try:
-            new_pid = self._spawn(new, port, extra, True)
+        try:  # the warm standby takes the rank from the notice; else a cold start
+            new_pid = standby or self._spawn(new, port, extra, True)
         except SpawnError:
             return False
         self.tasks[new_pid] = new

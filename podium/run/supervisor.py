@@ -221,6 +221,8 @@ class Supervisor(ReplicaFaults, JobOutcome):
         if pid in self.tasks and pid not in self.status:
             code = os.waitstatus_to_exitcode(status)
             self.status[pid] = (code, None) if code >= 0 else (None, -code)
+        elif self.spares is not None:
+            self.spares.standby_ended(pid)
 
     def _running(self) -> bool:
         return len(self.status) < len(self.tasks)
@@ -272,9 +274,13 @@ class Supervisor(ReplicaFaults, JobOutcome):
         inbox = Inbox(self.job_dir)
         while True:
             self._reap()
-            if self.spares is not None and self.replace_casualty():
-                continue
+            if self.spares is not None:
+                self.start_standbys()
+                if self.replace_casualty():
+                    continue
             if not self._running():
+                if self.spares is not None:
+                    self.spares.stop_standbys()
                 return
             limits.refresh()
             for sig, scope in inbox.new():  # scancel --signal

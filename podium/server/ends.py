@@ -141,7 +141,7 @@ class RunEnds:
             stored = [e for e in self.store.events(job_id) if e["kind"] == "replace"]
             seen = (start, sum(e["time"] >= start for e in stored))
         for told in done[seen[1] :]:
-            keep = ("generation", "replaced", "gpus_from", "gpus_to", "reason")
+            keep = ("generation", "replaced", "gpus_from", "gpus_to", "spare", "warm", "reason")
             detail = json.dumps({k: told.get(k) for k in keep})
             when = float(told.get("time") or self.clock())
             self.store.event(when, "replace", job_id=job_id, detail=detail)

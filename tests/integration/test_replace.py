@@ -67,13 +67,13 @@ def task_pids(c: Cluster, job: int) -> dict[str, int]:
     return pids
 
 
-def submit_training(c: Cluster, *more: str, spares: int = 1) -> int:
-    train = EXAMPLES / "train.py"
+def submit_training(c: Cluster, *more: str, spares: int = 1, train: str = "") -> int:
+    script = EXAMPLES / "train.py"
     return c.submit(
         "--elastic=2:2", f"--spares={spares}", "--gpus-per-task=1", "--auto-resume=1",
         f"--checkpoint-dir={c.work / 'ckpt'}", "-o", "train-%j.out", *more,
-        "--wrap", f"exec {sys.executable} {train} {COMMON} --progress {c.work / 'p.jsonl'} "
-        f"--sample-log {c.work / 'samples.jsonl'}", cwd=c.work,
+        "--wrap", f"exec {sys.executable} {script} {COMMON} --progress {c.work / 'p.jsonl'} "
+        f"--sample-log {c.work / 'samples.jsonl'} {train}", cwd=c.work,
     )  # fmt: skip
 
 
@@ -129,21 +129,25 @@ def test_an_xid_on_one_replica_is_replaced_from_the_spare(
     told = shown["replacements"][0]
     assert told["replaced"] == [1] and told["gpus_from"] == [gpus[1]]
     assert told["gpus_to"] == [gpus[2]] and "Xid 79" in told["reason"]
+    assert told["warm"] is True  # the spare's standby took the rank: no cold start
     text = c.cli("show", str(job), check=True).stdout
-    assert f"replace rank 1 on spare GPU {gpus[2]} (was GPU {gpus[1]}): health: Xid 79" in text
+    said = f"replace rank 1 on spare GPU {gpus[2]} (was GPU {gpus[1]}, warm standby): health"
+    assert said in text, text
 
 
 def test_a_killed_store_host_is_replaced_and_the_other_rank_heals(
     make: Callable[..., Cluster], reference: dict[int, float]
 ) -> None:
-    """kill -9 of rank 0, whose process hosts the rendezvous store."""
+    """kill -9 of rank 0, whose process hosts the rendezvous store; a spare without a
+    warm standby (--cold-spare): the replacement starts from nothing."""
     c = make()
-    job = submit_training(c)
+    job = submit_training(c, train="--cold-spare")
     poll(lambda: steps_done(c), lambda n: n >= 10, "ten steps", 120)
     before = task_pids(c, job)
     c.cli("inject", "kill", str(job), "--rank", "0", check=True)
     shown = check_healed(c, job, before, "1", reference)
-    assert "rank 0 killed by signal 9" in shown["replacements"][0]["reason"]
+    told = shown["replacements"][0]
+    assert "rank 0 killed by signal 9" in told["reason"] and told["warm"] is False
 
 
 def test_a_hung_rank_is_replaced_before_the_heartbeat_timeout(

@@ -49,3 +49,20 @@ def test_the_ranks_behind_are_given_with_the_line() -> None:
     assert stalled_ranks(beats, 120.0, 10.0) == (
         [1], "rank 1 stopped at step 5 while the others reached step 6")  # fmt: skip
     assert stalled_ranks(beats, 105.0, 10.0) is None
+
+
+def test_a_phase_within_a_step_tells_a_rank_stopped_between_two_collectives(
+    tmp_path: Path,
+) -> None:
+    """examples/train.py writes STEP.PHASE before each collective of a step: a rank
+    stopped after the gradients' all-reduce and before the loss's is behind as well."""
+    (tmp_path / "0").write_text("7.2\n")
+    (tmp_path / "1").write_text("7.1\n")
+    (tmp_path / "2").write_text("7.2.1\n")  # not a step: left out
+    beats = read_beats(tmp_path)
+    assert sorted(beats) == [0, 1] and beats[1][0] == 7.1
+    when = max(w for _, w in beats.values()) + 60
+    assert (
+        stalled_rank(beats, when, 10.0)
+        == "rank 1 stopped at step 7.1 while the others reached step 7.2"
+    )

@@ -19,7 +19,18 @@ def test_a_job_takes_part_only_once_it_says_ready(tmp_path: Path) -> None:
     (tmp_path / "replace").write_text("ready\n")
     assert spares.can_replace()
     assert spares.drop_spare_on(3) and not spares.drop_spare_on(1)  # a fault on a spare
-    assert spares.take() == [2] and not spares.can_replace()  # none left
+    assert spares.take() == (0, [2], 0) and not spares.can_replace()  # none left, no standby
+
+
+def test_warm_standbys_are_asked_for_once_and_given_with_their_spare(tmp_path: Path) -> None:
+    spares = Spares(tmp_path, [[2], [3]])
+    spares.create(None)
+    (tmp_path / "replace").write_text("ready standby\n")
+    assert spares.standbys_due() == [(0, [2]), (1, [3])]
+    assert spares.standbys_due() == []  # each started once
+    spares.standby.update({0: 4242, 1: 4343})
+    spares.standby_ended(4343)  # spare 1's standby died: that spare starts cold
+    assert spares.take() == (0, [2], 4242) and spares.take() == (1, [3], 0)
 
 
 def test_each_replacement_is_told_to_the_job_and_recorded_for_the_daemon(
