@@ -5,10 +5,12 @@ replace-from-spare, on the embedded cluster with real processes and real PyTorch
 
 Each run starts a fresh daemon (4 declared GPUs, the health agent following its own
 kernel log) and submits examples/train.py as 2 replicas (`--elastic=2:2
---gpus-per-task=1 --auto-resume=5`, checkpoints every 20 steps, 50 ms of "compute" a
-step, gloo on the CPU; with --cuda every rank trains on the machine's real GPU 0, shared,
-still over gloo, as a single-GPU machine allows). At step 25 it injects the fault into
-rank 1:
+--gpus-per-task=1 --auto-resume=5 --requeue-exit=137`, checkpoints every 20 steps, 50 ms
+of "compute" a step, gloo on the CPU; with --cuda every rank trains on the machine's
+real GPU 0, shared, still over gloo, as a single-GPU machine allows: run it as a user
+other than root, whose daemon hides declared GPUs rather than denying real ones). At
+step 25 (and, under `spare`, once the standby says it is ready: a fault comes hours
+into a run) it injects the fault into rank 1:
 
   xid   an Xid 79 for rank 1's GPU in the kernel log (the health agent fences it)
   kill  SIGKILL to rank 1's process (`podium inject kill JOB --rank 1`)
@@ -102,7 +104,8 @@ def one_run(policy: str, fault: str, steps: int, timeout: float, cuda: bool) -> 
     client = EmbeddedBackend(home)
     deadline = time.monotonic() + timeout
     try:
-        options = ["--elastic=2:2", "--gpus-per-task=1", "--auto-resume=5", "-o", "train.out"]
+        options = ["--elastic=2:2", "--gpus-per-task=1", "--auto-resume=5", "-o", "train.out",
+                   "--requeue-exit=137"]  # a rank killed (128 + 9) is a fault: requeue  # fmt: skip
         if policy != "requeue":
             options.append("--spares=1")
         command = (f"exec {sys.executable} {ROOT / 'examples' / 'train.py'} --model gpt "
@@ -121,6 +124,9 @@ def one_run(policy: str, fault: str, steps: int, timeout: float, cuda: bool) -> 
                        default=0)  # fmt: skip
 
         wait_for("step 25", lambda: reached() >= 25, deadline)
+        if policy == "spare":  # a fault comes hours into a run: the standby is ready by then
+            out = work / "train.out"
+            wait_for("the warm standby", lambda: "warm standby ready" in out.read_text(), deadline)
         job = client.job(job_id)
         pids = json.loads((home / "jobs" / str(job_id) / "tasks.json").read_text())
         before = reached()

@@ -313,6 +313,8 @@ def main() -> int:
     heal = PeerHeal(rank, standby=not args.cold_spare)  # Podium's replace contract (--spares)
     if heal.standby is not None:  # a warm standby: ready, it waits to take a failed rank
         torch.zeros(1, device=device).sum().item()  # the device's context, made now
+        job_id = os.environ.get("PODIUM_JOB_ID", "local")
+        print(f"[job {job_id} spare {heal.standby}] warm standby ready on {device}", flush=True)
         told = heal.wait_as_standby(STOP)
         if told is None:  # the job ended or was stopped before it needed this spare
             return 143 if STOP["asked"] == 143 else 0
