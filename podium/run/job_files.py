@@ -48,7 +48,8 @@ class JobFileError(Exception):
 
 class TaskFiles(NamedTuple):
     """The absolute paths of a task's files: `stdin` (None: /dev/null), `stdout`,
-    `stderr` (None: with stdout); `append` opens outputs with O_APPEND (else O_TRUNC)."""
+    `stderr` (None: with stdout); `append`: outputs are not truncated when opened
+    (O_TRUNC otherwise; they are always written O_APPEND)."""
 
     stdin: str | None
     stdout: str
@@ -161,7 +162,10 @@ def open_output(path: str, flags: int, wait_s: float = OUTPUT_DIR_WAIT_S) -> int
 def open_task_files(files: TaskFiles) -> tuple[int, int, int]:
     """(stdin, stdout, stderr) descriptors for `files`, opened by the calling process
     (the task's child, already the user). Raises JobFileError."""
-    out_flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if files.append else os.O_TRUNC)
+    # Always O_APPEND: the replicas of an elastic job (and its spares' standbys) share
+    # one file unless %t tells them apart, and with their own offsets each would write
+    # over the others' lines. Only the first opening truncates (`append` False).
+    out_flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (0 if files.append else os.O_TRUNC)
     stdin = (
         open_job_file(files.stdin, os.O_RDONLY)
         if files.stdin is not None

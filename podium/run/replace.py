@@ -41,6 +41,7 @@ from podium.run.resize_notice import own_file
 
 REPLACE_NOTICE = "replace"  # what the job reads (PODIUM_REPLACE_FILE), and opts in by
 REPLACEMENTS_FILE = "replacements.json"  # root's record of every replacement, for the daemon
+SPARE_ORDERS = "spares.json"  # the daemon's spares given since the start (a refilled pool)
 WAKE_SIGNAL = int(signal.SIGURG)  # ignored by default: a job not listening is not hurt
 
 
@@ -72,6 +73,9 @@ class Spares:
         self.standby_asked = False
         self.standby: dict[int, int] = {}  # spare index -> its warm standby's pid
         self.fenced: set[int] = set()  # GPUs of replicas replaced: given up on
+        self.orders = job_dir / SPARE_ORDERS
+        self.orders_seen = 0
+        self.next_index = len(spares)
 
     @property
     def enabled(self) -> bool:
@@ -106,6 +110,20 @@ class Spares:
         for index, known in list(self.standby.items()):
             if known == pid:
                 self.standby[index] = 0
+
+    def take_orders(self) -> None:
+        """The spares the daemon gave since the last look (podium.server.spare_refill)."""
+        if not self.orders.exists():
+            return
+        try:
+            given = json.loads(self.orders.read_text())
+        except (OSError, ValueError):
+            return
+        for order in given[self.orders_seen :]:
+            for gpus in order.get("gpus") or ():
+                self.ready.append((self.next_index, [int(g) for g in gpus]))
+                self.next_index += 1
+        self.orders_seen = len(given)
 
     def can_replace(self) -> bool:
         """A spare is left and the job takes part."""
@@ -164,4 +182,11 @@ def read_replacements(job_dir: Path) -> list[dict[str, Any]]:
     return [d for d in data if isinstance(d, dict)] if isinstance(data, list) else []
 
 
-__all__ = ["REPLACEMENTS_FILE", "REPLACE_NOTICE", "WAKE_SIGNAL", "Spares", "read_replacements"]
+__all__ = [
+    "REPLACEMENTS_FILE",
+    "REPLACE_NOTICE",
+    "SPARE_ORDERS",
+    "WAKE_SIGNAL",
+    "Spares",
+    "read_replacements",
+]

@@ -157,8 +157,8 @@ class Supervisor(ReplicaFaults, JobOutcome):
         if self.spares is not None:  # ... and takes part in replacements here
             self.spares.create(owner)
         self._how = (creds, container, heartbeat)
-        for task in plan.tasks:
-            pid = self._spawn(task, port, {}, False)
+        for task in plan.tasks:  # only the first truncates the output (--open-mode)
+            pid = self._spawn(task, port, {}, bool(self.tasks))
             if self.pgid == 0:
                 self.pgid = pid
             self.tasks[pid] = task
@@ -275,6 +275,7 @@ class Supervisor(ReplicaFaults, JobOutcome):
         while True:
             self._reap()
             if self.spares is not None:
+                self.spares.take_orders()
                 self.start_standbys()
                 if self.replace_casualty():
                     continue

@@ -24,7 +24,7 @@ from podium.run.files import (
     read_json,
     write_atomic,
 )
-from podium.run.replace import read_replacements
+from podium.run.replace import SPARE_ORDERS, read_replacements
 
 
 class SupervisorOrders:
@@ -108,6 +108,18 @@ class SupervisorOrders:
         order = {"reason": reason, "gpu": gpu, "replace": replace}
         write_atomic(self.job_dir(job_id) / FAULT_FILE, order)
         return self._signal(job_id, signal.SIGUSR2)
+
+    def add_spares(self, job_id: int, spares: list[list[int]]) -> bool:
+        """Give a running job's supervisor new spares (each a replica's GPUs), after
+        the daemon refilled its pool (podium.server.spare_refill). False if none is alive."""
+        if not self._lock_held(self.job_dir(job_id)):
+            return False
+        path = self.job_dir(job_id) / SPARE_ORDERS
+        data = read_json(path)
+        given: list[Any] = data if isinstance(data, list) else []
+        given.append({"seq": len(given) + 1, "gpus": spares})
+        write_atomic(path, given, durable=False)
+        return self._signal(job_id, signal.SIGCHLD)
 
     def replacements(self, job_id: int) -> list[dict[str, Any]]:
         """The replicas the job's supervisor replaced from spares so far, oldest first."""

@@ -68,6 +68,10 @@ class RunControl(Protocol):
     def live_steps(self, job_id: int) -> list[dict[str, Any]]:
         """A running job's steps so far (podium.run.steps records), as srun wrote them."""
 
+    def add_spares(self, job_id: int, spares: list[list[int]]) -> bool:
+        """Give a running job new spares (each one replica's GPUs)."""
+        ...
+
     def replacements(self, job_id: int) -> list[dict[str, Any]]:
         """The replicas its supervisor replaced from spares so far (podium.run.replace)."""
         ...

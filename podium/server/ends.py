@@ -22,6 +22,7 @@ from podium.server.effects import Effects
 from podium.server.job_rows import held_units
 from podium.server.launch import Planner
 from podium.server.running_specs import RunningSpecs
+from podium.server.spare_refill import SpareRefill
 from podium.store.db import Row, Store
 from podium.store.resize_table import RESIZE, elastic_state
 from podium.store.step_table import StepTable
@@ -57,6 +58,7 @@ class RunEnds:
         self._killing: set[int] = set()  # ended jobs whose leftovers are being killed
         self._faulted: dict[int, tuple[str, int | None]] = {}  # job -> (reason, bad GPU)
         self._replaced: dict[int, tuple[float, int]] = {}  # job -> (run start, events noted)
+        self.refill: SpareRefill | None = None  # set by the reactor
 
     def forget(self, job_id: int) -> None:
         """The job no longer runs here: drop what was kept for it."""
@@ -147,6 +149,8 @@ class RunEnds:
             self.store.event(when, "replace", job_id=job_id, detail=detail)
             log.warning("job %s: replaced a replica: %s", job_id, detail)
         self._replaced[job_id] = (start, max(seen[1], len(done)))
+        if done and self.refill is not None:
+            self.refill.check(row, elastic, done, self.clock())
 
     def _record(self, row: Row, poll: Poll) -> str:
         """collect() for a run no supervisor holds any more."""

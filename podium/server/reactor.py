@@ -29,14 +29,7 @@ from podium.api.states import Reason
 from podium.config.cluster import ClusterConfig
 from podium.errors import StoreError
 from podium.jobspec.job import JobSpec, JobState
-from podium.sched import (
-    Allocation,
-    Decisions,
-    NodeView,
-    PendingJob,
-    Snapshot,
-    schedule,
-)
+from podium.sched import Allocation, Decisions, NodeView, PendingJob, Snapshot, schedule
 from podium.sched.config_policy import half_life_s, policy_from_config
 from podium.sched.elastic import next_change
 from podium.sched.fairshare import user_factors
@@ -57,6 +50,7 @@ from podium.server.snapshot import (
     node_view,
     share_inputs,
 )
+from podium.server.spare_refill import SpareRefill
 from podium.store.db import Row, Store
 from podium.store.health_table import HealthTable
 
@@ -119,6 +113,7 @@ class Reactor:
         self.last: Decisions | None = None  # the last pass's decisions (podium priority)
         self.specs = RunningSpecs(store)  # running jobs' specs, parsed once
         self.ends = RunEnds(store, config, planner, effects, self.clock_now, self.specs)
+        self.ends.refill = SpareRefill(store, node, health, effects.runs, self.running_rows)
         self.starter = PassStarts(
             store, node, planner, effects, self.queue, self.clock_now, self.specs, self.ends
         )

@@ -29,6 +29,19 @@ class RunningStart:
 class JobRuns(Database):
     """The transitions of the jobs table's rows from one run to the next."""
 
+    def swap_units(self, job_id: int, units: Sequence[int], detail: str, now: float) -> bool:
+        """A running job now holds `units` (its spares refilled, a fenced GPU given
+        back), with an event saying so. False when it no longer runs."""
+        with self.transaction() as conn:
+            cur = conn.execute(
+                "UPDATE jobs SET gpu_ids=? WHERE job_id=? AND state='RUNNING'",
+                (json.dumps(list(units)), job_id),
+            )
+            if cur.rowcount != 1:
+                return False
+            self._event(conn, now, "spares", job_id=job_id, detail=detail)
+        return True
+
     def mark_running(self, starts: Sequence[RunningStart], now: float) -> list[int]:
         """PENDING -> RUNNING with their allocations, all in one commit.
 

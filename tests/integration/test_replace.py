@@ -22,7 +22,7 @@ from tests.polling import poll, wait_until
 pytestmark = pytest.mark.integration
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-STEPS = 80
+STEPS = 120
 COMMON = (f"--model gpt --steps {STEPS} --checkpoint-every 1000 --step-time 0.1 "
           "--global-batch 32 --epoch-samples 1024 --report-every 0")  # fmt: skip
 
@@ -115,17 +115,34 @@ def check_healed(c: Cluster, job: int, before: dict[str, int], survivor: str,
     return shown
 
 
-def test_an_xid_on_one_replica_is_replaced_from_the_spare(
+def standbys_ready(c: Cluster, job: int) -> int:
+    out = c.work / f"train-{job}.out"
+    return out.read_text().count("warm standby ready") if out.exists() else 0
+
+
+def test_an_xid_on_one_replica_is_replaced_from_the_spare_and_the_spare_refilled(
     make: Callable[..., Cluster], reference: dict[int, float]
 ) -> None:
+    """The Xid'd GPU goes back to the node (fenced) and the free fourth GPU becomes the
+    job's new spare, with a standby of its own: a second fault is replaced too."""
     c = make()
     job = submit_training(c)
     poll(lambda: steps_done(c), lambda n: n >= 10, "ten steps", 120)
+    poll(lambda: standbys_ready(c, job), lambda n: n >= 1, "the standby", 60)
     before = task_pids(c, job)
     gpus = c.job(job)["gpu_ids"]
     assert len(gpus) == 3  # two replicas and the spare
     c.cli("inject", "xid", "--gpu", str(gpus[1]), "--code", "79", check=True)
+    [fourth] = set(range(4)) - set(gpus)
+    poll(lambda: c.job(job)["gpu_ids"], lambda held: sorted(held) == sorted(
+        [gpus[0], gpus[2], fourth]), "the spare refilled", 60)  # fmt: skip
+    poll(lambda: standbys_ready(c, job), lambda n: n >= 2, "the new spare's standby", 60)
+    c.cli("inject", "kill", str(job), "--rank", "1", check=True)
+    poll(lambda: c.job(job)["replacements"], lambda r: len(r) == 2, "the second replacement")
     shown = check_healed(c, job, before, "0", reference)
+    assert shown["replacements"][1]["gpus_to"] == [fourth], shown["replacements"]
+    spares = [e["detail"] for e in shown["events"] if e["kind"] == "spares"]
+    assert spares and spares[0] == f"gave back GPU {gpus[1]}; new spare GPU {fourth}", spares
     told = shown["replacements"][0]
     assert told["replaced"] == [1] and told["gpus_from"] == [gpus[1]]
     assert told["gpus_to"] == [gpus[2]] and "Xid 79" in told["reason"]

@@ -1,0 +1,103 @@
+"""Spares refilled while the job runs: after a replacement (podium.run.replace) the job
+gives back the GPU it was fenced on and takes a free one as its new spare, so that the
+next fault finds a spare too (a pool used up is worth nothing: docs/resiliency.md).
+
+The refill comes from GPUs free at that moment and healthy, those that passed their
+last deep check first; it goes before the queue, as the job asked for its spares when it
+started. Declared GPUs only: on real GPUs the job's device cgroup, fixed at its start,
+denies every GPU it did not hold then, so a running job is given no new GPU there (the
+fenced GPU is still given back).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from podium.api.health import Label
+from podium.jobspec.job import ElasticSpec
+from podium.server.effects import RunControl
+from podium.server.job_rows import gpu_owners, held_units
+from podium.server.local_node import LocalNode
+from podium.store.db import Row, Store
+from podium.store.health_table import HealthTable
+
+log = logging.getLogger("podium.spares")
+
+
+class SpareRefill:
+    """Keeps each running job with spares at its spares' count, where GPUs allow."""
+
+    def __init__(
+        self,
+        store: Store,
+        node: LocalNode,
+        health: HealthTable,
+        runs: RunControl,
+        running: Callable[[], list[Row]],
+    ) -> None:
+        self.running = running  # the running jobs' rows
+        self.store = store
+        self.node = node
+        self.health = health
+        self.runs = runs  # tells the job's supervisor of new spares (add_spares)
+
+    def check(
+        self,
+        row: Row,
+        elastic: ElasticSpec,
+        replaced: Iterable[dict[str, Any]],
+        now: float,
+    ) -> None:
+        """Give back what `row`'s job was fenced on and refill its spares from free,
+        healthy GPUs of its type, if it is short of them."""
+        held = held_units(row)
+        fenced_now = {h.gpu for h in self.health.all(self.node.name) if h.fenced}
+        given_up = {g for r in replaced for g in r.get("gpus_from") or ()} | fenced_now
+        keep = [g for g in held if g not in given_up]
+        each = elastic.replica_gpus
+        wanted = (elastic.replicas_of(int(row["cpus"])) + elastic.spares) * each
+        short = max(0, wanted - len(keep)) // max(1, each) * each
+        take: list[int] = []
+        if short:
+            take = self._free(row, self.running(), fenced_now)[:short]
+            take = take[: len(take) // max(1, each) * each]
+        if keep == held and not take:
+            return
+        spares = [take[i : i + each] for i in range(0, len(take), each)]
+        back = sorted(set(held) - set(keep))
+        detail = f"gave back GPU {_ids(back) or '-'}; new spare GPU {_ids(take) or '-'}"
+        if not self.store.swap_units(row["job_id"], [*keep, *take], detail, now):
+            return
+        log.warning("job %s: %s", row["job_id"], detail)
+        if spares:
+            self.runs.add_spares(row["job_id"], spares)
+
+    def _free(self, row: Row, running: list[Row], fenced: set[int | None]) -> list[int]:
+        """Whole GPUs of the job's type no running job holds and fit for work, those
+        that passed their last deep check first."""
+        owners = gpu_owners(running)
+        types = {g.index: g.type for g in self.node.gpus}
+        mine = held_units(row)
+        kind = types.get(mine[0]) if mine else None
+        table = {h.gpu: h for h in self.health.all(self.node.name)}
+        free = []
+        for gpu in self.node.gpus:
+            h = table.get(gpu.index)
+            fit = h is None or h.label is Label.SCHEDULABLE
+            if gpu.index in owners or gpu.index in fenced or not fit:
+                continue
+            if self.node.gpu_devices.get(gpu.index):  # a real device: see the module's note
+                continue
+            if kind is not None and gpu.type != kind:
+                continue
+            free.append((h is None or h.deep != "passed", gpu.index))
+        return [index for _, index in sorted(free)]
+
+
+def _ids(gpus: Iterable[int]) -> str:
+    return ",".join(str(g) for g in gpus)
+
+
+__all__ = ["SpareRefill"]
