@@ -12,11 +12,12 @@ Assumptions, each a flag:
   --detect-s 0.4       fault to detection, as measured (docs/benchmarks.md, "Goodput")
   --restart-s 330      detection to the first step after a full restart: the measured
                        ~30 s plus 300 s of start-up at scale (the same as bench/goodput.py)
-  --replace-s 10 60    detection to the next step when a spare takes the place (the
-                       issue's target and a slower case); not measured: Podium does not
-                       replace replicas yet
+  --replace-s 1.2 10 60  detection to the next step when a spare takes the place:
+                       1.2 s is the median measured on an H200 with a warm standby
+                       (bench/recovery.py --cuda, Xid 79), 10 and 60 s slower cases
   --refill-s 3600      until a used spare is back in the pool (repaired, or refilled
-                       from free capacity)
+                       from free capacity: Podium refills at once where a GPU is free,
+                       declared GPUs only; --refill-s 1e9 is a pool never refilled)
   --checkpoint-s 60 10 the stall of one checkpoint: synchronous, and asynchronous
   --spares 0 1 2 4     spare replicas (nodes of 8 GPUs), held and charged
 
@@ -54,7 +55,7 @@ def main() -> int:
     parser.add_argument("--confined", type=float, default=0.78)
     parser.add_argument("--detect-s", type=float, default=0.4)
     parser.add_argument("--restart-s", type=float, default=330)
-    parser.add_argument("--replace-s", type=float, nargs="+", default=[10, 60])
+    parser.add_argument("--replace-s", type=float, nargs="+", default=[1.2, 10, 60])
     parser.add_argument("--refill-s", type=float, default=3600)
     parser.add_argument("--checkpoint-s", type=float, nargs="+", default=[60, 10])
     parser.add_argument("--spares", type=int, nargs="+", default=[0, 1, 2, 4])
