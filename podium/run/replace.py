@@ -85,7 +85,7 @@ class Spares:
     def create(self, creds: tuple[int, int] | None) -> None:
         """Make the notice, empty, owned by the job's user; and an empty record."""
         own_file(str(self.notice), creds)
-        write_atomic(self.record, [], durable=False, mode=0o644)
+        write_atomic(self.record, [], durable=False)
 
     def takes_part(self) -> bool:
         """Whether the job said it takes part (`ready`, or a generation already told)."""
@@ -169,7 +169,7 @@ class Spares:
             finally:
                 os.close(fd)
         self.done.append({**told, "time": time.time()})
-        write_atomic(self.record, self.done, durable=False, mode=0o644)
+        write_atomic(self.record, self.done, durable=False)
         return told
 
 
