@@ -198,6 +198,7 @@ class Progress:
         self.heartbeat = os.environ.get("PODIUM_HEARTBEAT_FILE")
         beats = os.environ.get("PODIUM_RANK_BEATS")  # podium.run.rank_beats
         self.rank_file = os.path.join(beats, str(rank)) if beats else None
+        self.step_seconds: float | None = None  # this rank's last step, before collectives
         in_podium = rank == 0 and report_every > 0 and os.environ.get("PODIUM_JOB_ID")
         self.podium = shutil.which("podium") if in_podium else None
         self.every, self.next_report = report_every, 0.0
@@ -212,15 +213,20 @@ class Progress:
         if self.heartbeat:
             os.utime(self.heartbeat)
 
-    def reached(self, step: int, phase: int = 0) -> None:
+    def reached(self, step: int, phase: int = 0, seconds: float | None = None) -> None:
         """This rank is about to enter collective `phase` of `step` (0: the gradients'
         all-reduce): a rank that hangs before it is then behind the others, which wait
         in it, and Podium names it (podium.run.rank_beats; podium.runtime.rank_step
-        does the same, by whole steps, for a job that imports podium)."""
+        does the same, by whole steps, for a job that imports podium). `seconds`: what
+        this step took so far, before any collective (a straggler's are longer)."""
+        if seconds is not None:
+            self.step_seconds = seconds  # said again with each later phase of the step
         if self.rank_file:
             scratch = f"{self.rank_file}.{os.getpid()}"
+            mark = f"{step}.{phase}" if phase else f"{step}"
+            took = self.step_seconds
             with open(scratch, "w") as fh:
-                fh.write(f"{step}.{phase}\n" if phase else f"{step}\n")
+                fh.write(f"{mark} {took:.4f}\n" if took is not None else f"{mark}\n")
             os.replace(scratch, self.rank_file)
 
     def report(self, step: int, steps: int) -> None:
@@ -278,10 +284,18 @@ def main() -> int:
         help="auto: NCCL on GPUs, gloo on the CPU; gloo: gloo also on a GPU (ranks may share it)",
     )  # fmt: skip
     parser.add_argument(
+        "--straggle", default=None, metavar="RANK:SECONDS",
+        help="make one rank slow: SECONDS more each step (to see a straggler named)",
+    )  # fmt: skip
+    parser.add_argument(
         "--cold-spare", action="store_true",
         help="with --spares: no warm standby (a replacement starts from nothing)",
     )  # fmt: skip
     args = parser.parse_args()
+    straggle = None
+    if args.straggle:
+        slow_rank, extra = args.straggle.split(":")
+        straggle = (int(slow_rank), float(extra))
 
     env = os.environ  # torch's names (Podium's srun sets them), else srun's own
     rank = int(env.get("RANK") or env.get("SLURM_PROCID") or 0)
@@ -361,8 +375,11 @@ def main() -> int:
     began = time.time()
     while step < args.steps:
         try:
+            began_step = time.monotonic()
             if args.step_time:  # "compute" outside the collectives: a rank that hangs
                 time.sleep(args.step_time)  # here is a step behind the others (rank_beats)
+            if straggle and straggle[0] == rank:
+                time.sleep(straggle[1])  # --straggle: this rank is slow
             epoch, within = divmod(step, steps_per_epoch)
             order = epoch_order(epoch, args.epoch_samples)
             chosen = order[within * args.global_batch : (within + 1) * args.global_batch]
@@ -379,7 +396,8 @@ def main() -> int:
                     out = model(inputs)
                     loss = loss_fn(out.reshape(-1, out.shape[-1]), targets.reshape(-1))
                     if last:
-                        progress.reached(step + 1)  # before this backward's all-reduce
+                        # before this backward's all-reduce, with the step's time so far
+                        progress.reached(step + 1, seconds=time.monotonic() - began_step)
                     (loss * world / len(chosen)).backward()  # DDP averages over the ranks
                 total += loss.detach()
             optimizer.step()

@@ -18,7 +18,9 @@ import stat
 from pathlib import Path
 
 RANKS_DIR = "ranks"  # in the job's directory, owned by the job's user
+MAX_ENTRIES = 4096  # read at most this many names of it (the daemon reads it too)
 _STEP = re.compile(r"[0-9]{1,18}(\.[0-9])?")
+_SECONDS = re.compile(r"[0-9]{1,9}(\.[0-9]{1,9})?")
 
 
 def make_ranks_dir(path: Path, creds: tuple[int, int] | None) -> None:
@@ -31,19 +33,33 @@ def make_ranks_dir(path: Path, creds: tuple[int, int] | None) -> None:
 
 
 def read_beats(directory: Path) -> dict[int, tuple[float, float]]:
-    """rank -> (step, when it was written), from `directory`. A step is STEP, or
-    STEP.PHASE (PHASE 0-9: the collective within the step a rank is about to enter,
-    as examples/train.py writes it: a rank that stops between two collectives of one
-    step is then behind too). The files are the user's: only regular files named by a
-    rank number count, opened without following a link or blocking on a FIFO, 64 bytes
-    at most; a file that holds no step is left out."""
-    beats: dict[int, tuple[float, float]] = {}
+    """rank -> (step, when it was written), from `directory` (`read_ranks`)."""
+    return {rank: (step, when) for rank, (step, when, _) in read_ranks(directory).items()}
+
+
+def read_step_seconds(directory: Path) -> dict[int, float]:
+    """rank -> the seconds its last step took outside the collectives, for the ranks
+    that say (`read_ranks`)."""
+    return {rank: s for rank, (_, _, s) in read_ranks(directory).items() if s is not None}
+
+
+def read_ranks(directory: Path) -> dict[int, tuple[float, float, float | None]]:
+    """rank -> (step, when it was written, its step's seconds or None), from
+    `directory`. A file holds `STEP[.PHASE] [SECONDS]`: STEP.PHASE (PHASE 0-9) is the
+    collective within the step a rank is about to enter, as examples/train.py writes
+    it (a rank that stops between two collectives of one step is then behind too);
+    SECONDS what its last step took outside the collectives (a straggler's are longer:
+    `podium.recover.stragglers`). The files are the user's: only regular files named
+    by a rank number count, opened without following a link or blocking on a FIFO, 64
+    bytes at most; a file that holds no step is left out."""
+    beats: dict[int, tuple[float, float, float | None]] = {}
     try:
-        names = os.listdir(directory)
+        with os.scandir(directory) as entries:  # the job's: its first MAX_ENTRIES only
+            names = [e.name for _, e in zip(range(MAX_ENTRIES), entries, strict=False)]
     except OSError:
         return beats
     for name in names:
-        if not name.isdigit():
+        if not name.isdigit() or len(name) > 6:
             continue
         try:
             fd = os.open(directory / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -56,9 +72,11 @@ def read_beats(directory: Path) -> dict[int, tuple[float, float]]:
             text = ""
         finally:
             os.close(fd)
-        step = text.strip()
-        if _STEP.fullmatch(step):
-            beats[int(name)] = (float(step), info.st_mtime)
+        words = text.split()
+        if 1 <= len(words) <= 2 and _STEP.fullmatch(words[0]):
+            seconds = words[1] if len(words) == 2 else None
+            took = float(seconds) if seconds and _SECONDS.fullmatch(seconds) else None
+            beats[int(name)] = (float(words[0]), info.st_mtime, took)
     return beats
 
 
@@ -99,4 +117,13 @@ def _span(ranks: list[int]) -> str:
     return ",".join(parts)
 
 
-__all__ = ["RANKS_DIR", "make_ranks_dir", "read_beats", "stalled_rank", "stalled_ranks"]
+__all__ = [
+    "MAX_ENTRIES",
+    "RANKS_DIR",
+    "make_ranks_dir",
+    "read_beats",
+    "read_ranks",
+    "read_step_seconds",
+    "stalled_rank",
+    "stalled_ranks",
+]

@@ -24,6 +24,7 @@ from podium.run.files import (
     read_json,
     write_atomic,
 )
+from podium.run.rank_beats import RANKS_DIR, read_step_seconds
 from podium.run.replace import SPARE_ORDERS, read_replacements
 
 
@@ -120,6 +121,11 @@ class SupervisorOrders:
         given.append({"seq": len(given) + 1, "gpus": spares})
         write_atomic(path, given, durable=False)
         return self._signal(job_id, signal.SIGCHLD)
+
+    def rank_seconds(self, job_id: int) -> dict[int, float]:
+        """What each rank of the job said its last step took outside the collectives
+        (podium.run.rank_beats; empty for a job whose ranks say nothing)."""
+        return read_step_seconds(self.job_dir(job_id) / RANKS_DIR)
 
     def replacements(self, job_id: int) -> list[dict[str, Any]]:
         """The replicas the job's supervisor replaced from spares so far, oldest first."""

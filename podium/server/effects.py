@@ -72,6 +72,10 @@ class RunControl(Protocol):
         """Give a running job new spares (each one replica's GPUs)."""
         ...
 
+    def rank_seconds(self, job_id: int) -> dict[int, float]:
+        """Each rank's last step seconds outside the collectives, as the ranks said."""
+        ...
+
     def replacements(self, job_id: int) -> list[dict[str, Any]]:
         """The replicas its supervisor replaced from spares so far (podium.run.replace)."""
         ...

@@ -46,6 +46,7 @@ class Housekeeping:
         if reactor.clock() >= self._next_checkpoint_sample:
             self._next_checkpoint_sample = reactor.clock() + reactor.config.health.interval_s
             self.sample_checkpoints()
+            self.sample_ranks()
         if self.real_gpus and reactor.clock() >= self._next_memory_sample:
             self._next_memory_sample = reactor.clock() + reactor.config.health.gpu_memory_sample_s
             self.sample_gpu_memory()
@@ -108,6 +109,16 @@ class Housekeeping:
             reactor.checkpoints = {j: t for j, t in found.items() if t is not None}
             reactor.reported = {j: t for j, t in reactor.reported.items() if j in dirs}
             reactor.progress.keep(dirs)
+
+    def sample_ranks(self) -> None:
+        """Look at what each running job's ranks said of their steps (read outside the
+        lock): podium_rank_step_seconds, and stragglers (podium.server.rank_watch)."""
+        reactor = self.reactor
+        with reactor.lock:
+            jobs = [r["job_id"] for r in reactor.running_rows()]
+        said = {job_id: reactor.effects.runs.rank_seconds(job_id) for job_id in jobs}
+        with reactor.lock:
+            reactor.ranks.look(said)
 
     def stop_idle_mps(self) -> None:
         """Stop the MPS control daemons whose GPU has no running MPS job of their user

@@ -41,6 +41,7 @@ from podium.server.local_node import LocalNode
 from podium.server.pass_starts import PassStarts
 from podium.server.pass_stats import PassStats
 from podium.server.progress_book import ProgressBook
+from podium.server.rank_watch import RankWatch
 from podium.server.running_specs import RunningSpecs
 from podium.server.snapshot import (
     PendingQueue,
@@ -114,6 +115,7 @@ class Reactor:
         self.specs = RunningSpecs(store)  # running jobs' specs, parsed once
         self.ends = RunEnds(store, config, planner, effects, self.clock_now, self.specs)
         self.ends.refill = SpareRefill(store, node, health, effects.runs, self.running_rows)
+        self.ranks = RankWatch(store, self.clock_now)  # ranks' step seconds, stragglers
         self.starter = PassStarts(
             store, node, planner, effects, self.queue, self.clock_now, self.specs, self.ends
         )

@@ -200,6 +200,8 @@ class Views:
             {"time": e["time"], **json.loads(e["detail"])} for e in record["events"]
             if e["kind"] == "replace" and (e["detail"] or "").startswith("{")
         ]  # fmt: skip
+        if row["state"] == RUNNING:
+            record.update(self.reactor.ranks.of(job_id))
         record["lost_gpu_seconds"] = lost_work(row)  # by cause: preemption, resize, fault
         record["gpu_seconds_all_runs"] = all_runs(record, row["earlier_gpu_seconds"] or 0.0)
         said = self.reactor.progress.of(job_id, row["start_time"])

@@ -33,8 +33,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from podium.api.progress import Progress
 from podium.server.controller import Controller
+from podium.server.http.training_metrics import progress_families, rank_families
 from podium.store.lost_work import lost_work
 from podium.store.metric_reads import GROUP_COLUMNS
 
@@ -90,6 +90,8 @@ class ClusterCollector(Collector):
             said = [
                 (j, c.reactor.progress.of(j["job_id"], j["start_time"])) for j in counts.running
             ]
+            ranks = dict(c.reactor.ranks.seconds)
+            stragglers = {j: s.rank for j, s in c.reactor.ranks.stragglers.items()}
         passes = c.reactor.pass_stats.snapshot()
         partitions = [p.name for p in c.config.partitions]
         yield from _job_families(counts, partitions)
@@ -98,9 +100,10 @@ class ClusterCollector(Collector):
         yield from _forecast_families(c.forecasts.made_count, c.forecasts.last_cost)
         yield from _wait_and_cause_families(waits, events)
         yield from _goodput_families(charged, counts.running, now, units)
-        yield from _progress_families([(j, p) for j, p in said if p is not None])
-        real = [g["index"] for n in nodes for g in n["gpus"] if g["parent"] is None]
+        yield from progress_families([(j, p) for j, p in said if p is not None])
         users = {j["job_id"]: j["user"] for j in counts.running}
+        yield from rank_families(ranks, stragglers, users)
+        real = [g["index"] for n in nodes for g in n["gpus"] if g["parent"] is None]
         yield from _gpu_families(nodes, users, self.telemetry(real) if real else {})
 
 
@@ -307,24 +310,6 @@ def _goodput_families(
             per_job.add_metric([str(job["job_id"]), job["user"]], max(0.0, spent - lost) / spent)
     yield seconds
     yield per_job
-
-
-def _progress_families(said: Sequence[tuple[Any, Progress]]) -> Iterator[Metric]:
-    """What running jobs said of their progress (podium progress), and the ends it gives."""
-    done = GaugeMetricFamily("podium_job_progress_ratio",
-                             "How much of its work a running job says it has done",
-                             labels=["job_id", "user"])  # fmt: skip
-    ends = GaugeMetricFamily("podium_job_expected_end_timestamp_seconds",
-                             "When a running job's reported rate says it ends",
-                             labels=["job_id", "user"])  # fmt: skip
-    for job, progress in said:
-        labels = [str(job["job_id"]), job["user"]]
-        done.add_metric(labels, progress.fraction)
-        end = progress.expected_end()
-        if end is not None:
-            ends.add_metric(labels, end)
-    yield done
-    yield ends
 
 
 def _gpu_families(

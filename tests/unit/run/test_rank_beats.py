@@ -6,7 +6,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from podium.run.rank_beats import read_beats, stalled_rank, stalled_ranks
+from podium.run.rank_beats import (
+    read_beats,
+    read_ranks,
+    read_step_seconds,
+    stalled_rank,
+    stalled_ranks,
+)
 
 
 def test_the_rank_a_step_behind_is_named_once_every_rank_is_quiet() -> None:
@@ -66,3 +72,12 @@ def test_a_phase_within_a_step_tells_a_rank_stopped_between_two_collectives(
         stalled_rank(beats, when, 10.0)
         == "rank 1 stopped at step 7.1 while the others reached step 7.2"
     )
+
+
+def test_a_rank_may_say_what_its_step_took(tmp_path: Path) -> None:
+    (tmp_path / "0").write_text("12 0.1034\n")
+    (tmp_path / "1").write_text("12.2\n")  # no seconds: still a beat
+    (tmp_path / "2").write_text("12 fast\n")  # seconds that are not a number: left out
+    (tmp_path / "3").write_text("12 0.1 9\n")  # three words: not a beat
+    assert sorted(read_ranks(tmp_path)) == [0, 1, 2]
+    assert read_step_seconds(tmp_path) == {0: 0.1034}
