@@ -22,7 +22,11 @@ Contract:
 - With a heartbeat timeout, the job must touch PODIUM_HEARTBEAT_FILE at least that
   often (counted from its start); when it does not, it is hung: SIGTERM, the grace
   time, SIGKILL, state FAILED with reason "hang: ..." and fault "hang".
-- It writes JOB_DIR/tasks.json (each task's pid by rank) once all tasks started.
+- It writes JOB_DIR/tasks.json (each task's pid by rank) once all tasks started, and
+  again when a replica is replaced.
+- A job with spares (plan.spares) that takes part in the contract has a replica that
+  failed alone (a fault order with `replace`, a crash, a hung rank) replaced from a
+  spare while the others run (podium.run.replica_faults, podium.run.replace).
 """
 
 from __future__ import annotations
