@@ -8,7 +8,9 @@ ranks' step periods are all alike; what a straggler shows is the time its step t
 
 A rank is a straggler when its seconds are at least `factor` times the median of the
 other ranks' and at least `floor_s` more than it, at `looks` looks in a row (one look a
-health interval). One slow step (a checkpoint, a garbage collection) is not one.
+health interval), each at a later step of that rank than the last: one slow step (a
+checkpoint, a garbage collection, a moment without a CPU) seen again and again is not
+one.
 """
 
 from __future__ import annotations
@@ -61,19 +63,28 @@ class StragglerWatch:
     looks: int = LOOKS
     factor: float = FACTOR
     floor_s: float = FLOOR_S
-    _runs: dict[int, tuple[int, int]] = field(default_factory=dict)  # job -> (rank, looks)
+    # job -> (the slow rank, looks in a row, its step at the last of them)
+    _runs: dict[int, tuple[int, int, float]] = field(default_factory=dict)
 
-    def look(self, job_id: int, seconds: dict[int, float]) -> Straggler | None:
-        """Take one look at `job_id`'s ranks; the straggler once it has been the slow
-        rank for `looks` looks in a row (and at every look after), else None."""
+    def look(
+        self, job_id: int, seconds: dict[int, float], steps: dict[int, float] | None = None
+    ) -> Straggler | None:
+        """Take one look at `job_id`'s ranks (`steps`: where each rank is; a look at the
+        slow rank's same step as the last counts once); the straggler once it has been
+        the slow rank for `looks` looks in a row (and at every look after), else None."""
         found = slowest(seconds, self.factor, self.floor_s)
         if found is None:
             self._runs.pop(job_id, None)
             return None
         rank, mine, others = found
-        last_rank, count = self._runs.get(job_id, (rank, 0))
-        count = count + 1 if last_rank == rank else 1
-        self._runs[job_id] = (rank, count)
+        step = (steps or {}).get(rank, float("nan"))
+        last_rank, count, last_step = self._runs.get(job_id, (rank, 0, float("nan")))
+        if last_rank != rank:
+            count = 0
+        elif step == last_step:  # the same step seen again: not another look
+            return Straggler(rank, mine, others, count) if count >= self.looks else None
+        count += 1
+        self._runs[job_id] = (rank, count, step)
         return Straggler(rank, mine, others, count) if count >= self.looks else None
 
     def forget(self, keep: set[int]) -> None:

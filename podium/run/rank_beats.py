@@ -37,10 +37,10 @@ def read_beats(directory: Path) -> dict[int, tuple[float, float]]:
     return {rank: (step, when) for rank, (step, when, _) in read_ranks(directory).items()}
 
 
-def read_step_seconds(directory: Path) -> dict[int, float]:
-    """rank -> the seconds its last step took outside the collectives, for the ranks
-    that say (`read_ranks`)."""
-    return {rank: s for rank, (_, _, s) in read_ranks(directory).items() if s is not None}
+def read_step_seconds(directory: Path) -> dict[int, tuple[float, float]]:
+    """rank -> (its step, the seconds its last step took outside the collectives), for
+    the ranks that say (`read_ranks`)."""
+    return {r: (step, s) for r, (step, _, s) in read_ranks(directory).items() if s is not None}
 
 
 def read_ranks(directory: Path) -> dict[int, tuple[float, float, float | None]]:

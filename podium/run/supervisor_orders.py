@@ -122,8 +122,8 @@ class SupervisorOrders:
         write_atomic(path, given, durable=False)
         return self._signal(job_id, signal.SIGCHLD)
 
-    def rank_seconds(self, job_id: int) -> dict[int, float]:
-        """What each rank of the job said its last step took outside the collectives
+    def rank_seconds(self, job_id: int) -> dict[int, tuple[float, float]]:
+        """Each rank's step and what it said its last step took outside the collectives
         (podium.run.rank_beats; empty for a job whose ranks say nothing)."""
         return read_step_seconds(self.job_dir(job_id) / RANKS_DIR)
 

@@ -72,8 +72,8 @@ class RunControl(Protocol):
         """Give a running job new spares (each one replica's GPUs)."""
         ...
 
-    def rank_seconds(self, job_id: int) -> dict[int, float]:
-        """Each rank's last step seconds outside the collectives, as the ranks said."""
+    def rank_seconds(self, job_id: int) -> dict[int, tuple[float, float]]:
+        """Each rank's step and its last step's seconds outside the collectives."""
         ...
 
     def replacements(self, job_id: int) -> list[dict[str, Any]]:

@@ -21,18 +21,21 @@ class RankWatch:
         self.seconds: dict[int, dict[int, float]] = {}  # job -> rank -> step seconds
         self.stragglers: dict[int, Straggler] = {}
 
-    def look(self, said: dict[int, dict[int, float]]) -> None:
-        """One look: `said` is every running job's ranks' step seconds (empty for a
-        job whose ranks say none)."""
+    def look(self, said: dict[int, dict[int, tuple[float, float]]]) -> None:
+        """One look: `said` is every running job's ranks' (step, step seconds) (empty
+        for a job whose ranks say none)."""
         self.watch.forget(set(said))
-        self.seconds = {job: seconds for job, seconds in said.items() if seconds}
+        self.seconds = {
+            job: {rank: s for rank, (_, s) in ranks.items()} for job, ranks in said.items() if ranks
+        }
         named: dict[int, Straggler] = {}
         for job_id, seconds in sorted(self.seconds.items()):
-            found = self.watch.look(job_id, seconds)
+            steps = {rank: step for rank, (step, _) in said[job_id].items()}
+            found = self.watch.look(job_id, seconds, steps)
             if found is None:
                 continue
             named[job_id] = found
-            if found.looks == self.watch.looks:  # named just now: once in its timeline
+            if job_id not in self.stragglers:  # named just now: once in its timeline
                 self.store.event(self.clock(), "straggler", job_id=job_id, detail=found.words())
         self.stragglers = named
 

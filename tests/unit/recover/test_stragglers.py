@@ -34,6 +34,19 @@ def test_a_rank_is_a_straggler_only_after_looks_in_a_row() -> None:
     assert watch.look(7, slow) is None  # forgotten with its job
 
 
+def test_one_slow_step_seen_again_is_not_a_straggler() -> None:
+    """A rank stuck in one slow step (a checkpoint, no CPU for a moment) is seen slow at
+    every look, but at the same step: it counts once."""
+    watch = StragglerWatch(looks=3)
+    slow = {0: 0.1, 1: 0.4}
+    for _ in range(5):
+        assert watch.look(3, slow, {0: 40.2, 1: 40.0}) is None
+    assert watch.look(3, slow, {0: 41.2, 1: 41.0}) is None
+    named = watch.look(3, slow, {0: 42.2, 1: 42.0})
+    assert named is not None and named.looks == 3
+    assert watch.look(3, slow, {0: 42.2, 1: 42.0}) == named  # still named, not counted on
+
+
 @given(st.dictionaries(st.integers(0, 63), st.floats(0.05, 0.2), min_size=2, max_size=64))
 def test_ranks_within_a_third_of_each_other_never_make_a_straggler(
     seconds: dict[int, float],

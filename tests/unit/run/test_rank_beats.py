@@ -80,4 +80,4 @@ def test_a_rank_may_say_what_its_step_took(tmp_path: Path) -> None:
     (tmp_path / "2").write_text("12 fast\n")  # seconds that are not a number: left out
     (tmp_path / "3").write_text("12 0.1 9\n")  # three words: not a beat
     assert sorted(read_ranks(tmp_path)) == [0, 1, 2]
-    assert read_step_seconds(tmp_path) == {0: 0.1034}
+    assert read_step_seconds(tmp_path) == {0: (12.0, 0.1034)}
