@@ -50,11 +50,15 @@ class SpareRefill:
         replaced: Iterable[dict[str, Any]],
         now: float,
     ) -> None:
-        """Give back what `row`'s job was fenced on and refill its spares from free,
-        healthy GPUs of its type, if it is short of them."""
+        """Give back the GPUs `row`'s job had replicas replaced on, and refill its
+        spares from free, healthy GPUs of its type, if it is short of them. (A spare
+        whose own GPU failed is dropped by the supervisor; its GPU stays the job's,
+        fenced, until the job ends.)"""
         held = held_units(row)
         fenced_now = {h.gpu for h in self.health.all(self.node.name) if h.fenced}
-        given_up = {g for r in replaced for g in r.get("gpus_from") or ()} | fenced_now
+        # Only what a replacement left: a fenced GPU may still run one of its replicas
+        # (a drain lets jobs finish), and a GPU given back is one the ladder may reset.
+        given_up = {g for r in replaced for g in r.get("gpus_from") or ()}
         keep = [g for g in held if g not in given_up]
         each = elastic.replica_gpus
         wanted = (elastic.replicas_of(int(row["cpus"])) + elastic.spares) * each
