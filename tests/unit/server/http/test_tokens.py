@@ -177,7 +177,7 @@ def test_a_dashboard_session_only_reads_and_only_with_its_page_key(
     token = tokens.check(full["token"])
     assert token is not None
     cookie, key, _ = sessions.open(token)
-    assert "pdm_" not in cookie + key and full["token"].split("_")[2] not in cookie + key
+    assert "pdm_" not in cookie + key and full["token"].split("_", 2)[2] not in cookie + key
     status, seen = _call(gate, _scope("GET", "/v1/jobs", cookie=cookie, key=key))
     assert status == 200 and seen is not None and seen[SESSION_KEY] is True
     assert seen[SCOPE_KEY] == PeerCred(0, ME.pw_uid, ME.pw_gid) and TOKEN_KEY not in seen
