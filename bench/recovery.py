@@ -49,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from podium.api.states import TERMINAL_STATES
 from podium.backends.embedded.client import EmbeddedBackend
 from podium.cli.daemon_cmds import start_daemon, stop_daemon
+from podium.cli.fault_demo import read_progress
 from podium.cli.inject import xid_line
 from podium.cli.submit import build_request
 
@@ -65,18 +66,6 @@ health:
   kernel_log: {kernel_log}
   deep_interval_s: 86400
 """
-
-
-def read_progress(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            continue  # a line being written
-    return out
 
 
 def wait_for(what: str, test: Any, deadline: float) -> Any:

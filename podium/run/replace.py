@@ -37,26 +37,12 @@ from pathlib import Path
 from typing import Any
 
 from podium.run.files import write_atomic
-from podium.run.resize_notice import own_file
+from podium.run.resize_notice import own_file, read_notice, tell
 
 REPLACE_NOTICE = "replace"  # what the job reads (PODIUM_REPLACE_FILE), and opts in by
 REPLACEMENTS_FILE = "replacements.json"  # root's record of every replacement, for the daemon
 SPARE_ORDERS = "spares.json"  # the daemon's spares given since the start (a refilled pool)
 WAKE_SIGNAL = int(signal.SIGURG)  # ignored by default: a job not listening is not hurt
-
-
-def _read_notice(path: Path) -> str:
-    """The notice's text as the job left it (4 KiB at most, never through a link)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return ""
-    try:
-        return os.read(fd, 4096).decode(errors="replace")
-    except OSError:
-        return ""
-    finally:
-        os.close(fd)
 
 
 class Spares:
@@ -77,11 +63,6 @@ class Spares:
         self.orders_seen = 0
         self.next_index = len(spares)
 
-    @property
-    def enabled(self) -> bool:
-        """Whether the job was started with spares at all."""
-        return bool(self.ready) or bool(self.done)
-
     def create(self, creds: tuple[int, int] | None) -> None:
         """Make the notice, empty, owned by the job's user; and an empty record."""
         own_file(str(self.notice), creds)
@@ -90,7 +71,7 @@ class Spares:
     def takes_part(self) -> bool:
         """Whether the job said it takes part (`ready`, or a generation already told)."""
         if not self.joined:
-            text = _read_notice(self.notice).strip()
+            text = read_notice(str(self.notice), 4096).strip()
             self.joined = text.startswith("ready") or self.generation > 0
             self.standby_asked = text.startswith("ready") and "standby" in text.split()
         return self.joined
@@ -161,13 +142,7 @@ class Spares:
         record it for the daemon; returns the event as told."""
         self.generation += 1
         told = {"generation": self.generation, **event}
-        line = (json.dumps(told) + "\n").encode()
-        with contextlib.suppress(OSError):  # a notice the job broke: the signal still tells it
-            fd = os.open(self.notice, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK)
-            try:
-                os.write(fd, line)
-            finally:
-                os.close(fd)
+        tell(str(self.notice), told)  # a notice the job broke: the signal still tells it
         self.done.append({**told, "time": time.time()})
         write_atomic(self.record, self.done, durable=False)
         return told

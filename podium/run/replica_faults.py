@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 from podium.run.containment import descendants
 from podium.run.files import FAULT_FILE, TASKS_FILE, read_json, write_atomic
 from podium.run.ports import free_port
-from podium.run.rank_beats import read_beats, stalled_ranks
 from podium.run.replace import WAKE_SIGNAL, Spares
 from podium.run.spawn import SpawnError
 
@@ -90,20 +89,20 @@ class ReplicaFaults:
                 return self.replace(pid, str(order.get("reason") or f"fault on GPU {gpu}"))
         return False
 
-    def replace_hung(self, now: float, quiet_s: float) -> bool:
-        """One rank stopped a step behind the others (podium.run.rank_beats): replace it."""
-        if self.spares is None or self.ranks is None or not self.spares.can_replace():
+    def replace_hung(self, why: str, ranks: list[int]) -> bool:
+        """The hang (`why`) named one rank, stopped behind the others
+        (podium.run.rank_beats): replace it."""
+        if self.spares is None or self.ranks is None or len(ranks) != 1:
             return False
-        found = stalled_ranks(read_beats(self.ranks), now, quiet_s)
-        if found is None or len(found[0]) != 1:
+        if not self.spares.can_replace():
             return False
-        rank = found[0][0]
+        rank = ranks[0]
         pid = next((p for p, t in self.tasks.items() if t.procid == rank), None)
         if pid is None or pid in self.status:
             return False
         with contextlib.suppress(OSError):
             os.unlink(self.ranks / str(rank))  # its old step no longer speaks for the rank
-        return self.replace(pid, f"hang: {found[1]}")
+        return self.replace(pid, f"hang: {why}")
 
     def replace(self, pid: int, reason: str) -> bool:
         """Kill what is left of the replica `pid`, tell the survivors (the notice and

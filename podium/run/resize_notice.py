@@ -32,28 +32,40 @@ def own_file(path: str, creds: tuple[int, int] | None) -> None:
 def write_notice(path: str, replicas: int, deadline: float, resize_count: int) -> None:
     """Tell the job its new size and deadline (nothing when the file is gone or odd:
     the signal still tells it)."""
-    line = json.dumps({"replicas": replicas, "deadline": deadline, "resize_count": resize_count})
+    tell(path, {"replicas": replicas, "deadline": deadline, "resize_count": resize_count})
+
+
+def acknowledged(path: str) -> bool:
+    """Whether the job wrote `ack` into its notice (64 bytes read at most)."""
+    return read_notice(path, 64).strip().lower() == "ack"
+
+
+def tell(path: str, message: dict[str, object]) -> None:
+    """Write `message` as the one JSON line of a notice the job's user owns, in place
+    (never through a link, never waiting on a FIFO; nothing when it is gone or odd)."""
+    line = (json.dumps(message) + "\n").encode()
     try:
         fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return
     try:
-        os.write(fd, (line + "\n").encode())
+        os.write(fd, line)
     except OSError:
         pass
     finally:
         os.close(fd)
 
 
-def acknowledged(path: str) -> bool:
-    """Whether the job wrote `ack` into its notice (64 bytes read at most)."""
+def read_notice(path: str, limit: int) -> str:
+    """What the job left in a notice it owns: `limit` bytes at most, never through a
+    link or waiting on a FIFO; "" when it cannot be read."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
-        return False
+        return ""
     try:
-        return os.read(fd, 64).strip().lower() == b"ack"
+        return os.read(fd, limit).decode(errors="replace")
     except OSError:
-        return False
+        return ""
     finally:
         os.close(fd)

@@ -57,7 +57,7 @@ from podium.run.launch_failure import LaunchFailure
 from podium.run.outcome import JobOutcome
 from podium.run.plan import LaunchPlan
 from podium.run.ports import free_port
-from podium.run.rank_beats import RANKS_DIR, make_ranks_dir, read_beats, stalled_rank
+from podium.run.rank_beats import RANKS_DIR, make_ranks_dir, read_beats, stalled_ranks
 from podium.run.replace import REPLACE_NOTICE, Spares
 from podium.run.replica_faults import ReplicaFaults
 from podium.run.resize_notice import acknowledged, own_file, write_notice
@@ -207,16 +207,19 @@ class Supervisor(ReplicaFaults, JobOutcome):
             last = self.start
         return now - last
 
-    def _hang(self, now: float) -> str | None:
-        """Why the job is hung: a rank a step behind, read only once the heartbeat is quiet
-        for half the timeout; or no heartbeat for the whole timeout."""
+    def _hang(self, now: float) -> tuple[str, list[int]] | None:
+        """Why the job is hung and the ranks named: a rank a step behind, read only once
+        the heartbeat is quiet for half the timeout; or no heartbeat for the whole
+        timeout (no rank named)."""
         silent = self._silent_for(now)
         half = self.heartbeat_timeout / 2
         if self.ranks is not None and silent >= half:
-            named = stalled_rank(read_beats(self.ranks), now, half)
+            named = stalled_ranks(read_beats(self.ranks), now, half)
             if named is not None:
-                return named
-        return f"no heartbeat for {silent:.0f}s" if silent > self.heartbeat_timeout else None
+                return named[1], named[0]
+        if silent > self.heartbeat_timeout:
+            return f"no heartbeat for {silent:.0f}s", []
+        return None
 
     def _reap(self) -> None:
         reap_children(self._record)
@@ -299,10 +302,10 @@ class Supervisor(ReplicaFaults, JobOutcome):
                 return
             if self.heartbeat is not None:
                 hang = self._hang(now)
-                if hang is not None and self.replace_hung(now, self.heartbeat_timeout / 2):
+                if hang is not None and self.replace_hung(*hang):
                     continue
                 if hang is not None:
-                    self.reason, self.fault = f"hang: {hang}", "hang"
+                    self.reason, self.fault = f"hang: {hang[0]}", "hang"
                     self._terminate("FAILED")
                     return
             info = signal.sigtimedwait(WATCHED, limits.wait_s(now))

@@ -55,7 +55,6 @@ class SpareRefill:
         whose own GPU failed is dropped by the supervisor; its GPU stays the job's,
         fenced, until the job ends.)"""
         held = held_units(row)
-        fenced_now = {h.gpu for h in self.health.all(self.node.name) if h.fenced}
         # Only what a replacement left: a fenced GPU may still run one of its replicas
         # (a drain lets jobs finish), and a GPU given back is one the ladder may reset.
         given_up = {g for r in replaced for g in r.get("gpus_from") or ()}
@@ -65,7 +64,7 @@ class SpareRefill:
         short = max(0, wanted - len(keep)) // max(1, each) * each
         take: list[int] = []
         if short:
-            take = self._free(row, self.running(), fenced_now)[:short]
+            take = self._free(held, self.running())[:short]
             take = take[: len(take) // max(1, each) * each]
         if keep == held and not take:
             return
@@ -78,19 +77,19 @@ class SpareRefill:
         if spares:
             self.runs.add_spares(row["job_id"], spares)
 
-    def _free(self, row: Row, running: list[Row], fenced: set[int | None]) -> list[int]:
-        """Whole GPUs of the job's type no running job holds and fit for work, those
-        that passed their last deep check first."""
+    def _free(self, held: list[int], running: list[Row]) -> list[int]:
+        """Whole GPUs of the type of those `held` that no running job holds and that are
+        fit for work (schedulable, not fenced), those that passed their last deep check
+        first."""
         owners = gpu_owners(running)
         types = {g.index: g.type for g in self.node.gpus}
-        mine = held_units(row)
-        kind = types.get(mine[0]) if mine else None
+        kind = types.get(held[0]) if held else None
         table = {h.gpu: h for h in self.health.all(self.node.name)}
         free = []
         for gpu in self.node.gpus:
             h = table.get(gpu.index)
-            fit = h is None or h.label is Label.SCHEDULABLE
-            if gpu.index in owners or gpu.index in fenced or not fit:
+            fit = h is None or (h.label is Label.SCHEDULABLE and not h.fenced)
+            if gpu.index in owners or not fit:
                 continue
             if self.node.gpu_devices.get(gpu.index):  # a real device: see the module's note
                 continue

@@ -15,7 +15,7 @@ from podium.run.replace import Spares, read_replacements
 def test_a_job_takes_part_only_once_it_says_ready(tmp_path: Path) -> None:
     spares = Spares(tmp_path, [[2], [3]])
     spares.create(None)
-    assert spares.enabled and not spares.can_replace()  # spares, but no word from the job
+    assert spares.ready and not spares.can_replace()  # spares, but no word from the job
     (tmp_path / "replace").write_text("ready\n")
     assert spares.can_replace()
     assert spares.drop_spare_on(3) and not spares.drop_spare_on(1)  # a fault on a spare
