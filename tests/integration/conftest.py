@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -233,6 +233,38 @@ def teardown_cluster(cluster: Cluster) -> None:
     if jobs.is_symlink():  # the job state on a tmpfs (podium.run.rundir)
         shutil.rmtree(jobs.resolve(), ignore_errors=True)
     shutil.rmtree(cluster.home, ignore_errors=True)
+
+
+def health_cluster(extra: str = "", recovery: str = "automatic") -> Cluster:
+    """A cluster of 4 declared GPUs whose health agent follows its own kernel log
+    (quick checks every 0.2 s, automatic recovery unless `recovery` says otherwise)."""
+    c = make_cluster(gpus=4, cpus=8)
+    kern = c.home / "kern.log"
+    kern.write_text("")
+    (c.home / "cluster.yaml").write_text(
+        (c.home / "cluster.yaml").read_text()
+        + f"health:\n  kernel_log: {kern}\n  interval_s: 0.2\n  recovery: {recovery}\n"
+        + "  retry_s: 1\n  deep_interval_s: 100000\n  burn_in_seconds: 0.1\n"
+        + f"  disk_paths: [{c.home}]\n  max_disk_used_percent: 100\n"
+        + extra
+    )
+    return c
+
+
+@pytest.fixture
+def make() -> Iterator[Callable[..., Cluster]]:
+    """Starts `health_cluster`s for a test, and tears each down after it."""
+    made: list[Cluster] = []
+
+    def factory(extra: str = "", recovery: str = "automatic") -> Cluster:
+        c = health_cluster(extra, recovery)
+        c.start()
+        made.append(c)
+        return c
+
+    yield factory
+    for c in made:
+        teardown_cluster(c)
 
 
 @pytest.fixture

@@ -17,9 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
+from tests.integration.conftest import Cluster, health_cluster, make_cluster, teardown_cluster
 from tests.integration.test_permissions import _as, other_user
-from tests.integration.test_resiliency import health_cluster
 from tests.polling import poll, wait_until
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from podium.cli.inject import xid_line
-from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
+from tests.integration.conftest import Cluster, health_cluster, make_cluster, teardown_cluster
 from tests.integration.http_wire import read_message
 from tests.integration.test_permissions import _python, _run, _user_env, as_login, other_user
-from tests.integration.test_resiliency import gpu_health, health_cluster, nodes, until
+from tests.integration.test_resiliency import gpu_health, nodes, until
 
 pytestmark = pytest.mark.integration
 __all__ = ["other_user"]  # the fixture, imported for pytest

@@ -9,14 +9,13 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.conftest import Cluster, teardown_cluster
-from tests.integration.test_resiliency import health_cluster
+from tests.integration.conftest import Cluster
 from tests.polling import poll, wait_until
 
 pytestmark = pytest.mark.integration
@@ -25,21 +24,6 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 STEPS = 120
 COMMON = (f"--model gpt --steps {STEPS} --checkpoint-every 1000 --step-time 0.1 "
           "--global-batch 32 --epoch-samples 1024 --report-every 0")  # fmt: skip
-
-
-@pytest.fixture
-def make() -> Iterator[Callable[..., Cluster]]:
-    made: list[Cluster] = []
-
-    def factory() -> Cluster:
-        c = health_cluster()
-        c.start()
-        made.append(c)
-        return c
-
-    yield factory
-    for c in made:
-        teardown_cluster(c)
 
 
 @pytest.fixture(scope="module")

@@ -8,13 +8,13 @@ import json
 import re
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
+from tests.integration.conftest import Cluster, health_cluster, teardown_cluster
 from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
@@ -23,35 +23,6 @@ RECORD_RUN = """
 echo "run $PODIUM_RESTART_COUNT gpus $CUDA_VISIBLE_DEVICES" >> {work}/runs-$PODIUM_JOB_ID
 while [ ! -e {work}/gate-$PODIUM_JOB_ID ]; do sleep 0.1; done
 """
-
-
-def health_cluster(extra: str = "", recovery: str = "automatic") -> Cluster:
-    c = make_cluster(gpus=4, cpus=8)
-    kern = c.home / "kern.log"
-    kern.write_text("")
-    (c.home / "cluster.yaml").write_text(
-        (c.home / "cluster.yaml").read_text()
-        + f"health:\n  kernel_log: {kern}\n  interval_s: 0.2\n  recovery: {recovery}\n"
-        + "  retry_s: 1\n  deep_interval_s: 100000\n  burn_in_seconds: 0.1\n"
-        + f"  disk_paths: [{c.home}]\n  max_disk_used_percent: 100\n"
-        + extra
-    )
-    return c
-
-
-@pytest.fixture
-def make() -> Iterator[Callable[..., Cluster]]:
-    made: list[Cluster] = []
-
-    def factory(extra: str = "", recovery: str = "automatic") -> Cluster:
-        c = health_cluster(extra, recovery)
-        c.start()
-        made.append(c)
-        return c
-
-    yield factory
-    for c in made:
-        teardown_cluster(c)
 
 
 def nodes(c: Cluster) -> dict[str, Any]:

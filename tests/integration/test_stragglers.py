@@ -7,24 +7,15 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import pytest
 
-from tests.integration.conftest import Cluster, teardown_cluster
+from tests.integration.conftest import Cluster
 from tests.integration.test_replace import EXAMPLES
-from tests.integration.test_resiliency import health_cluster
 from tests.polling import poll
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def cluster() -> Iterator[Cluster]:
-    c = health_cluster()
-    c.start()
-    yield c
-    teardown_cluster(c)
 
 
 def submit(c: Cluster, more: str = "") -> int:
@@ -41,8 +32,10 @@ def metrics(c: Cluster) -> str:
         return str(api.get("/metrics").text)
 
 
-def test_a_slow_rank_is_named_and_its_seconds_are_in_the_metrics(cluster: Cluster) -> None:
-    c = cluster
+def test_a_slow_rank_is_named_and_its_seconds_are_in_the_metrics(
+    make: Callable[..., Cluster],
+) -> None:
+    c = make()
     job = submit(c, "--straggle 1:0.15")
     shown = poll(lambda: c.job(job), lambda j: j.get("straggler"), "a straggler named", 90)
     assert re.match(r"rank 1: 0\.\d+ s a step outside collectives against 0\.\d+ s", shown[
@@ -60,8 +53,8 @@ def test_a_slow_rank_is_named_and_its_seconds_are_in_the_metrics(cluster: Cluste
     assert c.wait(job, timeout=120)["state"] == "COMPLETED"
 
 
-def test_a_healthy_run_names_no_straggler(cluster: Cluster) -> None:
-    c = cluster
+def test_a_healthy_run_names_no_straggler(make: Callable[..., Cluster]) -> None:
+    c = make()
     job = submit(c)
     poll(lambda: c.job(job), lambda j: j.get("rank_step_seconds"), "the ranks' seconds", 90)
     final = c.wait(job, timeout=120)
