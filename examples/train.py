@@ -430,6 +430,8 @@ def main() -> int:
                     _leave(rank, world)
                 return 143 if asked == 143 else 0
         except RuntimeError as exc:  # a collective with a lost peer (gloo: at once)
+            if heal.enabled and world > 1:
+                progress.reached(step, 9)  # waiting for a replacement (podium.run.rank_beats)
             told = heal.next_generation(timeout_s=60) if heal.enabled and world > 1 else None
             if told is None:
                 raise

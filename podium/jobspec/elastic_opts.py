@@ -6,6 +6,8 @@ data-parallel rank) with --gpus-per-task GPUs, --cpus-per-task CPUs and memory p
 GPU or per CPU. The job's resources as stored are its MIN replicas'; the scheduler
 sizes each start between MIN and MAX (`podium.sched.elastic`). --spares=N adds N
 replicas' worth to every size: held idle, they take a failed replica's place.
+Without --elastic, --spares=N is N whole nodes (the Slurm backend's spare nodes,
+`podium.backends.slurm.replica_keeper`); the other backends refuse it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from podium.api.timefmt import parse_duration
 from podium.jobspec.job import ElasticSpec
+from podium.jobspec.options import Given
 from podium.jobspec.request import Options
 from podium.jobspec.values import is_digits, option_error, signal_number
 
@@ -29,12 +32,8 @@ def read_elastic(raw: Options, out: dict[str, Any]) -> None:
         for name in ("resize-grace", "resize-signal"):
             if (other := raw.get(name)) is not None:
                 raise option_error(other, "applies to elastic jobs only: add --elastic=MIN:MAX")
-        if (other := raw.get("spares")) is not None:
-            raise option_error(
-                other,
-                "spares replace replicas Podium runs: add --elastic=N:N (a fixed N "
-                "replicas) or --elastic=MIN:MAX, with --gpus-per-task",
-            )
+        if raw.get("spares") is not None:  # whole nodes, on Slurm (its admission judges)
+            out["spare_nodes"] = _spare_count(raw)
         return
     parts = str(g.value or "").split(":")
     if not 2 <= len(parts) <= 3 or not all(is_digits(p) for p in parts):
@@ -73,15 +72,34 @@ def read_elastic(raw: Options, out: dict[str, Any]) -> None:
 
 def _spares(raw: Options, replica_gpus: int) -> int:
     """--spares=N: replicas' worth held idle to replace a failed replica (0 to 64)."""
+    count = _spare_count(raw)
+    if count and not replica_gpus:
+        g = raw.get("spares")
+        assert g is not None
+        raise option_error(g, "a spare takes a failed replica's GPUs: give --gpus-per-task")
+    return count
+
+
+def _spare_count(raw: Options) -> int:
+    """--spares=N as a number, 0 to MAX_SPARES (0 when not given)."""
     g = raw.get("spares")
     if g is None:
         return 0
     value = str(g.value or "").strip()
     if not is_digits(value) or not 0 <= int(value) <= MAX_SPARES:
         raise option_error(g, f"needs a number of spare replicas, 0 to {MAX_SPARES}, e.g. 1")
-    if int(value) and not replica_gpus:
-        raise option_error(g, "a spare takes a failed replica's GPUs: give --gpus-per-task")
     return int(value)
+
+
+def refuse_spare_nodes(draft_fields: dict[str, Any], given: Given | None) -> None:
+    """For backends whose spares are GPUs of an elastic job (not whole nodes): --spares
+    without --elastic is refused in one line. `given` is the option as given (or None)."""
+    if draft_fields.get("spare_nodes") and given is not None:
+        raise option_error(
+            given,
+            "spares replace replicas Podium runs: add --elastic=N:N (a fixed N "
+            "replicas) or --elastic=MIN:MAX, with --gpus-per-task",
+        )
 
 
 def _resize_options(raw: Options) -> dict[str, int]:

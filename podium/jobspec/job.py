@@ -182,6 +182,7 @@ class JobSpec(Frozen):
     no_requeue_exit_codes: tuple[int, ...] = ()
     heartbeat_timeout_s: int | None = None
     elastic: ElasticSpec | None = None  # resources above are for its MIN replicas
+    spare_nodes: int = Field(default=0, ge=0)  # --spares on Slurm: whole nodes held idle
 
 
 __all__ = ["ArraySpec", "Dependency", "ElasticSpec", "JobSpec", "JobState", "SignalSpec"]

@@ -7,6 +7,11 @@ quiet; what tells the culprit is that it stopped a step behind. A job whose rank
 write their step after the forward pass and before the collective (as
 examples/train.py does) gets the hung rank named once every rank has been quiet for
 half its heartbeat timeout, before the job-wide heartbeat would fire.
+
+A rank whose collective failed because a peer was lost, and which waits for Podium's
+next generation (the replace contract), writes STEP.9: a host whose processes all
+died says nothing, and the rank that stays silent while the others say 9 is the
+one lost (`lost_ranks`; the Slurm backend's replica keeper acts on it).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from pathlib import Path
 RANKS_DIR = "ranks"  # in the job's directory, owned by the job's user
 MAX_ENTRIES = 4096  # read at most this many names of it (the daemon reads it too)
 _STEP = re.compile(r"[0-9]{1,18}(\.[0-9])?")
+WAITING_PHASE = 9  # STEP.9: the rank lost a peer and waits for Podium's next generation
 _SECONDS = re.compile(r"[0-9]{1,9}(\.[0-9]{1,9})?")
 
 
@@ -91,7 +97,9 @@ def stalled_rank(beats: dict[int, tuple[float, float]], now: float, quiet_s: flo
 def stalled_ranks(
     beats: dict[int, tuple[float, float]], now: float, quiet_s: float
 ) -> tuple[list[int], str] | None:
-    """The ranks behind and the hang in one line (`stalled_rank`), or None."""
+    """The ranks behind and the hang in one line (`stalled_rank`), or None. A rank
+    waiting for a replacement (WAITING_PHASE) is never behind: it lost a peer."""
+    beats = {rank: beat for rank, beat in beats.items() if not is_waiting(beat[0])}
     if len(beats) < 2 or any(now - when < quiet_s for _, when in beats.values()):
         return None
     lowest = min(step for step, _ in beats.values())
@@ -101,6 +109,34 @@ def stalled_ranks(
     reached = min(step for step, _ in beats.values() if step > lowest)
     who = f"rank {behind[0]}" if len(behind) == 1 else f"ranks {_span(behind)}"
     return behind, f"{who} stopped at step {lowest:g} while the others reached step {reached:g}"
+
+
+def is_waiting(step: float) -> bool:
+    """Whether a rank's mark is STEP.9 (WAITING_PHASE)."""
+    return round(step * 10) % 10 == WAITING_PHASE
+
+
+def lost_ranks(
+    beats: dict[int, tuple[float, float]], now: float, grace_s: float
+) -> tuple[list[int], str] | None:
+    """The ranks lost with their host, and why in one line, or None: some ranks said
+    they lost a peer (STEP.9) at least `grace_s` ago, and the others have not written
+    since the first of them did. A rank still alive writes again within a step (its
+    own failed collective), so what stays silent is what was lost; a host whose
+    processes died, or was cut off, cannot say so itself."""
+    waiting = [when for step, when in beats.values() if is_waiting(step)]
+    if not waiting or len(waiting) == len(beats):
+        return None
+    since = min(waiting)
+    if now - since < grace_s:
+        return None
+    silent = sorted(
+        r for r, (step, when) in beats.items() if not is_waiting(step) and when <= since
+    )
+    if not silent:
+        return None
+    who = f"rank {silent[0]}" if len(silent) == 1 else f"ranks {_span(silent)}"
+    return silent, f"{who} went silent while the others lost a peer"
 
 
 def _span(ranks: list[int]) -> str:
@@ -120,6 +156,9 @@ def _span(ranks: list[int]) -> str:
 __all__ = [
     "MAX_ENTRIES",
     "RANKS_DIR",
+    "WAITING_PHASE",
+    "is_waiting",
+    "lost_ranks",
     "make_ranks_dir",
     "read_beats",
     "read_ranks",

@@ -21,6 +21,7 @@ from podium.api.suggest import did_you_mean
 from podium.config.cluster import ClusterConfig, GpuInventory, Partition
 from podium.errors import SpecError, Unsatisfiable
 from podium.jobspec.build import Draft
+from podium.jobspec.elastic_opts import refuse_spare_nodes
 from podium.jobspec.values import option_error, positive_int
 from podium.run.containers.images import reference
 
@@ -92,6 +93,7 @@ class EmbeddedAdmission:
     def admit(self, draft: Draft) -> None:
         """Fill in the cluster's defaults; raise when this node cannot run the job."""
         _one_node(draft)
+        refuse_spare_nodes(draft.fields, draft.given("spares"))
         out, node = draft.fields, draft.config.node
         if (g := draft.given("ntasks-per-core")) is not None:
             per_core = positive_int(g)

@@ -5,13 +5,16 @@
 #   bash scripts/slurm-testbed/node.sh DIR NODE crash   # SIGKILL its slurmd (pid file)
 #   bash scripts/slurm-testbed/node.sh DIR NODE cut     # hosts layout: its link down
 #   bash scripts/slurm-testbed/node.sh DIR NODE join    # hosts layout: its link up
+#   bash scripts/slurm-testbed/node.sh DIR NODE kill    # hosts layout: the host dies: every
+#        process in its network namespace SIGKILLed (slurmd, slurmstepd, the job's tasks),
+#        then its link down; mend with join, then start
 #   bash scripts/slurm-testbed/node.sh DIR NODE slow [RATE]  # hosts layout: its link
 #        limited to RATE (default 20mbit) both ways: a tbf qdisc on each end of its veth
 #   bash scripts/slurm-testbed/node.sh DIR NODE fast    # hosts layout: the limit removed
 set -euo pipefail
-DIR=$(cd "${1:?usage: node.sh DIR NODE start|crash|cut|join|slow|fast}" && pwd)
+DIR=$(cd "${1:?usage: node.sh DIR NODE start|crash|kill|cut|join|slow|fast}" && pwd)
 NODE=${2:?node name}
-ACTION=${3:?start, crash, cut, join, slow or fast}
+ACTION=${3:?start, crash, kill, cut, join, slow or fast}
 # shellcheck disable=SC1091
 . "$DIR/etc/testbed.env"
 export SLURM_CONF=$DIR/etc/slurm.conf
@@ -46,6 +49,20 @@ crash)
     [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$(readlink -f "$(command -v slurmd)")" ] \
         || { echo "node.sh: no slurmd of $NODE runs" >&2; exit 1; }
     kill -KILL "$pid" ;;
+kill)
+    [ "$hosts" = 1 ] || { echo "node.sh: kill needs the hosts layout (render --hosts)" >&2; exit 1; }
+    ns="pdm$TB_ID-$index"
+    # The processes die first (the kernel closes their connections, as a crashed host's
+    # peers see), then the host is gone from the network.
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+        pids=$(ip netns pids "$ns")
+        [ -n "$pids" ] || break
+        # shellcheck disable=SC2086
+        kill -KILL $pids 2>/dev/null || true
+        sleep 0.1
+    done
+    [ -z "$(ip netns pids "$ns")" ] || { echo "node.sh: processes of $NODE outlived SIGKILL" >&2; exit 1; }
+    ip link set "pdm${TB_ID}h$index" down ;;
 cut|join)
     [ "$hosts" = 1 ] || { echo "node.sh: $ACTION needs the hosts layout (render --hosts)" >&2; exit 1; }
     ip link set "pdm${TB_ID}h$index" "$([ "$ACTION" = cut ] && echo down || echo up)" ;;

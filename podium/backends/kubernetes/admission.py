@@ -22,6 +22,7 @@ from typing import ClassVar
 from podium.api.containers import is_image_path
 from podium.errors import SpecError
 from podium.jobspec.build import Draft, one_node_count
+from podium.jobspec.elastic_opts import refuse_spare_nodes
 from podium.jobspec.options import SLURM_ONLY
 from podium.run.containers.images import reference
 
@@ -56,6 +57,7 @@ class KubernetesAdmission:
         """Names as Kueue wants them, one node count, a well-formed image."""
         out = draft.fields
         one_node_count(draft)
+        refuse_spare_nodes(out, draft.given("spares"))
         if out.get("elastic") is not None:
             raise SpecError(
                 "--elastic: Kueue's elastic workloads are alpha and batch/v1 only "

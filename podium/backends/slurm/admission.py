@@ -49,6 +49,8 @@ class SlurmAdmission:
                 "(scontrol update NumNodes) drops nodes without telling the ranks: submit "
                 "a fixed size (--ntasks), or run elastic jobs on the embedded cluster"
             )
+        if out.get("spare_nodes"):
+            _spare_nodes(draft)
         for key in ("partition", "qos", "account"):
             out[key] = draft.options.text(key) or ""
             if out[key] and not _SLURM_NAME_RE.match(out[key]):
@@ -56,3 +58,27 @@ class SlurmAdmission:
                     f"--{key}={out[key]!r}: expected a Slurm name (letters, digits, _.-)"
                 )
         out.setdefault("time_limit_s", draft.config.default_partition.default_time_s)
+
+
+def _spare_nodes(draft: Draft) -> None:
+    """--spares=S on Slurm: S whole nodes beyond the job's N, one replica (one task) per
+    node, so that a lost node's replica can take a spare's place as a step of its own
+    (`podium.backends.slurm.replica_keeper`)."""
+    out = draft.fields
+    given = draft.given("spares")
+    where = f"{given.where}: --spares" if given is not None else "--spares"
+    nodes = int(out.get("nodes") or 1)
+    per_node = out.get("ntasks_per_node")
+    if (per_node not in (None, 1)) or int(out.get("ntasks") or nodes) not in (1, nodes):
+        raise SpecError(
+            f"{where}: a job with spare nodes runs one replica (one task) per node: give "
+            f"-N {nodes} --ntasks-per-node=1"
+        )
+    if out.get("gpus") and out.get("gpus_per_node") is None and out.get("gpus_per_task") is None:
+        raise SpecError(
+            f"{where}: a spare node takes a lost node's GPUs: give GPUs per node "
+            "(--gpus-per-node) rather than --gpus"
+        )
+    if out.get("array") is not None:
+        raise SpecError(f"{where}: does not go with --array: give each job its own spares")
+    out["ntasks"], out["ntasks_per_node"] = nodes, 1

@@ -31,6 +31,7 @@ from podium.backends.slurm.translate import sbatch_script
 from podium.config.cluster import ClusterConfig
 from podium.errors import ApiError, ConfigError
 from podium.jobspec.job import JobSpec
+from podium.run.replace import read_replacements
 
 if TYPE_CHECKING:
     from podium.api.backend_protocol import Action
@@ -189,7 +190,19 @@ class SlurmBackend(Backend):
             for key, field in (("stdout", "StdOut"), ("stderr", "StdErr")):
                 raw = _path(fields.get(field))
                 record[key] = parse.output_path(raw, record) if raw else None
+        record["replacements"] = self._replacements(record)
         return record
+
+    def _replacements(self, record: dict[str, Any]) -> list[dict[str, Any]]:
+        """The replica keeper's record of a job with spare nodes (its run's directory
+        in the shared state directory, its user's: `podium.backends.slurm.replica_keeper`);
+        empty for any other job, or where this user cannot read it."""
+        user = str(record.get("user") or "")
+        if not user or "/" in user or user in (".", ".."):
+            return []
+        run = f"{record['job_id']}.{record.get('restart_count') or 0}"
+        home = Path(state_dir(self.config, self.home)) / f"user-{user}" / "slurm-jobs" / run
+        return read_replacements(home)
 
     def _control(self, action: Action, selection: Selection) -> list[int]:
         ids = list(selection.job_ids)

@@ -20,19 +20,25 @@ STATE_DIR/nodes/NODE; results are appended to STATE_DIR/health.jsonl.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shlex
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+from podium.api.hostlist import hostlist
 from podium.backends.slurm import parse
 from podium.backends.slurm.engine_api import SlurmError, SlurmTools
+from podium.backends.slurm.replica_keeper import numbered_steps
 from podium.config.cluster import ClusterConfig, load_config
 from podium.node.health.check_results import Action, Result, Status
 from podium.node.health.suite import run_node_checks
 from podium.recover.ladder import PREFIX, fence_reason, fencing_faults
 from podium.recover.saved_fault import SavedFault
+from podium.run.files import write_atomic
 
 
 def _config(node: str) -> ClusterConfig:
@@ -81,15 +87,20 @@ class NodeHook:
             ["scontrol", "update", f"nodename={self.node}", "state=drain", f"reason={reason}"]
         )
 
-    def requeue_auto_resume_jobs(self) -> list[int]:
-        """Requeue this node's running auto-resume jobs, excluding the node; their ids."""
+    def requeue_auto_resume_jobs(self, reason: str = PREFIX) -> list[int]:
+        """Requeue this node's running auto-resume jobs, excluding the node; their ids.
+        A job with spare nodes is not requeued: its keeper replaces what ran here."""
         now = time.time()
         done = []
         for raw in self.tools.jobs():
             job = parse.job_record(raw, now)
             if job["state"] != "RUNNING" or self.node not in job["nodes"]:
                 continue
-            if auto_resume_of(self.tools, job["job_id"]) <= 0:
+            script = batch_script(self.tools, job["job_id"])
+            if exported(script, "PODIUM_SPARE_NODES") > 0:
+                self.hand_to_keeper(job, script, reason)
+                continue
+            if exported(script, "PODIUM_AUTO_RESUME") <= 0:
                 continue
             try:
                 self.tools.run(["scontrol", "requeue", str(job["job_id"])])
@@ -108,12 +119,32 @@ class NodeHook:
             done.append(job["job_id"])
         return done
 
+    def hand_to_keeper(self, job: dict[str, Any], script: str, reason: str) -> None:
+        """A job with spare nodes (`podium.backends.slurm.replica_keeper`): tell its
+        keeper why this node was fenced (fault-NODE.json in the job's directory, which
+        is its user's), then end the job's steps here; the keeper gives their rank to a
+        spare node and the job goes on."""
+        match = re.search(r"^export PODIUM_STATE_DIR=(.+)$", script, re.M)
+        state = shlex.split(match.group(1))[0] if match else ""
+        user = str(job["user"])
+        if state and user and "/" not in user and user not in (".", ".."):
+            name = f"{job['job_id']}.{job['restart_count']}"
+            home = Path(state) / f"user-{user}" / "slurm-jobs" / name
+            if home.is_dir() and not home.is_symlink():
+                order = {"node": self.node, "reason": reason, "time": time.time()}
+                with contextlib.suppress(OSError):
+                    write_atomic(home / f"fault-{self.node}.json", order, durable=False, mode=0o644)
+        for step_id, node in steps_of(self.tools, job["job_id"]):
+            if self.node in hostlist(node):
+                with contextlib.suppress(SlurmError):
+                    self.tools.run(["scancel", "--signal=KILL", f"{job['job_id']}.{step_id}"])
+
     def on_fault(self, bad: list[Result]) -> None:
         state, reason = self.slurm_state()
         if not reason.startswith(PREFIX) and ("drain" not in state or not reason):
             self.drain(fence_reason(bad))
         self.fault.record("reboot" if any(r.action is Action.REBOOT for r in bad) else "reset", bad)
-        self.requeue_auto_resume_jobs()
+        self.requeue_auto_resume_jobs(fence_reason(bad))
 
     def recover(self) -> None:
         """Bring back a node Podium drained, once its remedy is done and a deep check passes."""
@@ -131,14 +162,31 @@ class NodeHook:
         self.fault.clear()
 
 
+def steps_of(tools: SlurmTools, job_id: int) -> list[tuple[str, str]]:
+    """(step id, its nodes) of the job's numbered steps running now."""
+    try:
+        return numbered_steps(tools.run(["squeue", "-h", "-s", "-j", str(job_id), "-o", "%i|%N"]))
+    except SlurmError:
+        return []
+
+
+def batch_script(tools: SlurmTools, job_id: int) -> str:
+    """The job's batch script ("" when Slurm does not give it)."""
+    try:
+        return tools.run(["scontrol", "write", "batch_script", str(job_id), "-"])
+    except SlurmError:
+        return ""
+
+
+def exported(script: str, name: str) -> int:
+    """A number the generated script exports (PODIUM_AUTO_RESUME, ...; 0 if none)."""
+    match = re.search(rf"^export {name}=(\d+)$", script, re.M)
+    return int(match.group(1)) if match else 0
+
+
 def auto_resume_of(tools: SlurmTools, job_id: int) -> int:
     """The job's --auto-resume limit, read from its batch script (0 if none)."""
-    try:
-        script = tools.run(["scontrol", "write", "batch_script", str(job_id), "-"])
-    except SlurmError:
-        return 0
-    match = re.search(r"^export PODIUM_AUTO_RESUME=(\d+)$", script, re.M)
-    return int(match.group(1)) if match else 0
+    return exported(batch_script(tools, job_id), "PODIUM_AUTO_RESUME")
 
 
 def main(argv: list[str]) -> int:

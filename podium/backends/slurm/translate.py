@@ -19,6 +19,10 @@ backend pipes into `sbatch`. Its shape:
    Pyxis' container options become #SBATCH lines (Pyxis applies them to the steps).
 5. The job wrapper (`python -m podium.backends.slurm.jobwrap`) before and after: the restart
    limit, the progress check and requeue-by-exit-code, as on the embedded cluster.
+6. With --spares=S: S more nodes, one task per node, `--no-kill`, and the replica
+   keeper (`podium.backends.slurm.replica_keeper`) run in place of the script: it starts
+   the script on each replica node as a step of its own and gives a lost replica's
+   rank to a spare node.
 
 What Slurm cannot express is refused with the reason (`Untranslatable`).
 """
@@ -64,6 +68,13 @@ exec 9<&-
 """
 )
 
+# With spare nodes the script is not run as the batch step: the replica keeper runs it
+# once per replica node as a step of its own, and keeps the spares
+# (podium.backends.slurm.replica_keeper). Fixed text.
+KEEPER_LAUNCHER = BATCH_LAUNCHER.replace(
+    '/dev/fd/9 "$@" <&0 &', '"$PODIUM_PYTHON" -m podium.backends.slurm.replica_keeper "$@" <&0 &'
+)
+
 
 class Untranslatable(Unsatisfiable):
     """The job asks for something Slurm cannot express; the message says what."""
@@ -88,6 +99,8 @@ def sbatch_script(spec: JobSpec, python: str, state_dir: str) -> str:
         "PODIUM_SUBMIT_DIR": spec.submit_dir,
         "PODIUM_STATE_DIR": state_dir,
     }
+    if spec.spare_nodes:
+        exports["PODIUM_SPARE_NODES"] = str(spec.spare_nodes)
     lines += [
         "",
         "# Podium's environment (the same names as on the embedded cluster).",
@@ -110,13 +123,15 @@ def sbatch_script(spec: JobSpec, python: str, state_dir: str) -> str:
     args = " ".join(shlex.quote(a) for a in spec.script_args)
     lines += [
         "",
-        "# The job's own script, verbatim; it runs once, as the batch step.",
+        "# The job's own script, verbatim; it runs once, as the batch step."
+        if not spec.spare_nodes
+        else "# The job's own script, verbatim; it runs once per replica node, as a step.",
         f"IFS= read -r -d '' PODIUM_SCRIPT <<'{delimiter}' || true",
         script + delimiter,
         "",
         '"$PODIUM_PYTHON" -m podium.backends.slurm.jobwrap start || exit $?',
         f"set -- {args}" if args else "set --",
-        BATCH_LAUNCHER.rstrip("\n"),
+        (KEEPER_LAUNCHER if spec.spare_nodes else BATCH_LAUNCHER).rstrip("\n"),
         'exec "$PODIUM_PYTHON" -m podium.backends.slurm.jobwrap end $podium_rc',
         "",
     ]
@@ -183,10 +198,22 @@ def sbatch_options(spec: JobSpec) -> list[str]:
 def _size_options(spec: JobSpec) -> list[tuple[str, str | None]]:
     """Nodes, tasks, CPUs, GPUs and memory, as the job asked for them."""
     opts: list[tuple[str, str | None]] = []
+    if spec.spare_nodes:  # one replica per node, and the spares' nodes beside them
+        total = str(spec.nodes + spec.spare_nodes)
+        return [("nodes", total), ("ntasks", total), ("ntasks-per-node", "1"),
+                *_gpu_options(spec), *_memory_options(spec)]  # fmt: skip
     opts.append(("nodes", str(spec.nodes)))
     opts.append(("ntasks", str(spec.ntasks)))
     if spec.ntasks_per_node is not None:
         opts.append(("ntasks-per-node", str(spec.ntasks_per_node)))
+    opts += _gpu_options(spec)
+    opts += _memory_options(spec)
+    return opts
+
+
+def _gpu_options(spec: JobSpec) -> list[tuple[str, str | None]]:
+    """CPUs per task and GPUs, as the job asked for them."""
+    opts: list[tuple[str, str | None]] = []
     if spec.cpus_per_task != 1:
         opts.append(("cpus-per-task", str(spec.cpus_per_task)))
     if spec.gpus:
@@ -197,10 +224,14 @@ def _size_options(spec: JobSpec) -> list[tuple[str, str | None]]:
             opts.append(("gpus-per-task", f"{kind}{spec.gpus_per_task}"))
         else:
             opts.append(("gpus", f"{kind}{spec.gpus}"))
-    if spec.mem_request is not None:
-        name, mib = spec.mem_request
-        opts.append((name, f"{mib}M" if mib else "0"))  # --mem=0: all of each node's
     return opts
+
+
+def _memory_options(spec: JobSpec) -> list[tuple[str, str | None]]:
+    if spec.mem_request is None:
+        return []
+    name, mib = spec.mem_request
+    return [(name, f"{mib}M" if mib else "0")]  # --mem=0: all of each node's
 
 
 def _time_and_file_options(spec: JobSpec) -> list[tuple[str, str | None]]:
@@ -224,6 +255,8 @@ def _control_options(spec: JobSpec) -> list[tuple[str, str | None]]:
     """Requeue, dependencies, arrays, signals, exclusivity, hold, nice, begin, comment."""
     opts: list[tuple[str, str | None]] = []
     opts.append(("requeue" if spec.requeue or spec.auto_resume else "no-requeue", None))
+    if spec.spare_nodes:  # a lost node ends its replica's step, not the job
+        opts.append(("no-kill", None))
     if spec.dependencies:
         opts.append(("dependency", _dependency(spec.dependencies, spec.dependency_any)))
     if spec.kill_on_invalid_dep:

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from podium.run.rank_beats import (
+    lost_ranks,
     read_beats,
     read_ranks,
     read_step_seconds,
@@ -81,3 +82,20 @@ def test_a_rank_may_say_what_its_step_took(tmp_path: Path) -> None:
     (tmp_path / "3").write_text("12 0.1 9\n")  # three words: not a beat
     assert sorted(read_ranks(tmp_path)) == [0, 1, 2]
     assert read_step_seconds(tmp_path) == {0: (12.0, 0.1034)}
+
+
+def test_the_rank_silent_while_the_others_lost_a_peer_is_the_one_lost() -> None:
+    """A host whose processes died says nothing; its peers' collectives fail and they
+    write STEP.9 (waiting for a replacement): the rank that stays silent is lost."""
+    beats = {0: (41.9, 100.0), 1: (42.0, 99.5), 2: (41.9, 100.1)}
+    assert lost_ranks(beats, 100.5, 1.0) is None  # too soon: a live rank may still say 9
+    assert lost_ranks(beats, 101.2, 1.0) == ([1], "rank 1 went silent while the others lost a peer")
+    assert lost_ranks({**beats, 1: (42.0, 100.3)}, 101.2, 1.0) is None  # rank 1 wrote since
+    assert lost_ranks({r: (41.9, 100.0) for r in range(3)}, 200.0, 1.0) is None  # none silent
+    assert lost_ranks({0: (42.0, 1.0), 1: (42.0, 1.0)}, 200.0, 1.0) is None  # none lost a peer
+
+
+def test_a_rank_waiting_for_a_replacement_is_never_the_hung_one() -> None:
+    """STEP.9 is lower than the lost rank's next step, but it is not behind."""
+    beats = {0: (41.9, 100.0), 1: (42.0, 99.0), 2: (41.9, 100.0)}
+    assert stalled_ranks(beats, 200.0, 5.0) is None

@@ -6,6 +6,7 @@ Regenerate the golden files after an intended change with PODIUM_UPDATE_GOLDEN=1
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -80,6 +81,15 @@ CASES = {
         "--container-mount-home",
         "--no-container-remap-root",
         "--container-entrypoint",
+    ],
+    "spare-nodes": [
+        "--job-name=heal",
+        "-N",
+        "2",
+        "--ntasks-per-node=1",
+        "--gpus-per-node=2",
+        "--spares=1",
+        "--auto-resume=2",
     ],
     "array-deps": [
         "--array=0-3,7%2",
@@ -252,3 +262,23 @@ def test_team_quotas_are_refused_on_slurm_in_one_line() -> None:
     with pytest.raises(ConfigError, match="GrpTRES is a fixed cap") as err:
         SlurmBackend(config)
     assert "\n" not in str(err.value)
+
+
+def test_spare_nodes_hold_whole_nodes_beside_one_replica_per_node() -> None:
+    """--spares=S on Slurm: N + S nodes, one task each, --no-kill (a lost node ends its
+    replica's step, not the job), and the replica keeper in place of the batch step."""
+    text = _script(["-N", "2", "--gpus-per-node=1", "--spares=1"])
+    for line in ("#SBATCH --nodes=3", "#SBATCH --ntasks=3", "#SBATCH --ntasks-per-node=1",
+                 "#SBATCH --no-kill", "export PODIUM_SPARE_NODES=1"):  # fmt: skip
+        assert line in text.splitlines(), line
+    assert "-m podium.backends.slurm.replica_keeper" in text
+    plain = _script(["-N", "2"])
+    assert "--no-kill" not in plain and "replica_keeper" not in plain
+    for options, says in [
+        (["-N", "2", "--ntasks-per-node=2", "--spares=1"], "one replica (one task) per node"),
+        (["-N", "2", "--gpus=2", "--spares=1"], "--gpus-per-node"),
+        (["-N", "2", "--array=1-2", "--spares=1"], "does not go with --array"),
+        (["-N", "2", "--spares=65"], "0 to 64"),
+    ]:
+        with pytest.raises(SpecError, match=re.escape(says)):
+            _script(options)

@@ -1,0 +1,185 @@
+"""Replace, don't restart, on a real Slurm cluster of four hosts (a network, UTS and
+mount namespace per node): a 2-replica job with one spare node (`--spares=1`,
+examples/train.py over gloo) loses rank 1 to an Xid on its node, a SIGKILL of its
+process, or its whole host (`node.sh kill`), and goes on with rank 0's process
+untouched, rank 1 taken by the warm standby on the spare node, no step trained twice,
+and Slurm's view true (the node DOWN or drained with the reason; the job COMPLETED).
+A job that does not take part in the contract ends as it would without spares."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from podium.backends.slurm.hook import node_state_dir
+from podium.cli.inject import xid_line
+from podium.config.cluster import load_config
+from podium.node.inventory import declared_bus_id
+from tests.integration.slurm_cluster import ROOT, SCRIPTS, TERMINAL, SlurmCluster, in_service
+from tests.polling import poll, wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.slurm]
+
+
+@pytest.fixture(scope="module")
+def slurm(slurm_hosts: SlurmCluster) -> SlurmCluster:
+    return in_service(slurm_hosts)
+
+
+def _node_sh(slurm: SlurmCluster, node: str, action: str) -> None:
+    done = subprocess.run(
+        ["bash", str(SCRIPTS / "node.sh"), str(slurm.directory), node, action],
+        capture_output=True, text=True, env=slurm.env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
+def _namespace(slurm: SlurmCluster, node: str) -> str:
+    env = (slurm.directory / "etc" / "testbed.env").read_text()
+    tb_id = next(line.split("=", 1)[1] for line in env.splitlines() if line.startswith("TB_ID="))
+    return f"pdm{tb_id.strip()}-{int(node.rsplit('-', 1)[1])}"
+
+
+def _rank_pid(slurm: SlurmCluster, node: str) -> int | None:
+    """The training process on `node` (found in its host's network namespace)."""
+    pids = subprocess.run(
+        ["ip", "netns", "pids", _namespace(slurm, node)], capture_output=True, text=True
+    ).stdout.split()
+    for pid in pids:
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(a.endswith(b"train.py") for a in argv) and not argv[0].endswith(b"bash"):
+            return int(pid)
+    return None
+
+
+def _progress(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue  # a line being written
+    return out
+
+
+def _steps(path: Path) -> list[int]:
+    return [int(e["step"]) for e in _progress(path) if e["event"] == "step"]
+
+
+@pytest.mark.parametrize("fault", ["xid", "kill", "host"])
+def test_a_lost_replica_is_replaced_from_the_spare_node(
+    slurm: SlurmCluster, tmp_path: Path, fault: str
+) -> None:
+    pytest.importorskip("torch")
+    tmp_path.chmod(0o755)
+    progress = tmp_path / "progress.jsonl"
+    train = (f"exec {sys.executable} {ROOT / 'examples' / 'train.py'} --model gpt --steps 200 "
+             f"--checkpoint-every 20 --step-time 0.05 --progress {progress}")  # fmt: skip
+    job_id = int(slurm.podium(
+        "submit", "--parsable", "-N", "2", "--ntasks-per-node=1", "--spares=1",
+        "--auto-resume=2", "-o", str(tmp_path / "%j.out"),
+        f"--checkpoint-dir={tmp_path / 'ckpt'}", "--wrap", train, cwd=tmp_path,
+    ).stdout.strip())  # fmt: skip
+    log = tmp_path / f"{job_id}.out"
+    wait_until(lambda: log.exists() and "warm standby ready" in log.read_text(),
+               "the spare's warm standby", 120)  # fmt: skip
+    wait_until(lambda: max(_steps(progress), default=0) >= 40, "step 40", 120)
+    job = slurm.json("show", str(job_id))
+    assert len(job["nodes"]) == 3  # two replicas and the spare, in one allocation
+    first, victim, spare = job["nodes"]
+    rank0 = _rank_pid(slurm, first)
+    assert rank0 is not None
+    fault_at = time.time()
+    if fault == "xid":
+        home = str(node_state_dir(load_config(slurm.config), victim))
+        with open(slurm.directory / "nodes" / victim / "kern.log", "a") as fh:
+            fh.write(
+                xid_line(declared_bus_id(0, home), 79, time.clock_gettime(time.CLOCK_BOOTTIME))
+            )
+    elif fault == "kill":
+        victim_pid = _rank_pid(slurm, victim)
+        assert victim_pid is not None
+        os.kill(victim_pid, 9)
+    else:
+        _node_sh(slurm, victim, "kill")
+    try:
+        heal = poll(lambda: next((e for e in _progress(progress) if e["event"] == "heal"), None),
+                    lambda e: e is not None, "the heal", 60)  # fmt: skip
+        assert heal is not None and heal["replaced"] == [1] and heal["generation"] == 1, heal
+        after = poll(lambda: [e for e in _progress(progress)
+                              if e["event"] == "step" and e["t"] > heal["t"]],
+                     bool, "a step after the heal", 30)  # fmt: skip
+        assert after[0]["t"] - fault_at <= 10, f"fault -> next step {after[0]['t'] - fault_at}"
+        assert _rank_pid(slurm, first) == rank0  # the survivor kept its process
+        final = slurm.wait_job(job_id, set(TERMINAL), 180)
+        assert final["state"] == "COMPLETED", log.read_text()[-3000:]
+        assert final["restart_count"] == 0
+        steps = _steps(progress)
+        assert len(steps) == len(set(steps)) and max(steps) == 200, "a step trained twice"
+        told = final["replacements"]
+        assert len(told) == 1 and told[0]["node_from"] == victim and told[0]["node_to"] == spare
+        assert told[0]["warm"] is True
+        if fault == "xid":
+            assert "xid" in told[0]["reason"].lower()
+            drained = slurm.node(victim)
+            assert "drain" in drained["state"] and drained["reason"].startswith("podium:")
+        if fault == "host":  # Slurm's own view: the host not responding, set DOWN
+            slurm.wait_node(victim, lambda n: "down" in n["state"], 90)
+    finally:
+        slurm.podium("cancel", str(job_id), check=False)
+        if fault == "host":
+            _node_sh(slurm, victim, "join")
+            _node_sh(slurm, victim, "start")
+        subprocess.run(["scontrol", "update", f"NodeName={victim}", "State=RESUME"],
+                       capture_output=True, env=slurm.env)  # fmt: skip
+        slurm.wait_node(victim, lambda n: n["state"] in ("idle", "mixed", "allocated"), 90)
+
+
+def test_a_job_outside_the_contract_ends_as_without_spares(
+    slurm: SlurmCluster, tmp_path: Path
+) -> None:
+    """Spare nodes, but a job that never writes `ready`: a replica killed ends the job
+    FAILED, as a failed step does without spares; no rank starts on the spare."""
+    tmp_path.chmod(0o755)
+    script = tmp_path / "sleepy.sh"
+    script.write_text(f"#!/bin/bash\necho \"rank $RANK on $(hostname)\"\nexec {sys.executable} "
+                      "-c 'import time; time.sleep(120)'\n")  # fmt: skip
+    job_id = int(slurm.podium(
+        "submit", "--parsable", "-N", "2", "--ntasks-per-node=1", "--spares=1",
+        "-o", str(tmp_path / "%j.out"), str(script), cwd=tmp_path,
+    ).stdout.strip())  # fmt: skip
+    job = slurm.wait_job(job_id, {"RUNNING"}, 60)
+    victim = job["nodes"][1]
+
+    def sleeper() -> int | None:
+        pids = subprocess.run(["ip", "netns", "pids", _namespace(slurm, victim)],
+                              capture_output=True, text=True).stdout.split()  # fmt: skip
+        for pid in pids:
+            try:
+                if b"time.sleep" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    return int(pid)
+            except OSError:
+                continue
+        return None
+
+    pid = poll(sleeper, lambda p: p is not None, "rank 1's process", 60)
+    assert pid is not None
+    os.kill(pid, 9)
+    final = slurm.wait_job(job_id, set(TERMINAL), 60)
+    assert final["state"] == "FAILED" and final["restart_count"] == 0, final
+    assert final["replacements"] == []
+    out = (tmp_path / f"{job_id}.out").read_text()
+    assert "rank 0 on" in out and "rank 1 on" in out and "no spare node takes its place" in out
+    assert "rank 1 on " + job["nodes"][2] not in out
