@@ -129,31 +129,17 @@ def one_run(policy: str, fault: str, steps: int, timeout: float, cuda: bool) -> 
         else:
             client.inject({"kind": "kill", "job_id": job_id, "rank": 1})
 
-        def recovered() -> tuple[dict[str, Any], dict[str, Any]] | None:
-            """The event training went on from (a heal, or a restart's resume) and the
-            first step after it."""
-            events = read_progress(progress)
-            back = next((e for e in events if e["t"] > fault_at and e["event"] in
-                         ("heal", "resume", "begin")), None)  # fmt: skip
-            if back is None:
-                return None
-            step = next((e for e in events if e["t"] > back["t"] and e["event"] == "step"), None)
-            return None if step is None else (back, step)
-
-        went_on, first = wait_for("the next step", recovered, deadline)
+        went_on, first = wait_for("the next step", lambda: recovered(progress, fault_at), deadline)
         events = read_progress(progress)
         job_dir = home / "jobs" / str(job_id)
         after = json.loads((job_dir / "tasks.json").read_text()) if job_dir.exists() else {}
         done = wait_for("the end", lambda: (j := client.job(job_id))["state"] in
                         TERMINAL_STATES and j, deadline)  # fmt: skip
-        last_before = max(
-            e["step"] for e in events if e["event"] == "step" and e["t"] < went_on["t"]
-        )  # the last step logged before training went on (a step after the fault too)
         return {
             "policy": policy,
             "fault": fault,
             "fault_to_step_s": round(first["t"] - fault_at, 3),
-            "steps_redone": max(0, max(before, last_before) - int(went_on["step"])),
+            "steps_redone": steps_redone(events, before, went_on),
             "rank0_kept": bool(after) and after.get("0") == pids.get("0"),
             "restarts": done["restart_count"],
             "state": done["state"],
@@ -163,6 +149,27 @@ def one_run(policy: str, fault: str, steps: int, timeout: float, cuda: bool) -> 
         client.close()
         stop_daemon(home)
         shutil.rmtree(home, ignore_errors=True)
+
+
+def recovered(progress: Path, fault_at: float) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The event training went on from after `fault_at` (a heal, or a restart's resume)
+    and the first step after it; None until both are logged."""
+    events = read_progress(progress)
+    back = next((e for e in events if e["t"] > fault_at and e["event"] in
+                 ("heal", "resume", "begin")), None)  # fmt: skip
+    if back is None:
+        return None
+    step = next((e for e in events if e["t"] > back["t"] and e["event"] == "step"), None)
+    return None if step is None else (back, step)
+
+
+def steps_redone(events: list[dict[str, Any]], before: int, went_on: dict[str, Any]) -> int:
+    """Steps trained twice: the highest step logged before training went on (`before`:
+    at the fault; a step may still be logged after it) less the step it went on from."""
+    last_before = max(
+        (e["step"] for e in events if e["event"] == "step" and e["t"] < went_on["t"]), default=0
+    )
+    return max(0, max(before, last_before) - int(went_on["step"]))
 
 
 def summary(values: list[float]) -> str:
