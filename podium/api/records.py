@@ -81,7 +81,8 @@ class StepRecord(TypedDict):
     ID.0, ...): the batch script, then each srun."""
 
     job_id: int
-    step_id: str  # "batch", "0", "1", ...
+    step_id: str  # "batch", "0", "1", ...; "spares": the job's spares (--spares),
+    # held idle, with their own gpu_seconds (podium.server.job_rows.spares_step)
     display_id: str  # "12.batch", "12_3.0"
     name: str
     state: str  # a Slurm job state

@@ -139,7 +139,7 @@ def show_acct(jobs: list[dict[str, Any]], title: str | None = None) -> None:
                     _short_time(s["end_time"]),
                     format_duration(s["elapsed_s"]),
                     len(s["gpu_ids"]),
-                    "",
+                    f"{s['gpu_seconds']:.1f}" if "gpu_seconds" in s else "",  # ID.spares
                     "",
                     exit_text(s),
                 ]

@@ -58,6 +58,36 @@ def step_records(job: Mapping[str, Any], rows: Iterable[Row]) -> list[dict[str, 
     return out
 
 
+def spares_step(job: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The line `podium acct` gives a job's spares (--spares), as a step `ID.spares`:
+    the GPUs held idle to replace a failed replica, from the job's start to its end,
+    and the GPU-seconds they were charged (their share of the job's); None for a job
+    without spares."""
+    elastic = spec.get("elastic")
+    if not isinstance(elastic, dict) or not int(elastic.get("spares") or 0):
+        return None
+    count = int(elastic["spares"])
+    held = count * int(elastic.get("replica_gpus") or 0)
+    gpus = list(job.get("gpu_ids") or [])
+    share = held / len(gpus) if gpus else 0.0
+    return {
+        "job_id": job["job_id"],
+        "step_id": "spares",
+        "display_id": f"{job['display_id']}.spares",
+        "name": "spares",
+        "state": job["state"],
+        "exit_code": None,
+        "signal": None,
+        "start_time": job["start_time"],
+        "end_time": job["end_time"],
+        "elapsed_s": job["elapsed_s"],
+        "ntasks": count,
+        "node": job.get("node") or "",
+        "gpu_ids": gpus[len(gpus) - held :] if held <= len(gpus) else gpus,
+        "gpu_seconds": round(float(job["gpu_seconds"]) * share, 3),
+    }
+
+
 GpuUnits = Callable[[list[int]], "float | None"]  # LocalNode.gpu_units
 
 

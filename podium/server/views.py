@@ -31,6 +31,7 @@ from podium.server.job_rows import (
     job_record,
     job_records,
     replicas_running,
+    spares_step,
     step_records,
 )
 from podium.server.node_records import gpu_records, health_json
@@ -132,6 +133,7 @@ class Views:
         (StepRecords), as sacct lists a job and then its steps."""
         found = self.store.jobs(which)
         lost = {r["job_id"]: lost_work(r) for r in found}
+        by_id = {r["job_id"]: r for r in found}
         earlier = {r["job_id"]: r["earlier_gpu_seconds"] or 0.0 for r in found}
         records = job_records(found, self.reactor.clock(), self.node.gpu_units)
         jobs = [j for j in records if j["start_time"] is not None or j["end_time"]]
@@ -147,6 +149,10 @@ class Views:
             else:
                 rows = steps.get(job["job_id"], [])
             job["steps"] = step_records(job, rows)
+            spare = spares_step(job, brief(by_id[job["job_id"]]))
+            if spare is not None:  # charged as spares: a line of their own
+                job["steps"].append(spare)
+                job["spare_gpu_seconds"] = spare["gpu_seconds"]
             job["lost_gpu_seconds"] = lost.get(job["job_id"], {})  # by cause
             job["gpu_seconds_all_runs"] = all_runs(job, earlier.get(job["job_id"], 0.0))
         return jobs

@@ -189,6 +189,15 @@ def test_a_job_that_ignores_the_contract_is_requeued_as_before(
     assert all(f"gpus {bad}" not in line.split("rank")[1] for line in second), second
     (c.work / "gate").touch()
     assert c.wait(job)["state"] == "COMPLETED"
+    # Charged as spares, on a line of their own: one replica's GPU of the three held.
+    row = next(j for j in json.loads(c.cli("acct", "--json", check=True).stdout)
+               if j["job_id"] == job)  # fmt: skip
+    spare = next(s for s in row["steps"] if s["step_id"] == "spares")
+    assert spare["display_id"] == f"{job}.spares" and spare["ntasks"] == 1
+    assert len(spare["gpu_ids"]) == 1 and spare["gpu_seconds"] > 0
+    assert abs(spare["gpu_seconds"] - row["gpu_seconds"] / 3) < 0.01 + row["gpu_seconds"] * 1e-3
+    assert row["spare_gpu_seconds"] == spare["gpu_seconds"]
+    assert f"{job}.spares" in c.cli("acct", check=True).stdout
 
 
 def test_spares_are_checked_in_one_line(make: Callable[..., Cluster]) -> None:
