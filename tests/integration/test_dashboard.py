@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -181,3 +182,28 @@ def test_finished_jobs_checkpoints_and_plain_words(
     assert "ended" in facts and not re.search(r"\d{4}-\d\d-\d\dT\d", facts)  # no ISO times
     timeline = _text(browser, "#job table + h2 + table")
     assert timeline.count("checkpoint") >= 2, timeline
+
+
+def test_a_straggler_is_named_on_its_jobs_page(
+    dashboard: tuple[Cluster, str], browser: Any
+) -> None:
+    """Issue 48, item 4: the rank whose steps stay slow is named on the dashboard, as
+    in `podium show` and /metrics: the job's facts say who, its ranks' table marks it."""
+    pytest.importorskip("torch")
+    c, url = dashboard
+    train = Path(__file__).resolve().parents[2] / "examples" / "train.py"
+    job = c.submit(
+        "--elastic=2:2", "--gpus-per-task=1", f"--checkpoint-dir={c.work / 'ckpt-slow'}",
+        "-o", "slow-%j.out", "--wrap", f"exec {sys.executable} {train} --model gpt "
+        "--steps 400 --step-time 0.05 --report-every 0 --straggle 1:0.15", cwd=c.work,
+    )  # fmt: skip
+    try:
+        poll(lambda: c.job(job), lambda j: j.get("straggler"), "a straggler named", 90)
+        _login(browser, url, _token(c, "--read-only"))
+        browser.get(f"{url}/jobs/{job}")
+        _until(lambda: "rank 1:" in _text(browser, "#job table"), 30)
+        _until(lambda: _text(browser, "#job table.ranks tr.straggler td") == "1", 30)
+        assert "step seconds" in _text(browser, "#job table.ranks").lower()
+    finally:
+        c.cli("cancel", str(job), check=True)
+        c.wait(job)

@@ -140,11 +140,13 @@ async function refreshJob(id) {
     const end = p.expected_end === null ? "its end is estimated from its next report" : `expected to end ${when(p.expected_end)}`;
     facts.push(["progress", `${Math.round(100 * p.fraction)} % (${p.done} of ${p.total}), ${end}`]);
   }
+  if (job.straggler) facts.push(["straggler", job.straggler]);
   const table = el("table", {}, ...facts.map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, v))));
   const events = el("table", {}, el("tr", {}, el("th", {}, "TIME"), el("th", {}, "EVENT"), el("th", {}, "DETAIL")),
     ...job.events.map((e) => el("tr", {}, el("td", {}, when(e.time)), el("td", {}, e.kind), el("td", {}, e.detail || ""))));
   const parts = [el("h2", {}, `job ${job.display_id}: ${job.name}`), table];
   if (job.blockers && job.blockers.length) parts.push(el("h2", {}, "why it waits"), blockerList(job.blockers));
+  parts.push(...rankParts(job));
   parts.push(el("h2", {}, "timeline"), events);
   if (job.state !== "PENDING") {
     let tail;
@@ -156,6 +158,31 @@ async function refreshJob(id) {
   section.className = "";
   section.replaceChildren(...parts);
   document.getElementById("updated").textContent = new Date().toLocaleTimeString();
+}
+
+// Each rank's step seconds (outside collectives; the straggler's row marked) and the
+// replicas replaced from spares, when the job has either.
+function rankParts(job) {
+  const parts = [];
+  const seconds = Object.entries(job.rank_step_seconds || {});
+  const slow = job.straggler ? job.straggler.match(/^rank (\d+):/) : null;
+  if (seconds.length) {
+    parts.push(el("h2", {}, "ranks"), el("table", { class: "ranks" },
+      el("tr", {}, el("th", {}, "RANK"), el("th", {}, "STEP SECONDS (OUTSIDE COLLECTIVES)")),
+      ...seconds.map(([rank, s]) => el("tr", { "data-rank": rank, class: slow && slow[1] === rank ? "straggler" : "" },
+        el("td", {}, rank), el("td", {}, s)))));
+  }
+  const replaced = job.replacements || [];
+  if (replaced.length) {
+    parts.push(el("h2", {}, "replacements"), el("table", { class: "replacements" },
+      el("tr", {}, ...["TIME", "GENERATION", "RANK", "FROM", "TO", "WHY"].map((h) => el("th", {}, h))),
+      ...replaced.map((r) => el("tr", {}, el("td", {}, when(r.time)), el("td", {}, r.generation),
+        el("td", {}, (r.replaced || []).join(", ")),
+        el("td", {}, r.node_from || `GPU ${(r.gpus_from || []).join(", ")}`),
+        el("td", {}, (r.node_to || `GPU ${(r.gpus_to || []).join(", ")}`) + (r.warm ? " (warm standby)" : "")),
+        el("td", {}, r.reason || "")))));
+  }
+  return parts;
 }
 
 // One refresh at a time: the next is asked for 2 s after the last answer came, so a
