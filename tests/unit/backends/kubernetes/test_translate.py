@@ -19,7 +19,7 @@ from podium.api.caller import Caller
 from podium.backends.kubernetes.admission import KubernetesAdmission
 from podium.backends.kubernetes.translate import Target, dns_name, manifests
 from podium.config.cluster import default_config
-from podium.errors import Unsatisfiable
+from podium.errors import SpecError, Unsatisfiable
 from podium.jobspec.build import SubmitRequest, build_job
 
 GOLDEN = Path(__file__).with_name("golden")
@@ -111,3 +111,9 @@ def test_a_script_too_big_for_a_configmap_is_refused() -> None:
     big = "#!/bin/bash\n" + "#" * (1100 * 1024) + "\n"
     with pytest.raises(Unsatisfiable, match="a ConfigMap holds at most"):
         manifests(build(["--container-image=i"], script=big), TARGET)
+
+
+def test_spares_are_refused_in_one_line() -> None:
+    """--spares is the embedded cluster's (with --elastic) and Slurm's (whole nodes)."""
+    with pytest.raises(SpecError, match=re.escape("add --elastic=N:N")):
+        build(["-N", "2", "--spares=1", "--container-image=python:3.11"])
