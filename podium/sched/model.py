@@ -259,6 +259,7 @@ class PendingJob:
     nodes: int = 1
     count: int = 1
     elastic: Elastic | None = None  # its replicas' range; gpus, cpus, mem_mb: MIN's
+    expedite: bool = False  # requeued after a failure: it goes first (`podium.sched.order`)
 
     @property
     def total_gpus(self) -> int:

@@ -1,5 +1,8 @@
 """Queue order: multifactor priority (higher first, then earlier submit, lower id),
-or submit order when the policy says FIFO.
+or submit order when the policy says FIFO. Either way an expedited job (one requeued
+by auto-resume after a failure: a full restart of a job that was running) goes first,
+so that the job that failed restarts before the queue takes the room it held; it
+preempts nobody for it (preemption goes by QoS, `podium.sched.preempt`).
 
 A caller that keeps its pending jobs in `PendingGroups` lets a pass walk the queue
 lazily (`GroupedOrder`): the heads of the groups are merged by the same key, and a
@@ -12,14 +15,13 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 
 from podium.sched.fit import request_of
 from podium.sched.model import PendingGroup, PendingJob, Policy, Snapshot
 from podium.sched.priority import Factors, factors, limit_level, shortness_of
 
 INF = float("inf")
-_SUBMIT_ORDER = attrgetter("submit_time", "job_id")
 
 
 def priority_key(job: PendingJob, prio: float) -> tuple[float, float, int]:
@@ -46,6 +48,8 @@ def _priority_of(
     starve = weights.starve_after_s
 
     def priority(job: PendingJob) -> float:
+        if job.expedite:
+            return INF
         waited = now - job.submit_time
         age = min(1.0, (waited if waited > 0.0 else 0.0) / max_age) if max_age else 0.0
         qos = job.qos_priority / max_qos if max_qos > 0 else 0.0
@@ -71,9 +75,9 @@ def queue_order(
     `with_factors`, each job's priority factors (what `podium priority` shows)."""
     pending = snapshot.pending
     if not policy.use_priority:
-        if snapshot.in_submit_order:
+        if snapshot.in_submit_order and not any(j.expedite for j in pending):
             return list(pending), {}
-        return sorted(pending, key=_SUBMIT_ORDER), {}
+        return sorted(pending, key=_fifo_key), {}
     if not with_factors:
         priority = _priority_of(snapshot, pending, now, policy)
         decorated = [(-priority(job), job.submit_time, job.job_id, job) for job in pending]
@@ -100,8 +104,16 @@ def queue_order(
             nice=job.nice,
             time_limit_s=job.time_limit_s,
         )
-    order = sorted(pending, key=lambda j: (-prios[j.job_id].total, j.submit_time, j.job_id))
+    order = sorted(
+        pending,
+        key=lambda j: (-INF if j.expedite else -prios[j.job_id].total, j.submit_time, j.job_id),
+    )
     return order, prios
+
+
+def _fifo_key(job: PendingJob) -> tuple[bool, float, int]:
+    """Submit order, an expedited job first."""
+    return (not job.expedite, job.submit_time, job.job_id)
 
 
 def group_of(job: PendingJob, by_limit_level: bool = True) -> Hashable:
@@ -110,8 +122,14 @@ def group_of(job: PendingJob, by_limit_level: bool = True) -> Hashable:
     where `by_limit_level`: shortest-first orders by it) and in everything a pass asks
     of them (the request, limits, preemption). Within a group, submit order is priority
     order. A job with a condition of its own (hold, begin time, dependencies, an array
-    throttle) is a group by itself."""
-    if job.held or job.begin_time is not None or job.dependencies or job.array_throttle:
+    throttle, or expedited) is a group by itself."""
+    if (
+        job.held
+        or job.expedite
+        or job.begin_time is not None
+        or job.dependencies
+        or job.array_throttle
+    ):
         return job.job_id
     alike = (*request_of(job), job.qos, job.qos_priority, job.account, job.user, job.nice)
     return (*alike, limit_level(job.time_limit_s)) if by_limit_level else alike
@@ -204,7 +222,7 @@ class GroupedOrder:
                 j.job_id,
             )
         else:
-            self._key = lambda j: (0.0, j.submit_time, j.job_id)
+            self._key = lambda j: (-INF if j.expedite else 0.0, j.submit_time, j.job_id)
         self._heap = [(self._key(g.jobs[0]), i, 0) for i, g in enumerate(groups)]
         heapq.heapify(self._heap)
 

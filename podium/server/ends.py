@@ -322,6 +322,7 @@ class RunEnds:
             checkpoint_mtime=newest,
             stalled_restarts=verdict.stalled_restarts,
             ran_gpu_seconds=self._run_gpu_seconds(row, end_time),
+            expedite=True,  # the job that failed restarts first (podium.sched.order)
         )
         self.effects.notify(row, spec, "REQUEUE", f"ended {state} and was requeued")
         self.specs.forget(job_id)

@@ -132,6 +132,7 @@ class PendingQueue:
             time_limit_s=r["time_limit_s"],
             count=arrays.count(arrays.parse(pending)) if pending is not None else 1,
             elastic=elastic,
+            expedite=bool(r["expedite"]),
         )
 
 

@@ -54,7 +54,7 @@ class JobRuns(Database):
                     """UPDATE jobs SET state='RUNNING', reason='None', start_time=?,
                          end_time=NULL, node=?, gpu_ids=?, cpu_ids=?, cpus=?, mem_mb=?,
                          stdout=?, stderr=?, exit_code=NULL, signal=NULL, preempt_mode=NULL,
-                         elastic_state=json_remove(elastic_state, '$.cap')
+                         elastic_state=json_remove(elastic_state, '$.cap'), expedite=0
                        WHERE job_id=? AND state='PENDING'""",
                     (
                         now,
@@ -131,12 +131,14 @@ class JobRuns(Database):
         checkpoint_mtime: float | None = None,
         stalled_restarts: int | None = None,
         ran_gpu_seconds: float = 0.0,
+        expedite: bool = False,
     ) -> bool:
         """RUNNING -> PENDING again (preempted or failed node), restart count raised.
 
         The job keeps its id, submit time and checkpoint directory. `exclude` replaces
         the (node, GPU) pairs it must avoid; the progress fields are auto-resume's;
-        `ran_gpu_seconds`, the run's GPU-seconds, joins its earlier runs'.
+        `ran_gpu_seconds`, the run's GPU-seconds, joins its earlier runs'. `expedite`: it
+        goes first in the queue (a restart after a failure; a preempted job does not).
         """
         with self.transaction(durable=True) as conn:
             cur = conn.execute(
@@ -146,13 +148,14 @@ class JobRuns(Database):
                      earlier_gpu_seconds=earlier_gpu_seconds + ?,
                      exclude=COALESCE(?, exclude),
                      checkpoint_mtime=COALESCE(?, checkpoint_mtime),
-                     stalled_restarts=COALESCE(?, stalled_restarts)
+                     stalled_restarts=COALESCE(?, stalled_restarts), expedite=?
                    WHERE job_id=? AND state='RUNNING'""",
                 (
                     max(0.0, ran_gpu_seconds),
                     None if exclude is None else json.dumps([list(e) for e in exclude]),
                     checkpoint_mtime,
                     stalled_restarts,
+                    int(expedite),
                     job_id,
                 ),
             )

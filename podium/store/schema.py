@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -213,5 +213,10 @@ CREATE TABLE IF NOT EXISTS sessions (
     created    REAL NOT NULL,
     expires    REAL NOT NULL
 );
+""",
+    # Version 16: a job requeued by auto-resume after a failure goes first
+    # (`podium.sched.order`: expedited requeue).
+    16: """
+ALTER TABLE jobs ADD COLUMN expedite INTEGER NOT NULL DEFAULT 0;
 """,
 }

@@ -78,6 +78,30 @@ def test_xid_fences_one_gpu_and_requeues_only_its_job(make: Callable[..., Cluste
         assert c.wait(j)["state"] == "COMPLETED"
 
 
+def test_a_job_requeued_after_a_fault_restarts_before_a_higher_priority_one(
+    make: Callable[..., Cluster],
+) -> None:
+    """Expedited requeue: the job that failed goes first when it is requeued, so a
+    job of higher priority that waited does not take the GPUs it held."""
+    c = make()
+    script = c.script(RECORD_RUN.format(work=c.work))
+    job = c.submit("--gpus=2", "--auto-resume=2", str(script))
+    until(lambda: runs(c, job), what="the job to start")
+    bad = int(runs(c, job)[0].split()[-1].split(",")[0])
+    urgent = c.submit("--gpus=3", "--nice=-1000", str(script))  # waits for 3 GPUs
+    until(lambda: c.job(urgent)["reason"] == "Resources", what="the other job to wait")
+
+    c.cli("inject", "xid", "--gpu", str(bad), "--code", "79", check=True)
+
+    # 3 healthy GPUs are free for a moment: the failed job restarts on 2 of them.
+    until(lambda: len(runs(c, job)) == 2, what="the job to restart")
+    assert c.job(job)["state"] == "RUNNING" and c.job(job)["restart_count"] == 1
+    assert c.job(urgent)["state"] == "PENDING" and not runs(c, urgent)
+    (c.work / f"gate-{job}").touch()
+    assert c.wait(job)["state"] == "COMPLETED"
+    c.cli("cancel", str(urgent), check=True)
+
+
 def test_reset_ladder_returns_the_gpu_and_leaves_an_admin_drain(
     make: Callable[..., Cluster], tmp_path: Path
 ) -> None:

@@ -232,3 +232,31 @@ def test_groups_know_the_shortest_time_limit_after_each_job(
             limits = [j.time_limit_s if j.time_limit_s is not None else float("inf") for j in jobs]
             assert group.shortest == [min(limits[i:]) for i in range(len(jobs))]
     assert sum(len(g.jobs) for g in groups.groups.values()) == len(queued)
+
+
+def test_a_job_requeued_after_a_failure_goes_first_in_every_order() -> None:
+    """Expedited requeue: the job that failed restarts before the queue takes its room,
+    whatever its priority, in FIFO and in priority order, walked whole or by groups,
+    and a pass starts it first."""
+    jobs = tuple(pending(i, 2, 1, "high" if i < 5 else "low", "u1", float(i)) for i in range(1, 9))
+    failed = pending(9, 2, 1, "low", "u1", 9.0, expedite=True)
+    queue = (*jobs, failed)
+    assert group_of(failed) == 9  # a group by itself
+    groups = PendingGroups()
+    for job in queue:
+        groups.add(job)
+    for name in ("fifo", "priority", "backfill", "shortest-first"):
+        snap = Snapshot(nodes=NODES, pending=queue, groups=list(groups.groups.values()))
+        for with_factors in (True, False):
+            order, _ = queue_order(snap, 10.0, POLICIES[name], with_factors=with_factors)
+            assert order[0].job_id == 9, name
+            assert [j.job_id for j in order[1:]] == [
+                j.job_id for j in queue_order(Snapshot(nodes=NODES, pending=jobs), 10.0,
+                                              POLICIES[name], with_factors)[0]
+            ], name  # fmt: skip
+        assert next(iter(GroupedOrder(snap, 10.0, POLICIES[name]))).job_id == 9, name
+    one_node = NODES[:1]  # room for two of these jobs: the failed one is among them
+    busy = (Allocation(100, "n0", "u2", (0, 1), 1, 1000, 0.0, qos="low"),)
+    started = schedule(Snapshot(nodes=one_node, pending=queue, running=busy), 10.0,
+                       POLICIES["backfill"])  # fmt: skip
+    assert [s.job_id for s in started.starts] == [9]

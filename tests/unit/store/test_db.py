@@ -229,6 +229,7 @@ def test_only_a_complete_podium_database_of_a_known_version_is_opened(tmp_path: 
         "ALTER TABLE jobs DROP COLUMN elastic_state",
         "ALTER TABLE jobs DROP COLUMN lost_work",
         "ALTER TABLE jobs DROP COLUMN earlier_gpu_seconds",
+        "ALTER TABLE jobs DROP COLUMN expedite",
         "DROP TABLE tokens",
         "DROP TABLE sessions",
     )
