@@ -21,9 +21,9 @@ STATE_DIR/nodes/NODE; results are appended to STATE_DIR/health.jsonl.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -38,7 +38,6 @@ from podium.node.health.check_results import Action, Result, Status
 from podium.node.health.suite import run_node_checks
 from podium.recover.ladder import PREFIX, fence_reason, fencing_faults
 from podium.recover.saved_fault import SavedFault
-from podium.run.files import write_atomic
 
 
 def _config(node: str) -> ClusterConfig:
@@ -98,7 +97,7 @@ class NodeHook:
                 continue
             script = batch_script(self.tools, job["job_id"])
             if exported(script, "PODIUM_SPARE_NODES") > 0:
-                self.hand_to_keeper(job, script, reason)
+                self.hand_to_keeper(job, reason)
                 continue
             if exported(script, "PODIUM_AUTO_RESUME") <= 0:
                 continue
@@ -119,21 +118,21 @@ class NodeHook:
             done.append(job["job_id"])
         return done
 
-    def hand_to_keeper(self, job: dict[str, Any], script: str, reason: str) -> None:
+    def hand_to_keeper(self, job: dict[str, Any], reason: str) -> None:
         """A job with spare nodes (`podium.backends.slurm.replica_keeper`): tell its
-        keeper why this node was fenced (fault-NODE.json in the job's directory, which
-        is its user's), then end the job's steps here; the keeper gives their rank to a
-        spare node and the job goes on."""
-        match = re.search(r"^export PODIUM_STATE_DIR=(.+)$", script, re.M)
-        state = shlex.split(match.group(1))[0] if match else ""
-        user = str(job["user"])
-        if state and user and "/" not in user and user not in (".", ".."):
-            name = f"{job['job_id']}.{job['restart_count']}"
-            home = Path(state) / f"user-{user}" / "slurm-jobs" / name
-            if home.is_dir() and not home.is_symlink():
-                order = {"node": self.node, "reason": reason, "time": time.time()}
-                with contextlib.suppress(OSError):
-                    write_atomic(home / f"fault-{self.node}.json", order, durable=False, mode=0o644)
+        keeper why this node was fenced (fault-NODE.json in the job's directory), then
+        end the job's steps here; the keeper gives their rank to a spare node and the
+        job goes on. The directory is its user's, so it is walked as such: from the
+        cluster's state directory (the config's, never one the job names), no link
+        followed, each part owned by the job's user, and the file made theirs."""
+        order = {"node": self.node, "reason": reason, "time": time.time()}
+        uid, user = job.get("uid"), str(job["user"])
+        base = self.config.slurm.state_dir
+        if base and isinstance(uid, int) and user and "/" not in user and user not in (".", ".."):
+            run = f"{job['job_id']}.{job['restart_count']}"
+            parts = (f"user-{user}", "slurm-jobs", run)
+            with contextlib.suppress(OSError):
+                write_as_owner(Path(base), parts, f"fault-{self.node}.json", uid, order)
         for step_id, node in steps_of(self.tools, job["job_id"]):
             if self.node in hostlist(node):
                 with contextlib.suppress(SlurmError):
@@ -160,6 +159,29 @@ class NodeHook:
             return
         self.tools.run(["scontrol", "update", f"nodename={self.node}", "state=resume"])
         self.fault.clear()
+
+
+def write_as_owner(base: Path, parts: tuple[str, ...], name: str, uid: int, data: Any) -> None:
+    """Write `data` (JSON) as file `name` in base/parts..., where every part is a
+    directory owned by `uid` (not a link): walked by descriptors, so nothing the user
+    swaps in between is followed. The file is made theirs (0644). OSError when a part
+    is missing, a link, or someone else's."""
+    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for part in parts:
+            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+            if os.fstat(fd).st_uid != uid:
+                raise PermissionError(f"{part} is not the job's user's")
+        out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644, dir_fd=fd)
+        try:
+            os.fchown(out, uid, -1)
+            os.write(out, json.dumps(data).encode())
+        finally:
+            os.close(out)
+    finally:
+        os.close(fd)
 
 
 def steps_of(tools: SlurmTools, job_id: int) -> list[tuple[str, str]]:

@@ -3,11 +3,15 @@ rendezvous port of each generation, and what the hook reads from a batch script.
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
-from podium.backends.slurm.hook import exported
+import pytest
+
+from podium.backends.slurm.hook import exported, write_as_owner
 from podium.backends.slurm.replica_keeper import Keeper, job_dir, numbered_steps
 
 
@@ -51,3 +55,29 @@ def test_without_spare_nodes_the_keeper_refuses_in_one_line() -> None:
     assert done.stderr.strip().splitlines() == [
         "podium: the replica keeper needs spare nodes beside the replicas' (0 spare of 2 nodes)"
     ]
+
+
+def test_the_hook_writes_into_a_jobs_directory_only_through_its_users_own(
+    tmp_path: Path,
+) -> None:
+    """The hook runs as root and the job's directory is its user's: no link is
+    followed, and a part owned by anyone else stops the write."""
+    uid = os.getuid()
+    run = tmp_path / "user-alice" / "slurm-jobs" / "7.0"
+    run.mkdir(parents=True)
+    parts = ("user-alice", "slurm-jobs", "7.0")
+    write_as_owner(tmp_path, parts, "fault-n1.json", uid, {"reason": "Xid 79"})
+    assert json.loads((run / "fault-n1.json").read_text()) == {"reason": "Xid 79"}
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "user-bob").mkdir()
+    (tmp_path / "user-bob" / "slurm-jobs").symlink_to(elsewhere)
+    with pytest.raises(OSError):
+        write_as_owner(tmp_path, ("user-bob", "slurm-jobs"), "fault-n1.json", uid, {})
+    assert not list(elsewhere.iterdir())
+    with pytest.raises(PermissionError):
+        write_as_owner(tmp_path, parts, "fault-n2.json", uid + 1, {})
+    (run / "fault-n3.json").symlink_to(elsewhere / "x")
+    with pytest.raises(OSError):
+        write_as_owner(tmp_path, parts, "fault-n3.json", uid, {})
+    assert not list(elsewhere.iterdir())
