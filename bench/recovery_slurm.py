@@ -16,7 +16,8 @@ rendered and started once (`podium slurm render --hosts`, up.sh) and stopped at 
            it, where the warm standby waits, and rank 0 trains on
   cold     the same without a standby (train.py --cold-spare)
 
-At step 40 (under spare, once the standby said it is ready) rank 1 is hit:
+At step 50, between two checkpoints (under spare, once the standby said it is ready),
+rank 1 is hit:
 
   xid   an Xid 79 line in its node's kernel log (the health hook, every 3 s, fences it)
   kill  SIGKILL to rank 1's process (found in its host's network namespace)
@@ -34,6 +35,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -124,7 +126,7 @@ class Cluster:
 def one_run(
     cluster: Cluster, policy: str, fault: str, steps: int, timeout: float
 ) -> dict[str, Any]:
-    """One job, one fault on rank 1 at step 40; the figures of its recovery."""
+    """One job, one fault on rank 1 at step 50; the figures of its recovery."""
     work = Path(tempfile.mkdtemp(prefix="run-", dir=cluster.dir))
     work.chmod(0o755)
     progress = work / "p.jsonl"
@@ -146,7 +148,7 @@ def one_run(
                    default=0)  # fmt: skip
 
     try:
-        wait_for("step 40", lambda: reached() >= 40, deadline)
+        wait_for("step 50", lambda: reached() >= 50, deadline)
         if policy == "spare":
             log = work / "train.out"
             wait_for("the warm standby", lambda: "warm standby ready" in log.read_text(), deadline)
@@ -199,6 +201,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("--port-base", type=int, default=19300)
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the cluster is stopped still
     cluster = Cluster(args.port_base)
     results = []
     try:

@@ -193,7 +193,8 @@ def test_a_straggler_is_named_on_its_jobs_page(
     c, url = dashboard
     train = Path(__file__).resolve().parents[2] / "examples" / "train.py"
     job = c.submit(
-        "--elastic=2:2", "--gpus-per-task=1", f"--checkpoint-dir={c.work / 'ckpt-slow'}",
+        "--elastic=2:2", "--gpus-per-task=1", "--heartbeat-timeout=60",
+        f"--checkpoint-dir={c.work / 'ckpt-slow'}",
         "-o", "slow-%j.out", "--wrap", f"exec {sys.executable} {train} --model gpt "
         "--steps 400 --step-time 0.05 --report-every 0 --straggle 1:0.15", cwd=c.work,
     )  # fmt: skip
