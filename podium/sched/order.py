@@ -2,7 +2,9 @@
 or submit order when the policy says FIFO. Either way an expedited job (one requeued
 by auto-resume after a failure: a full restart of a job that was running) goes first,
 so that the job that failed restarts before the queue takes the room it held; it
-preempts nobody for it (preemption goes by QoS, `podium.sched.preempt`).
+preempts nobody for it (preemption goes by QoS, `podium.sched.preempt`), and it does
+not go before a pending job whose QoS may preempt its own (that job would only
+preempt it again).
 
 A caller that keeps its pending jobs in `PendingGroups` lets a pass walk the queue
 lazily (`GroupedOrder`): the heads of the groups are merged by the same key, and a
@@ -47,8 +49,10 @@ def _priority_of(
     w_size, w_tier, w_short = weights.jobsize, weights.partition, weights.shortness
     starve = weights.starve_after_s
 
+    outranked = _outranked(jobs, policy)
+
     def priority(job: PendingJob) -> float:
-        if job.expedite:
+        if job.expedite and job.qos not in outranked:
             return INF
         waited = now - job.submit_time
         age = min(1.0, (waited if waited > 0.0 else 0.0) / max_age) if max_age else 0.0
@@ -77,7 +81,7 @@ def queue_order(
     if not policy.use_priority:
         if snapshot.in_submit_order and not any(j.expedite for j in pending):
             return list(pending), {}
-        return sorted(pending, key=_fifo_key), {}
+        return sorted(pending, key=_fifo_key(_outranked(pending, policy))), {}
     if not with_factors:
         priority = _priority_of(snapshot, pending, now, policy)
         decorated = [(-priority(job), job.submit_time, job.job_id, job) for job in pending]
@@ -104,16 +108,30 @@ def queue_order(
             nice=job.nice,
             time_limit_s=job.time_limit_s,
         )
+    outranked = _outranked(pending, policy)
     order = sorted(
         pending,
-        key=lambda j: (-INF if j.expedite else -prios[j.job_id].total, j.submit_time, j.job_id),
+        key=lambda j: (
+            -INF if j.expedite and j.qos not in outranked else -prios[j.job_id].total,
+            j.submit_time,
+            j.job_id,
+        ),
     )
     return order, prios
 
 
-def _fifo_key(job: PendingJob) -> tuple[bool, float, int]:
-    """Submit order, an expedited job first."""
-    return (not job.expedite, job.submit_time, job.job_id)
+def _outranked(jobs: Sequence[PendingJob], policy: Policy) -> frozenset[str]:
+    """The QoS levels some pending job may preempt: an expedited job of one of them does
+    not go first (it would be preempted by the job it went before)."""
+    found: set[str] = set()
+    for qos in {j.qos for j in jobs}:
+        found |= policy.preempts.get(qos, frozenset())
+    return frozenset(found)
+
+
+def _fifo_key(outranked: frozenset[str]) -> Callable[[PendingJob], tuple[bool, float, int]]:
+    """Submit order, an expedited job first (one not `outranked`)."""
+    return lambda j: (not (j.expedite and j.qos not in outranked), j.submit_time, j.job_id)
 
 
 def group_of(job: PendingJob, by_limit_level: bool = True) -> Hashable:
@@ -222,7 +240,8 @@ class GroupedOrder:
                 j.job_id,
             )
         else:
-            self._key = lambda j: (-INF if j.expedite else 0.0, j.submit_time, j.job_id)
+            fifo = _fifo_key(_outranked([g.jobs[0] for g in groups], policy))
+            self._key = lambda j: (0.0 if fifo(j)[0] else -INF, j.submit_time, j.job_id)
         self._heap = [(self._key(g.jobs[0]), i, 0) for i, g in enumerate(groups)]
         heapq.heapify(self._heap)
 

@@ -260,3 +260,16 @@ def test_a_job_requeued_after_a_failure_goes_first_in_every_order() -> None:
     started = schedule(Snapshot(nodes=one_node, pending=queue, running=busy), 10.0,
                        POLICIES["backfill"])  # fmt: skip
     assert [s.job_id for s in started.starts] == [9]
+
+
+def test_an_expedited_job_does_not_go_before_a_job_that_may_preempt_it() -> None:
+    """It would restart only to be preempted again: behind a pending job whose QoS may
+    preempt its own, it keeps its priority's place (ahead of the rest)."""
+    failed = pending(9, 2, 1, "low", "u1", 9.0, expedite=True)
+    urgent = pending(1, 2, 1, "high", "u2", 1.0)
+    other = pending(2, 2, 1, "normal", "u2", 2.0)
+    policy = POLICIES["preempt"]  # high may preempt low
+    order, _ = queue_order(Snapshot(nodes=NODES, pending=(urgent, other, failed)), 10.0, policy)
+    assert [j.job_id for j in order] == [1, 2, 9]  # by priority, not expedited
+    calm, _ = queue_order(Snapshot(nodes=NODES, pending=(other, failed)), 10.0, policy)
+    assert [j.job_id for j in calm] == [9, 2]
