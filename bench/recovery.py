@@ -172,6 +172,25 @@ def steps_redone(events: list[dict[str, Any]], before: int, went_on: dict[str, A
     return max(0, max(before, last_before) - int(went_on["step"]))
 
 
+def report(results: list[dict[str, Any]], args: argparse.Namespace, name: str) -> None:
+    """Print min/median/max per fault and policy; write bench/results/NAME-<time>.json."""
+    print("\nfault  policy   fault->next step s (min/median/max)  steps redone  rank 0 kept  runs")
+    for fault in args.faults:
+        for policy in args.policies:
+            mine = [r for r in results if r["fault"] == fault and r["policy"] == policy]
+            if not mine:
+                continue
+            seconds = summary([r["fault_to_step_s"] for r in mine])
+            redone = summary([float(r["steps_redone"]) for r in mine])
+            kept = sum(r["rank0_kept"] for r in mine)
+            print(f"{fault:6} {policy:8} {seconds:>36}  {redone:>12}  {kept}/{len(mine):<9}  "
+                  f"{len(mine)}")  # fmt: skip
+    out = ROOT / "bench" / "results" / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"runs": results, "args": vars(args)}, indent=1))
+    print(f"\nwritten: {out}")
+
+
 def summary(values: list[float]) -> str:
     return f"{min(values):.2f} / {statistics.median(values):.2f} / {max(values):.2f}"
 
@@ -197,19 +216,7 @@ def main() -> None:
                 result = one_run(policy, fault, args.steps, args.timeout, args.cuda)
                 results.append(result)
                 print(f"run {i + 1} {fault:4} {policy:7}: {json.dumps(result)}", flush=True)
-    print("\nfault  policy   fault->next step s (min/median/max)  steps redone  rank 0 kept  runs")
-    for fault in args.faults:
-        for policy in args.policies:
-            mine = [r for r in results if r["fault"] == fault and r["policy"] == policy]
-            seconds = summary([r["fault_to_step_s"] for r in mine])
-            redone = summary([float(r["steps_redone"]) for r in mine])
-            kept = sum(r["rank0_kept"] for r in mine)
-            print(f"{fault:6} {policy:8} {seconds:>36}  {redone:>12}  {kept}/{len(mine):<9}  "
-                  f"{len(mine)}")  # fmt: skip
-    out = ROOT / "bench" / "results" / f"recovery-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"runs": results, "args": vars(args)}, indent=1))
-    print(f"\nwritten: {out}")
+    report(results, args, "recovery")
 
 
 if __name__ == "__main__":

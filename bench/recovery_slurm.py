@@ -46,7 +46,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from recovery import recovered, steps_redone, summary, wait_for
+from recovery import recovered, report, steps_redone, wait_for
 
 from podium.cli.fault_demo import read_progress
 from podium.cli.inject import xid_line
@@ -213,21 +213,7 @@ def main() -> None:
                     print(f"run {i + 1} {fault:4} {policy:7}: {json.dumps(result)}", flush=True)
     finally:
         cluster.down()
-    print("\nfault  policy   fault->next step s (min/median/max)  steps redone  rank 0 kept  runs")
-    for fault in args.faults:
-        for policy in args.policies:
-            mine = [r for r in results if r["fault"] == fault and r["policy"] == policy]
-            if not mine:
-                continue
-            seconds = summary([r["fault_to_step_s"] for r in mine])
-            redone = summary([float(r["steps_redone"]) for r in mine])
-            kept = sum(r["rank0_kept"] for r in mine)
-            print(f"{fault:6} {policy:8} {seconds:>36}  {redone:>12}  {kept}/{len(mine):<9}  "
-                  f"{len(mine)}")  # fmt: skip
-    out = ROOT / "bench" / "results" / f"recovery-slurm-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"runs": results, "args": vars(args)}, indent=1))
-    print(f"\nwritten: {out}")
+    report(results, args, "recovery-slurm")
 
 
 if __name__ == "__main__":

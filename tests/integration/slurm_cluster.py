@@ -70,6 +70,15 @@ class SlurmCluster:
         )  # fmt: skip
         return job
 
+    def node_sh(self, node: str, action: str) -> None:
+        """scripts/slurm-testbed/node.sh on `node`: a fault (crash, kill, cut, slow) or
+        its mend (start, join, fast); AssertionError when it fails."""
+        done = subprocess.run(
+            ["bash", str(SCRIPTS / "node.sh"), str(self.directory), node, action],
+            capture_output=True, text=True, env=self.env,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+
     def node(self, name: str) -> dict[str, Any]:
         nodes: list[dict[str, Any]] = self.json("nodes")
         return next(n for n in nodes if n["node"] == name)

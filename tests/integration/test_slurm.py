@@ -19,7 +19,7 @@ from podium.backends.slurm.hook import node_state_dir
 from podium.config.cluster import load_config
 from podium.node.inventory import declared_bus_id
 from tests.integration.conformance import check_backend
-from tests.integration.slurm_cluster import ROOT, SCRIPTS, TERMINAL, SlurmCluster, in_service
+from tests.integration.slurm_cluster import ROOT, TERMINAL, SlurmCluster, in_service
 from tests.polling import poll, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm]
@@ -357,14 +357,6 @@ def test_pytorch_trains_across_two_hosts_with_gloo(slurm: SlurmCluster, tmp_path
     assert any((tmp_path / "ckpt").iterdir())
 
 
-def _node_fault(slurm: SlurmCluster, node: str, action: str) -> None:
-    done = subprocess.run(
-        ["bash", str(SCRIPTS / "node.sh"), str(slurm.directory), node, action],
-        capture_output=True, text=True, env=slurm.env,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-
-
 @pytest.mark.parametrize(("fault", "mend"), [("crash", "start"), ("cut", "join")])
 def test_a_lost_node_is_marked_down_and_the_job_resumes_on_others(
     slurm: SlurmCluster, tmp_path: Path, fault: str, mend: str
@@ -378,7 +370,7 @@ def test_a_lost_node_is_marked_down_and_the_job_resumes_on_others(
     options = "--nodes=2 --ntasks-per-node=1"
     job_id, job, progress = _training_job(slurm, tmp_path, options, step_time=0.1)
     victim = job["nodes"][1]
-    _node_fault(slurm, victim, fault)
+    slurm.node_sh(victim, fault)
     try:
         slurm.wait_node(victim, lambda n: "down" in n["state"], 60)
         final = slurm.wait_job(job_id, TERMINAL, 300)
@@ -389,7 +381,7 @@ def test_a_lost_node_is_marked_down_and_the_job_resumes_on_others(
         assert int(resume["step"]) >= 10  # type: ignore[call-overload]
         assert max(int(e["step"]) for e in events) == 400  # type: ignore[call-overload]
     finally:
-        _node_fault(slurm, victim, mend)
+        slurm.node_sh(victim, mend)
         subprocess.run(
             ["scontrol", "update", f"NodeName={victim}", "State=RESUME"],
             capture_output=True, env=slurm.env,

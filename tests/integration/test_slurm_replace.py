@@ -8,21 +8,20 @@ A job that does not take part in the contract ends as it would without spares.""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from podium.backends.slurm.hook import node_state_dir
+from podium.cli.fault_demo import read_progress
 from podium.cli.inject import xid_line
 from podium.config.cluster import load_config
 from podium.node.inventory import declared_bus_id
-from tests.integration.slurm_cluster import ROOT, SCRIPTS, TERMINAL, SlurmCluster, in_service
+from tests.integration.slurm_cluster import ROOT, TERMINAL, SlurmCluster, in_service
 from tests.polling import poll, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm]
@@ -31,14 +30,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slurm]
 @pytest.fixture(scope="module")
 def slurm(slurm_hosts: SlurmCluster) -> SlurmCluster:
     return in_service(slurm_hosts)
-
-
-def _node_sh(slurm: SlurmCluster, node: str, action: str) -> None:
-    done = subprocess.run(
-        ["bash", str(SCRIPTS / "node.sh"), str(slurm.directory), node, action],
-        capture_output=True, text=True, env=slurm.env,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
 
 
 def _namespace(slurm: SlurmCluster, node: str) -> str:
@@ -62,20 +53,8 @@ def _rank_pid(slurm: SlurmCluster, node: str) -> int | None:
     return None
 
 
-def _progress(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            continue  # a line being written
-    return out
-
-
 def _steps(path: Path) -> list[int]:
-    return [int(e["step"]) for e in _progress(path) if e["event"] == "step"]
+    return [int(e["step"]) for e in read_progress(path) if e["event"] == "step"]
 
 
 @pytest.mark.parametrize("fault", ["xid", "kill", "host"])
@@ -113,12 +92,13 @@ def test_a_lost_replica_is_replaced_from_the_spare_node(
         assert victim_pid is not None
         os.kill(victim_pid, 9)
     else:
-        _node_sh(slurm, victim, "kill")
+        slurm.node_sh(victim, "kill")
     try:
-        heal = poll(lambda: next((e for e in _progress(progress) if e["event"] == "heal"), None),
+        heal = poll(lambda: next((e for e in read_progress(progress)
+                                  if e["event"] == "heal"), None),
                     lambda e: e is not None, "the heal", 60)  # fmt: skip
         assert heal is not None and heal["replaced"] == [1] and heal["generation"] == 1, heal
-        after = poll(lambda: [e for e in _progress(progress)
+        after = poll(lambda: [e for e in read_progress(progress)
                               if e["event"] == "step" and e["t"] > heal["t"]],
                      bool, "a step after the heal", 30)  # fmt: skip
         assert after[0]["t"] - fault_at <= 10, f"fault -> next step {after[0]['t'] - fault_at}"
@@ -140,8 +120,8 @@ def test_a_lost_replica_is_replaced_from_the_spare_node(
     finally:
         slurm.podium("cancel", str(job_id), check=False)
         if fault == "host":
-            _node_sh(slurm, victim, "join")
-            _node_sh(slurm, victim, "start")
+            slurm.node_sh(victim, "join")
+            slurm.node_sh(victim, "start")
         subprocess.run(["scontrol", "update", f"NodeName={victim}", "State=RESUME"],
                        capture_output=True, env=slurm.env)  # fmt: skip
         slurm.wait_node(victim, lambda n: n["state"] in ("idle", "mixed", "allocated"), 90)
