@@ -142,9 +142,8 @@ class Keeper:
             or not self.spares.standby_asked
         ):
             return
-        running = {s.spare for s in self.steps if s.rank is None}
         for index, node in enumerate(self.spare_nodes):
-            if not node or index in running or index in self.spares.standby:
+            if not node or index in self.spares.standby:  # taken, or its standby started
                 continue
             self.spares.standby[index] = 1  # asked for once: not again if it ends
             env = self.env(None, node, PODIUM_STANDBY=str(index), MASTER_PORT="")
