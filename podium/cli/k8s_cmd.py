@@ -168,3 +168,66 @@ def agent_cmd(
     cluster = cluster.model_copy(update={"health": cluster.health.for_node(node)})
     agent = NodeAgent(node, cluster, state_dir or paths.home() / "k8s-agent" / node)
     raise SystemExit(run(agent, interval, once))
+
+
+def _topology_options(command: Any) -> Any:
+    """The options `render topology` and `apply topology` share."""
+    command = click.option(
+        "--node-name", "node_name", default="{name}", show_default=True,
+        help="The Kubernetes name of each node of the definition: {name} (its name in "
+             "the definition, as Slurm's), {n} (its position, 1-based), e.g. node-{n}.",
+    )(command)  # fmt: skip
+    return click.argument("definition", type=click.Path(path_type=Path))(command)
+
+
+def _topology_manifests(definition: Path, node_name: str) -> list[dict[str, Any]]:
+    from podium.backends.kubernetes.kueue_topology import leaf_label, topology_manifests
+    from podium.backends.slurm.definition import read_definition
+    from podium.backends.slurm.network_tree import network_topology
+    from podium.backends.slurm.slurm_conf import nodes
+    from podium.errors import ConfigError
+
+    if not re.fullmatch(r"([^{}]|\{name\}|\{n\})+", node_name):
+        raise click.UsageError(
+            f"--node-name {node_name!r}: give text with {{name}} and {{n}}, e.g. node-{{n}}"
+        )
+    try:
+        text = definition.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {definition}: {exc.strerror}") from None
+    defn, _ = read_definition(text, str(definition))
+    topo = network_topology(defn)
+    if topo is None:
+        raise ConfigError(
+            f"{definition}: no network layers: give a compute resource Network: "
+            "[{Nodes: 1-2, Layers: {block: b1, rack: r1}}, ...]"
+        )
+    names = {
+        node.name: node_name.replace("{name}", node.name).replace("{n}", str(n))
+        for n, node in enumerate(nodes(defn), start=1)
+    }
+    click.echo(f"# set kubernetes.switch_label: {leaf_label(topo)} for --switches", err=True)
+    return topology_manifests(topo, defn.ClusterName, names)
+
+
+@render_group.command("topology")
+@_topology_options
+def render_topology_cmd(definition: Path, node_name: str) -> None:
+    """A cluster definition's network layers -> node labels, Kueue's Topology and a
+    topology-aware ResourceFlavor (YAML on stdout)."""
+    import yaml
+
+    docs = _topology_manifests(definition, node_name)
+    click.echo(yaml.safe_dump_all(docs, sort_keys=False), nl=False)
+
+
+@apply_group.command("topology")
+@_topology_options
+@click.option("--kubeconfig", default=None, help="Default: $KUBECONFIG, ~/.kube/config.")
+def apply_topology_cmd(definition: Path, node_name: str, kubeconfig: str | None) -> None:
+    """What `render topology` prints, applied by server-side apply (field manager
+    podium: the nodes' labels are Podium's, their other fields untouched)."""
+    from podium.backends.kubernetes.apply import apply_all, client
+
+    for what in apply_all(client(kubeconfig), _topology_manifests(definition, node_name)):
+        click.echo(f"applied {what}")

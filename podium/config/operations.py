@@ -223,3 +223,10 @@ class KubernetesAccess(Closed):
     pod_annotations: dict[str, str] = Field(
         default_factory=dict, description="annotations put on every job's pods"
     )
+    switch_label: str | None = Field(
+        default=None,
+        pattern=r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
+        description="the node label of the network's leaf switches (the lowest layer of "
+        "the Topology `podium k8s apply topology` made): --switches=1 asks Kueue for one "
+        "domain of it; none: --switches is refused",
+    )

@@ -63,17 +63,34 @@ if [ "${TB_HOSTS:-0}" = 1 ]; then
     echo "$bridge" > "$DIR/run/bridge"
     ip addr add "$TB_HEAD_ADDR/24" dev "$bridge"
     ip link set "$bridge" up
+    # Leaf switches (the definition's network layers, TB_SWITCHES: each node's): switch 1
+    # is that bridge, each other one a bridge of its own with an uplink (a veth pair)
+    # into it: one layer-2 network, as leaf switches under a spine are.
+    read -r -a switch_of <<< "${TB_SWITCHES:-}"
+    for k in $(printf '%s\n' "${switch_of[@]}" | sort -un); do
+        [ "$k" = 1 ] && continue
+        ip link add "pdmb${TB_ID}s$k" type bridge nf_call_iptables 0 2>/dev/null \
+            || ip link add "pdmb${TB_ID}s$k" type bridge
+        echo "pdmb${TB_ID}s$k" >> "$DIR/run/links"
+        ip link add "pdm${TB_ID}u$k" type veth peer name "pdm${TB_ID}d$k"
+        echo "pdm${TB_ID}u$k" >> "$DIR/run/links"
+        ip link set "pdm${TB_ID}u$k" master "$bridge" up
+        ip link set "pdm${TB_ID}d$k" master "pdmb${TB_ID}s$k" up
+        ip link set "pdmb${TB_ID}s$k" up
+    done
     set -- $TB_ADDRS
     i=0
     for n in $TB_NODES; do
         i=$((i + 1)); addr=$1; shift
+        switch=${switch_of[$((i - 1))]:-1}
+        leaf=$([ "$switch" = 1 ] && echo "$bridge" || echo "pdmb${TB_ID}s$switch")
         ns=pdm$TB_ID-$i
         ip netns add "$ns"
         echo "$ns" >> "$DIR/run/netns"
         ip link add "pdm${TB_ID}h$i" type veth peer name "pdm${TB_ID}n$i"
         echo "pdm${TB_ID}h$i" >> "$DIR/run/links"
         ip link set "pdm${TB_ID}n$i" netns "$ns"
-        ip link set "pdm${TB_ID}h$i" master "$bridge" up
+        ip link set "pdm${TB_ID}h$i" master "$leaf" up
         ip -n "$ns" link set "pdm${TB_ID}n$i" name eth0
         ip -n "$ns" addr add "$addr/24" dev eth0
         ip -n "$ns" link set eth0 up

@@ -109,11 +109,15 @@ def why_no_accounting() -> str | None:
 
 
 def start_cluster(
-    port_base: int = 18800, hosts: bool = False, accounting: bool = False
+    port_base: int = 18800,
+    hosts: bool = False,
+    accounting: bool = False,
+    definition: Path = DEFINITION,
 ) -> Iterator[SlurmCluster]:
-    """A running test cluster; with `hosts`, each node a host of its own (its network,
-    UTS and mount namespaces: hostname, address, /etc/hosts); with `accounting`,
-    slurmdbd (over its own MariaDB) keeps associations and slurmctld enforces them."""
+    """A running test cluster of `definition`; with `hosts`, each node a host of its
+    own (its network, UTS and mount namespaces: hostname, address, /etc/hosts); with
+    `accounting`, slurmdbd (over its own MariaDB) keeps associations and slurmctld
+    enforces them."""
     reason = (
         why_no_slurm()
         or (why_no_hosts() if hosts else None)
@@ -127,7 +131,7 @@ def start_cluster(
             PODIUM,
             "slurm",
             "render",
-            str(DEFINITION),
+            str(definition),
             "--testbed",
             str(directory),
             "--port-base",

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from podium.api.containers import is_image_path
+from podium.api.timefmt import parse_duration
 from podium.errors import SpecError
 from podium.jobspec.build import Draft, one_node_count
 from podium.jobspec.elastic_opts import refuse_spare_nodes
@@ -41,7 +42,12 @@ _OWN: Mapping[str, str] = {
     "tmp": "local scratch space is not requested yet (ephemeral-storage)",
 }
 _GENERIC = "Kubernetes has no such setting for a pod: the option is Slurm's alone"
-KUBERNETES_REFUSES: Mapping[str, str] = {name: _OWN.get(name, _GENERIC) for name in SLURM_ONLY}
+# --switches is Kueue's topology-aware scheduling (podium.backends.kubernetes.kueue_topology).
+_KUEUE_SPEAKS = {"switches"}
+KUBERNETES_REFUSES: Mapping[str, str] = {
+    name: _OWN.get(name, _GENERIC) for name in SLURM_ONLY if name not in _KUEUE_SPEAKS
+}
+_SWITCHES = re.compile(r"^(\d+)(?:@(.+))?$")
 
 
 class KubernetesAdmission:
@@ -50,14 +56,18 @@ class KubernetesAdmission:
 
     REFUSES: ClassVar[Mapping[str, str]] = KUBERNETES_REFUSES
 
-    def __init__(self, local_queue: str) -> None:
+    def __init__(self, local_queue: str, switch_label: str | None = None) -> None:
         self.local_queue = local_queue
+        self.switch_label = switch_label
 
     def admit(self, draft: Draft) -> None:
         """Names as Kueue wants them, one node count, a well-formed image."""
         out = draft.fields
         one_node_count(draft)
         refuse_spare_nodes(out, draft.given("spares"))
+        switches = draft.given("switches")
+        if switches is not None:
+            self._switches(str(switches.value), switches.where)
         if out.get("elastic") is not None:
             raise SpecError(
                 "--elastic: Kueue's elastic workloads are alpha and batch/v1 only "
@@ -86,6 +96,34 @@ class KubernetesAdmission:
                 "--exclusive: recorded, not applied: each pod gets what it requests, and "
                 "Kubernetes reserves no whole node for it"
             )
+
+    def _switches(self, text: str, where: str) -> None:
+        """--switches=1[@TIME]: one leaf switch, which Kueue's topology-aware
+        scheduling gives on the lowest layer of the cluster's Topology."""
+        match = _SWITCHES.match(text)
+        if match is None or (match[2] is not None and not _is_duration(match[2])):
+            raise SpecError(
+                f"{where}: --switches={text!r}: expected COUNT[@TIME], e.g. 1 or 1@10:00"
+            )
+        if int(match[1]) != 1:
+            raise SpecError(
+                f"{where}: --switches={text}: Kueue keeps a pod set within one topology "
+                "domain or places it freely: ask for --switches=1 (one leaf switch)"
+            )
+        if self.switch_label is None:
+            raise SpecError(
+                f"{where}: --switches: this cluster has no network topology: an admin "
+                "runs `podium k8s apply topology DEFINITION` and sets "
+                "kubernetes.switch_label in the cluster config"
+            )
+
+
+def _is_duration(text: str) -> bool:
+    """A finite time in one of Slurm's forms (1, 10:00, 1-0)."""
+    try:
+        return parse_duration(text) is not None
+    except ValueError:
+        return False
 
 
 def pod_image(text: str, where: str = "command line") -> str:

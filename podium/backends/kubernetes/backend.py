@@ -90,7 +90,7 @@ class KubernetesBackend(Backend):
     def _spec(self, request: Mapping[str, Any]) -> JobSpec:
         """The job a submit request asks for, as this backend admits it (its warnings
         kept for the caller)."""
-        admission = KubernetesAdmission(self.access.local_queue)
+        admission = KubernetesAdmission(self.access.local_queue, self.access.switch_label)
         spec, self.warnings = admitted_spec(request, self.config, this_process(), admission)
         return spec
 
@@ -98,7 +98,11 @@ class KubernetesBackend(Backend):
         """The objects to create, named, labelled and annotated with the job id (none:
         as --dry-run and --test-only show them)."""
         target = Target(
-            self.access.namespace, spec.partition, self.access.image, self.access.pod_annotations
+            self.access.namespace,
+            spec.partition,
+            self.access.image,
+            self.access.pod_annotations,
+            self.access.switch_label,
         )
         record = known(spec) if job_id is not None else None
         return manifests(spec, target, job_id, record)

@@ -49,6 +49,8 @@ PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 JOB_LABEL = "podium.dev/job"
 JOB_ID_LABEL = "podium.dev/job-id"  # Podium's job id, on its objects and pods
 RECORD_ANNOTATION = "podium.dev/record"  # what the record needs from the spec
+REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"  # --switches=1
+PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"  # --switches=1@TIME
 INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 RESTART_FIELD = "metadata.labels['jobset.sigs.k8s.io/restart-attempt']"
 HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"  # HyperPod's, set by the agent
@@ -64,6 +66,7 @@ class Target:
     local_queue: str
     image: str | None = None
     pod_annotations: Mapping[str, str] = field(default_factory=dict)
+    switch_label: str | None = None  # the network's leaf switches (--switches)
 
 
 def dns_label(text: str, limit: int = 63) -> str:
@@ -113,8 +116,9 @@ def manifests(
     }
     pod = _pod_template(spec, name, image)
     pod["metadata"]["labels"] = dict(own)
-    if target.pod_annotations:
-        pod["metadata"]["annotations"] = dict(target.pod_annotations)
+    annotations = dict(target.pod_annotations) | _topology_request(spec, target)
+    if annotations:
+        pod["metadata"]["annotations"] = annotations
     job_spec: dict[str, Any] = {
         "parallelism": spec.nodes,
         "completions": spec.nodes,
@@ -227,6 +231,16 @@ def _pod_template(spec: JobSpec, name: str, image: str) -> dict[str, Any]:
         pod_spec["activeDeadlineSeconds"] = spec.time_limit_s
     pod_spec["affinity"] = _avoid(spec.exclude)
     return {"metadata": {"labels": {JOB_LABEL: name}}, "spec": pod_spec}
+
+
+def _topology_request(spec: JobSpec, target: Target) -> dict[str, str]:
+    """Kueue's topology annotation for --switches=1 (required) or 1@TIME (preferred):
+    the pods within one domain of the leaf-switch label (admission checked both)."""
+    switches = dict(spec.engine_options).get("switches")
+    if switches is None or target.switch_label is None:
+        return {}
+    key = PREFERRED_TOPOLOGY if "@" in switches else REQUIRED_TOPOLOGY
+    return {key: target.switch_label}
 
 
 def _gpus_per_node(spec: JobSpec) -> int:

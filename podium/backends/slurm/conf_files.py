@@ -19,6 +19,7 @@ from __future__ import annotations
 import shlex
 
 from podium.backends.slurm.definition import ClusterDefinition
+from podium.backends.slurm.network_tree import network_topology, topology_conf
 from podium.backends.slurm.slurm_conf import Testbed, nodes, slurm_conf
 
 
@@ -32,6 +33,9 @@ def render(defn: ClusterDefinition, python: str, testbed: Testbed | None = None)
         "cgroup.conf": _cgroup_conf(testbed),
         "podium.yaml": _podium_yaml(defn, etc, state, python, testbed),
     }
+    tree = topology_conf(defn)
+    if tree is not None:
+        files["topology.conf"] = tree
     for hook in ("health", "prolog", "epilog"):
         files[f"podium-{hook}.sh"] = _hook_script(hook, etc, python, testbed)
     if testbed:
@@ -178,8 +182,19 @@ def _testbed_env(defn: ClusterDefinition, testbed: Testbed) -> str:
             f"TB_HEAD_ADDR={testbed.address(0)}\n"
             f"TB_ADDRS={shlex.quote(addresses)}\n"
             "TB_CGROUP_CONTROLLERS='freezer memory cpuset devices'\n"  # cgroup v1's
+            f"TB_SWITCHES={shlex.quote(_leaf_switches(defn))}\n"
         )
     return text
+
+
+def _leaf_switches(defn: ClusterDefinition) -> str:
+    """Each node's leaf switch as a number (1-based, in order of first use), for up.sh's
+    bridges: one per leaf switch; every node on 1 without network layers."""
+    topo = network_topology(defn)
+    if topo is None:
+        return " ".join("1" for _ in nodes(defn))
+    leaves = list(topo.leaf_domains())
+    return " ".join(str(leaves.index(topo.nodes[n.name][-1]) + 1) for n in nodes(defn))
 
 
 def _hosts_file(defn: ClusterDefinition, testbed: Testbed) -> str:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from podium.api.mig import MODELS, MigLayoutError, model_for, place, profiles
 from podium.backends.slurm.aws_keys import strip_aws_only, unexpanded
+from podium.backends.slurm.network_layers import NetworkPlacement, check_layers, levels_of
 from podium.config.yaml_text import load_config_text
 from podium.errors import ConfigError
 
@@ -132,6 +133,7 @@ class ComputeResource(Strict):
     Efa: EfaSpec = Field(default_factory=EfaSpec)
     Sharing: SharingSpec = Field(default_factory=SharingSpec)
     Features: list[str] = Field(default_factory=list)
+    Network: list[NetworkPlacement] = Field(default_factory=list)
 
     @model_validator(mode="before")
     @classmethod
@@ -179,6 +181,9 @@ class ComputeResource(Strict):
                 place(model, self.Sharing.Layout)
             except MigLayoutError as exc:
                 raise ValueError(f"Sharing.Layout: {exc}") from None
+        placed = [n for p in self.Network for n in p.positions(self.MaxCount)]
+        if len(placed) != len(set(placed)):
+            raise ValueError("Network: a node is placed twice: give each position once")
         return self
 
     def gpus(self) -> tuple[int, str | None]:
@@ -287,6 +292,24 @@ class ClusterDefinition(Strict):
     SharedStorage: list[SharedStorageSpec] = Field(default_factory=list)
     Region: str | None = None
     Image: dict[str, str] | None = None
+
+    @model_validator(mode="after")
+    def _network(self) -> ClusterDefinition:
+        check_layers(
+            [
+                (f"{q.Name}/{r.Name}", r.MaxCount, r.Network)
+                for q in self.Scheduling.SlurmQueues
+                for r in q.ComputeResources
+            ]
+        )
+        return self
+
+
+def network_levels(defn: ClusterDefinition) -> tuple[str, ...]:
+    """The layers the definition places its nodes in, top first; () without any."""
+    return levels_of(
+        [p for q in defn.Scheduling.SlurmQueues for r in q.ComputeResources for p in r.Network]
+    )
 
 
 def load_definition(text: str, what: str) -> ClusterDefinition:

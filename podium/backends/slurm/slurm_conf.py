@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from podium.backends.slurm.definition import ClusterDefinition, ComputeResource, Queue
+from podium.backends.slurm.definition import (
+    ClusterDefinition,
+    ComputeResource,
+    Queue,
+    network_levels,
+)
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,7 @@ def slurm_conf(defn: ClusterDefinition, etc: str, testbed: Testbed | None) -> st
         f"ClusterName={defn.ClusterName}",
         *(_testbed_daemons(defn, testbed) if testbed else _cluster_daemons(defn)),
         *_scheduling(testbed),
+        *_topology(defn),
         *_health_hooks(defn, etc),
         *_power_saving(defn, all_nodes, testbed, power),
         *_node_lines(all_nodes, testbed, power),
@@ -191,6 +197,20 @@ def _scheduling(testbed: Testbed | None) -> list[str]:
         "",
         "# Podium's health checks: drain with a reason starting 'podium:', resume only",
         "# what Podium drained, after a deep check (podium/backends/slurm/hook.py).",
+    ]
+
+
+def _topology(defn: ClusterDefinition) -> list[str]:
+    """The network tree (topology.conf, beside slurm.conf) when the definition has layers:
+    Slurm then places a job on as few leaf switches as it can, and `--switches=N[@time]`
+    bounds them."""
+    if not network_levels(defn):
+        return []
+    return [
+        "# The network layers of the definition (topology.conf): jobs go on as few leaf",
+        "# switches as fit; --switches=N[@wait] bounds them.",
+        "TopologyPlugin=topology/tree",
+        "",
     ]
 
 

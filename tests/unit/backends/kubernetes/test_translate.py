@@ -117,3 +117,35 @@ def test_spares_are_refused_in_one_line() -> None:
     """--spares is the embedded cluster's (with --elastic) and Slurm's (whole nodes)."""
     with pytest.raises(SpecError, match=re.escape("add --elastic=N:N")):
         build(["-N", "2", "--spares=1", "--container-image=python:3.11"])
+
+
+RACK = "podium.dev/network-rack"
+
+
+def _switched(options: list[str]) -> Any:
+    req = SubmitRequest(options=options, cwd="/work", environment={}, script="#!/bin/bash\n")
+    return build_job(req, CONFIG, WHO, 1_800_000_000.0, KubernetesAdmission("default", RACK)).spec
+
+
+@pytest.mark.parametrize(
+    ("switches", "annotation"),
+    [("1", "kueue.x-k8s.io/podset-required-topology"),
+     ("1@10:00", "kueue.x-k8s.io/podset-preferred-topology")],
+)  # fmt: skip
+def test_switches_1_asks_kueue_for_one_leaf_switch(switches: str, annotation: str) -> None:
+    spec = _switched(["-N", "2", f"--switches={switches}", "--container-image=python:3.11"])
+    jobset = manifests(spec, Target("ns", "q", switch_label=RACK))[1]
+    pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    assert pod["metadata"]["annotations"] == {annotation: RACK}
+
+
+@pytest.mark.parametrize(
+    ("switches", "words"),
+    [("2", "ask for --switches=1"), ("one", "expected COUNT[@TIME]"),
+     ("1@soon", "expected COUNT[@TIME]")],
+)  # fmt: skip
+def test_switches_kueue_cannot_express_are_refused(switches: str, words: str) -> None:
+    with pytest.raises(SpecError, match=re.escape(words)):
+        _switched(["-N", "2", f"--switches={switches}", "--container-image=python:3.11"])
+    with pytest.raises(SpecError, match="this cluster has no network topology"):
+        build(["-N", "2", "--switches=1", "--container-image=python:3.11"])
