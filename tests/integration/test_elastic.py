@@ -19,6 +19,7 @@ import pytest
 
 from tests.integration.conftest import Cluster, health_cluster, make_cluster, teardown_cluster
 from tests.integration.test_permissions import _as, other_user
+from tests.integration.training_checks import check_elastic_training
 from tests.polling import poll, wait_until
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -257,29 +258,15 @@ def test_pytorch_training_continues_across_2_1_and_4_replicas(cluster: Cluster) 
     startup = sum(r["from"] * (r["done"] - p["done"]) for p, r in itertools.pairwise(log[1:]))
     assert lost["resize"] <= startup, (lost, log)
     assert lost["resize"] == 0 or len(log) > 2, (lost, log)
-    progress = [json.loads(x) for x in (c.work / "p.jsonl").read_text().splitlines()]
-    worlds = [e["world"] for e in progress if e["event"] in ("begin", "resume")]
+    worlds = check_elastic_training(
+        c.work / "p.jsonl",
+        c.work / "samples.jsonl",
+        c.work / "ref.jsonl",
+        steps,
+        batch=32,
+        epoch_steps=32,
+    )
     assert worlds == [2, 1, 4], worlds
-    expected = {
-        e["step"]: e["loss"]
-        for e in map(json.loads, (c.work / "ref.jsonl").read_text().splitlines())
-        if e["event"] == "step"
-    }
-    got = {e["step"]: e["loss"] for e in progress if e["event"] == "step"}  # the last run's
-    assert sorted(got) == list(range(1, steps + 1))
-    assert max(abs(got[s] - expected[s]) for s in got) < 1e-3
-    kept: dict[int, list[dict[str, Any]]] = {}
-    for e in map(json.loads, (c.work / "samples.jsonl").read_text().splitlines()):
-        if e["step"] in kept and e["run"] > kept[e["step"]][0]["run"]:
-            del kept[e["step"]]  # a step done again after a restart: the later one counts
-        kept.setdefault(e["step"], []).append(e)
-    by_epoch: dict[int, list[int]] = {}
-    for step, entries in sorted(kept.items()):
-        taken = [i for e in entries for i in e["samples"]]
-        assert len(taken) == len(set(taken)) == 32, (step, entries)
-        by_epoch.setdefault(entries[0]["epoch"], []).extend(taken)
-    assert all(len(s) == len(set(s)) for s in by_epoch.values())
-    assert len(by_epoch) == -(-steps // 32)
 
 
 def _progress_until(c: Cluster, test: Any, timeout: float = 120) -> None:

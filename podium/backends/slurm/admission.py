@@ -44,11 +44,7 @@ class SlurmAdmission:
         out = draft.fields
         one_node_count(draft)
         if out.get("elastic") is not None:
-            raise SpecError(
-                "--elastic: Slurm cannot grow a running allocation, and resizing one "
-                "(scontrol update NumNodes) drops nodes without telling the ranks: submit "
-                "a fixed size (--ntasks), or run elastic jobs on the embedded cluster"
-            )
+            _elastic_nodes(draft)
         if out.get("spare_nodes"):
             _spare_nodes(draft)
         for key in ("partition", "qos", "account"):
@@ -82,3 +78,30 @@ def _spare_nodes(draft: Draft) -> None:
     if out.get("array") is not None:
         raise SpecError(f"{where}: does not go with --array: give each job its own spares")
     out["ntasks"], out["ntasks_per_node"] = nodes, 1
+
+
+def _elastic_nodes(draft: Draft) -> None:
+    """--elastic=MIN:MAX on Slurm: one replica per node, each node one Slurm job (the
+    first runs rank 0 and the elastic keeper, the others are its members,
+    `podium.backends.slurm.elastic_keeper`). The job as submitted is its first node,
+    whole (--exclusive: a replica given up is a node freed): one task with the
+    replica's GPUs, CPUs and memory."""
+    out = draft.fields
+    spec = out["elastic"]
+    given = draft.given("elastic")
+    where = f"{given.where}: --elastic" if given is not None else "--elastic"
+    if spec.spares:
+        raise SpecError(
+            f"{where}: spare replicas of an elastic job are the embedded cluster's; on "
+            "Slurm give --spares=S without --elastic (whole spare nodes)"
+        )
+    if draft.given("switches") is not None:
+        raise SpecError(
+            f"{where}: each replica is a Slurm job of its own, which --switches cannot "
+            "bound together: drop --switches"
+        )
+    out.update(
+        nodes=1, ntasks=1, ntasks_per_node=1, gpus=spec.replica_gpus, exclusive="node",
+        gpus_per_node=spec.replica_gpus or None, gpus_per_task=None,
+        cpus=spec.replica_cpus, mem_mb=spec.replica_mem_mb or out["mem_mb"],
+    )  # fmt: skip

@@ -26,6 +26,8 @@ from podium.backends.admitted import admitted_spec, engine_ping, test_only_answe
 from podium.backends.slurm import parse
 from podium.backends.slurm import teams as slurm_teams
 from podium.backends.slurm.admission import SlurmAdmission
+from podium.backends.slurm.elastic_submit import elastic_exports
+from podium.backends.slurm.elastic_view import add_elastic, fold_members
 from podium.backends.slurm.engine_api import SlurmError, SlurmRest, SlurmTools
 from podium.backends.slurm.translate import sbatch_script
 from podium.config.cluster import ClusterConfig
@@ -58,7 +60,8 @@ def build_script(
     with the reason."""
     spec, warnings = admitted_spec(body, config, submitter(config), SlurmAdmission())
     python = config.slurm.python or sys.executable
-    return spec, sbatch_script(spec, python, state_dir(config, home)), warnings
+    script = sbatch_script(spec, python, state_dir(config, home), elastic_exports(spec, config))
+    return spec, script, warnings
 
 
 class SlurmBackend(Backend):
@@ -120,8 +123,9 @@ class SlurmBackend(Backend):
         raise ApiError(f"sbatch accepted job {job_id} but squeue does not list it", 502)
 
     def _records(self) -> list[dict[str, Any]]:
+        """Every job squeue lists, an elastic job's members folded into it."""
         now = time.time()
-        return [parse.job_record(j, now) for j in self.reader.jobs()]
+        return fold_members([parse.job_record(j, now) for j in self.reader.jobs()])
 
     def _teams(self) -> list[dict[str, Any]]:
         """Each team's quota from the config, its use and what waits from squeue (jobs
@@ -190,19 +194,21 @@ class SlurmBackend(Backend):
             for key, field in (("stdout", "StdOut"), ("stderr", "StdErr")):
                 raw = _path(fields.get(field))
                 record[key] = parse.output_path(raw, record) if raw else None
-        record["replacements"] = self._replacements(record)
+        home = self._keeper_dir(record)
+        record["replacements"] = read_replacements(home) if home else []
+        if home is not None:
+            add_elastic(record, home)
         return record
 
-    def _replacements(self, record: dict[str, Any]) -> list[dict[str, Any]]:
-        """The replica keeper's record of a job with spare nodes (its run's directory
-        in the shared state directory, its user's: `podium.backends.slurm.replica_keeper`);
-        empty for any other job, or where this user cannot read it."""
+    def _keeper_dir(self, record: dict[str, Any]) -> Path | None:
+        """The directory a keeper keeps the job's run in (the replica keeper's for
+        spare nodes, the elastic keeper's): its user's, in the shared state directory
+        (`replica_keeper.job_dir`); None for a user name that cannot be a directory."""
         user = str(record.get("user") or "")
         if not user or "/" in user or user in (".", ".."):
-            return []
+            return None
         run = f"{record['job_id']}.{record.get('restart_count') or 0}"
-        home = Path(state_dir(self.config, self.home)) / f"user-{user}" / "slurm-jobs" / run
-        return read_replacements(home)
+        return Path(state_dir(self.config, self.home)) / f"user-{user}" / "slurm-jobs" / run
 
     def _control(self, action: Action, selection: Selection) -> list[int]:
         ids = list(selection.job_ids)

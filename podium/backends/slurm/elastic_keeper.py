@@ -1,0 +1,321 @@
+"""Elastic training across nodes on Slurm: a job submitted with `--elastic=MIN:MAX`
+runs one replica per node, each node a Slurm job of its own: the first (the job
+Podium names) runs rank 0 and this keeper, as its batch step in place of the script;
+the others are its members (`--comment=podium-elastic-member:JOB`, same name, QoS and
+account), whose batch steps only hold their node. Slurm cannot grow an allocation, so
+the job grows by starting members and shrinks by cancelling them. The keeper runs
+the script once per replica as a step of the replica's job (`srun --jobid`), with the
+rendezvous of one generation (MASTER_ADDR: rank 0's node). Standard library only: it
+runs on the job's first node as the job's user.
+
+- **Start at the free size.** Members for the idle nodes (up to MAX) are submitted
+  and those that start within MEMBER_START_S are kept: the job starts at the largest
+  of its sizes they make (waiting for MIN when fewer are free).
+- **Shrink for a QoS that may preempt it.** A pending job of a QoS that the cluster
+  config lets preempt the job's (PODIUM_SHRINK_FOR), waiting for N nodes of which
+  only F are idle, takes N - F replicas above MIN, as on the embedded cluster (never
+  below MIN; nothing when that is not enough).
+- **Grow into idle nodes** once the job has run PODIUM_GROW_DELAY seconds at its size
+  and no other job of the partition waits for room.
+- **A resize is the contract of docs/elastic.md**: the notice (PODIUM_RESIZE_FILE)
+  gets {"replicas", "deadline", "resize_count"}, every rank gets the resize signal,
+  and the keeper waits for every rank to exit (or `ack`) until the grace ends; then
+  what runs is cancelled, the members given up are cancelled, and every rank starts
+  again at the new size with PODIUM_RESIZE_COUNT one higher.
+
+The record (`elastic.json`: replicas, members, resize_log) sits in the job's
+directory, STATE/user-USER/slurm-jobs/JOBID.RESTART, where `podium show` reads it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from podium.backends.slurm import elastic_slurm as slurm
+from podium.backends.slurm.replica_keeper import address, job_dir
+from podium.run.files import write_atomic
+from podium.run.resize_notice import acknowledged, own_file, write_notice
+
+LOOK_S = 0.5  # how often the keeper looks at its ranks and the partition
+MEMBER_START_S = 15.0  # how long a new member may wait for its node before it is given up
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR2, signal.SIGHUP)
+
+
+def sizes(low: int, high: int, step: int) -> list[int]:
+    """The sizes an elastic job may run at: MIN, MIN+STEP, ... up to MAX, and MAX."""
+    return sorted({*range(low, high + 1, step), high})
+
+
+def fitting(allowed: list[int], most: int) -> int | None:
+    """The largest allowed size of at most `most` replicas (None: none fits)."""
+    return max((s for s in allowed if s <= most), default=None)
+
+
+def shrink_to(
+    size: int, allowed: list[int], waiting: list[slurm.Waiting], idle: int, shrink_for: set[str]
+) -> tuple[int, str] | None:
+    """The size to shrink to, and why, for the first waiting job of a QoS that may
+    preempt this one's that more nodes would let start; None when none needs it."""
+    for job in waiting:
+        if job.member_of or job.qos not in shrink_for or not job.wants_room():
+            continue
+        if job.nodes <= idle:
+            continue  # it starts without us
+        to = fitting(allowed, size - (job.nodes - idle))
+        if to is not None and to < size:
+            return to, f"shrink {size}->{to} for job {job.job_id}"
+    return None
+
+
+@dataclass
+class Rank:
+    """One replica's step: its rank, the Slurm job it runs in, its node, its srun."""
+
+    rank: int
+    job_id: str
+    node: str
+    proc: subprocess.Popen[bytes]
+
+
+@dataclass
+class ElasticKeeper:
+    job_id: str
+    node: str  # the first node's: rank 0's
+    partition: str
+    job_dir: Path
+    script: Path
+    args: list[str]
+    allowed: list[int]
+    grace_s: float
+    resize_signal: int
+    shrink_for: set[str]
+    grow_delay_s: float
+    member_directives: str
+    base_port: int
+    members: list[tuple[str, str]] = field(default_factory=list)  # (job id, node)
+    ranks: list[Rank] = field(default_factory=list)
+    codes: dict[int, int] = field(default_factory=dict)
+    resize_count: int = 0
+    sized_at: float = 0.0  # when the job last started at its size (monotonic)
+    log: list[dict[str, Any]] = field(default_factory=list)
+    stopping: int | None = None
+
+    @property
+    def size(self) -> int:
+        return 1 + len(self.members)
+
+    @property
+    def notice(self) -> Path:
+        return self.job_dir / "resize"
+
+    def record(self) -> None:
+        """elastic.json: what `podium show` gives of the job's replicas and resizes."""
+        write_atomic(self.job_dir / "elastic.json", {
+            "replicas": self.size, "replicas_min": self.allowed[0],
+            "replicas_max": self.allowed[-1], "resizes": self.resize_count,
+            "members": [m for m, _ in self.members],
+            "nodes": [self.node, *(n for _, n in self.members)], "resize_log": self.log,
+        }, durable=False)  # fmt: skip
+
+    def add_members(self, wanted: int, *, wait_for: int = 0) -> None:
+        """Submit `wanted` members; keep those that start within MEMBER_START_S (or,
+        with `wait_for`, until that many have started), cancel the others."""
+        asked = [i for _ in range(wanted)
+                 if (i := slurm.submit_member(self.job_id, self.member_directives,
+                                              self.partition))]  # fmt: skip
+        deadline = time.monotonic() + MEMBER_START_S
+        started: dict[str, str] = {}
+        while asked and self.stopping is None:
+            states = slurm.job_states(asked)
+            started = {j: n for j, (s, n) in states.items() if s == "RUNNING" and n}
+            if len(started) == len(asked):
+                break
+            if time.monotonic() > deadline and len(started) >= wait_for:
+                break
+            time.sleep(LOOK_S)
+        slurm.cancel([j for j in asked if j not in started])
+        self.members += sorted(started.items(), key=lambda m: int(m[0]))
+        most = fitting(self.allowed, self.size) or self.size
+        self.let_go(most)
+
+    def let_go(self, size: int) -> None:
+        """Cancel the members beyond `size` replicas (the highest ranks first)."""
+        extra = self.members[size - 1 :]
+        self.members = self.members[: size - 1]
+        slurm.cancel([m for m, _ in extra])
+
+    def env(self, rank: int) -> dict[str, str]:
+        """A rank's environment: the job's, less Slurm's own (the step's job is named
+        by --jobid), with its place in this generation's world."""
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("SLURM_") or k == "SLURM_CONF"}  # fmt: skip
+        port = 20000 + (self.base_port - 20000 + 1009 * self.resize_count) % 20000
+        env.update(
+            WORLD_SIZE=str(self.size), RANK=str(rank), LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
+            MASTER_ADDR=address(self.node), MASTER_PORT=str(port),
+            PODIUM_REPLICAS=str(self.size), PODIUM_RESIZE_COUNT=str(self.resize_count),
+            PODIUM_RESIZE_FILE=str(self.notice),
+        )  # fmt: skip
+        return env
+
+    def start_ranks(self) -> None:
+        own_file(str(self.notice), None)  # empty again: no resize is coming
+        places = [(self.job_id, self.node), *self.members]
+        for rank, (job, node) in enumerate(places):
+            command = ["srun", f"--jobid={job}", "--nodes=1", "--ntasks=1",
+                       "--kill-on-bad-exit=0", f"--job-name=rank{rank}",
+                       str(self.script), *self.args]  # fmt: skip
+            proc = subprocess.Popen(command, env=self.env(rank), stdin=subprocess.DEVNULL)
+            self.ranks.append(Rank(rank, job, node, proc))
+        self.sized_at = time.monotonic()
+        self.record()
+
+    def settle(self) -> None:
+        for r in list(self.ranks):
+            code = r.proc.poll()
+            if code is not None:
+                self.ranks.remove(r)
+                self.codes[r.rank] = code
+
+    def run(self) -> int:
+        """Keep the replicas until they end; the job's exit code."""
+        free = slurm.idle_nodes(self.partition)
+        want = min(self.allowed[-1], 1 + free)
+        self.add_members(max(want, self.allowed[0]) - 1, wait_for=self.allowed[0] - 1)
+        if self.stopping is not None:
+            return self.stop(self.stopping)
+        self.start_ranks()
+        while True:
+            if self.stopping is not None:
+                return self.stop(self.stopping)
+            self.settle()
+            failed = [c for c in self.codes.values() if c != 0]
+            if failed or not self.ranks:
+                return self.stop(max(failed, default=0))
+            change = self.change()
+            if change is not None:
+                self.resize(*change)
+            time.sleep(LOOK_S)
+
+    def change(self) -> tuple[int, str] | None:
+        """A resize due now: a shrink for a waiting job, else a grow into idle nodes."""
+        waiting = slurm.waiting_jobs(self.partition)
+        idle = slurm.idle_nodes(self.partition)
+        shrink = shrink_to(self.size, self.allowed, waiting, idle, self.shrink_for)
+        if shrink is not None:
+            return shrink
+        if time.monotonic() - self.sized_at < self.grow_delay_s or self.size >= self.allowed[-1]:
+            return None
+        if any(w.wants_room() and w.member_of != self.job_id for w in waiting) or not idle:
+            return None
+        grow = fitting(self.allowed, self.size + idle)
+        if grow is None or grow <= self.size:
+            return None
+        before = self.size
+        self.add_members(grow - before)
+        if self.size <= before:
+            return None
+        return self.size, f"grow {before}->{self.size} into free nodes"
+
+    def resize(self, to: int, cause: str) -> None:
+        """The contract: notice and signal, wait for the ranks (or the grace), stop what
+        is left, give up members beyond `to`, start again at the new size."""
+        before = self.size if to < self.size else self.size_before_grow(to)
+        entry: dict[str, Any] = {"from": before, "to": to, "cause": cause, "time": time.time()}
+        self.log.append(entry)
+        print(f"podium: elastic job {self.job_id}: {cause}", file=sys.stderr, flush=True)
+        deadline = time.time() + self.grace_s
+        write_notice(str(self.notice), to, deadline, self.resize_count + 1)
+        slurm.signal_steps(sorted({r.job_id for r in self.ranks}), self.resize_signal)
+        while self.ranks and time.time() < deadline and self.stopping is None:
+            if acknowledged(str(self.notice)):
+                break
+            time.sleep(0.2)
+            self.settle()
+        self.stop_ranks()
+        if self.stopping is not None:
+            return
+        self.codes.clear()
+        self.let_go(to)
+        self.resize_count += 1
+        entry["done"] = time.time()
+        self.start_ranks()
+
+    def size_before_grow(self, to: int) -> int:
+        """The size the ranks run at now (the members just added are not in it)."""
+        return len({r.rank for r in self.ranks}) or to
+
+    def stop_ranks(self) -> None:
+        """Cancel the ranks' steps still running (SIGTERM, then SIGKILL) and reap them."""
+        if not self.ranks:
+            return
+        jobs = sorted({r.job_id for r in self.ranks})
+        slurm.signal_steps(jobs, signal.SIGTERM)
+        deadline = time.monotonic() + 5
+        while self.ranks and time.monotonic() < deadline:
+            time.sleep(0.1)
+            self.settle()
+        if self.ranks:
+            slurm.signal_steps(jobs, signal.SIGKILL)
+        for r in self.ranks:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                r.proc.wait(5)
+            if r.proc.poll() is None:
+                r.proc.kill()
+                r.proc.wait()
+        self.ranks.clear()
+
+    def stop(self, code: int) -> int:
+        """End the ranks and the members; `code`."""
+        self.stop_ranks()
+        self.let_go(1)
+        self.record()
+        return code
+
+    def forward(self, signum: int, _frame: object) -> None:
+        """A signal for the job: to every rank; SIGTERM and SIGINT end it."""
+        with contextlib.suppress(Exception):
+            slurm.signal_steps(sorted({r.job_id for r in self.ranks}), signum)
+        if signum in (signal.SIGTERM, signal.SIGINT):
+            self.stopping = 128 + signum
+
+
+def main(argv: list[str]) -> int:
+    """Run the script (descriptor 9, as the batch launcher left it) on every replica
+    node; `argv`: the script's arguments."""
+    environ = dict(os.environ)
+    low, high, step = (int(x) for x in environ["PODIUM_ELASTIC"].split(":"))
+    home = job_dir(environ)
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    keeper = ElasticKeeper(
+        job_id=environ.get("SLURM_JOB_ID", ""), node=environ.get("SLURMD_NODENAME", ""),
+        partition=environ.get("SLURM_JOB_PARTITION", ""), job_dir=home,
+        script=home / "script", args=argv, allowed=sizes(low, high, step),
+        grace_s=float(environ.get("PODIUM_RESIZE_GRACE") or 60),
+        resize_signal=int(environ.get("PODIUM_RESIZE_SIGNAL") or signal.SIGUSR1),
+        shrink_for={q for q in (environ.get("PODIUM_SHRINK_FOR") or "").split(",") if q},
+        grow_delay_s=float(environ.get("PODIUM_GROW_DELAY") or 60),
+        member_directives=environ.get("PODIUM_MEMBER_SBATCH", ""),
+        base_port=int(environ.get("MASTER_PORT") or 29500),
+    )  # fmt: skip
+    with open("/dev/fd/9", "rb") as source:  # the script, as the batch launcher keeps it
+        body = source.read()
+    fd = os.open(keeper.script, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o700)
+    with os.fdopen(fd, "wb") as out:
+        out.write(body)
+    for sig in FORWARDED:
+        signal.signal(sig, keeper.forward)
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # the resize signal is for the ranks
+    return keeper.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

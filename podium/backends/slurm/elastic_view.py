@@ -1,0 +1,54 @@
+"""An elastic job on Slurm as one Podium job: its members' Slurm jobs folded into the
+record of the job Podium named (their nodes, GPUs and CPUs added to its own), and the
+keeper's record (`elastic.json`) read into it: replicas, their bounds, the resizes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from podium.backends.slurm.elastic_slurm import MEMBER_TAG
+from podium.run.files import read_json
+
+_ELASTIC_KEYS = ("replicas", "replicas_min", "replicas_max", "resizes", "resize_log")
+
+
+def member_of(record: dict[str, Any]) -> int | None:
+    """The elastic job `record` is a member of (None: it is no member)."""
+    comment = str(record.get("comment") or "")
+    rest = comment[len(MEMBER_TAG) :]
+    return int(rest) if comment.startswith(MEMBER_TAG) and rest.isdigit() else None
+
+
+def fold_members(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`records` with every member's running node, GPUs and CPUs added to its job's
+    record, and the members themselves left out. A member whose job is not listed
+    (another user's, or gone) is left out too."""
+    jobs = {r["job_id"]: r for r in records if member_of(r) is None}
+    for record in records:
+        leader = jobs.get(member_of(record) or -1)
+        if leader is None or record["state"] != "RUNNING":
+            continue
+        leader["nodes"] = [*leader["nodes"], *record["nodes"]]
+        leader["node_count"] = len(leader["nodes"])
+        leader["node"] = ",".join(leader["nodes"])
+        leader["gpus"] = int(leader["gpus"] or 0) + int(record["gpus"] or 0)
+        leader["cpus"] = int(leader["cpus"] or 0) + int(record["cpus"] or 0)
+        leader["ntasks"] = int(leader["ntasks"] or 1) + 1
+        leader["gpu_ids_by_node"] = {**leader["gpu_ids_by_node"], **record["gpu_ids_by_node"]}
+    return [r for r in records if member_of(r) is None]
+
+
+def add_elastic(record: dict[str, Any], job_dir: Path) -> None:
+    """The keeper's record of an elastic job's replicas and resizes, when it has one."""
+    try:
+        kept = read_json(job_dir / "elastic.json")
+    except (OSError, ValueError):  # another user's (not readable), or torn
+        return
+    if not isinstance(kept, dict):
+        return
+    for key in _ELASTIC_KEYS:
+        record[key] = kept.get(key)
+
+
+__all__ = ["add_elastic", "fold_members", "member_of"]
