@@ -58,7 +58,7 @@ scheduler_interval_s: 0.2
 """
 WORKER = r"""
 import json, os, signal, sys, time
-rank = int(os.environ["RANK"])
+rank = int(os.environ.get("RANK") or os.environ["SLURM_PROCID"])  # srun's, in one step
 world = int(os.environ.get("REPLICAS") or os.environ["WORLD_SIZE"])
 ckpt = os.path.join(os.environ["PODIUM_CHECKPOINT_DIR"], "units.json")
 every, startup = float(sys.argv[1]), float(sys.argv[2])

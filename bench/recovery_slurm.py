@@ -61,8 +61,10 @@ PODIUM = str(Path(sys.executable).parent / "podium")
 class Cluster:
     """The test cluster, rendered and started in a temporary directory."""
 
-    def __init__(self, port_base: int) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="podium-recovery-slurm-"))
+    def __init__(self, port_base: int, accounting: bool = False, preempt: str = "") -> None:
+        """With `accounting`, slurmdbd too (QoS); `preempt`: a PreemptType for
+        slurm.conf in place of the rendered one (e.g. preempt/qos)."""
+        self.dir = Path(tempfile.mkdtemp(prefix="podium-bench-slurm-"))
         self.dir.chmod(0o755)
         self.port_base = port_base
         subprocess.run(
@@ -70,7 +72,13 @@ class Cluster:
              "--port-base", str(port_base), "--hosts"],
             check=True, capture_output=True,
         )  # fmt: skip
-        subprocess.run(["bash", str(SCRIPTS / "up.sh"), str(self.dir)], check=True,
+        if preempt:
+            conf = self.dir / "etc" / "slurm.conf"
+            text = conf.read_text().replace("PreemptType=preempt/partition_prio",
+                                            f"PreemptType={preempt}")  # fmt: skip
+            conf.write_text(text)
+        subprocess.run(["bash", str(SCRIPTS / "up.sh"), str(self.dir),
+                        *(["--accounting"] if accounting else [])], check=True,
                        capture_output=True)  # fmt: skip
         self.env = dict(os.environ)
         self.env.pop("SLURM_JWT", None)
@@ -88,8 +96,9 @@ class Cluster:
             raise RuntimeError(f"{' '.join(argv)}: {done.stderr.strip()}")
         return done.stdout
 
-    def node_sh(self, node: str, action: str) -> None:
-        self.run("bash", str(SCRIPTS / "node.sh"), str(self.dir), node, action, check=False)
+    def node_sh(self, node: str, action: str, *more: str) -> None:
+        self.run("bash", str(SCRIPTS / "node.sh"), str(self.dir), node, action, *more,
+                 check=False)  # fmt: skip
 
     def state(self, node: str) -> str:
         return self.run("sinfo", "-h", "-n", node, "-o", "%T").strip()

@@ -23,6 +23,12 @@ SIGTERM (preemption, time limit, cancel: exit 143) or the elastic resize signal
 (SIGUSR1, PODIUM_RESIZE_FILE: exit 0 and Podium restarts it at the new size). The
 ranks agree on the step at which they stop (an all-reduce of the flag each step).
 
+**Links.** Where Podium gives PODIUM_LINK_BEATS (an elastic job on Slurm), every
+`--link-every` steps each rank sends 4 MiB to the next rank and times what it receives
+from the one before (after a barrier), and writes `STEP SECONDS` to
+PODIUM_LINK_BEATS/RANK: a host with a slow link slows what its rank receives and what
+the next rank receives from it (podium.recover.slow_links names it).
+
 Every step it touches PODIUM_HEARTBEAT_FILE when the job declared a heartbeat, and
 with --progress FILE rank 0 appends one JSON line per step, checkpoint and resume
 (time, step, loss, world size, restart count): what the fault demo, the goodput and
@@ -288,6 +294,10 @@ def main() -> int:
         help="make one rank slow: SECONDS more each step (to see a straggler named)",
     )  # fmt: skip
     parser.add_argument(
+        "--link-every", type=int, default=10,
+        help="with PODIUM_LINK_BEATS: time the links between ranks every N steps (0: never)",
+    )  # fmt: skip
+    parser.add_argument(
         "--cold-spare", action="store_true",
         help="with --spares: no warm standby (a replacement starts from nothing)",
     )  # fmt: skip
@@ -368,6 +378,8 @@ def main() -> int:
     sample_log = open(args.sample_log, "a", buffering=1) if args.sample_log else None  # noqa: SIM115
 
     run = int(env.get("PODIUM_RESTART_COUNT") or 0) + int(env.get("PODIUM_RESIZE_COUNT") or 0)
+    beats = env.get("PODIUM_LINK_BEATS")
+    links = LinkCheck(beats, rank, world) if beats and world > 1 else None
     stop = STOP  # set by the handlers installed at import, before torch
     loss_fn = nn.CrossEntropyLoss(reduction="sum")
     steps_per_epoch = max(1, args.epoch_samples // args.global_batch)
@@ -414,6 +426,8 @@ def main() -> int:
             progress.beat()
             progress.report(step, args.steps)
             progress.reached(step, 2)
+            if links is not None and args.link_every and step % args.link_every == 0:
+                links.check(step, device)
             asked = _agreed(stop["asked"], world, device)
             place = {"step": step, "epoch": step // steps_per_epoch}
             if asked or step % args.checkpoint_every == 0 or step == args.steps:
@@ -469,6 +483,31 @@ def _leave(rank: int, world: int, wait_s: float = 30.0) -> None:
         while store.add("podium/left", 0) < world - 1 and time.monotonic() < deadline:
             time.sleep(0.05)
     dist.destroy_process_group()
+
+
+class LinkCheck:
+    """Times the link into this rank: 4 MiB from the rank before it in a ring, after a
+    barrier (so every rank starts together), written as `STEP SECONDS` to its file."""
+
+    BYTES = 4 << 20
+
+    def __init__(self, directory: str, rank: int, world: int) -> None:
+        self.path = os.path.join(directory, str(rank))
+        self.rank, self.world = rank, world
+
+    def check(self, step: int, device: torch.device) -> None:
+        out = torch.zeros(self.BYTES // 4, device=device)
+        into = torch.empty_like(out)
+        dist.barrier()
+        began = time.monotonic()
+        sent = dist.isend(out, (self.rank + 1) % self.world)
+        dist.irecv(into, (self.rank - 1) % self.world).wait()
+        took = time.monotonic() - began
+        sent.wait()
+        scratch = f"{self.path}.{os.getpid()}"
+        with open(scratch, "w") as fh:
+            fh.write(f"{step} {took:.4f}\n")
+        os.replace(scratch, self.path)
 
 
 def _agreed(asked: int, world: int, device: torch.device) -> int:

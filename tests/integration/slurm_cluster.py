@@ -70,11 +70,11 @@ class SlurmCluster:
         )  # fmt: skip
         return job
 
-    def node_sh(self, node: str, action: str) -> None:
-        """scripts/slurm-testbed/node.sh on `node`: a fault (crash, kill, cut, slow) or
-        its mend (start, join, fast); AssertionError when it fails."""
+    def node_sh(self, node: str, action: str, *more: str) -> None:
+        """scripts/slurm-testbed/node.sh on `node`: a fault (crash, kill, cut, slow
+        [RATE]) or its mend (start, join, fast); AssertionError when it fails."""
         done = subprocess.run(
-            ["bash", str(SCRIPTS / "node.sh"), str(self.directory), node, action],
+            ["bash", str(SCRIPTS / "node.sh"), str(self.directory), node, action, *more],
             capture_output=True, text=True, env=self.env,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -63,27 +64,43 @@ def _events(path: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 
 
-def test_train_py_goes_on_across_2_1_and_4_hosts(slurm: SlurmCluster, tmp_path: Path) -> None:
-    steps, train = 200, EXAMPLES / "train.py"
-    common = (f"--model gpt --steps {steps} --checkpoint-every 20 --step-time 0.05 "
-              "--global-batch 32 --epoch-samples 1024")  # fmt: skip
-    reference = subprocess.run(
-        [sys.executable, str(train), *common.split(), "--progress", str(tmp_path / "ref.jsonl")],
-        env=dict(os.environ, PODIUM_CHECKPOINT_DIR=str(tmp_path / "ref-ckpt"), RANK="0",
-                 WORLD_SIZE="1"),
+STEPS = 200
+COMMON = (f"--model gpt --steps {STEPS} --checkpoint-every 20 --step-time 0.05 "
+          "--global-batch 32 --epoch-samples 1024")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same training at one fixed size: its progress file."""
+    where = tmp_path_factory.mktemp("reference")
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "train.py"), *COMMON.split(),
+         "--progress", str(where / "ref.jsonl")],
+        env=dict(os.environ, PODIUM_CHECKPOINT_DIR=str(where / "ckpt"), RANK="0", WORLD_SIZE="1"),
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
-    assert reference.returncode == 0, reference.stderr[-2000:]
+    assert done.returncode == 0, done.stderr[-2000:]
+    return where / "ref.jsonl"
+
+
+def _train(slurm: SlurmCluster, work: Path, *options: str) -> int:
+    """examples/train.py as a low-QoS `--elastic=1:4` job, its files in `work`."""
+    return _submit(
+        slurm, "--qos=low", "--elastic=1:4", "--gpus-per-task=1", "--resize-grace=60",
+        f"--checkpoint-dir={work / 'ckpt'}", "-o", str(work / "train-%j.out"), *options,
+        "--wrap", f"exec {sys.executable} {EXAMPLES / 'train.py'} {COMMON} "
+        f"--progress {work / 'p.jsonl'} --sample-log {work / 'samples.jsonl'}", cwd=work,
+    )  # fmt: skip
+
+
+def test_train_py_goes_on_across_2_1_and_4_hosts(
+    slurm: SlurmCluster, tmp_path: Path, reference: Path
+) -> None:
     blocker = _submit(slurm, "--qos=normal", "-N2", "--exclusive", "-o", "/dev/null",
                       "--wrap", "sleep 300")  # fmt: skip
     slurm.wait_job(blocker, {"RUNNING"})
     progress = tmp_path / "p.jsonl"
-    job = _submit(
-        slurm, "--qos=low", "--elastic=1:4", "--gpus-per-task=1", "--resize-grace=60",
-        f"--checkpoint-dir={tmp_path / 'ckpt'}", "-o", str(tmp_path / "train-%j.out"),
-        "--wrap", f"exec {sys.executable} {train} {common} --progress {progress} "
-        f"--sample-log {tmp_path / 'samples.jsonl'}", cwd=tmp_path,
-    )  # fmt: skip
+    job = _train(slurm, tmp_path)
     two = _until(slurm, job, lambda j: j["state"] == "RUNNING" and j.get("replicas") == 2)
     assert len(two["nodes"]) == 2 and not set(two["nodes"]) & set(
         slurm.json("show", str(blocker))["nodes"]
@@ -113,9 +130,8 @@ def test_train_py_goes_on_across_2_1_and_4_hosts(slurm: SlurmCluster, tmp_path: 
     assert [(r["from"], r["to"]) for r in shown["resize_log"]] == [(2, 1), (1, 4)]
     assert shrink["done"] - shrink["time"] < 60  # within --resize-grace
     worlds = check_elastic_training(
-        progress, tmp_path / "samples.jsonl", tmp_path / "ref.jsonl", steps, batch=32,
-        epoch_steps=32,
-    )  # fmt: skip
+        progress, tmp_path / "samples.jsonl", reference, STEPS, batch=32, epoch_steps=32
+    )
     assert worlds == [2, 1, 4], worlds
     poll(
         lambda: subprocess.run(["squeue", "-h", "-t", "PD,R", "-o", "%k"], env=slurm.env,
@@ -123,6 +139,46 @@ def test_train_py_goes_on_across_2_1_and_4_hosts(slurm: SlurmCluster, tmp_path: 
         lambda out: f"podium-elastic-member:{job}" not in out,
         "its members cancelled with it", 30,
     )  # fmt: skip
+
+
+def test_a_slow_host_is_named_confirmed_drained_and_left(
+    slurm: SlurmCluster, tmp_path: Path, reference: Path
+) -> None:
+    """A 4-host job's third host gets a 100 Mbit/s link mid-run (a tbf on both ends of
+    its veth): the ranks' link checks name it within LOOKS checks, the yardstick beside
+    a good host confirms it, it is drained with both figures, and the job goes on at 3
+    hosts to the end with the loss of a fixed-size run."""
+    progress = tmp_path / "p.jsonl"
+    job = _train(slurm, tmp_path)
+    four = _until(slurm, job, lambda j: j.get("replicas") == 4 and j.get("rank_nodes"))
+    victim = four["rank_nodes"][2]
+    poll(lambda: _events(progress),
+         lambda p: max((e["step"] for e in p if e["event"] == "step"), default=0) >= 25,
+         "25 steps at 4 hosts", 120)  # fmt: skip
+    slowed_at = time.time()
+    slurm.node_sh(victim, "slow", "100mbit")
+    try:
+        three = _until(slurm, job, lambda j: j.get("replicas") == 3, timeout=120)
+        leave = three["resize_log"][-1]
+        assert leave["cause"].startswith(f"leave {victim}: slow links"), leave
+        assert leave["drained"] == victim and victim not in three["nodes"]
+        assert leave["yardstick"]["suspect"] < 0.7 * leave["yardstick"]["good"], leave
+        steps = [e for e in _events(progress) if e["event"] == "step"]
+        before = max(e["step"] for e in steps if e["t"] <= slowed_at)
+        named = max(e["step"] for e in steps if e["t"] <= leave["time"])
+        assert named - before <= 40, (before, named)  # 3 checks, 10 steps apart, and one begun
+        node = slurm.node(victim)
+        assert node["state"].startswith("drain") and "busbw" in node["reason"], node
+        assert "beside" in node["reason"] and f"job {job}" in node["reason"]
+        final = slurm.wait_job(job, {"COMPLETED", "FAILED", "CANCELLED"}, timeout=300)
+        assert final["state"] == "COMPLETED", (tmp_path / f"train-{job}.out").read_text()[-3000:]
+        worlds = check_elastic_training(
+            progress, tmp_path / "samples.jsonl", reference, STEPS, batch=32, epoch_steps=32
+        )
+        assert worlds == [4, 3], worlds
+    finally:
+        slurm.node_sh(victim, "fast")
+        slurm.podium("resume", victim, check=False)
 
 
 @pytest.mark.parametrize(

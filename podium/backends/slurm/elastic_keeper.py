@@ -22,6 +22,10 @@ runs on the job's first node as the job's user.
   and the keeper waits for every rank to exit (or `ack`) until the grace ends; then
   what runs is cancelled, the members given up are cancelled, and every rank starts
   again at the new size with PODIUM_RESIZE_COUNT one higher.
+- **Leave a slow host.** The ranks time their links (PODIUM_LINK_BEATS,
+  `podium.recover.slow_links`); a host they name is confirmed with the two-host
+  yardstick while the ranks are stopped, drained with both figures, and its member
+  given up (`elastic_links`). A host cleared by the yardstick keeps its place.
 
 The record (`elastic.json`: replicas, members, resize_log) sits in the job's
 directory, STATE/user-USER/slurm-jobs/JOBID.RESTART, where `podium show` reads it.
@@ -40,8 +44,11 @@ from pathlib import Path
 from typing import Any
 
 from podium.backends.slurm import elastic_slurm as slurm
+from podium.backends.slurm.elastic_links import MIN_FRACTION, drain, step_env, yardstick
 from podium.backends.slurm.replica_keeper import address, job_dir
+from podium.recover.slow_links import LinkWatch, SlowHost
 from podium.run.files import write_atomic
+from podium.run.rank_beats import make_ranks_dir, read_step_seconds
 from podium.run.resize_notice import acknowledged, own_file, write_notice
 
 LOOK_S = 0.5  # how often the keeper looks at its ranks and the partition
@@ -107,6 +114,9 @@ class ElasticKeeper:
     sized_at: float = 0.0  # when the job last started at its size (monotonic)
     log: list[dict[str, Any]] = field(default_factory=list)
     stopping: int | None = None
+    links: LinkWatch = field(default_factory=LinkWatch)
+    link_step: float = 0.0  # the last link check looked at
+    stuck: set[int] = field(default_factory=set)  # slow ranks the keeper cannot leave
 
     @property
     def size(self) -> int:
@@ -162,12 +172,15 @@ class ElasticKeeper:
             WORLD_SIZE=str(self.size), RANK=str(rank), LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
             MASTER_ADDR=address(self.node), MASTER_PORT=str(port),
             PODIUM_REPLICAS=str(self.size), PODIUM_RESIZE_COUNT=str(self.resize_count),
-            PODIUM_RESIZE_FILE=str(self.notice),
+            PODIUM_RESIZE_FILE=str(self.notice), PODIUM_LINK_BEATS=str(self.job_dir / "links"),
         )  # fmt: skip
         return env
 
     def start_ranks(self) -> None:
         own_file(str(self.notice), None)  # empty again: no resize is coming
+        make_ranks_dir(self.job_dir / "links", None)  # the last world's checks are gone
+        self.links.forget()
+        self.link_step = 0.0
         places = [(self.job_id, self.node), *self.members]
         for rank, (job, node) in enumerate(places):
             command = ["srun", f"--jobid={job}", "--nodes=1", "--ntasks=1",
@@ -203,6 +216,9 @@ class ElasticKeeper:
             change = self.change()
             if change is not None:
                 self.resize(*change)
+            slow = self.slow_host()
+            if slow is not None:
+                self.leave(slow)
             time.sleep(LOOK_S)
 
     def change(self) -> tuple[int, str] | None:
@@ -229,6 +245,15 @@ class ElasticKeeper:
         """The contract: notice and signal, wait for the ranks (or the grace), stop what
         is left, give up members beyond `to`, start again at the new size."""
         before = self.size if to < self.size else self.size_before_grow(to)
+        entry = self.pause(before, to, cause)
+        if self.stopping is not None:
+            return
+        self.let_go(to)
+        self.restart(entry)
+
+    def pause(self, before: int, to: int, cause: str) -> dict[str, Any]:
+        """Tell the ranks (notice, signal), wait for them until the grace ends, stop
+        what is left; the resize's log entry."""
         entry: dict[str, Any] = {"from": before, "to": to, "cause": cause, "time": time.time()}
         self.log.append(entry)
         print(f"podium: elastic job {self.job_id}: {cause}", file=sys.stderr, flush=True)
@@ -241,13 +266,61 @@ class ElasticKeeper:
             time.sleep(0.2)
             self.settle()
         self.stop_ranks()
-        if self.stopping is not None:
-            return
+        return entry
+
+    def restart(self, entry: dict[str, Any]) -> None:
         self.codes.clear()
-        self.let_go(to)
         self.resize_count += 1
         entry["done"] = time.time()
         self.start_ranks()
+
+    def slow_host(self) -> SlowHost | None:
+        """A rank the link checks name, once every rank said at a new step."""
+        said = read_step_seconds(self.job_dir / "links")
+        steps = {step for step, _ in said.values()}
+        if len(said) != self.size or len(steps) != 1 or steps.pop() <= self.link_step:
+            return None
+        self.link_step = next(iter(said.values()))[0]
+        found = self.links.look(self.link_step, {r: s for r, (_, s) in said.items()})
+        if found is None or found.rank in self.stuck:
+            return None
+        if found.rank == 0 or self.size <= self.allowed[0] or self.size < 3:
+            self.stuck.add(found.rank)  # its own node, or no replica to spare: said once
+            print(f"podium: elastic job {self.job_id}: {found.words()}; the job cannot "
+                  "leave that host", file=sys.stderr, flush=True)  # fmt: skip
+            return None
+        return found
+
+    def leave(self, slow: SlowHost) -> None:
+        """Confirm the slow rank's host beside a good one while the ranks are stopped;
+        drain it and go on without it, or go on as before when it is cleared."""
+        places = [(self.job_id, self.node), *self.members]
+        suspect, good = places[slow.rank], [p for i, p in enumerate(places) if i != slow.rank]
+        to = fitting(self.allowed, self.size - 1) or self.size
+        entry = self.pause(self.size, to, f"leave {suspect[1]}? {slow.words()}")
+        if self.stopping is not None:
+            return
+        port = 20000 + (self.base_port - 20000 + 1009 * self.resize_count + 509) % 20000
+        measured = yardstick([good[0], suspect], port, step_env())
+        expected = yardstick([good[0], good[1]], port + 1, step_env())
+        beside = f"{measured} GB/s" if measured is not None else "failed"
+        figures = (f"all_reduce busbw {beside} beside {good[0][1]}, {expected} GB/s "
+                   f"between {good[0][1]} and {good[1][1]}")  # fmt: skip
+        entry["yardstick"] = {"suspect": measured, "good": expected}
+        if expected and (measured is None or measured < MIN_FRACTION * expected):
+            reason = f"nccl-health: slow links in job {self.job_id}: {slow.words()}; {figures}"
+            refused = drain(suspect[1], reason)
+            entry["cause"] = f"leave {suspect[1]}: slow links ({figures})"
+            entry["drained"] = None if refused else suspect[1]
+            if refused:
+                print(f"podium: cannot drain {suspect[1]}: {refused}", file=sys.stderr)
+            self.members.remove(suspect)
+            slurm.cancel([suspect[0]])
+            self.let_go(to)
+        else:
+            entry["cause"] = f"kept {suspect[1]}: the yardstick cleared it ({figures})"
+            entry["to"] = self.size
+        self.restart(entry)
 
     def size_before_grow(self, to: int) -> int:
         """The size the ranks run at now (the members just added are not in it)."""

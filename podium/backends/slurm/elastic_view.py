@@ -11,6 +11,7 @@ from podium.backends.slurm.elastic_slurm import MEMBER_TAG
 from podium.run.files import read_json
 
 _ELASTIC_KEYS = ("replicas", "replicas_min", "replicas_max", "resizes", "resize_log")
+# the keeper's "nodes": rank r's node at index r
 
 
 def member_of(record: dict[str, Any]) -> int | None:
@@ -49,6 +50,7 @@ def add_elastic(record: dict[str, Any], job_dir: Path) -> None:
         return
     for key in _ELASTIC_KEYS:
         record[key] = kept.get(key)
+    record["rank_nodes"] = kept.get("nodes")
 
 
 __all__ = ["add_elastic", "fold_members", "member_of"]
