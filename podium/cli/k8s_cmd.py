@@ -136,14 +136,17 @@ def apply_teams_cmd(
         click.echo(f"applied {what}")
 
 
-@k8s.command("agent")
-@click.option("--node", required=True, help="This node's name (a DaemonSet: spec.nodeName).")
-@click.option(
+_K8S_CONFIG = click.option(
     "--config",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
     help="The cluster config (backend: kubernetes). Default: $PODIUM_CONFIG.",
 )
+
+
+@k8s.command("agent")
+@click.option("--node", required=True, help="This node's name (a DaemonSet: spec.nodeName).")
+@_K8S_CONFIG
 @click.option(
     "--state-dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -168,6 +171,36 @@ def agent_cmd(
     cluster = cluster.model_copy(update={"health": cluster.health.for_node(node)})
     agent = NodeAgent(node, cluster, state_dir or paths.home() / "k8s-agent" / node)
     raise SystemExit(run(agent, interval, once))
+
+
+@k8s.command("elastic")
+@_K8S_CONFIG
+@click.option("--interval", type=click.FloatRange(min=0.5), default=5.0, show_default=True)
+@click.option("--once", is_flag=True, help="One pass, then exit.")
+def elastic_cmd(config: Path | None, interval: float, once: bool) -> None:
+    """The elastic controller: shrink elastic JobSets for waiting workloads of a QoS
+    that may preempt theirs, grow them into unused ClusterQueue quota (one resize a
+    ClusterQueue a pass; docs/elastic.md)."""
+    import time
+
+    from podium.backends import config_file
+    from podium.backends.kubernetes.elastic_control import ElasticControl, preemptors
+    from podium.backends.kubernetes.engine_api import KubeApi
+    from podium.config.access import ElasticConfig
+    from podium.config.cluster import load_config
+
+    cluster = load_config(config or Path(config_file()))
+    access = cluster.kubernetes
+    control = ElasticControl(
+        KubeApi(access.kubeconfig, access.namespace), preemptors(cluster.qos),
+        ElasticConfig.seconds(cluster.elastic.grow_delay),
+    )  # fmt: skip
+    while True:
+        for line in control.look(time.time()):
+            click.echo(line)
+        if once:
+            return
+        time.sleep(interval)
 
 
 def _topology_options(command: Any) -> Any:

@@ -69,11 +69,7 @@ class KubernetesAdmission:
         if switches is not None:
             self._switches(str(switches.value), switches.where)
         if out.get("elastic") is not None:
-            raise SpecError(
-                "--elastic: Kueue's elastic workloads are alpha and batch/v1 only "
-                "(KEP-975), and Podium does not resize JobSets: submit a fixed size, or run "
-                "elastic jobs on the embedded cluster"
-            )
+            _elastic_pods(draft)
         queue = draft.options.text("partition") or self.local_queue
         if not DNS_LABEL.match(queue):
             raise SpecError(
@@ -116,6 +112,29 @@ class KubernetesAdmission:
                 "runs `podium k8s apply topology DEFINITION` and sets "
                 "kubernetes.switch_label in the cluster config"
             )
+
+
+def _elastic_pods(draft: Draft) -> None:
+    """--elastic=MIN:MAX on Kubernetes: one pod per replica, with the replica's GPUs,
+    CPUs and memory, in a JobSet resized by its next generation
+    (`podium.backends.kubernetes.elastic_jobset`); submitted at MIN, sized at submission
+    to what the ClusterQueue has unused."""
+    out = draft.fields
+    spec = out["elastic"]
+    given = draft.given("elastic")
+    where = f"{given.where}: --elastic" if given is not None else "--elastic"
+    if spec.spares:
+        raise SpecError(f"{where}: spare replicas of an elastic job are the embedded cluster's")
+    if not spec.replica_gpus:
+        raise SpecError(
+            f"{where}: Podium sizes elastic jobs on Kubernetes by the ClusterQueue's GPU "
+            "quota: give --gpus-per-task"
+        )
+    out.update(
+        nodes=spec.min, ntasks=spec.min, ntasks_per_node=1, gpus=spec.min * spec.replica_gpus,
+        gpus_per_node=spec.replica_gpus, gpus_per_task=None,
+        cpus=spec.min * spec.replica_cpus, mem_mb=spec.replica_mem_mb or out["mem_mb"],
+    )  # fmt: skip
 
 
 def _is_duration(text: str) -> bool:

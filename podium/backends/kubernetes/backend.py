@@ -32,6 +32,7 @@ from podium.backends.admitted import admitted_spec, engine_ping, test_only_answe
 from podium.backends.kubernetes import parse as records
 from podium.backends.kubernetes.admission import KubernetesAdmission
 from podium.backends.kubernetes.cluster_queues import queue_teams
+from podium.backends.kubernetes.elastic_control import free_size
 from podium.backends.kubernetes.engine_api import KubeApi, Obj
 from podium.backends.kubernetes.queue_fit import check_fits
 from podium.backends.kubernetes.submission import known, next_job_id
@@ -114,6 +115,8 @@ class KubernetesBackend(Backend):
 
     def _submit(self, request: Mapping[str, Any]) -> list[dict[str, Any]]:
         spec = self._spec(request)
+        if spec.elastic is not None:
+            spec = free_size(self.api, spec)
         if request.get("test_only"):
             unnamed = self._manifests(spec)[1]  # no id is taken for a test
             check_fits(self.api, spec.partition, unnamed)

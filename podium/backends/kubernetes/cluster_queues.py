@@ -30,6 +30,19 @@ def _gpu_sum(groups: list[dict[str, Any]], key: str) -> int | None:
     return int(sum(values)) if values else None
 
 
+def gpu_room(queue: dict[str, Any]) -> tuple[int, int]:
+    """A ClusterQueue's nominal GPU quota and the GPUs its admitted workloads use (from
+    Kueue's own status)."""
+    nominal = _gpu_sum((queue.get("spec") or {}).get("resourceGroups", []), "nominalQuota")
+    used = sum(
+        quantity(r.get("total", 0))
+        for flavor in (queue.get("status") or {}).get("flavorsUsage", [])
+        for r in flavor.get("resources", [])
+        if r.get("name") == GPU
+    )
+    return nominal or 0, int(used)
+
+
 def queue_teams(queues: list[dict[str, Any]]) -> list[dict[str, object]]:
     """`podium teams` records for these ClusterQueues, by name."""
     teams: list[TeamQuota] = []
@@ -51,14 +64,7 @@ def queue_teams(queues: list[dict[str, Any]]) -> list[dict[str, object]]:
                 weight=_weight(spec),
             )
         )
-        used[name] = int(
-            sum(
-                quantity(r.get("total", 0))
-                for flavor in status.get("flavorsUsage", [])
-                for r in flavor.get("resources", [])
-                if r.get("name") == GPU
-            )
-        )
+        used[name] = gpu_room(queue)[1]
         pending[name] = (None, int(status.get("pendingWorkloads", 0)))
     ledger = TeamLedger(TeamRules(tuple(teams)))
     ledger.used.update(used)

@@ -36,6 +36,7 @@ from typing import Any
 
 from podium.api.records import JobRecord
 from podium.api.times import run_times
+from podium.backends.kubernetes.elastic_jobset import elastic_fields
 from podium.backends.kubernetes.translate import HEALTH_LABEL
 from podium.backends.kubernetes.translate import JOB_ID_LABEL as JOB_ID_LABEL  # re-exported
 from podium.backends.kubernetes.translate import RECORD_ANNOTATION as RECORD_ANNOTATION
@@ -156,6 +157,7 @@ def job_record(obj: Obj, workload: Obj | None, pods: list[Obj], now: float) -> d
     extra["namespace"] = meta.get("namespace")
     extra["kueue"] = kueue
     extra["pods"] = sorted(str(p["metadata"]["name"]) for p in (live or pods))
+    extra.update(elastic_fields(obj))
     return extra
 
 

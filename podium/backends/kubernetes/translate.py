@@ -39,6 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from podium.backends.kubernetes.elastic_jobset import elastic_labels
 from podium.errors import Unsatisfiable
 from podium.jobspec.job import JobSpec
 
@@ -99,7 +100,7 @@ def manifests(
     image = _image_and_script_fit(spec, target)
     digest = hashlib.sha256(json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode())
     name = dns_name(spec.name, str(job_id) if job_id is not None else digest.hexdigest()[:8])
-    labels = {QUEUE_LABEL: target.local_queue, JOB_LABEL: name}
+    labels = {QUEUE_LABEL: target.local_queue, JOB_LABEL: name} | elastic_labels(spec)
     own = {JOB_LABEL: name} if job_id is None else {JOB_LABEL: name, JOB_ID_LABEL: str(job_id)}
     labels |= own
     if spec.qos:  # a WorkloadPriorityClass named after the QoS (none: Kueue's default)
@@ -129,7 +130,7 @@ def manifests(
     meta: dict[str, Any] = {"name": name, "namespace": target.namespace, "labels": labels}
     if record is not None:
         meta["annotations"] = {RECORD_ANNOTATION: json.dumps(dict(record), sort_keys=True)}
-    if spec.nodes == 1 and not spec.auto_resume:
+    if spec.nodes == 1 and not spec.auto_resume and spec.elastic is None:
         job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": job_spec}
         return [config_map, job]
     return [config_map, _jobset(spec, name, meta, job_spec)]
@@ -193,8 +194,8 @@ def _pod_template(spec: JobSpec, name: str, image: str) -> dict[str, Any]:
     limits: dict[str, str] = {"memory": f"{spec.mem_mb}Mi"}
     if gpus:
         requests[resource] = limits[resource] = str(gpus)
-    master = "127.0.0.1" if spec.nodes == 1 else f"{name}-workers-0-0.{name}"
-    in_jobset = spec.nodes > 1 or bool(spec.auto_resume)
+    in_jobset = spec.nodes > 1 or bool(spec.auto_resume) or spec.elastic is not None
+    master = f"{name}-workers-0-0.{name}" if in_jobset else "127.0.0.1"
     restarts: dict[str, Any] = (
         {"name": "PODIUM_RESTART_COUNT", "valueFrom": {"fieldRef": {"fieldPath": RESTART_FIELD}}}
         if in_jobset
@@ -212,6 +213,9 @@ def _pod_template(spec: JobSpec, name: str, image: str) -> dict[str, Any]:
         env.append({"name": var, "valueFrom": {"fieldRef": {"fieldPath": INDEX_FIELD}}})
     if spec.checkpoint_dir:
         env.append({"name": "PODIUM_CHECKPOINT_DIR", "value": spec.checkpoint_dir})
+    if spec.elastic is not None:  # a resize is the next generation (elastic_jobset)
+        env += [{"name": "PODIUM_REPLICAS", "value": str(spec.nodes)},
+                {"name": "PODIUM_RESIZE_COUNT", "value": "0"}]  # fmt: skip
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "containers": [
@@ -229,6 +233,8 @@ def _pod_template(spec: JobSpec, name: str, image: str) -> dict[str, Any]:
     }
     if spec.time_limit_s is not None:
         pod_spec["activeDeadlineSeconds"] = spec.time_limit_s
+    if spec.elastic is not None:  # SIGTERM, then the resize grace to save
+        pod_spec["terminationGracePeriodSeconds"] = spec.elastic.grace_s
     pod_spec["affinity"] = _avoid(spec.exclude)
     return {"metadata": {"labels": {JOB_LABEL: name}}, "spec": pod_spec}
 
