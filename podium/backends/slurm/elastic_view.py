@@ -28,8 +28,12 @@ def fold_members(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     jobs = {r["job_id"]: r for r in records if member_of(r) is None}
     for record in records:
         leader = jobs.get(member_of(record) or -1)
-        if leader is None or record["state"] != "RUNNING":
-            continue
+        if (
+            leader is None
+            or record["state"] != "RUNNING"
+            or "COMPLETING" in record.get("slurm_state", "")
+        ):
+            continue  # a member given up is no part of the job, even while it ends
         leader["nodes"] = [*leader["nodes"], *record["nodes"]]
         leader["node_count"] = len(leader["nodes"])
         leader["node"] = ",".join(leader["nodes"])

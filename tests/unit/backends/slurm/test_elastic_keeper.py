@@ -86,6 +86,7 @@ def test_members_fold_into_their_job() -> None:
         _record(4, ["n4"], "podium-elastic-member:3"),
         _record(5, ["n1"], "podium-elastic-member:77"),  # its job is not listed
         _record(6, ["n2"], "a user's own comment"),
+        {**_record(7, ["n5"], "podium-elastic-member:3"), "slurm_state": "COMPLETING"},
     ]
     folded = fold_members(records)
     assert [r["job_id"] for r in folded] == [3, 6]
