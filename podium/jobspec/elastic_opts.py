@@ -1,10 +1,12 @@
 """--elastic=MIN:MAX[:STEP], --resize-grace, --resize-signal and --spares: an elastic
 job's replicas, what each holds and its spares, read after the sizes (`sizes.read_sizes`).
 
-An elastic job is one node's worth of replicas: each replica is one task (one
-data-parallel rank) with --gpus-per-task GPUs, --cpus-per-task CPUs and memory per
-GPU or per CPU. The job's resources as stored are its MIN replicas'; the scheduler
-sizes each start between MIN and MAX (`podium.sched.elastic`). --spares=N adds N
+Each replica is one task (one data-parallel rank) with --gpus-per-task GPUs,
+--cpus-per-task CPUs and memory per GPU or per CPU. On the embedded cluster an elastic
+job is one node's worth of replicas; the job's resources as stored are its MIN
+replicas', and the scheduler sizes each start between MIN and MAX
+(`podium.sched.elastic`). The Slurm and Kubernetes backends' admissions make each
+replica a node (a Slurm job) or a pod of its own. --spares=N adds N
 replicas' worth to every size: held idle, they take a failed replica's place.
 Without --elastic, --spares=N is N whole nodes (the Slurm backend's spare nodes,
 `podium.backends.slurm.replica_keeper`); the other backends refuse it.
