@@ -36,6 +36,7 @@ from podium.backends.kubernetes.engine_api import KubeApi, Obj
 from podium.backends.kubernetes.parse import condition, epoch, quantity
 from podium.backends.kubernetes.queue_fit import pod_requests
 from podium.backends.kubernetes.translate import QUEUE_LABEL, RECORD_ANNOTATION, dns_label
+from podium.errors import ApiError
 from podium.jobspec.job import JobSpec
 
 
@@ -82,7 +83,8 @@ class ElasticControl:
     grow_delay_s: float
 
     def look(self, now: float) -> list[str]:
-        """One pass; a line for each resize made."""
+        """One pass; a line for each resize made, and for each elastic JobSet left as
+        it is because it could not be read or resized."""
         jobsets = [j for j in self.api.objects("JobSet") if bounds(j) is not None]
         if not jobsets:
             return []
@@ -103,10 +105,16 @@ class ElasticControl:
             waiting = [w for w in workloads if queues.get(w["spec"].get("queueName")) == cq
                        and not admitted(w) and not finished(w)
                        and w["spec"].get("active", True)]  # fmt: skip
-            change = self.change(jobset, waiting, rooms.get(cq, (0, 0)), now)
-            if change is not None:
-                busy.add(cq)
-                done.append(self.resize(jobset, *change, now))
+            name = jobset["metadata"]["name"]
+            try:  # a JobSet's annotations are its user's: one odd job stops no other
+                change = self.change(jobset, waiting, rooms.get(cq, (0, 0)), now)
+                if change is not None:
+                    busy.add(cq)
+                    done.append(self.resize(jobset, *change, now))
+            except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+                done.append(f"{name}: left as it is: unreadable ({type(exc).__name__}: {exc})")
+            except ApiError as exc:
+                done.append(f"{name}: resize refused by the API server: {exc}")
         return done
 
     def change(

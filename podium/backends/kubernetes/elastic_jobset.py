@@ -59,11 +59,13 @@ def elastic_fields(obj: dict[str, Any]) -> dict[str, Any]:
     if found is None or obj.get("kind") != "JobSet":
         return {}
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    try:
+    try:  # the JobSet is its user's to write: anything odd reads as nothing
         log = json.loads(annotations.get(RESIZE_LOG) or "[]")
-    except ValueError:
-        log = []
-    return {"replicas": size_of(obj), "replicas_min": found[0], "replicas_max": found[1],
+        replicas = size_of(obj)
+    except (ValueError, KeyError, TypeError, IndexError):
+        return {}
+    log = [e for e in log if isinstance(e, dict)] if isinstance(log, list) else []
+    return {"replicas": replicas, "replicas_min": found[0], "replicas_max": found[1],
             "resizes": len(log), "resize_log": log}  # fmt: skip
 
 

@@ -105,3 +105,32 @@ def test_the_controller_shrinks_for_a_preempting_qos_and_grows_into_unused_quota
 def test_an_elastic_job_without_gpus_per_replica_is_refused() -> None:
     with pytest.raises(SpecError, match="give --gpus-per-task"):
         _docs(["--elastic=1:4"])
+
+
+class _Api:
+    """What the controller lists, and nothing it may change."""
+
+    def __init__(self, objects: dict[str, list[dict[str, Any]]]) -> None:
+        self.lists = objects
+
+    def objects(self, kind: str) -> list[dict[str, Any]]:
+        return self.lists.get(kind, [])
+
+
+def test_a_jobset_with_odd_annotations_stops_no_other() -> None:
+    """A user's own JobSet with a resize log that is not JSON: the pass says so in one
+    line and goes on (it raised, and the controller stopped for everyone, before)."""
+    _, jobset = _docs(ELASTIC)
+    jobset["metadata"].update(uid="u1", annotations={"podium.dev/record": "{not json"})
+    workload = _workload(8, "low", True)
+    workload["metadata"]["ownerReferences"] = [{"uid": "u1"}]
+    workload["spec"]["queueName"] = "default"
+    api = _Api({"JobSet": [jobset], "Workload": [workload],
+                "LocalQueue": [{"metadata": {"name": "default"}, "spec": {"clusterQueue": "cq"}}],
+                "ClusterQueue": [{"metadata": {"name": "cq"}, "spec": {}}]})  # fmt: skip
+    control = ElasticControl(api=api, shrinks_for=preemptors(CONFIG.qos), grow_delay_s=0)  # type: ignore[arg-type]
+    (line,) = control.look(now=1000.0)
+    assert line.startswith("wrap-7: left as it is: unreadable (JSONDecodeError")
+    jobset["metadata"]["annotations"]["podium.dev/resize-log"] = '{"not": "a list"}'
+    del jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"]
+    assert elastic_fields(jobset) == {}  # `podium queue` reads it as a plain job
