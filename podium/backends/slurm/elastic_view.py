@@ -23,16 +23,17 @@ def member_of(record: dict[str, Any]) -> int | None:
 
 def fold_members(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """`records` with every member's running node, GPUs and CPUs added to its job's
-    record, and the members themselves left out. A member whose job is not listed
-    (another user's, or gone) is left out too."""
+    record, and the members themselves left out. Anyone may write any --comment, so a
+    job is a member only of a listed job of its own user's; any other job carrying
+    the tag is listed as itself."""
     jobs = {r["job_id"]: r for r in records if member_of(r) is None}
+    members = []
     for record in records:
         leader = jobs.get(member_of(record) or -1)
-        if (
-            leader is None
-            or record["state"] != "RUNNING"
-            or "COMPLETING" in record.get("slurm_state", "")
-        ):
+        if leader is None or leader.get("uid") != record.get("uid"):
+            continue
+        members.append(record)
+        if record["state"] != "RUNNING" or "COMPLETING" in record.get("slurm_state", ""):
             continue  # a member given up is no part of the job, even while it ends
         leader["nodes"] = [*leader["nodes"], *record["nodes"]]
         leader["node_count"] = len(leader["nodes"])
@@ -41,7 +42,7 @@ def fold_members(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         leader["cpus"] = int(leader["cpus"] or 0) + int(record["cpus"] or 0)
         leader["ntasks"] = int(leader["ntasks"] or 1) + 1
         leader["gpu_ids_by_node"] = {**leader["gpu_ids_by_node"], **record["gpu_ids_by_node"]}
-    return [r for r in records if member_of(r) is None]
+    return [r for r in records if all(r is not m for m in members)]
 
 
 def add_elastic(record: dict[str, Any], job_dir: Path) -> None:

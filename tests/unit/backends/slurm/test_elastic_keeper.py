@@ -75,7 +75,8 @@ def test_the_keeper_gets_its_sizes_the_qos_that_shrink_it_and_a_members_shape() 
 
 
 def _record(job_id: int, nodes: list[str], comment: str | None = None) -> dict[str, Any]:
-    return {"job_id": job_id, "state": "RUNNING", "nodes": nodes, "node": ",".join(nodes),
+    return {"job_id": job_id, "uid": 1000, "state": "RUNNING", "nodes": nodes,
+            "node": ",".join(nodes),
             "node_count": len(nodes), "gpus": 2, "cpus": 4, "ntasks": 1, "comment": comment,
             "gpu_ids_by_node": {n: [0, 1] for n in nodes}}  # fmt: skip
 
@@ -89,7 +90,7 @@ def test_members_fold_into_their_job() -> None:
         {**_record(7, ["n5"], "podium-elastic-member:3"), "slurm_state": "COMPLETING"},
     ]
     folded = fold_members(records)
-    assert [r["job_id"] for r in folded] == [3, 6]
+    assert [r["job_id"] for r in folded] == [3, 5, 6]  # 5's job is not listed: itself
     assert folded[0]["nodes"] == ["n3", "n4"] and folded[0]["gpus"] == 4
     assert folded[0]["ntasks"] == 2 and folded[0]["gpu_ids_by_node"]["n4"] == [0, 1]
     assert member_of(records[1]) == 3 and member_of(records[3]) is None
@@ -98,3 +99,11 @@ def test_members_fold_into_their_job() -> None:
 @pytest.mark.parametrize("comment", ["podium-elastic-member:", "podium-elastic-member:3x"])
 def test_a_malformed_member_tag_is_no_member(comment: str) -> None:
     assert member_of(_record(4, ["n4"], comment)) is None
+
+
+def test_another_users_job_cannot_pose_as_a_member() -> None:
+    """Anyone may write any --comment: a job of another user tagged as job 3's member
+    is not folded into it, and is listed as itself."""
+    posing = {**_record(9, ["n9"], "podium-elastic-member:3"), "uid": 2000}
+    folded = fold_members([_record(3, ["n3"]), posing])
+    assert [r["job_id"] for r in folded] == [3, 9] and folded[0]["nodes"] == ["n3"]
