@@ -34,6 +34,8 @@ COLUMNS = [
     "max_slowdown",
     "jain_users",
     "wait_vs_fifo_bf",
+    "slowed_2x_vs_fifo_bf",
+    "worst_vs_fifo_bf",
     "rho_avg",
     "rho_max",
 ]
@@ -67,9 +69,9 @@ ELASTIC_COLUMNS = ["elastic", "resizes", "lost_gpu_s", "elastic_avg_jct_s", "hig
 )
 @click.option(
     "--policies",
-    default="fifo,fifo-backfill,priority,backfill,preempt,fairshare",
+    default="fifo,fifo-backfill,priority,backfill,preempt,fairshare,shortest-first",
     help="Comma-separated: fifo, fifo-backfill, priority, backfill, preempt, fairshare, "
-    "shortest-first.",
+    "shortest-first (default: every one).",
 )
 @click.option(
     "--time-scale",
@@ -303,9 +305,10 @@ class _Replay:
 
     def outcome_rows(self, names: list[str], kind: str, rules: TeamRules) -> list[dict[str, Any]]:
         """Each policy's outcomes, with the most any job waits against fifo-backfill
-        (replayed first, as the baseline)."""
+        (replayed first, as the baseline), the share of jobs it slows more than 2x and
+        the worst job's slowdown against it."""
         from podium.sim.engine import simulate
-        from podium.sim.metrics import summarize, team_summary, wait_ratio_max
+        from podium.sim.metrics import slowdown_vs, summarize, team_summary, wait_ratio_max
 
         n = len(self.jobs)
         task = self.progress.task(f"fifo-backfill{self.where} (the baseline)", n, "jobs")
@@ -325,6 +328,9 @@ class _Replay:
             row = {**summarize(result), "sharing": self.options.sharing}
             task.finish(f"avg JCT {row['avg_jct_s']} s")
             row["wait_vs_fifo_bf"] = round(wait_ratio_max(result, baseline), 2)
+            slowed, worst = slowdown_vs(result, baseline)
+            row["slowed_2x_vs_fifo_bf"] = round(slowed, 4)  # a share of the jobs
+            row["worst_vs_fifo_bf"] = round(worst, 2)
             if kind:
                 row["elastic"] = kind
             if rules.teams:

@@ -121,6 +121,25 @@ def wait_ratio_max(result: SimResult, baseline: SimResult) -> float:
     return max(ratios, default=1.0)
 
 
+def slowdown_vs(result: SimResult, baseline: SimResult) -> tuple[float, float]:
+    """How each job's completion time compares with the same job's under `baseline`
+    (the same trace): the share of jobs slowed more than 2x, and the worst ratio. Both
+    times are floored at SLOWDOWN_FLOOR_S, so that a job of seconds is not "slowed" by
+    a pass interval."""
+    before = {
+        o.job.job_id: o.end - o.job.submit_time for o in baseline.outcomes if o.end is not None
+    }
+    ratios = [
+        max(o.end - o.job.submit_time, SLOWDOWN_FLOOR_S)
+        / max(before[o.job.job_id], SLOWDOWN_FLOOR_S)
+        for o in result.outcomes
+        if o.end is not None and o.job.job_id in before
+    ]
+    if not ratios:
+        return 0.0, 1.0
+    return sum(r > 2.0 for r in ratios) / len(ratios), max(ratios)
+
+
 def team_summary(result: SimResult, rules: TeamRules) -> list[dict[str, Any]]:
     """Each team's share of the GPU-hours used, and its jobs' waits (jobs of no team
     as "(none)"), in config order."""

@@ -123,8 +123,17 @@ def test_cli_compares_policies(tmp_path: Path) -> None:
         "backfill",
         "preempt",
         "fairshare",
-    ]
+        "shortest-first",
+    ]  # every policy by default (issue 50)
     assert next(r for r in results if r["policy"] == "preempt")["preemptions"] == 1
+    # against fifo-backfill, which backfills job 2 at once (JCT 50 s): plain fifo
+    # runs it after job 1 (JCT 248 s), so one job of three is slowed 4.96x
+    by = {r["policy"]: r for r in results}
+    assert (
+        by["fifo-backfill"]["slowed_2x_vs_fifo_bf"],
+        by["fifo-backfill"]["worst_vs_fifo_bf"],
+    ) == (0.0, 1.0)
+    assert (by["fifo"]["slowed_2x_vs_fifo_bf"], by["fifo"]["worst_vs_fifo_bf"]) == (0.3333, 4.96)
     table = subprocess.run(
         [*podium, "sim", str(trace), "--nodes", "1", "--policies", "fifo"],
         capture_output=True,
