@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from podium.api import arrays
+from podium.api.elastic_sizes import elastic_sizes
 from podium.api.states import JobState
 
 DependencyKind = Literal["after", "afterok", "afternotok", "afterany", "singleton"]
@@ -95,12 +96,6 @@ class ElasticSpec(Frozen):
         """How many replicas a start holding `cpus` CPUs runs (whole replicas, its
         spares not counted)."""
         return max(0, cpus // self.replica_cpus - self.spares)
-
-
-def elastic_sizes(low: int, high: int, step: int) -> list[int]:
-    """Every size an elastic job may run at, largest first: MIN, MIN + STEP, ... up to
-    MAX, and MAX itself."""
-    return sorted({*range(low, high + 1, step), high}, reverse=True)
 
 
 ExclusiveMode = Literal["none", "node", "user"]

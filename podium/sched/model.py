@@ -6,8 +6,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from podium.api.elastic_sizes import elastic_sizes
 from podium.api.states import Exclusive, PreemptMode
-from podium.jobspec.job import Dependency, elastic_sizes
+from podium.jobspec.job import Dependency
 from podium.sched.priority import Factors, PriorityWeights
 
 

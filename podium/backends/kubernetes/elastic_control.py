@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from podium.api.elastic_sizes import elastic_sizes, largest_fitting
 from podium.backends.kubernetes.cluster_queues import GPU, gpu_room
 from podium.backends.kubernetes.elastic_jobset import (
     SIZED_AT,
@@ -38,14 +39,6 @@ from podium.backends.kubernetes.queue_fit import pod_requests
 from podium.backends.kubernetes.translate import QUEUE_LABEL, RECORD_ANNOTATION, dns_label
 from podium.errors import ApiError
 from podium.jobspec.job import JobSpec
-
-
-def sizes(low: int, high: int, step: int) -> list[int]:
-    return sorted({*range(low, high + 1, step), high})
-
-
-def fitting(allowed: list[int], most: int) -> int | None:
-    return max((s for s in allowed if s <= most), default=None)
 
 
 def admitted(workload: Obj) -> bool:
@@ -91,8 +84,7 @@ class ElasticControl:
         workloads = self.api.objects("Workload")
         owned = {o.get("uid"): w for w in workloads
                  for o in w["metadata"].get("ownerReferences") or []}  # fmt: skip
-        queues = {q["metadata"]["name"]: q["spec"]["clusterQueue"]
-                  for q in self.api.objects("LocalQueue")}  # fmt: skip
+        queues = cluster_queue_of(self.api)
         rooms = {q["metadata"]["name"]: room(q, workloads, queues)
                  for q in self.api.objects("ClusterQueue")}  # fmt: skip
         done: list[str] = []
@@ -121,7 +113,7 @@ class ElasticControl:
         self, jobset: Obj, waiting: list[Obj], room: tuple[int, int], now: float
     ) -> tuple[int, str] | None:
         low, high, step = bounds(jobset) or (1, 1, 1)
-        allowed, size = sizes(low, high, step), size_of(jobset)
+        allowed, size = elastic_sizes(low, high, step), size_of(jobset)
         per_pod = pod_requests(jobset)[0].get(GPU, 0.0)
         if per_pod <= 0:
             return None
@@ -135,7 +127,7 @@ class ElasticControl:
             need = workload_gpus(other) - free
             if need <= 0:
                 continue
-            to = fitting(allowed, size - math.ceil(need / per_pod))
+            to = largest_fitting(allowed, size - math.ceil(need / per_pod))
             if to is not None and to < size:
                 owner = (other["metadata"].get("ownerReferences") or [{}])[0]
                 return to, f"shrink {size}->{to} for {owner.get('kind')} {owner.get('name')}"
@@ -144,7 +136,7 @@ class ElasticControl:
         )
         if waiting or now - sized_at < self.grow_delay_s or free < per_pod:
             return None
-        to = fitting(allowed, size + int(free // per_pod))
+        to = largest_fitting(allowed, size + int(free // per_pod))
         if to is None or to <= size:
             return None
         return to, f"grow {size}->{to} into unused quota"
@@ -166,6 +158,12 @@ class ElasticControl:
         return f"{name}: {cause} (now {new['metadata']['name']})"
 
 
+def cluster_queue_of(api: KubeApi) -> dict[str, str]:
+    """Each LocalQueue of the namespace -> the ClusterQueue it points at."""
+    return {str(q["metadata"]["name"]): str(q["spec"]["clusterQueue"])
+            for q in api.objects("LocalQueue")}  # fmt: skip
+
+
 def room(cq: Obj, workloads: list[Obj], queues: dict[str, str]) -> tuple[int, int]:
     """A ClusterQueue's nominal GPU quota and the GPUs in use: the larger of Kueue's
     status (which Kueue writes a moment after it admits) and the admitted workloads
@@ -184,12 +182,11 @@ def free_size(api: KubeApi, spec: JobSpec) -> JobSpec:
     elastic = spec.elastic
     if elastic is None or not elastic.replica_gpus:
         return spec
-    queue = api.get("LocalQueue", spec.partition)
-    cq = api.get("ClusterQueue", str(queue["spec"]["clusterQueue"])) if queue else None
-    queues = {q["metadata"]["name"]: q["spec"]["clusterQueue"] for q in api.objects("LocalQueue")}
+    queues = cluster_queue_of(api)
+    cq = api.get("ClusterQueue", queues[spec.partition]) if spec.partition in queues else None
     nominal, used = room(cq, api.objects("Workload"), queues) if cq else (0, 0)
-    allowed = sizes(elastic.min, elastic.max, elastic.step)
-    size = fitting(allowed, (nominal - used) // elastic.replica_gpus) or elastic.min
+    allowed = elastic.sizes()
+    size = largest_fitting(allowed, (nominal - used) // elastic.replica_gpus) or elastic.min
     return spec.model_copy(update={
         "nodes": size, "ntasks": size, "gpus": size * elastic.replica_gpus,
         "cpus": size * elastic.replica_cpus,

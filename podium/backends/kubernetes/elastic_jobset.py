@@ -20,23 +20,15 @@ import copy
 import json
 from typing import Any
 
-from podium.jobspec.job import JobSpec
+from podium.backends.kubernetes.translate import ELASTIC_LABEL, JOB_LABEL, RECORD_ANNOTATION
 
-ELASTIC_LABEL = "podium.dev/elastic"  # MIN-MAX-STEP
 RESIZE_LOG = "podium.dev/resize-log"  # JSON: [{from, to, cause, time}]
 SIZED_AT = "podium.dev/sized-at"  # when this generation was made (epoch seconds)
 GRACE = "podium.dev/resize-grace"
-JOB_LABEL = "podium.dev/job"
 KEPT_KUEUE_KEYS = (
     "kueue.x-k8s.io/podset-required-topology",
     "kueue.x-k8s.io/podset-preferred-topology",
 )  # --switches: Podium's own
-
-
-def elastic_labels(spec: JobSpec) -> dict[str, str]:
-    """The JobSet's label for an elastic spec (none for another job)."""
-    e = spec.elastic
-    return {ELASTIC_LABEL: f"{e.min}-{e.max}-{e.step}"} if e is not None else {}
 
 
 def bounds(obj: dict[str, Any]) -> tuple[int, int, int] | None:
@@ -87,11 +79,11 @@ def next_generation(
     base = old["name"].removesuffix(f"-r{len(log)}") if log else old["name"]
     log.append({"from": size_of(jobset), "to": size, "cause": cause, "time": round(now, 3)})
     name = f"{base}-r{len(log)}"
-    record = json.loads(annotations.get("podium.dev/record") or "{}")
+    record = json.loads(annotations.get(RECORD_ANNOTATION) or "{}")
     per_pod = int(record.get("gpus") or 0) // max(1, size_of(jobset))
     record.update(gpus=per_pod * size, ntasks=size, node_count=size)
     annotations.update({RESIZE_LOG: json.dumps(log), SIZED_AT: str(round(now, 3)),
-                        "podium.dev/record": json.dumps(record, sort_keys=True)})  # fmt: skip
+                        RECORD_ANNOTATION: json.dumps(record, sort_keys=True)})  # fmt: skip
     labels = {**old["labels"], JOB_LABEL: name}
     script = {
         "apiVersion": "v1", "kind": "ConfigMap",
@@ -129,4 +121,4 @@ def next_generation(
     return script, new
 
 
-__all__ = ["ELASTIC_LABEL", "bounds", "elastic_fields", "elastic_labels", "next_generation"]
+__all__ = ["bounds", "elastic_fields", "next_generation"]

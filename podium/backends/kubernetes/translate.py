@@ -39,7 +39,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from podium.backends.kubernetes.elastic_jobset import elastic_labels
 from podium.errors import Unsatisfiable
 from podium.jobspec.job import JobSpec
 
@@ -50,6 +49,7 @@ PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 JOB_LABEL = "podium.dev/job"
 JOB_ID_LABEL = "podium.dev/job-id"  # Podium's job id, on its objects and pods
 RECORD_ANNOTATION = "podium.dev/record"  # what the record needs from the spec
+ELASTIC_LABEL = "podium.dev/elastic"  # an elastic job's MIN-MAX-STEP (elastic_jobset)
 REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"  # --switches=1
 PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"  # --switches=1@TIME
 INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
@@ -237,6 +237,12 @@ def _pod_template(spec: JobSpec, name: str, image: str) -> dict[str, Any]:
         pod_spec["terminationGracePeriodSeconds"] = spec.elastic.grace_s
     pod_spec["affinity"] = _avoid(spec.exclude)
     return {"metadata": {"labels": {JOB_LABEL: name}}, "spec": pod_spec}
+
+
+def elastic_labels(spec: JobSpec) -> dict[str, str]:
+    """The JobSet's label for an elastic spec (none for another job)."""
+    e = spec.elastic
+    return {ELASTIC_LABEL: f"{e.min}-{e.max}-{e.step}"} if e is not None else {}
 
 
 def _topology_request(spec: JobSpec, target: Target) -> dict[str, str]:

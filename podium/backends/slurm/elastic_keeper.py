@@ -43,9 +43,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from podium.api.elastic_sizes import elastic_sizes, largest_fitting
 from podium.backends.slurm import elastic_slurm as slurm
 from podium.backends.slurm.elastic_links import MIN_FRACTION, drain, step_env, yardstick
-from podium.backends.slurm.replica_keeper import address, job_dir
+from podium.backends.slurm.replica_keeper import (
+    address,
+    copy_script,
+    generation_port,
+    job_dir,
+)
 from podium.recover.slow_links import LinkWatch, SlowHost
 from podium.run.files import write_atomic
 from podium.run.rank_beats import make_ranks_dir, read_step_seconds
@@ -54,16 +60,6 @@ from podium.run.resize_notice import acknowledged, own_file, write_notice
 LOOK_S = 0.5  # how often the keeper looks at its ranks and the partition
 MEMBER_START_S = 15.0  # how long a new member may wait for its node before it is given up
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR2, signal.SIGHUP)
-
-
-def sizes(low: int, high: int, step: int) -> list[int]:
-    """The sizes an elastic job may run at: MIN, MIN+STEP, ... up to MAX, and MAX."""
-    return sorted({*range(low, high + 1, step), high})
-
-
-def fitting(allowed: list[int], most: int) -> int | None:
-    """The largest allowed size of at most `most` replicas (None: none fits)."""
-    return max((s for s in allowed if s <= most), default=None)
 
 
 def shrink_to(
@@ -76,7 +72,7 @@ def shrink_to(
             continue
         if job.nodes <= idle:
             continue  # it starts without us
-        to = fitting(allowed, size - (job.nodes - idle))
+        to = largest_fitting(allowed, size - (job.nodes - idle))
         if to is not None and to < size:
             return to, f"shrink {size}->{to} for job {job.job_id}"
     return None
@@ -100,7 +96,7 @@ class ElasticKeeper:
     job_dir: Path
     script: Path
     args: list[str]
-    allowed: list[int]
+    allowed: list[int]  # its sizes, smallest first
     grace_s: float
     resize_signal: int
     shrink_for: set[str]
@@ -153,7 +149,7 @@ class ElasticKeeper:
             time.sleep(LOOK_S)
         slurm.cancel([j for j in asked if j not in started])
         self.members += sorted(started.items(), key=lambda m: int(m[0]))
-        most = fitting(self.allowed, self.size) or self.size
+        most = largest_fitting(self.allowed, self.size) or self.size
         self.let_go(most)
 
     def let_go(self, size: int) -> None:
@@ -165,9 +161,8 @@ class ElasticKeeper:
     def env(self, rank: int) -> dict[str, str]:
         """A rank's environment: the job's, less Slurm's own (the step's job is named
         by --jobid), with its place in this generation's world."""
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith("SLURM_") or k == "SLURM_CONF"}  # fmt: skip
-        port = 20000 + (self.base_port - 20000 + 1009 * self.resize_count) % 20000
+        env = step_env()
+        port = generation_port(self.base_port, self.resize_count)
         env.update(
             WORLD_SIZE=str(self.size), RANK=str(rank), LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
             MASTER_ADDR=address(self.node), MASTER_PORT=str(port),
@@ -232,7 +227,7 @@ class ElasticKeeper:
             return None
         if any(w.wants_room() and w.member_of != self.job_id for w in waiting) or not idle:
             return None
-        grow = fitting(self.allowed, self.size + idle)
+        grow = largest_fitting(self.allowed, self.size + idle)
         if grow is None or grow <= self.size:
             return None
         before = self.size
@@ -296,11 +291,11 @@ class ElasticKeeper:
         drain it and go on without it, or go on as before when it is cleared."""
         places = [(self.job_id, self.node), *self.members]
         suspect, good = places[slow.rank], [p for i, p in enumerate(places) if i != slow.rank]
-        to = fitting(self.allowed, self.size - 1) or self.size
+        to = largest_fitting(self.allowed, self.size - 1) or self.size
         entry = self.pause(self.size, to, f"leave {suspect[1]}? {slow.words()}")
         if self.stopping is not None:
             return
-        port = 20000 + (self.base_port - 20000 + 1009 * self.resize_count + 509) % 20000
+        port = generation_port(self.base_port + 509, self.resize_count)  # between two worlds
         measured = yardstick([good[0], suspect], port, step_env())
         expected = yardstick([good[0], good[1]], port + 1, step_env())
         beside = f"{measured} GB/s" if measured is not None else "failed"
@@ -371,7 +366,7 @@ def main(argv: list[str]) -> int:
     keeper = ElasticKeeper(
         job_id=environ.get("SLURM_JOB_ID", ""), node=environ.get("SLURMD_NODENAME", ""),
         partition=environ.get("SLURM_JOB_PARTITION", ""), job_dir=home,
-        script=home / "script", args=argv, allowed=sizes(low, high, step),
+        script=home / "script", args=argv, allowed=sorted(elastic_sizes(low, high, step)),
         grace_s=float(environ.get("PODIUM_RESIZE_GRACE") or 60),
         resize_signal=int(environ.get("PODIUM_RESIZE_SIGNAL") or signal.SIGUSR1),
         shrink_for={q for q in (environ.get("PODIUM_SHRINK_FOR") or "").split(",") if q},
@@ -379,11 +374,7 @@ def main(argv: list[str]) -> int:
         member_directives=environ.get("PODIUM_MEMBER_SBATCH", ""),
         base_port=int(environ.get("MASTER_PORT") or 29500),
     )  # fmt: skip
-    with open("/dev/fd/9", "rb") as source:  # the script, as the batch launcher keeps it
-        body = source.read()
-    fd = os.open(keeper.script, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o700)
-    with os.fdopen(fd, "wb") as out:
-        out.write(body)
+    copy_script(keeper.script)
     for sig in FORWARDED:
         signal.signal(sig, keeper.forward)
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # the resize signal is for the ranks

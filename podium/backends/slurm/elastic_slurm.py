@@ -12,6 +12,8 @@ from __future__ import annotations
 import subprocess
 from dataclasses import dataclass
 
+from podium.backends.slurm.replica_keeper import job_steps
+
 MEMBER_TAG = "podium-elastic-member:"  # a member's --comment: the tag, then its job's id
 MEMBER_BODY = """
 while [ "$(squeue -h -j "$PODIUM_ELASTIC_LEADER" -o %T 2>/dev/null)" = RUNNING ]; do
@@ -96,20 +98,14 @@ def cancel(job_ids: list[str]) -> None:
         _run(["scancel", *job_ids])
 
 
-def steps(job_id: str) -> list[str]:
-    """The ids (JOB.STEP) of the job's running steps, but its batch and extern ones."""
-    out = _run(["squeue", "-h", "-s", "-j", job_id, "-o", "%i"])
-    return [s.strip() for s in out.splitlines() if s.strip().rpartition(".")[2].isdigit()]
-
-
 def signal_steps(job_ids: list[str], signum: int) -> None:
-    """`signum` to every task of the jobs' numbered steps."""
+    """`signum` to every task of the jobs' numbered steps (not batch or extern)."""
     for job_id in job_ids:
-        for step in steps(job_id):
-            _run(["scancel", f"--signal={signum}", step])
+        for step, _ in job_steps(job_id):
+            _run(["scancel", f"--signal={signum}", f"{job_id}.{step}"])
 
 
 __all__ = [
     "MEMBER_TAG", "Waiting", "cancel", "idle_nodes", "job_states", "signal_steps",
-    "steps", "submit_member", "waiting_jobs",
+    "submit_member", "waiting_jobs",
 ]  # fmt: skip

@@ -119,7 +119,7 @@ class Keeper:
     def port(self, ahead: int = 0) -> int:
         """The rendezvous port of the current generation (`ahead`: of a later one)."""
         generation = (self.spares.generation if self.spares else 0) + ahead
-        return 20000 + (self.base_port - 20000 + 1009 * generation) % 20000
+        return generation_port(self.base_port, generation)
 
     def srun(self, node: str, env: dict[str, str], name: str) -> subprocess.Popen[bytes]:
         command = [
@@ -304,6 +304,22 @@ def address(node: str) -> str:
         return node
 
 
+def generation_port(base_port: int, generation: int) -> int:
+    """The rendezvous port of a generation of the job's ranks (20000-39999): another
+    for each, so that a new world never meets the last one's store."""
+    return 20000 + (base_port - 20000 + 1009 * generation) % 20000
+
+
+def copy_script(path: Path) -> None:
+    """The job's script (descriptor 9, as the batch launcher left it) copied to `path`
+    (0700, never through a link), for the steps the keeper starts."""
+    with open("/dev/fd/9", "rb") as source:
+        body = source.read()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o700)
+    with os.fdopen(fd, "wb") as out:
+        out.write(body)
+
+
 def job_dir(environ: dict[str, str]) -> Path:
     """STATE/user-USER/slurm-jobs/JOBID.RESTART: private to the job's user."""
     base = Path(environ.get("PODIUM_STATE_DIR") or "/tmp")
@@ -334,11 +350,7 @@ def main(argv: list[str]) -> int:
         base_port=int(environ.get("MASTER_PORT") or 29500),
     )  # fmt: skip
     keeper.prepare()
-    with open("/dev/fd/9", "rb") as source:  # the script, as the batch launcher keeps it
-        body = source.read()
-    fd = os.open(keeper.script, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o700)
-    with os.fdopen(fd, "wb") as out:
-        out.write(body)
+    copy_script(keeper.script)
     for sig in FORWARDED:
         signal.signal(sig, keeper.forward)
     return keeper.run()

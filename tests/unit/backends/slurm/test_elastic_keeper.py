@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from podium.api.caller import Caller
+from podium.api.elastic_sizes import elastic_sizes, largest_fitting
 from podium.backends.slurm.admission import SlurmAdmission
-from podium.backends.slurm.elastic_keeper import fitting, shrink_to, sizes
+from podium.backends.slurm.elastic_keeper import shrink_to
 from podium.backends.slurm.elastic_slurm import Waiting
 from podium.backends.slurm.elastic_submit import elastic_exports
 from podium.backends.slurm.elastic_view import fold_members, member_of
@@ -40,9 +41,9 @@ def _waiting(job_id: str, qos: str, nodes: int, reason: str = "Resources") -> Wa
 
 
 def test_sizes_are_min_by_step_and_max() -> None:
-    assert sizes(1, 4, 1) == [1, 2, 3, 4]
-    assert sizes(2, 7, 2) == [2, 4, 6, 7]
-    assert fitting([2, 4, 6, 7], 5) == 4 and fitting([2, 4], 1) is None
+    assert elastic_sizes(1, 4, 1) == [4, 3, 2, 1]
+    assert elastic_sizes(2, 7, 2) == [7, 6, 4, 2]
+    assert largest_fitting([2, 4, 6, 7], 5) == 4 and largest_fitting([2, 4], 1) is None
 
 
 def test_a_preempting_qos_takes_only_the_nodes_it_lacks() -> None:
