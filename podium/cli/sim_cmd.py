@@ -69,9 +69,9 @@ ELASTIC_COLUMNS = ["elastic", "resizes", "lost_gpu_s", "elastic_avg_jct_s", "hig
 )
 @click.option(
     "--policies",
-    default="fifo,fifo-backfill,priority,backfill,preempt,fairshare,shortest-first",
+    default="fifo,fifo-backfill,priority,backfill,preempt,fairshare,shortest-first,las",
     help="Comma-separated: fifo, fifo-backfill, priority, backfill, preempt, fairshare, "
-    "shortest-first (default: every one).",
+    "shortest-first, las (least attained service, preemptive) (default: every one).",
 )
 @click.option(
     "--time-scale",
@@ -136,6 +136,13 @@ ELASTIC_COLUMNS = ["elastic", "resizes", "lost_gpu_s", "elastic_avg_jct_s", "hig
     help="Seconds without progress after each restart (a requeue or a resize).",
 )
 @click.option(
+    "--save-time",
+    type=click.FloatRange(0.0),
+    default=0.0,
+    help="las: seconds a preempted job holds its GPUs after the signal while it saves "
+    "(it keeps all its work).",
+)
+@click.option(
     "--forecast-error",
     is_flag=True,
     help="Instead: at each job's submission ask the forecast (podium queue --start) when "
@@ -175,6 +182,7 @@ def sim(
     elastic_share: float,
     elastic_modes: str,
     restart_cost: float,
+    save_time: float,
     forecast_error: bool,
     forecast_sample: int,
     progress_after: float | None,
@@ -208,6 +216,7 @@ def sim(
                     elastic_share=elastic_share,
                     elastic_mode=kind or "shrink",
                     restart_cost_s=restart_cost,
+                    save_s=save_time,
                     progress_after_s=progress_after,
                 )
                 where = "".join(f", {x}" for x in (mode if len(modes) > 1 else "", kind) if x)

@@ -4,6 +4,7 @@ user defaults, priority weights, fair share and the scheduler's limits."""
 from __future__ import annotations
 
 from collections.abc import Collection
+from itertools import pairwise
 from typing import Literal
 
 from pydantic import Field, field_validator
@@ -151,11 +152,53 @@ class FairshareConfig(Closed):
         return value
 
 
+class LasConfig(Closed):
+    """Least attained service (`scheduler.order: las`, docs/scheduling.md): queues by
+    the GPU-seconds a job's runs have had, and preemption of jobs that checkpoint."""
+
+    queue_limits: list[float] = Field(
+        default=[1000.0], min_length=1, description="attained GPU-seconds at which a job "
+        "moves to the next queue (ascending): a job with less goes first and may preempt",
+    )  # fmt: skip
+    min_run: str = Field(
+        default="10:00", description="a job runs at least this long (each run) before "
+        "least attained service may preempt it (the thrash bound)",
+    )  # fmt: skip
+    starve_factor: float | None = Field(
+        default=0.5, ge=0, description="a waiting job that has waited this many times the "
+        "time it ran goes back to the first queue (null: never)",
+    )  # fmt: skip
+
+    @field_validator("queue_limits")
+    @classmethod
+    def _ascending(cls, value: list[float]) -> list[float]:
+        if any(v <= 0 for v in value) or any(b <= a for a, b in pairwise(value)):
+            raise ValueError(
+                f"{value} are not ascending positive GPU-seconds: give e.g. [1000, 8000]"
+            )
+        return value
+
+    @field_validator("min_run")
+    @classmethod
+    def _valid_min_run(cls, value: str) -> str:
+        seconds_of(value)
+        return value
+
+    @property
+    def min_run_s(self) -> float:
+        return seconds_of(self.min_run)
+
+
 class SchedulerConfig(Closed):
     """What scheduling passes may do."""
 
     backfill: bool = True
     preemption: bool = True
+    order: Literal["multifactor", "las"] = Field(
+        default="multifactor", description="the queue's order: multifactor priority (as "
+        "Slurm), or least attained service (las: preemptive, Tiresias' 2D-LAS)",
+    )  # fmt: skip
+    las: LasConfig = Field(default_factory=LasConfig)
     preempt_exempt_time: str = Field(default="0:00", description="minimum run before preemption")
     preempt_victims: Literal["least_lost_work", "least_runtime"] = Field(
         default="least_lost_work",

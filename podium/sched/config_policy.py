@@ -10,7 +10,7 @@ from podium.api.timefmt import parse_duration
 from podium.config.cluster import ClusterConfig
 from podium.sched import accounting
 from podium.sched.fairshare import Association
-from podium.sched.model import Policy, QosLimits, TeamQuota, TeamRules
+from podium.sched.model import LasRules, Policy, QosLimits, TeamQuota, TeamRules
 from podium.sched.priority import PriorityWeights
 
 
@@ -46,7 +46,16 @@ def policy_from_config(config: ClusterConfig) -> Policy:
         elastic_min_stable_s=config.elastic.seconds(config.elastic.min_stable),
         elastic_grow_delay_s=config.elastic.seconds(config.elastic.grow_delay),
         teams=team_rules(config),
+        las=las_rules(config),
     )
+
+
+def las_rules(config: ClusterConfig) -> LasRules | None:
+    """Least attained service's rules, when the config orders the queue by it."""
+    if config.scheduler.order != "las":
+        return None
+    las = config.scheduler.las
+    return LasRules(tuple(las.queue_limits), las.min_run_s, las.starve_factor)
 
 
 def team_rules(config: ClusterConfig) -> TeamRules:

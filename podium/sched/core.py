@@ -26,9 +26,10 @@ inline block.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 
 from podium.sched.fit import Index, Node, Request
+from podium.sched.las import attained_by_job, pending_queue
 from podium.sched.limits import Counters
 from podium.sched.model import (
     Allocation,
@@ -146,6 +147,7 @@ class Pass:
         self.ever_fits: dict[tuple[str, int, int, str | None, int, int], bool] = {}
         self.allowed_sets = {p: frozenset(n) for p, n in snapshot.partition_nodes.items()}
         self.stages = stages
+        self._attained: dict[int, float] | None = None
 
     def _count_running(self) -> None:
         """Count what running jobs hold against the limits (a multi-node job once)."""
@@ -188,11 +190,24 @@ class Pass:
         return team.name if team is not None else None
 
     def may_preempt(self, job: PendingJob) -> bool:
-        """Whether `job` may still find victims in this pass."""
+        """Whether `job` may still find victims in this pass (by QoS, or by least
+        attained service)."""
         policy = self.policy
-        return bool(policy.preemption and policy.preempts.get(job.qos)) and not (
-            self.no_victims.covers(job, self.team_of(job))
-        )
+        return bool(
+            policy.preemption and (policy.las is not None or policy.preempts.get(job.qos))
+        ) and not self.no_victims.covers(job, self.victim_scope(job))
+
+    def victim_scope(self, job: PendingJob) -> Hashable:
+        """What besides its request limits `job`'s victims: its team, and under least
+        attained service its queue."""
+        team, las = self.team_of(job), self.policy.las
+        return team if las is None else (team, pending_queue(job, self.now, las))
+
+    def attained(self) -> dict[int, float]:
+        """Each running job's attained GPU-seconds now (least attained service)."""
+        if self._attained is None:
+            self._attained = attained_by_job(self.snapshot.running, self.now)
+        return self._attained
 
     def candidates_of(self, job: PendingJob) -> list[Node]:
         """The schedulable nodes of `job`'s partition."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -71,6 +72,20 @@ class TeamRules:
 
 
 @dataclass(frozen=True)
+class LasRules:
+    """Least attained service (`podium.sched.las`): the queues' limits in attained
+    GPU-seconds (ascending), the thrash bound and the starvation guard (None: none)."""
+
+    queue_limits_gpu_s: tuple[float, ...] = (1000.0,)
+    min_run_s: float = 600.0
+    starve_factor: float | None = 0.5
+
+    def queue_of(self, attained_gpu_s: float) -> int:
+        """The queue of a job that has had `attained_gpu_s` of service."""
+        return bisect_right(self.queue_limits_gpu_s, attained_gpu_s)
+
+
+@dataclass(frozen=True)
 class Policy:
     """What a pass may do. The default is the daemon's: priority order, backfill and
     preemption, no limits. `use_priority=False` is plain FIFO (submit order)."""
@@ -89,13 +104,16 @@ class Policy:
     elastic_min_stable_s: float = 300.0  # a resized job is not shrunk again before, ...
     elastic_grow_delay_s: float = 60.0  # ... nor grown (unless a higher QoS waits)
     teams: TeamRules = field(default_factory=lambda: TeamRules())
+    las: LasRules | None = None  # order and preempt by least attained service instead
 
     @property
     def may_preempt(self) -> bool:
-        """Whether any pass could preempt: a QoS that preempts others, or a team that
-        reclaims lent quota or preempts its own lower-priority jobs."""
+        """Whether any pass could preempt: a QoS that preempts others, least attained
+        service, or a team that reclaims lent quota or preempts its own lower-priority
+        jobs."""
         return self.preemption and (
-            any(self.preempts.values())
+            self.las is not None
+            or any(self.preempts.values())
             or any(
                 (t.cohort is not None and t.reclaim_within_cohort != "never")
                 or t.within_team != "never"
@@ -184,6 +202,8 @@ class Allocation:
     elastic: Elastic | None = None  # its replicas' range (an elastic job; resized in place)
     ending: bool = False  # its end is given (cancelled): its processes are being stopped
     expected_end: float | None = None  # when its reported progress says it ends (podium progress)
+    attained_gpu_s: float = 0.0  # GPU-seconds of its earlier runs (least attained service)
+    saves: bool = False  # it saves when told to stop (it checkpoints): LAS may stop it
 
     @property
     def replicas(self) -> int:
@@ -261,6 +281,8 @@ class PendingJob:
     count: int = 1
     elastic: Elastic | None = None  # its replicas' range; gpus, cpus, mem_mb: MIN's
     expedite: bool = False  # requeued after a failure: it goes first (`podium.sched.order`)
+    attained_gpu_s: float = 0.0  # GPU-seconds of its earlier runs (least attained service)
+    queued_at: float | None = None  # when it last joined the queue (None: at its submit)
 
     @property
     def total_gpus(self) -> int:
@@ -284,6 +306,7 @@ class PendingJob:
             start_time=now,
             time_limit_s=self.time_limit_s,
             elastic=self.elastic,
+            attained_gpu_s=self.attained_gpu_s,
         )
 
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from operator import itemgetter
 
 from podium.sched.fit import request_of
+from podium.sched.las import pending_queue
 from podium.sched.model import PendingGroup, PendingJob, Policy, Snapshot
 from podium.sched.priority import Factors, factors, limit_level, shortness_of
 
@@ -47,7 +48,7 @@ def _priority_of(
     small = weights.favor_small
     w_age, w_share, w_qos = weights.age, weights.fairshare, weights.qos
     w_size, w_tier, w_short = weights.jobsize, weights.partition, weights.shortness
-    starve = weights.starve_after_s
+    starve, starve_factor = weights.starve_after_s, weights.starve_factor
 
     outranked = _outranked(jobs, policy)
 
@@ -66,7 +67,9 @@ def _priority_of(
             w_age * age + w_share * share + w_qos * qos + w_size * size + w_tier * tier - job.nice
         )
         if w_short:
-            value += w_short * shortness_of(job.total_gpus, job.time_limit_s, waited, starve)
+            value += w_short * shortness_of(
+                job.total_gpus, job.time_limit_s, waited, starve, starve_factor
+            )
         return value
 
     return priority
@@ -78,6 +81,10 @@ def queue_order(
     """The pending jobs in the order a pass considers them and, with priority on and
     `with_factors`, each job's priority factors (what `podium priority` shows)."""
     pending = snapshot.pending
+    if policy.las is not None:
+        return sorted(pending, key=_las_order(pending, now, policy)), (
+            _all_factors(snapshot, now, policy) if with_factors else {}
+        )
     if not policy.use_priority:
         if snapshot.in_submit_order and not any(j.expedite for j in pending):
             return list(pending), {}
@@ -87,6 +94,22 @@ def queue_order(
         decorated = [(-priority(job), job.submit_time, job.job_id, job) for job in pending]
         decorated.sort(key=itemgetter(0, 1, 2))
         return [d[3] for d in decorated], {}
+    prios = _all_factors(snapshot, now, policy)
+    outranked = _outranked(pending, policy)
+    order = sorted(
+        pending,
+        key=lambda j: (
+            -INF if j.expedite and j.qos not in outranked else -prios[j.job_id].total,
+            j.submit_time,
+            j.job_id,
+        ),
+    )
+    return order, prios
+
+
+def _all_factors(snapshot: Snapshot, now: float, policy: Policy) -> dict[int, Factors]:
+    """Every pending job's priority factors (what `podium priority` shows)."""
+    pending = snapshot.pending
     weights = policy.weights
     cluster_gpus = sum(len(n.gpus) for n in snapshot.nodes)
     max_qos = max((j.qos_priority for j in pending), default=0)
@@ -108,16 +131,28 @@ def queue_order(
             nice=job.nice,
             time_limit_s=job.time_limit_s,
         )
-    outranked = _outranked(pending, policy)
-    order = sorted(
-        pending,
-        key=lambda j: (
-            -INF if j.expedite and j.qos not in outranked else -prios[j.job_id].total,
-            j.submit_time,
-            j.job_id,
-        ),
-    )
-    return order, prios
+    return prios
+
+
+def _las_order(
+    jobs: Sequence[PendingJob], now: float, policy: Policy
+) -> Callable[[PendingJob], tuple[float, float, int]]:
+    """Least attained service order (`podium.sched.las`): an expedited job first (one
+    not outranked), then by partition tier (as Slurm's PriorityTier), then by queue,
+    then submit order. QoS priority does not order it (QoS preemption still applies)."""
+    rules = policy.las
+    assert rules is not None
+    outranked = _outranked(jobs, policy)
+    tiers = policy.partition_tiers
+    levels = len(rules.queue_limits_gpu_s) + 1
+
+    def key(job: PendingJob) -> tuple[float, float, int]:
+        if job.expedite and job.qos not in outranked:
+            return (-INF, job.submit_time, job.job_id)
+        rank = -tiers.get(job.partition, 0) * levels + pending_queue(job, now, rules)
+        return (float(rank), job.submit_time, job.job_id)
+
+    return key
 
 
 def _outranked(jobs: Sequence[PendingJob], policy: Policy) -> frozenset[str]:
@@ -140,10 +175,11 @@ def group_of(job: PendingJob, by_limit_level: bool = True) -> Hashable:
     where `by_limit_level`: shortest-first orders by it) and in everything a pass asks
     of them (the request, limits, preemption). Within a group, submit order is priority
     order. A job with a condition of its own (hold, begin time, dependencies, an array
-    throttle, or expedited) is a group by itself."""
+    throttle, expedited, or service attained in earlier runs) is a group by itself."""
     if (
         job.held
         or job.expedite
+        or job.attained_gpu_s > 0.0
         or job.begin_time is not None
         or job.dependencies
         or job.array_throttle
@@ -231,10 +267,13 @@ class GroupedOrder:
         )
         self._dropped = False
         self._as_long: float | None = None
-        if policy.use_priority:
+        self._key: Callable[[PendingJob], tuple[float, float, int]]
+        if policy.las is not None:
+            self._key = _las_order([g.jobs[0] for g in groups], now, policy)
+        elif policy.use_priority:
             heads = [g.jobs[0] for g in groups]  # the QoS priority is the same within a group
             priority = _priority_of(snapshot, heads, now, policy)
-            self._key: Callable[[PendingJob], tuple[float, float, int]] = lambda j: (
+            self._key = lambda j: (
                 -priority(j),
                 j.submit_time,
                 j.job_id,

@@ -10,7 +10,8 @@ pass and one job with one job of its own, in the order `STAGES` runs them:
 6. `start_now`: placed and started now, as large as fits if elastic;
 7. `never_fits`: no node of its partition could ever hold it;
 8. `shrink_others`: elastic jobs give up replicas for it;
-9. `preempt`: victims of a preemptable QoS make room;
+9. `preempt`: victims of a preemptable QoS, or (least attained service) of more
+   service, make room;
 10. `reserve`: Resources or Priority, and with backfill its reservation.
 
 A stage decides the job (DONE), ends the pass (STOP) or hands it on (NEXT). After the
@@ -29,6 +30,7 @@ from podium.sched.backfill import INF, respects_hold, shrink_hold
 from podium.sched.backfill import reserve as reservation_for
 from podium.sched.elastic import grow_into_free, larger_sizes, shrink_for
 from podium.sched.fit import Index, Node, could_ever_fit, fits_now, request_of
+from podium.sched.las import victims as las_victims
 from podium.sched.model import Allocation, PendingJob, Preempt, Reservation, Start
 from podium.sched.preempt import preempt_for
 from podium.sched.reclaim import keep_for, qos_victims, reclaim, shrinkable
@@ -208,21 +210,32 @@ def shrink_others(p: Pass, job: PendingJob) -> Verdict:
 
 
 def preempt(p: Pass, job: PendingJob) -> Verdict:
-    """Its QoS may preempt: the running jobs whose stop loses least make room."""
+    """Its QoS may preempt, or it has had less service than running jobs that save
+    (least attained service): the running jobs whose stop loses least make room."""
     if not p.may_preempt(job):
         return NEXT
-    policy = p.policy
-    taken = preempt_for(
-        job, p.candidates_of(job), qos_victims(job, policy, p.ledger),
-        policy.preempt_exempt_s, p.now, p.victims,
-    )  # fmt: skip
+    policy, las = p.policy, p.policy.las
+    taken = None
+    if policy.preempts.get(job.qos):
+        taken = preempt_for(
+            job, p.candidates_of(job), qos_victims(job, policy, p.ledger),
+            policy.preempt_exempt_s, p.now, p.victims,
+        )  # fmt: skip
+    by_service = taken is None and las is not None
+    if by_service and las is not None:
+        stoppable = las_victims(job, p.now, las, p.attained(), policy.qos_priority)
+        taken = preempt_for(job, p.candidates_of(job), stoppable, las.min_run_s, p.now, p.victims)
     if taken is None:
-        p.no_victims.add(job, p.team_of(job))
+        p.no_victims.add(job, p.victim_scope(job))
         return NEXT
     node, chosen = taken
     for alloc in chosen:
         p.victims.add(alloc.job_id)
-        mode = policy.preempt_mode.get(alloc.qos, PreemptMode.REQUEUE)
+        mode = (
+            PreemptMode.REQUEUE  # it saves when told to: it comes back with its work
+            if by_service
+            else policy.preempt_mode.get(alloc.qos, PreemptMode.REQUEUE)
+        )
         p.preempts.append(Preempt(alloc.job_id, job.job_id, mode))
     keep_for(job, node, p.now, p.reservations)
     p.reasons[job.job_id] = Reason.RESOURCES

@@ -33,6 +33,7 @@ from podium.sched import Allocation, Decisions, NodeView, PendingJob, Snapshot, 
 from podium.sched.config_policy import half_life_s, policy_from_config
 from podium.sched.elastic import next_change
 from podium.sched.fairshare import user_factors
+from podium.sched.las import next_change as las_next_change
 from podium.server.effects import Effects
 from podium.server.ends import RunEnds
 from podium.server.job_rows import gpu_owners, held_units
@@ -262,7 +263,9 @@ class Reactor:
             now_running = (*snap.running, *started_elastic(decisions, seen, now))
             nearest = min(
                 (t for t in (next_begin(seen.values(), self.clock()),
-                             next_change(now_running, self.policy, now)) if t is not None),
+                             next_change(now_running, self.policy, now),
+                             self._service_change(snap, decisions, seen, now))
+                 if t is not None),
                 default=None,
             )  # fmt: skip
             end = time.monotonic()
@@ -274,6 +277,24 @@ class Reactor:
             if nearest is not None:
                 self._next_pass = min(self._next_pass, end + max(0.0, nearest - self.clock()))
             return started
+
+    def _service_change(
+        self, snap: Snapshot, decisions: Decisions, seen: Mapping[int, PendingJob], now: float
+    ) -> float | None:
+        """Least attained service: when a running job next crosses a queue limit or may
+        be stopped, or a waiting job is promoted (None: not ordered so, or nothing waits
+        that this pass did not start)."""
+        rules = self.policy.las
+        started = {s.job_id for s in decisions.starts}
+        waiting = [j for j in seen.values() if j.job_id not in started]
+        if rules is None or not waiting:
+            return None
+        new = [  # what this pass starts: it may cross a limit too
+            dataclasses.replace(seen[s.job_id].allocate(s.node, s.gpu_indices, now), saves=True)
+            for s in decisions.starts
+            if s.job_id in seen
+        ]
+        return las_next_change((*snap.running, *new), waiting, now, rules)
 
     def snapshot_now(self) -> tuple[Snapshot, float]:
         """The snapshot a pass would read now, and now (for a forecast): read under the

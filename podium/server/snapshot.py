@@ -133,6 +133,8 @@ class PendingQueue:
             count=arrays.count(arrays.parse(pending)) if pending is not None else 1,
             elastic=elastic,
             expedite=bool(r["expedite"]),
+            attained_gpu_s=float(r["earlier_gpu_seconds"] or 0.0),
+            queued_at=r["queued_at"],
         )
 
 
@@ -193,7 +195,9 @@ def allocation(
     """What a running job's row holds, as the scheduler sees it; `gpu_units` what its
     parts of GPUs weigh in fair share (LocalNode.gpu_units); `checkpoint_time` its
     newest checkpoint's time as last sampled (what preemption would not lose);
-    `expected_end` when the progress it reports says it ends (podium progress)."""
+    `expected_end` when the progress it reports says it ends (podium progress). It
+    saves when told to stop (least attained service may stop it) once it has
+    checkpointed, in this run or an earlier one."""
     return Allocation(
         job_id=r["job_id"],
         node=r["node"] or node,
@@ -215,6 +219,8 @@ def allocation(
         elastic=elastic_of(brief(r), r),
         ending=r["ending"] is not None,
         expected_end=expected_end,
+        attained_gpu_s=float(r["earlier_gpu_seconds"] or 0.0),
+        saves=checkpoint_time is not None or r["checkpoint_mtime"] is not None,
     )
 
 

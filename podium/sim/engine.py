@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from podium.sched import Allocation, Snapshot
-from podium.sched.model import Policy, TeamRules
+from podium.sched.model import LasRules, Policy, TeamRules
 from podium.sched.priority import PriorityWeights
 from podium.sim.traces import TraceJob, TraceNode
 
@@ -39,6 +39,14 @@ POLICIES: dict[str, Policy] = {
     "preempt": Policy(backfill=True, preemption=True, weights=NO_FAIRSHARE, preempts=PREEMPTS),
     "fairshare": Policy(backfill=True, preemption=True, weights=WITH_FAIRSHARE, preempts=PREEMPTS),
     "shortest-first": Policy(backfill=True, preemption=False, weights=SHORTEST_FIRST),
+    # least attained service with the daemon's defaults (`scheduler.order: las`)
+    "las": Policy(
+        backfill=True,
+        preemption=True,
+        weights=NO_FAIRSHARE,
+        las=LasRules(),
+        qos_priority=QOS_PRIORITY,
+    ),
 }
 
 
@@ -57,6 +65,9 @@ class SimOptions:
     elastic_share: float = 0.0  # of the jobs of 2 to a node's GPUs: elastic (elastic_replay)
     elastic_mode: str = "shrink"  # requeue, shrink or shrink-ckpt (elastic_replay.MODES)
     restart_cost_s: float = 0.0  # no progress after each restart (requeue or resize)
+    # least attained service: every job saves when preempted, holding its GPUs this
+    # long after the signal (its save), and keeps all its work
+    save_s: float = 0.0
     # running jobs report their progress at a steady rate (podium progress): a run's end
     # is known this long after it starts (None: no job reports, ends are the limits')
     progress_after_s: float | None = None

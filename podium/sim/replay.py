@@ -27,6 +27,7 @@ from podium.sched.accounting import (
 from podium.sched.elastic import next_change
 from podium.sched.fairshare import Association, user_factors
 from podium.sched.fit import could_ever_fit
+from podium.sched.las import next_change as las_next_change
 from podium.sched.order import PendingGroups, orders_by_limit
 from podium.sim.elastic_replay import elastic_of, is_elastic, picked, with_checkpoint
 from podium.sim.engine import (
@@ -43,7 +44,7 @@ from podium.sim.engine import (
 from podium.sim.sharing import plan
 from podium.sim.traces import TraceJob, TraceNode
 
-FINISH, ARRIVE, WAKE = 0, 1, 2  # event kinds, in the order one instant takes them
+FINISH, ARRIVE, WAKE, SAVED = 0, 1, 2, 3  # event kinds, in the order one instant takes them
 
 
 class Hooks(NamedTuple):
@@ -100,6 +101,9 @@ class Replay:
         self.shares: dict[int, float] = {}  # job -> GPUs it holds (parts by their share)
         self.tree_of: tuple[set[tuple[str, str]], Association] = (set(), Association("root"))
         self.cpu_weight = 0.0  # fair share charges GPU-seconds only, the daemon's default
+        self.attained: dict[int, float] = {}  # job -> GPU-seconds of its ended runs
+        self.queued_at: dict[int, float] = {}  # job -> when it last joined the queue
+        self.stopping: set[int] = set()  # preempted jobs saving (least attained service)
 
     def fits(self, j: TraceJob) -> bool:
         """Whether some node (or gang of nodes) could ever hold `j`."""
@@ -140,10 +144,14 @@ class Replay:
             account=j.account,
             time_limit_s=max(1.0, limit),
             elastic=elastic_of(j, state.caps.get(j.job_id)) if j.job_id in self.elastic else None,
+            attained_gpu_s=self.attained.get(j.job_id, 0.0),
+            queued_at=self.queued_at.get(j.job_id),
         )
 
-    def queue(self, job_id: int) -> None:
-        """Job `job_id` waits (again) in the queue."""
+    def queue(self, job_id: int, now: float | None = None) -> None:
+        """Job `job_id` waits (again, from `now`) in the queue."""
+        if now is not None:
+            self.queued_at[job_id] = now
         self.pending_jobs[job_id] = p = self.pending_of(self.by_id[job_id])
         self.groups.add(p)
 
@@ -155,17 +163,26 @@ class Replay:
         self.ledger.charge((j.account, j.user), used, now)
         share = run.replicas or self.shares[job_id]
         self.outcomes[job_id].gpu_seconds += (now - run.started) * share
+        self.attained[job_id] = self.attained.get(job_id, 0.0) + (now - run.started) * share
         return run
 
     def running_allocs(self, now: float) -> tuple[Allocation, ...]:
         """What the running jobs hold, with their newest checkpoints in shrink-ckpt and
         the ends their progress reports give (SimOptions.progress_after_s)."""
         told, interval = self.options.progress_after_s, self.options.checkpoint_interval_s
-        if not self.with_checkpoints and told is None:
+        las = self.policy.las is not None
+        if not self.with_checkpoints and told is None and not las:
             return tuple(a for r in self.running.values() for a in r.allocs)
         held = []
-        for r in self.running.values():
+        for job_id, r in self.running.items():
             for a in r.allocs:
+                if las:
+                    a = replace(
+                        a,
+                        attained_gpu_s=self.attained.get(job_id, 0.0),
+                        saves=True,
+                        preempting=job_id in self.stopping,
+                    )
                 if self.with_checkpoints:
                     a = with_checkpoint(a, r.started + r.overhead, now, interval)
                 if told is not None and now - r.started >= told:
@@ -216,6 +233,8 @@ class Replay:
             self.pass_at(now)
             if self.elastic:
                 self.wake_for_change(now)
+            if self.policy.las is not None and self.pending_jobs:
+                self.wake_for_service(now)
         return SimResult(
             self.policy_name,
             list(self.outcomes.values()),
@@ -234,6 +253,11 @@ class Replay:
             _, kind, job_id, token = heapq.heappop(events)
             if kind == WAKE:
                 self.wake_pending = False
+            elif kind == SAVED:
+                if job_id in self.stopping and self.running[job_id].token == token:
+                    self.stopping.discard(job_id)
+                    self.end_run(job_id, now)
+                    self.queue(job_id, now)
             elif kind == ARRIVE:
                 self.queue(job_id)
                 outcome = self.outcomes[job_id]
@@ -281,6 +305,9 @@ class Replay:
         """Each preempted run stops; what it did since its last checkpoint is lost; it
         is requeued as its mode says, else it ends."""
         for pre in decisions.preempts:
+            if self.policy.las is not None:
+                self.save_and_stop(pre.job_id, now)
+                continue
             run = self.end_run(pre.job_id, now)
             out = self.outcomes[pre.job_id]
             done = run.progress(now)
@@ -295,6 +322,25 @@ class Replay:
                 self.queue(pre.job_id)
             else:
                 out.end = now
+
+    def save_and_stop(self, job_id: int, now: float) -> None:
+        """Least attained service: the preempted run saves all it did by the signal; it
+        holds its GPUs `save_s` more (a SAVED event), then is requeued."""
+        run = self.running[job_id]
+        per = run.replicas or 1
+        self.state.remaining[job_id] -= run.progress(now) * per
+        self.outcomes[job_id].preemptions += 1
+        self.preemptions += 1
+        save = self.options.save_s
+        if save <= 0:
+            self.end_run(job_id, now)
+            self.queue(job_id, now)
+            return
+        run.token = self.state.tokens[job_id] = self.state.tokens[job_id] + 1
+        run.end = now + save
+        run.overhead = float("inf")  # no progress while it saves
+        self.stopping.add(job_id)
+        heapq.heappush(self.events, (now + save, SAVED, job_id, run.token))
 
     def resized(self, decisions: Decisions, now: float) -> None:
         """Each resized elastic run saves at the signal (all its work kept), stops, and
@@ -332,6 +378,16 @@ class Replay:
             if out.first_start is None:
                 out.first_start = now
             heapq.heappush(self.events, (ends, FINISH, s.job_id, token))
+
+    def wake_for_service(self, now: float) -> None:
+        """Least attained service: wake when a running job next crosses a queue limit
+        or may be stopped again, or a waiting job is promoted."""
+        rules = self.policy.las
+        assert rules is not None
+        due = las_next_change(self.running_allocs(now), self.pending_jobs.values(), now, rules)
+        if due is not None and due not in self.wakes:
+            self.wakes.add(due)
+            heapq.heappush(self.events, (due, WAKE, -1, 0))
 
     def wake_for_change(self, now: float) -> None:
         """Wake when a running elastic job may next grow or be shrunk."""

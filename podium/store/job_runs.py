@@ -148,7 +148,8 @@ class JobRuns(Database):
                      earlier_gpu_seconds=earlier_gpu_seconds + ?,
                      exclude=COALESCE(?, exclude),
                      checkpoint_mtime=COALESCE(?, checkpoint_mtime),
-                     stalled_restarts=COALESCE(?, stalled_restarts), expedite=?
+                     stalled_restarts=COALESCE(?, stalled_restarts), expedite=?,
+                     queued_at=?
                    WHERE job_id=? AND state='RUNNING'""",
                 (
                     max(0.0, ran_gpu_seconds),
@@ -156,6 +157,7 @@ class JobRuns(Database):
                     checkpoint_mtime,
                     stalled_restarts,
                     int(expedite),
+                    now,
                     job_id,
                 ),
             )

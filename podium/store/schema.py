@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 16
+SCHEMA_VERSION = 17
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -218,5 +218,10 @@ CREATE TABLE IF NOT EXISTS sessions (
     # (`podium.sched.order`: expedited requeue).
     16: """
 ALTER TABLE jobs ADD COLUMN expedite INTEGER NOT NULL DEFAULT 0;
+""",
+    # Version 17: when a requeued job last joined the queue (least attained service's
+    # starvation guard counts its wait from then); NULL: at its submit.
+    17: """
+ALTER TABLE jobs ADD COLUMN queued_at REAL;
 """,
 }

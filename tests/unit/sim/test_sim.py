@@ -124,6 +124,7 @@ def test_cli_compares_policies(tmp_path: Path) -> None:
         "preempt",
         "fairshare",
         "shortest-first",
+        "las",
     ]  # every policy by default (issue 50)
     assert next(r for r in results if r["policy"] == "preempt")["preemptions"] == 1
     # against fifo-backfill, which backfills job 2 at once (JCT 50 s): plain fifo

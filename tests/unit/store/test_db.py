@@ -230,6 +230,7 @@ def test_only_a_complete_podium_database_of_a_known_version_is_opened(tmp_path: 
         "ALTER TABLE jobs DROP COLUMN lost_work",
         "ALTER TABLE jobs DROP COLUMN earlier_gpu_seconds",
         "ALTER TABLE jobs DROP COLUMN expedite",
+        "ALTER TABLE jobs DROP COLUMN queued_at",
         "DROP TABLE tokens",
         "DROP TABLE sessions",
     )

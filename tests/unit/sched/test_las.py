@@ -1,0 +1,125 @@
+"""Least attained service (podium.sched.las): queues, order, victims, thrash bound."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from podium.api.states import PreemptMode
+from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot, schedule
+from podium.sched.las import attained_by_job, next_change, pending_queue
+from podium.sched.model import LasRules, Policy
+
+NODE = NodeView("n0", cpus=8, memory_mb=16000, gpus=tuple(GpuSlot(i, "h100") for i in range(4)))
+RULES = LasRules(queue_limits_gpu_s=(1000.0, 8000.0), min_run_s=60.0, starve_factor=2.0)
+LAS = Policy(las=RULES)
+
+
+def pending(job_id: int, gpus: int = 1, submit: float = 0.0, **kw: object) -> PendingJob:
+    return PendingJob(
+        job_id=job_id, user="u", name=f"j{job_id}", partition="main", qos_priority=0,
+        submit_time=submit, gpus=gpus, time_limit_s=3600.0, **kw,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def run_alloc(job_id: int, gpus: tuple[int, ...], start: float, **kw: object) -> Allocation:
+    return Allocation(
+        job_id=job_id, node="n0", user="u", gpu_indices=gpus, start_time=start,
+        time_limit_s=3600.0, saves=True, **kw,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def test_queues_are_cut_by_attained_gpu_seconds() -> None:
+    assert RULES.queue_of(0.0) == 0
+    assert RULES.queue_of(999.0) == 0
+    assert RULES.queue_of(1000.0) == 1
+    assert RULES.queue_of(9000.0) == 2
+    # a running job: its earlier runs plus its GPUs times this run so far, all nodes
+    a = run_alloc(1, (0, 1), start=100.0, attained_gpu_s=50.0)
+    b = replace(a, node="n1")
+    assert attained_by_job([a, b], now=200.0) == {1: 50.0 + 2 * 100 + 2 * 100}
+
+
+def test_a_new_job_goes_before_one_that_has_had_service_and_submit_order_holds_within() -> None:
+    served = pending(1, submit=0.0, attained_gpu_s=2000.0, queued_at=500.0)
+    late, early = pending(3, submit=300.0), pending(2, submit=200.0)
+    snap = Snapshot(nodes=(replace(NODE, gpus=NODE.gpus[:1]),), pending=(served, late, early))
+    got = schedule(snap, now=600.0, policy=LAS)
+    assert [s.job_id for s in got.starts] == [2]  # queue 0, earliest submit
+
+
+def test_the_starvation_guard_sends_a_long_waiting_job_back_to_queue_zero() -> None:
+    # it ran 1,000 s on 2 GPUs: after 2 x 1,000 s in the queue it is promoted
+    job = pending(1, gpus=2, attained_gpu_s=2000.0, queued_at=100.0)
+    assert pending_queue(job, 2099.0, RULES) == 1
+    assert pending_queue(job, 2100.0, RULES) == 0
+    assert pending_queue(job, 2100.0, replace(RULES, starve_factor=None)) == 1
+
+
+def test_a_new_job_preempts_one_past_the_first_limit_that_saves_and_is_requeued() -> None:
+    old = run_alloc(9, (0, 1, 2, 3), start=0.0)  # 4 GPUs x 300 s = 1,200 GPU-s: queue 1
+    snap = Snapshot(nodes=(NODE,), running=(old,), pending=(pending(1, submit=250.0),))
+    got = schedule(snap, now=300.0, policy=LAS)
+    assert [(p.job_id, p.for_job, p.mode) for p in got.preempts] == [(9, 1, PreemptMode.REQUEUE)]
+    assert not got.starts  # it starts once the victim has saved and stopped
+
+
+def test_no_victim_below_the_limit_nor_one_that_does_not_save_nor_one_run_too_briefly() -> None:
+    new = pending(1, submit=250.0)
+    young = run_alloc(9, (0, 1, 2, 3), start=0.0)  # 1,200 GPU-s at 300 s
+    for running, now in [
+        (replace(young, start_time=100.0), 300.0),  # 800 GPU-s: queue 0 too
+        (replace(young, saves=False), 300.0),  # would lose its work
+        (replace(young, attained_gpu_s=5000.0, start_time=260.0), 300.0),  # ran 40 s < 60 s
+    ]:
+        snap = Snapshot(nodes=(NODE,), running=(running,), pending=(new,))
+        assert not schedule(snap, now=now, policy=LAS).preempts, running
+
+
+def test_a_job_of_a_later_queue_does_not_preempt_one_of_an_earlier_queue() -> None:
+    served = pending(1, attained_gpu_s=9000.0, queued_at=10_000.0)  # queue 2, not starved
+    running = run_alloc(9, (0, 1, 2, 3), start=9_000.0)  # 4,000 GPU-s: queue 1
+    snap = Snapshot(nodes=(NODE,), running=(running,), pending=(served,))
+    assert not schedule(snap, now=10_000.0, policy=LAS).preempts
+
+
+def test_next_change_is_when_a_running_job_crosses_a_limit_or_may_be_stopped() -> None:
+    a = run_alloc(9, (0, 1), start=100.0, attained_gpu_s=400.0)  # 2 GPUs: 1,000 at 400 s
+    assert next_change([a], [], now=120.0, rules=RULES) == 160.0  # min run first
+    assert next_change([a], [], now=200.0, rules=RULES) == 400.0
+    waiting = pending(1, gpus=1, attained_gpu_s=100.0, queued_at=300.0)  # promoted at 500
+    assert next_change([], [waiting], now=350.0, rules=RULES) == 500.0
+    assert next_change([replace(a, saves=False)], [], now=200.0, rules=RULES) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 4), st.floats(0, 20_000), st.floats(0, 500)),
+        min_size=1,
+        max_size=4,
+    ),
+    st.floats(0, 5000),
+)
+def test_victims_are_always_of_a_later_queue_and_ran_the_minimum(
+    runs: list[tuple[int, float, float]], attained_new: float
+) -> None:
+    now = 1000.0
+    allocs, next_gpu = [], 0
+    for i, (gpus, before, started_ago) in enumerate(runs):
+        take = tuple(range(next_gpu, min(4, next_gpu + gpus)))
+        next_gpu += len(take)
+        if not take:
+            break
+        allocs.append(run_alloc(10 + i, take, start=now - started_ago, attained_gpu_s=before))
+    new = pending(1, gpus=4, attained_gpu_s=attained_new, queued_at=now)
+    snap = Snapshot(nodes=(NODE,), running=tuple(allocs), pending=(new,))
+    got = schedule(snap, now=now, policy=LAS)
+    mine = pending_queue(new, now, RULES)
+    service = attained_by_job(allocs, now)
+    for p in got.preempts:
+        victim = next(a for a in allocs if a.job_id == p.job_id)
+        assert RULES.queue_of(service[p.job_id]) > mine
+        assert now - victim.start_time >= RULES.min_run_s
