@@ -157,11 +157,11 @@ class LasConfig(Closed):
     the GPU-seconds a job's runs have had, and preemption of jobs that checkpoint."""
 
     queue_limits: list[float] = Field(
-        default=[1000.0], min_length=1, description="attained GPU-seconds at which a job "
+        default=[4000.0], min_length=1, description="attained GPU-seconds at which a job "
         "moves to the next queue (ascending): a job with less goes first and may preempt",
     )  # fmt: skip
     min_run: str = Field(
-        default="10:00", description="a job runs at least this long (each run) before "
+        default="2:00:00", description="a job runs at least this long (each run) before "
         "least attained service may preempt it (the thrash bound)",
     )  # fmt: skip
     starve_factor: float | None = Field(
@@ -195,7 +195,7 @@ class SchedulerConfig(Closed):
     backfill: bool = True
     preemption: bool = True
     order: Literal["multifactor", "las"] = Field(
-        default="multifactor", description="the queue's order: multifactor priority (as "
+        default="las", description="the queue's order: multifactor priority (as "
         "Slurm), or least attained service (las: preemptive, Tiresias' 2D-LAS)",
     )  # fmt: skip
     las: LasConfig = Field(default_factory=LasConfig)

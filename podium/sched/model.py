@@ -76,8 +76,8 @@ class LasRules:
     """Least attained service (`podium.sched.las`): the queues' limits in attained
     GPU-seconds (ascending), the thrash bound and the starvation guard (None: none)."""
 
-    queue_limits_gpu_s: tuple[float, ...] = (1000.0,)
-    min_run_s: float = 600.0
+    queue_limits_gpu_s: tuple[float, ...] = (4000.0,)
+    min_run_s: float = 7200.0
     starve_factor: float | None = 0.5
 
     def queue_of(self, attained_gpu_s: float) -> int:

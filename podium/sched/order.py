@@ -48,7 +48,7 @@ def _priority_of(
     small = weights.favor_small
     w_age, w_share, w_qos = weights.age, weights.fairshare, weights.qos
     w_size, w_tier, w_short = weights.jobsize, weights.partition, weights.shortness
-    starve, starve_factor = weights.starve_after_s, weights.starve_factor
+    starve = weights.starve_after_s
 
     outranked = _outranked(jobs, policy)
 
@@ -67,9 +67,7 @@ def _priority_of(
             w_age * age + w_share * share + w_qos * qos + w_size * size + w_tier * tier - job.nice
         )
         if w_short:
-            value += w_short * shortness_of(
-                job.total_gpus, job.time_limit_s, waited, starve, starve_factor
-            )
+            value += w_short * shortness_of(job.total_gpus, job.time_limit_s, waited, starve)
         return value
 
     return priority
@@ -138,8 +136,10 @@ def _las_order(
     jobs: Sequence[PendingJob], now: float, policy: Policy
 ) -> Callable[[PendingJob], tuple[float, float, int]]:
     """Least attained service order (`podium.sched.las`): an expedited job first (one
-    not outranked), then by partition tier (as Slurm's PriorityTier), then by queue,
-    then submit order. QoS priority does not order it (QoS preemption still applies)."""
+    not outranked), then by partition tier (as Slurm's PriorityTier), then jobs of a
+    QoS no waiting job may preempt before those of one it may (a victim never goes
+    before the job that stopped it), then by queue, then submit order. QoS priority
+    does not order it otherwise."""
     rules = policy.las
     assert rules is not None
     outranked = _outranked(jobs, policy)
@@ -149,7 +149,8 @@ def _las_order(
     def key(job: PendingJob) -> tuple[float, float, int]:
         if job.expedite and job.qos not in outranked:
             return (-INF, job.submit_time, job.job_id)
-        rank = -tiers.get(job.partition, 0) * levels + pending_queue(job, now, rules)
+        under = levels if job.qos in outranked else 0
+        rank = -tiers.get(job.partition, 0) * 2 * levels + under + pending_queue(job, now, rules)
         return (float(rank), job.submit_time, job.job_id)
 
     return key

@@ -31,9 +31,6 @@ class PriorityWeights:
     favor_small: bool = False
     shortness: float = 0.0  # shortest-first: weight of the requested GPU-time's level
     starve_after_s: float | None = None  # a job waiting longer counts as the shortest
-    # ... as does one that waited this many times its time limit's level (aging that
-    # bounds how far behind its submit order a long job falls)
-    starve_factor: float | None = None
 
 
 def limit_level(time_limit_s: float | None) -> float:
@@ -46,22 +43,15 @@ def limit_level(time_limit_s: float | None) -> float:
 
 
 def shortness_of(
-    gpus: int,
-    time_limit_s: float | None,
-    waited_s: float,
-    starve_after_s: float | None,
-    starve_factor: float | None = None,
+    gpus: int, time_limit_s: float | None, waited_s: float, starve_after_s: float | None
 ) -> float:
     """The shortest-first factor in [0, 1]: 1 for the least requested GPU-time (GPUs
     times the limit's level), falling by the logarithm of it (Tiresias' discretised
     queues, by requested rather than attained service), 0 with no limit; 1 once the job
-    has waited `starve_after_s`, or `starve_factor` times its limit's level (the
-    starvation guards: jobs that reached one go in submit order, before the others)."""
+    has waited `starve_after_s` (the starvation guard)."""
     if starve_after_s is not None and waited_s >= starve_after_s:
         return 1.0
     level = limit_level(time_limit_s)
-    if starve_factor is not None and level and waited_s >= starve_factor * level:
-        return 1.0
     if not level:
         return 0.0
     return max(0.0, 1.0 - math.log2(1.0 + max(1, gpus) * level) / 40.0)
@@ -105,9 +95,7 @@ def factors(
     tier = partition_tier / max_partition_tier if max_partition_tier > 0 else 0.0
     short = 0.0
     if weights.shortness:
-        short = shortness_of(
-            gpus, time_limit_s, now - submit_time, weights.starve_after_s, weights.starve_factor
-        )
+        short = shortness_of(gpus, time_limit_s, now - submit_time, weights.starve_after_s)
     return Factors(
         age, fairshare, qos, size, tier, nice,
         total(weights, age, fairshare, qos, size, tier, nice, short), short,

@@ -86,3 +86,20 @@ def test_a_job_that_never_checkpointed_is_not_stopped(las_cluster: Cluster) -> N
     assert c.job(new)["state"] == "PENDING" and c.job(plain)["state"] == "RUNNING"
     assert c.wait(plain, timeout=30)["restart_count"] == 0
     assert c.wait(new, timeout=30)["state"] == "COMPLETED"
+
+
+def test_qos_priority_does_not_reorder_the_default_queue(las_cluster: Cluster) -> None:
+    """Under least attained service QoS priority orders nothing (the trade the default
+    makes, docs/scheduling.md): new jobs go in submit order, the first one waiting
+    for Resources and the rest behind it for Priority."""
+    c = las_cluster
+    blocker = c.submit("--gpus=4", "--wrap", "sleep 4")
+    c.wait(blocker, {"RUNNING"})
+    low = c.submit("--qos=low", "--gpus=2", "--wrap", "sleep 0.5")
+    normal = c.submit("--gpus=4", "--wrap", "sleep 0.5")
+    high = c.submit("--qos=high", "--gpus=2", "--wrap", "sleep 0.5")
+    c.wait_reason(high, "Priority")
+    reasons = {j: c.job(j)["reason"] for j in (low, normal, high)}
+    assert reasons == {low: "Resources", normal: "Priority", high: "Priority"}, reasons
+    jobs = {j: c.wait(j, timeout=30) for j in (low, normal, high)}
+    assert jobs[low]["start_time"] <= jobs[normal]["start_time"] <= jobs[high]["start_time"]

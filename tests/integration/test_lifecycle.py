@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from tests.integration.conftest import PODIUM, Cluster
+from tests.integration.conftest import PODIUM, Cluster, make_cluster, teardown_cluster
 from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
@@ -131,8 +131,18 @@ def test_hold_and_release(cluster: Cluster) -> None:
     assert bad.returncode == 2 and "nothing to hold" in bad.stderr
 
 
-def test_priority_order_and_reasons(cluster: Cluster) -> None:
-    c = cluster
+def test_priority_order_and_reasons() -> None:
+    """Slurm's multifactor priority (`scheduler.order: multifactor`): QoS orders the
+    queue. The default order, least attained service, is tested in test_las."""
+    c = make_cluster(extra="scheduler: {order: multifactor}\n")
+    c.start()
+    try:
+        _multifactor_order(c)
+    finally:
+        teardown_cluster(c)
+
+
+def _multifactor_order(c: Cluster) -> None:
     blocker = c.submit("--gpus=4", "--wrap", "sleep 5")
     c.wait(blocker, {"RUNNING"})
     low = c.submit("--qos=low", "--gpus=2", "--wrap", "sleep 0.5")
@@ -262,7 +272,7 @@ def test_logs_follow(cluster: Cluster) -> None:
 
 
 def test_mail_is_sent_through_the_configured_command() -> None:
-    from tests.integration.conftest import mail_recorder, make_cluster, teardown_cluster
+    from tests.integration.conftest import mail_recorder
 
     c = make_cluster()
     log = mail_recorder(c)

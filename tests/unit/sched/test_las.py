@@ -11,6 +11,7 @@ from podium.api.states import PreemptMode
 from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot, schedule
 from podium.sched.las import attained_by_job, next_change, pending_queue
 from podium.sched.model import LasRules, Policy
+from podium.sched.order import queue_order
 
 NODE = NodeView("n0", cpus=8, memory_mb=16000, gpus=tuple(GpuSlot(i, "h100") for i in range(4)))
 RULES = LasRules(queue_limits_gpu_s=(1000.0, 8000.0), min_run_s=60.0, starve_factor=2.0)
@@ -123,3 +124,13 @@ def test_victims_are_always_of_a_later_queue_and_ran_the_minimum(
         victim = next(a for a in allocs if a.job_id == p.job_id)
         assert RULES.queue_of(service[p.job_id]) > mine
         assert now - victim.start_time >= RULES.min_run_s
+
+
+def test_a_job_a_waiting_qos_may_preempt_goes_after_it() -> None:
+    """Else the victim of a QoS preemption would restart first and be stopped again."""
+    qos = Policy(las=RULES, preempts={"high": frozenset({"low"})})
+    victim = pending(1, submit=0.0, qos="low", attained_gpu_s=50.0, queued_at=20.0)
+    urgent = pending(2, submit=10.0, qos="high")
+    normal = pending(3, submit=5.0, qos="normal")
+    order, _ = queue_order(Snapshot(nodes=(NODE,), pending=(victim, urgent, normal)), 30.0, qos)
+    assert [j.job_id for j in order] == [3, 2, 1]  # QoS priority itself orders nothing
