@@ -80,7 +80,7 @@ def queue_order(
     `with_factors`, each job's priority factors (what `podium priority` shows)."""
     pending = snapshot.pending
     if policy.las is not None:
-        return sorted(pending, key=_las_order(pending, now, policy)), (
+        return sorted(pending, key=las_order(pending, now, policy)), (
             _all_factors(snapshot, now, policy) if with_factors else {}
         )
     if not policy.use_priority:
@@ -132,7 +132,7 @@ def _all_factors(snapshot: Snapshot, now: float, policy: Policy) -> dict[int, Fa
     return prios
 
 
-def _las_order(
+def las_order(
     jobs: Sequence[PendingJob], now: float, policy: Policy
 ) -> Callable[[PendingJob], tuple[float, float, int]]:
     """Least attained service order (`podium.sched.las`): an expedited job first (one
@@ -270,7 +270,7 @@ class GroupedOrder:
         self._as_long: float | None = None
         self._key: Callable[[PendingJob], tuple[float, float, int]]
         if policy.las is not None:
-            self._key = _las_order([g.jobs[0] for g in groups], now, policy)
+            self._key = las_order([g.jobs[0] for g in groups], now, policy)
         elif policy.use_priority:
             heads = [g.jobs[0] for g in groups]  # the QoS priority is the same within a group
             priority = _priority_of(snapshot, heads, now, policy)
@@ -317,6 +317,7 @@ __all__ = [
     "GroupedOrder",
     "PendingGroups",
     "group_of",
+    "las_order",
     "orders_by_limit",
     "priority_key",
     "queue_order",

@@ -21,7 +21,9 @@ from podium.recover.agent import HealthAgent
 from podium.recover.ladder import Health
 from podium.sched.config_policy import team_rules
 from podium.sched.fairshare import fairshare_table
+from podium.sched.las import pending_queue
 from podium.sched.model import Allocation
+from podium.sched.order import las_order
 from podium.sched.team_ledger import team_table
 from podium.server.job_rows import (
     GpuUnits,
@@ -314,7 +316,9 @@ class Views:
         return {**self.config.access(who.name, group_names(who.name, who.gid)), "admin": False}
 
     def priorities(self) -> list[dict[str, Any]]:
-        """Each pending job's priority factors from the last pass, like sprio."""
+        """Each pending job's priority factors from the last pass, like sprio, in the
+        queue's order; under least attained service (which orders the queue instead)
+        also its attained GPU-seconds and its queue."""
         last = self.reactor.last
         if last is None:
             return []
@@ -323,11 +327,24 @@ class Views:
         w = self.reactor.policy.weights
         weights = {"age": w.age, "fairshare": w.fairshare, "qos": w.qos, "jobsize": w.jobsize,
                    "partition": w.partition, "shortness": w.shortness}  # fmt: skip
+        rules, now = self.reactor.policy.las, self.reactor.clock()
+        ranked = sorted(last.priorities.items(), key=lambda kv: -kv[1].total)
+        if rules is not None:  # the queue's order is least attained service's
+            key = las_order([j for j in jobs.values()], now, self.reactor.policy)
+            ranked = sorted((kv for kv in ranked if kv[0] in jobs), key=lambda kv: key(jobs[kv[0]]))
         out = []
-        for job_id, f in sorted(last.priorities.items(), key=lambda kv: -kv[1].total):
+        for job_id, f in ranked:
             job = jobs.get(job_id)
             if job is None:
                 continue
+            service = (
+                {}
+                if rules is None
+                else {
+                    "attained_gpu_s": round(job.attained_gpu_s, 3),
+                    "las_queue": pending_queue(job, now, rules),
+                }
+            )
             out.append(
                 {
                     "job_id": job_id,
@@ -347,6 +364,8 @@ class Views:
                     "held": job.held,
                     "reason": reasons.get(job_id),
                     "weights": weights,
+                    "order": "multifactor" if rules is None else "las",
+                    **service,
                 }
             )
         return out

@@ -5,6 +5,7 @@ counted; a job that never checkpointed is never stopped for it."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,5 +102,9 @@ def test_qos_priority_does_not_reorder_the_default_queue(las_cluster: Cluster) -
     c.wait_reason(high, "Priority")
     reasons = {j: c.job(j)["reason"] for j in (low, normal, high)}
     assert reasons == {low: "Resources", normal: "Priority", high: "Priority"}, reasons
+    shown = json.loads(c.cli("priority", "--json", check=True).stdout)  # like sprio
+    assert [(j["job_id"], j["order"], j["las_queue"], j["attained_gpu_s"]) for j in shown] == [
+        (low, "las", 0, 0.0), (normal, "las", 0, 0.0), (high, "las", 0, 0.0)
+    ], shown  # fmt: skip
     jobs = {j: c.wait(j, timeout=30) for j in (low, normal, high)}
     assert jobs[low]["start_time"] <= jobs[normal]["start_time"] <= jobs[high]["start_time"]
