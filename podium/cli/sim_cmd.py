@@ -136,6 +136,13 @@ ELASTIC_COLUMNS = ["elastic", "resizes", "lost_gpu_s", "elastic_avg_jct_s", "hig
     help="Seconds without progress after each restart (a requeue or a resize).",
 )
 @click.option(
+    "--placement",
+    type=click.Choice(["best-fit", "fgd"]),
+    default="best-fit",
+    help="Where single-node jobs go: best fit by free GPUs, or where they fragment the "
+    "node least for the trace's mix of requests (fgd; docs/scheduling.md).",
+)
+@click.option(
     "--save-time",
     type=click.FloatRange(0.0),
     default=0.0,
@@ -182,6 +189,7 @@ def sim(
     elastic_share: float,
     elastic_modes: str,
     restart_cost: float,
+    placement: str,
     save_time: float,
     forecast_error: bool,
     forecast_sample: int,
@@ -217,6 +225,7 @@ def sim(
                     elastic_mode=kind or "shrink",
                     restart_cost_s=restart_cost,
                     save_s=save_time,
+                    placement=placement,
                     progress_after_s=progress_after,
                 )
                 where = "".join(f", {x}" for x in (mode if len(modes) > 1 else "", kind) if x)

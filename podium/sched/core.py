@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Iterator
 
 from podium.sched.fit import Index, Node, Request
+from podium.sched.fragmentation import FragmentationContext, parts_per_gpu, workload_of
 from podium.sched.las import attained_by_job, pending_queue
 from podium.sched.limits import Counters
 from podium.sched.model import (
@@ -148,6 +149,7 @@ class Pass:
         self.allowed_sets = {p: frozenset(n) for p, n in snapshot.partition_nodes.items()}
         self.stages = stages
         self._attained: dict[int, float] | None = None
+        self._fragmentation: FragmentationContext | None = None
 
     def _count_running(self) -> None:
         """Count what running jobs hold against the limits (a multi-node job once)."""
@@ -202,6 +204,16 @@ class Pass:
         attained service its queue."""
         team, las = self.team_of(job), self.policy.las
         return team if las is None else (team, pending_queue(job, self.now, las))
+
+    def fragmentation(self) -> FragmentationContext | None:
+        """Fragmentation-aware placement's view of this pass (None: best fit)."""
+        if self.policy.placement != "fgd":
+            return None
+        if self._fragmentation is None:
+            self._fragmentation = FragmentationContext(
+                workload_of(self.snapshot), parts_per_gpu(self.nodes.values())
+            )
+        return self._fragmentation
 
     def attained(self) -> dict[int, float]:
         """Each running job's attained GPU-seconds now (least attained service)."""

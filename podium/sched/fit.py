@@ -134,6 +134,28 @@ class Index:
 
 def fits_now(job: PendingJob, node: Node) -> tuple[int, ...] | None:
     """The GPUs `job` would get on `node` now (its per-node share), or None."""
+    usable = usable_gpus(job, node)
+    if usable is None:
+        return None
+    if job.gpu_type == MPS:
+        return pick_mps(job, node, usable)
+    return pick_gpus(usable, job.gpus, node.view.gpu_groups)
+
+
+def choices_now(job: PendingJob, node: Node) -> list[tuple[int, ...]]:
+    """Every way `job` could take GPUs on `node` now that placement may choose from:
+    each GPU's MPS units for an MPS share, else `fits_now`'s one choice."""
+    usable = usable_gpus(job, node)
+    if usable is None:
+        return []
+    if job.gpu_type == MPS:
+        return mps_choices(job, node, usable)
+    return [pick_gpus(usable, job.gpus, node.view.gpu_groups)]
+
+
+def usable_gpus(job: PendingJob, node: Node) -> list[int] | None:
+    """The free GPU slots `job` may take on `node` now, or None when it cannot start
+    there (CPUs, memory, exclusivity, or too few GPUs of its type)."""
     if job.cpus > node.cpus or job.mem_mb > node.mem_mb or node.exclusive_node:
         return None
     if job.exclusive == "node" and node.users:
@@ -147,14 +169,19 @@ def fits_now(job: PendingJob, node: Node) -> tuple[int, ...] | None:
         usable = [g for g in usable if (node.view.name, g) not in job.avoid_gpus]
     if len(usable) < job.gpus:
         return None
-    if job.gpu_type == MPS:
-        return pick_mps(job, node, usable)
-    return pick_gpus(usable, job.gpus, node.view.gpu_groups)
+    return usable
 
 
 def pick_mps(job: PendingJob, node: Node, usable: list[int]) -> tuple[int, ...] | None:
     """`job.gpus` MPS units of one GPU, on no GPU whose MPS server serves another user
     (an MPS server runs as one user): the GPU with the fewest free units that fits."""
+    choices = mps_choices(job, node, usable)
+    return choices[0] if choices else None
+
+
+def mps_choices(job: PendingJob, node: Node, usable: list[int]) -> list[tuple[int, ...]]:
+    """Every GPU's `job.gpus` MPS units that `job` may take (no other user's MPS server
+    there), the GPU with the fewest free units first."""
     by_gpu: dict[int, list[int]] = {}
     for g in usable:
         by_gpu.setdefault(node.parents.get(g, g), []).append(g)
@@ -163,10 +190,8 @@ def pick_mps(job: PendingJob, node: Node, usable: list[int]) -> tuple[int, ...] 
         for gpu, free in by_gpu.items()
         if len(free) >= job.gpus and not node.mps_users.get(gpu, set()) - {job.user}
     ]
-    if not fitting:
-        return None
-    best = min(fitting, key=lambda gpu: (len(by_gpu[gpu]), gpu))
-    return tuple(sorted(by_gpu[best])[: job.gpus])
+    fitting.sort(key=lambda gpu: (len(by_gpu[gpu]), gpu))
+    return [tuple(sorted(by_gpu[gpu])[: job.gpus]) for gpu in fitting]
 
 
 def pick_gpus(free: list[int], need: int, groups: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:

@@ -105,6 +105,7 @@ class Policy:
     elastic_grow_delay_s: float = 60.0  # ... nor grown (unless a higher QoS waits)
     teams: TeamRules = field(default_factory=lambda: TeamRules())
     las: LasRules | None = None  # order and preempt by least attained service instead
+    placement: str = "best-fit"  # or "fgd": where a start fragments least (fragmentation)
 
     @property
     def may_preempt(self) -> bool:
@@ -344,6 +345,9 @@ class Snapshot:
     fairshare: Mapping[tuple[str, str], float] = field(default_factory=dict)
     in_submit_order: bool = False
     groups: Sequence[PendingGroup] | None = None
+    # the kinds of request expected, (GPU type, count, weight), for fragmentation-aware
+    # placement (`podium.sched.fragmentation`); empty: the pending jobs' own mix
+    workload: tuple[tuple[str | None, int, float], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,8 @@ from podium.api.states import PreemptMode, Reason
 from podium.sched.backfill import INF, respects_hold, shrink_hold
 from podium.sched.backfill import reserve as reservation_for
 from podium.sched.elastic import grow_into_free, larger_sizes, shrink_for
-from podium.sched.fit import Index, Node, could_ever_fit, fits_now, request_of
+from podium.sched.fit import Index, Node, choices_now, could_ever_fit, fits_now, request_of
+from podium.sched.fragmentation import CANDIDATES, FragmentationContext, least_fragmenting
 from podium.sched.las import victims as las_victims
 from podium.sched.model import Allocation, PendingJob, Preempt, Reservation, Start
 from podium.sched.preempt import preempt_for
@@ -149,12 +150,12 @@ def start_now(p: Pass, job: PendingJob) -> Verdict:
             p.ledger is not None and p.ledger.shortfall(bigger)
         ):
             continue
-        placed, _ = _place(bigger, p.index, allowed, p.now)
+        placed, _ = _place(bigger, p.index, allowed, p.now, p.fragmentation())
         if placed is not None:
             job = bigger
             break
     if placed is None:
-        placed, fitting = _place(job, p.index, allowed, p.now)
+        placed, fitting = _place(job, p.index, allowed, p.now, p.fragmentation())
     if placed is not None:
         _start(p, job, placed)
         return DONE
@@ -304,10 +305,17 @@ def _enough_nodes(job: PendingJob, candidates: list[Node]) -> bool:
 
 
 def _place(
-    job: PendingJob, index: Index, allowed: frozenset[str] | None, now: float
+    job: PendingJob,
+    index: Index,
+    allowed: frozenset[str] | None,
+    now: float,
+    fgd: FragmentationContext | None = None,
 ) -> tuple[list[tuple[Node, tuple[int, ...]]] | None, int]:
     """Where `job` starts now: one (node, GPUs) per node it asks for, or None; and on
-    how many nodes its share fits now (reservations aside)."""
+    how many nodes its share fits now (reservations aside). With `fgd`, a single-node
+    job goes where it fragments least (`podium.sched.fragmentation`), else best fit."""
+    if fgd is not None and job.nodes == 1:
+        return _place_least_fragmenting(job, index, allowed, now, fgd)
     chosen: list[tuple[Node, tuple[int, ...]]] = []
     fitting = 0
     for node in index.from_size(job.gpus):
@@ -323,6 +331,33 @@ def _place(
         if len(chosen) == job.nodes:
             return chosen, fitting
     return None, fitting
+
+
+def _place_least_fragmenting(
+    job: PendingJob,
+    index: Index,
+    allowed: frozenset[str] | None,
+    now: float,
+    fgd: FragmentationContext,
+) -> tuple[list[tuple[Node, tuple[int, ...]]] | None, int]:
+    """`_place` for one node, choosing among every node and GPU that fit."""
+    options: list[tuple[Node, tuple[int, ...]]] = []
+    fitting = weighed = 0
+    for node in index.from_size(job.gpus):
+        if allowed is not None and node.view.name not in allowed:
+            continue
+        if weighed >= CANDIDATES:  # enough to choose from (and it starts: `fitting`
+            break  # matters only when it does not)
+        ways = choices_now(job, node)
+        if not ways:
+            continue
+        fitting += 1
+        if respects_hold(job, node, now):
+            weighed += 1
+            options += [(node, gpus) for gpus in ways]
+    if not options:
+        return None, fitting
+    return [options[least_fragmenting(options, fgd)]], fitting
 
 
 def _take(

@@ -68,6 +68,7 @@ class SimOptions:
     # least attained service: every job saves when preempted, holding its GPUs this
     # long after the signal (its save), and keeps all its work
     save_s: float = 0.0
+    placement: str = "best-fit"  # or fgd: where a start fragments least (sched.fragmentation)
     # running jobs report their progress at a steady rate (podium progress): a run's end
     # is known this long after it starts (None: no job reports, ends are the limits')
     progress_after_s: float | None = None

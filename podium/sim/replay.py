@@ -12,6 +12,7 @@ requeued by `requeued_after_preemption`. Pure: no clock, no I/O.
 from __future__ import annotations
 
 import heapq
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 from typing import NamedTuple
@@ -63,7 +64,9 @@ class Replay:
     ) -> None:  # fmt: skip
         self.policy_name, self.options, self.nodes = policy_name, options, nodes
         self.on_arrival, self.on_progress = hooks
-        self.policy = replace(POLICIES[policy_name], teams=options.teams)
+        self.policy = replace(
+            POLICIES[policy_name], teams=options.teams, placement=options.placement
+        )
         self.sharing = plan(trace, nodes, options.sharing, options.mps_units)
         self.views = tuple(self.sharing.view(n) for n in nodes)
         # whole GPUs per node (fewer where some are shared): what gangs are shaped on
@@ -104,6 +107,10 @@ class Replay:
         self.attained: dict[int, float] = {}  # job -> GPU-seconds of its ended runs
         self.queued_at: dict[int, float] = {}  # job -> when it last joined the queue
         self.stopping: set[int] = set()  # preempted jobs saving (least attained service)
+        self.workload: tuple[tuple[str | None, int, float], ...] = ()
+        if options.placement == "fgd":  # the trace's own mix of requests, as FGD weighs it
+            kinds = Counter((p.gpu_type, p.gpus) for p in map(self.pending_of, self.runnable))
+            self.workload = tuple((t, n, float(c)) for (t, n), c in kinds.items() if n)
 
     def fits(self, j: TraceJob) -> bool:
         """Whether some node (or gang of nodes) could ever hold `j`."""
@@ -209,6 +216,7 @@ class Replay:
             pending=tuple(self.pending_jobs.values()),
             fairshare=fairshare,
             groups=list(groups.groups.values()),
+            workload=self.workload,
         )
 
     def run(self) -> SimResult:
