@@ -204,7 +204,7 @@ class Allocation:
     ending: bool = False  # its end is given (cancelled): its processes are being stopped
     expected_end: float | None = None  # when its reported progress says it ends (podium progress)
     attained_gpu_s: float = 0.0  # GPU-seconds of its earlier runs (least attained service)
-    saves: bool = False  # it saves when told to stop (it checkpoints): LAS may stop it
+    saves: bool = False  # it saves when told to stop and comes back (LAS may stop it)
 
     @property
     def replicas(self) -> int:

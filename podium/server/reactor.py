@@ -325,6 +325,7 @@ class Reactor:
                 max(self.checkpoints.get(r["job_id"], 0.0), self.reported.get(r["job_id"], 0.0))
                 or None,
                 self.progress.expected_end(r["job_id"], r["start_time"]),
+                self.spec(r).requeue,
             )
             for r in self.running_rows()
         )

@@ -191,13 +191,15 @@ def allocation(
     gpu_units: float | None = None,
     checkpoint_time: float | None = None,
     expected_end: float | None = None,
+    may_requeue: bool = True,
 ) -> Allocation:
     """What a running job's row holds, as the scheduler sees it; `gpu_units` what its
     parts of GPUs weigh in fair share (LocalNode.gpu_units); `checkpoint_time` its
     newest checkpoint's time as last sampled (what preemption would not lose);
     `expected_end` when the progress it reports says it ends (podium progress). It
     saves when told to stop (least attained service may stop it) once it has
-    checkpointed, in this run or an earlier one."""
+    checkpointed, in this run or an earlier one, and `may_requeue` (a job submitted
+    with --no-requeue would end, not come back)."""
     return Allocation(
         job_id=r["job_id"],
         node=r["node"] or node,
@@ -220,7 +222,7 @@ def allocation(
         ending=r["ending"] is not None,
         expected_end=expected_end,
         attained_gpu_s=float(r["earlier_gpu_seconds"] or 0.0),
-        saves=checkpoint_time is not None or r["checkpoint_mtime"] is not None,
+        saves=may_requeue and (checkpoint_time is not None or r["checkpoint_mtime"] is not None),
     )
 
 

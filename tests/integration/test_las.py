@@ -77,9 +77,17 @@ def test_a_served_job_is_stopped_for_a_new_one_and_resumes_with_its_service(
     assert [e["detail"] for e in requeues] == ["preempted"], requeues
 
 
-def test_a_job_that_never_checkpointed_is_not_stopped(las_cluster: Cluster) -> None:
+@pytest.mark.parametrize("kind", ["never checkpointed", "--no-requeue"])
+def test_a_job_that_cannot_come_back_whole_is_not_stopped(las_cluster: Cluster, kind: str) -> None:
+    """Neither a job that never checkpointed (it would lose its work) nor one that
+    checkpoints but said --no-requeue (it would end, not come back)."""
     c = las_cluster
-    plain = c.submit("--gpus=4", "-J", "plain", "--wrap", "sleep 8")
+    if kind == "--no-requeue":
+        work = "podium checkpoint --step 1 >/dev/null; sleep 8"
+        plain = c.submit("--gpus=4", "--no-requeue", "-J", "plain", "--wrap", work)
+        wait_until(lambda: _events(c, plain, "checkpoint"), "its checkpoint report")
+    else:
+        plain = c.submit("--gpus=4", "-J", "plain", "--wrap", "sleep 8")
     c.wait(plain, {"RUNNING"})
     began = time.time()
     new = c.submit("--gpus=2", "-J", "new", "--wrap", "true")
