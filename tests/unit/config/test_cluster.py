@@ -80,6 +80,32 @@ def test_shortest_first_knobs_reach_the_policy() -> None:
     assert "\n" not in str(info.value) and "starve_after" in str(info.value)
 
 
+def test_least_attained_service_is_the_default_order_and_its_knobs_reach_the_policy() -> None:
+    from podium.sched.config_policy import policy_from_config
+
+    rules = policy_from_config(parse_config("", "t")).las
+    assert rules is not None
+    assert (rules.queue_limits_gpu_s, rules.min_run_s, rules.starve_factor) == (
+        (4000.0,), 7200.0, 0.5,
+    )  # fmt: skip
+    config = parse_config(
+        "scheduler: {las: {queue_limits: [100, 900], min_run: 10:00, starve_factor: null}}\n", "t"
+    )
+    rules = policy_from_config(config).las
+    assert rules is not None and (rules.queue_limits_gpu_s, rules.min_run_s) == ((100, 900), 600)
+    assert rules.starve_factor is None
+    assert policy_from_config(parse_config("scheduler: {order: multifactor}\n", "t")).las is None
+    for bad, says in [
+        ("{las: {queue_limits: [900, 100]}}", "not ascending positive GPU-seconds"),
+        ("{las: {queue_limits: []}}", "queue_limits"),
+        ("{las: {min_run: soon}}", "min_run"),
+        ("{order: fastest}", "order"),
+    ]:
+        with pytest.raises(ConfigError) as info:
+            parse_config(f"scheduler: {bad}\n", "t")
+        assert "\n" not in str(info.value) and says in str(info.value), str(info.value)
+
+
 def test_times_in_the_config_are_read_as_written() -> None:
     """Issue 44, item 1: YAML 1.1 reads an unquoted 2:00:00 as the integer 7200; the
     config reads it as the time written, numbers and booleans as before."""
