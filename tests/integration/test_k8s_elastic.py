@@ -91,10 +91,12 @@ def test_an_elastic_jobset_shrinks_for_a_higher_qos_and_grows_back_within_quota(
             lab.ok("k8s", "elastic", "--once", "--config", str(lab.config)).count("shrink 2->1")
             == 1
         )
+        # the old JobSet's pods get the 30 s grace before the new one's can be placed on
+        # their nodes, and kube-scheduler retries an unschedulable pod with a backoff
         one = lab.wait(job, lambda r: r["state"] == "RUNNING" and r.get("replicas") == 1
-                       and len(r["nodes"]) == 1)  # fmt: skip
+                       and len(r["nodes"]) == 1, timeout=180)  # fmt: skip
         assert one["k8s_name"].endswith("-r1") and one["gpus"] == 8
-        lab.wait(urgent, lambda r: r["state"] == "RUNNING")
+        lab.wait(urgent, lambda r: r["state"] == "RUNNING", timeout=180)
         lab.ok("cancel", str(blocker), str(urgent))
         for _ in range(60):  # until Kueue has given back the quota of both
             if _usage(api)[0] == 8:
@@ -103,7 +105,7 @@ def test_an_elastic_jobset_shrinks_for_a_higher_qos_and_grows_back_within_quota(
         grown = lab.ok("k8s", "elastic", "--once", "--config", str(lab.config))
         assert "grow 1->4" in grown, grown
         four = lab.wait(job, lambda r: r["state"] == "RUNNING" and r.get("replicas") == 4
-                        and len(r["nodes"]) == 4)  # fmt: skip
+                        and len(r["nodes"]) == 4, timeout=180)  # fmt: skip
         assert [(e["from"], e["to"]) for e in four["resize_log"]] == [(2, 1), (1, 4)]
         jobset = api.call(
             "GET", f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets/{four['k8s_name']}"
