@@ -222,8 +222,9 @@ def preempt(p: Pass, job: PendingJob) -> Verdict:
             job, p.candidates_of(job), qos_victims(job, policy, p.ledger),
             policy.preempt_exempt_s, p.now, p.victims,
         )  # fmt: skip
-    by_service = taken is None and las is not None
-    if by_service and las is not None:
+    by_service = False
+    if taken is None and las is not None:
+        by_service = True
         stoppable = las_victims(job, p.now, las, p.attained(), policy.qos_priority)
         taken = preempt_for(job, p.candidates_of(job), stoppable, las.min_run_s, p.now, p.victims)
     if taken is None:

@@ -285,9 +285,11 @@ class Reactor:
         be stopped, or a waiting job is promoted (None: not ordered so, or nothing waits
         that this pass did not start)."""
         rules = self.policy.las
+        if rules is None:
+            return None
         started = {s.job_id for s in decisions.starts}
         waiting = [j for j in seen.values() if j.job_id not in started]
-        if rules is None or not waiting:
+        if not waiting:
             return None
         new = [  # what this pass starts: it may cross a limit too
             dataclasses.replace(seen[s.job_id].allocate(s.node, s.gpu_indices, now), saves=True)

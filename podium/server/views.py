@@ -328,10 +328,14 @@ class Views:
         weights = {"age": w.age, "fairshare": w.fairshare, "qos": w.qos, "jobsize": w.jobsize,
                    "partition": w.partition, "shortness": w.shortness}  # fmt: skip
         rules, now = self.reactor.policy.las, self.reactor.clock()
-        ranked = sorted(last.priorities.items(), key=lambda kv: -kv[1].total)
-        if rules is not None:  # the queue's order is least attained service's
-            key = las_order([j for j in jobs.values()], now, self.reactor.policy)
-            ranked = sorted((kv for kv in ranked if kv[0] in jobs), key=lambda kv: key(jobs[kv[0]]))
+        if rules is None:
+            ranked = sorted(last.priorities.items(), key=lambda kv: -kv[1].total)
+        else:  # the queue's order is least attained service's
+            key = las_order(list(jobs.values()), now, self.reactor.policy)
+            ranked = sorted(
+                (kv for kv in last.priorities.items() if kv[0] in jobs),
+                key=lambda kv: key(jobs[kv[0]]),
+            )
         out = []
         for job_id, f in ranked:
             job = jobs.get(job_id)

@@ -106,7 +106,6 @@ class Replay:
         self.cpu_weight = 0.0  # fair share charges GPU-seconds only, the daemon's default
         self.attained: dict[int, float] = {}  # job -> GPU-seconds of its ended runs
         self.queued_at: dict[int, float] = {}  # job -> when it last joined the queue
-        self.stopping: set[int] = set()  # preempted jobs saving (least attained service)
         self.workload: tuple[tuple[str | None, int, float], ...] = ()
         if options.placement == "fgd":  # the trace's own mix of requests, as FGD weighs it
             kinds = Counter((p.gpu_type, p.gpus) for p in map(self.pending_of, self.runnable))
@@ -177,19 +176,11 @@ class Replay:
         """What the running jobs hold, with their newest checkpoints in shrink-ckpt and
         the ends their progress reports give (SimOptions.progress_after_s)."""
         told, interval = self.options.progress_after_s, self.options.checkpoint_interval_s
-        las = self.policy.las is not None
-        if not self.with_checkpoints and told is None and not las:
+        if not self.with_checkpoints and told is None:
             return tuple(a for r in self.running.values() for a in r.allocs)
         held = []
-        for job_id, r in self.running.items():
+        for r in self.running.values():
             for a in r.allocs:
-                if las:
-                    a = replace(
-                        a,
-                        attained_gpu_s=self.attained.get(job_id, 0.0),
-                        saves=True,
-                        preempting=job_id in self.stopping,
-                    )
                 if self.with_checkpoints:
                     a = with_checkpoint(a, r.started + r.overhead, now, interval)
                 if told is not None and now - r.started >= told:
@@ -262,8 +253,7 @@ class Replay:
             if kind == WAKE:
                 self.wake_pending = False
             elif kind == SAVED:
-                if job_id in self.stopping and self.running[job_id].token == token:
-                    self.stopping.discard(job_id)
+                if job_id in self.running and self.running[job_id].token == token:
                     self.end_run(job_id, now)
                     self.queue(job_id, now)
             elif kind == ARRIVE:
@@ -347,7 +337,7 @@ class Replay:
         run.token = self.state.tokens[job_id] = self.state.tokens[job_id] + 1
         run.end = now + save
         run.overhead = float("inf")  # no progress while it saves
-        self.stopping.add(job_id)
+        run.allocs = [replace(a, preempting=True) for a in run.allocs]
         heapq.heappush(self.events, (now + save, SAVED, job_id, run.token))
 
     def resized(self, decisions: Decisions, now: float) -> None:
@@ -373,6 +363,8 @@ class Replay:
             allocs = [p.allocate(node, gpus, now) for node, gpus in s.placements]
             if p.gpu_type is not None:  # parts of a GPU: charged by their share
                 allocs = [replace(a, gpu_units=self.shares[s.job_id]) for a in allocs]
+            if self.policy.las is not None:  # every job saves when stopped (save_and_stop)
+                allocs = [replace(a, saves=True) for a in allocs]
             if p.elastic is not None:  # at the size it started at; a cap holds once
                 state.caps.pop(s.job_id, None)
                 grown = elastic_of(self.by_id[s.job_id], None)
