@@ -191,6 +191,18 @@ def make_cluster(gpus: int = 4, cpus: int = 8, kill_wait: float = 1.0, extra: st
     return Cluster(home, work)
 
 
+def qos_trio_behind_a_blocker(c: Cluster) -> tuple[int, int, int]:
+    """A 4-GPU job running for 5 s, then, waiting behind it, a low-QoS 2-GPU job, a
+    normal 4-GPU one and a high-QoS 2-GPU one, in that submit order: their ids (the
+    queue-order tests of multifactor priority and of least attained service)."""
+    blocker = c.submit("--gpus=4", "--wrap", "sleep 5")
+    c.wait(blocker, {"RUNNING"})
+    low = c.submit("--qos=low", "--gpus=2", "--wrap", "sleep 0.5")
+    normal = c.submit("--gpus=4", "--wrap", "sleep 0.5")
+    high = c.submit("--qos=high", "--gpus=2", "--wrap", "sleep 0.5")
+    return low, normal, high
+
+
 def mail_recorder(cluster: Cluster, line: str = '"$@"') -> Path:
     """Configure (before start) a mail_command that appends `echo LINE` to a log in the
     work directory, where any user may run it; return the log's path."""

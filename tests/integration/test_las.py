@@ -12,7 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
+from tests.integration.conftest import (
+    Cluster,
+    make_cluster,
+    qos_trio_behind_a_blocker,
+    teardown_cluster,
+)
 from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
@@ -102,11 +107,7 @@ def test_qos_priority_does_not_reorder_the_default_queue(las_cluster: Cluster) -
     makes, docs/scheduling.md): new jobs go in submit order, the first one waiting
     for Resources and the rest behind it for Priority."""
     c = las_cluster
-    blocker = c.submit("--gpus=4", "--wrap", "sleep 4")
-    c.wait(blocker, {"RUNNING"})
-    low = c.submit("--qos=low", "--gpus=2", "--wrap", "sleep 0.5")
-    normal = c.submit("--gpus=4", "--wrap", "sleep 0.5")
-    high = c.submit("--qos=high", "--gpus=2", "--wrap", "sleep 0.5")
+    low, normal, high = qos_trio_behind_a_blocker(c)
     c.wait_reason(high, "Priority")
     reasons = {j: c.job(j)["reason"] for j in (low, normal, high)}
     assert reasons == {low: "Resources", normal: "Priority", high: "Priority"}, reasons

@@ -8,7 +8,13 @@ import subprocess
 
 import pytest
 
-from tests.integration.conftest import PODIUM, Cluster, make_cluster, teardown_cluster
+from tests.integration.conftest import (
+    PODIUM,
+    Cluster,
+    make_cluster,
+    qos_trio_behind_a_blocker,
+    teardown_cluster,
+)
 from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
@@ -137,23 +143,15 @@ def test_priority_order_and_reasons() -> None:
     c = make_cluster(extra="scheduler: {order: multifactor}\n")
     c.start()
     try:
-        _multifactor_order(c)
+        low, normal, high = qos_trio_behind_a_blocker(c)
+        c.wait_reason(low, "Priority")
+        reasons = {j: c.job(j)["reason"] for j in (low, normal, high)}
+        assert reasons[high] == "Resources"
+        assert reasons[normal] == "Priority" and reasons[low] == "Priority"
+        jobs = {j: c.wait(j, timeout=30) for j in (low, normal, high)}
+        assert jobs[high]["start_time"] <= jobs[normal]["start_time"] <= jobs[low]["start_time"]
     finally:
         teardown_cluster(c)
-
-
-def _multifactor_order(c: Cluster) -> None:
-    blocker = c.submit("--gpus=4", "--wrap", "sleep 5")
-    c.wait(blocker, {"RUNNING"})
-    low = c.submit("--qos=low", "--gpus=2", "--wrap", "sleep 0.5")
-    normal = c.submit("--gpus=4", "--wrap", "sleep 0.5")
-    high = c.submit("--qos=high", "--gpus=2", "--wrap", "sleep 0.5")
-    c.wait_reason(low, "Priority")
-    reasons = {j: c.job(j)["reason"] for j in (low, normal, high)}
-    assert reasons[high] == "Resources"
-    assert reasons[normal] == "Priority" and reasons[low] == "Priority"
-    jobs = {j: c.wait(j, timeout=30) for j in (low, normal, high)}
-    assert jobs[high]["start_time"] <= jobs[normal]["start_time"] <= jobs[low]["start_time"]
 
 
 def test_gpus_never_oversubscribed(cluster: Cluster) -> None:
