@@ -1,13 +1,15 @@
 """Scheduler pass time: 10,000 pending jobs on 1,000 nodes of 8 GPUs, backfill included.
 
     python bench/sched_pass.py [--pending 10000] [--nodes 1000] [--repeat 5]
+                               [--placement best-fit,end-aware]
 
 Three situations, each timed over --repeat passes (median reported):
   empty    the cluster is idle: the pass places as many pending jobs as fit;
   full     every GPU is busy with jobs that end at different times: nothing fits,
            the top job gets a reservation and every other job is tried for backfill;
   half     half the nodes are busy: placement, reservation and backfill together.
-Slurm's default backfill considers 500 jobs per 30 s cycle; a full Podium pass looks
+Each placement (`Policy.placement`) is timed on the same snapshot, the runs
+interleaved. Slurm's default backfill considers 500 jobs per 30 s cycle; a full Podium pass looks
 at every pending job. Pure CPU work in one process: `schedule()` exactly as the
 daemon and the simulator call it.
 """
@@ -73,21 +75,31 @@ def main() -> int:
     parser.add_argument("--pending", type=int, default=10_000)
     parser.add_argument("--nodes", type=int, default=1_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--placement", default="best-fit", help="comma-separated placements")
     args = parser.parse_args()
-    policy = Policy(backfill=True, preemption=False)
+    placements = args.placement.split(",")
+    policies = {p: Policy(backfill=True, preemption=False, placement=p) for p in placements}
     print(f"{args.pending} pending jobs, {args.nodes} nodes x 8 GPUs, backfill on")
-    print("situation | busy nodes | started | reservations | median pass (s) | min (s)")
+    print(
+        "situation | placement | busy nodes | started | reservations | "
+        "median pass (s) | min (s) | max (s)"
+    )
     for label, busy in (("empty", 0.0), ("half", 0.5), ("full", 1.0)):
         snap = build(args.pending, args.nodes, busy)
-        times = []
+        times: dict[str, list[float]] = {p: [] for p in placements}
+        decided = {}
         for _ in range(args.repeat):
-            t0 = time.perf_counter()
-            d = schedule(snap, now=3600.0, policy=policy)
-            times.append(time.perf_counter() - t0)
-        print(
-            f"{label} | {int(args.nodes * busy)} | {len(d.starts)} | {len(d.reservations)} | "
-            f"{statistics.median(times):.3f} | {min(times):.3f}"
-        )
+            for placement, policy in policies.items():
+                t0 = time.perf_counter()
+                decided[placement] = schedule(snap, now=3600.0, policy=policy)
+                times[placement].append(time.perf_counter() - t0)
+        for placement, d in decided.items():
+            t = times[placement]
+            print(
+                f"{label} | {placement} | {int(args.nodes * busy)} | {len(d.starts)} | "
+                f"{len(d.reservations)} | {statistics.median(t):.3f} | {min(t):.3f} | "
+                f"{max(t):.3f}"
+            )
     return 0
 
 

@@ -108,7 +108,11 @@ class Pass:
         if self.ledger is not None:
             self.ledger.count_running(snapshot.running)
         max_gpus = max((len(n.gpus) for n in snapshot.nodes), default=0)
-        self.index = Index((n for n in self.nodes.values() if n.view.schedulable), max_gpus)
+        self.index = Index(
+            (n for n in self.nodes.values() if n.view.schedulable),
+            max_gpus,
+            by_end=policy.placement == "end-aware",
+        )
         self.order: Iterable[PendingJob]
         self.priorities: dict[int, Factors]
         if grouped is not None:

@@ -7,6 +7,8 @@ one); within a node, GPUs close together (`pick_gpus`).
 
 from __future__ import annotations
 
+import math
+from bisect import insort
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -50,7 +52,7 @@ def request_of(job: PendingJob) -> Request:
     )
 
 
-@dataclass
+@dataclass(eq=False)  # one object per node and pass: compared by identity
 class Node:
     """A node's free resources during a pass."""
 
@@ -68,6 +70,7 @@ class Node:
     parents: dict[int, int] = field(default_factory=dict)  # part -> its GPU
     mps_users: dict[int, set[str]] = field(default_factory=dict)  # GPU -> users of MPS on it
     elastic_jobs: int = 0  # elastic jobs here that may shrink (not started by this pass)
+    busy_until: float = -math.inf  # when its last job ends (inf: one has no end; -inf: none)
 
     def __post_init__(self) -> None:
         self.types = {g.index: g.type for g in self.view.gpus}
@@ -86,6 +89,8 @@ class Node:
                     if self.types.get(g) == MPS and g in self.parents:
                         self.mps_users.setdefault(self.parents[g], set()).add(alloc.user)
         self.allocs.append(alloc)
+        end = alloc.end_time()
+        self.busy_until = max(self.busy_until, math.inf if end is None else end)
         if alloc.elastic is not None and not alloc.starting:
             self.elastic_jobs += 1
         self.users.add(alloc.user)
@@ -112,24 +117,45 @@ class Node:
 class Index:
     """Nodes bucketed by how many GPUs they have free, for best-fit lookups."""
 
-    def __init__(self, nodes: Iterable[Node], max_gpus: int) -> None:
+    def __init__(self, nodes: Iterable[Node], max_gpus: int, by_end: bool = False) -> None:
         self.buckets: list[dict[str, Node]] = [{} for _ in range(max_gpus + 1)]
         for node in nodes:
             self.buckets[len(node.free_gpus)][node.view.name] = node
+        self.by_end = by_end
+        self.ordered: list[list[Node] | None] = [None] * (max_gpus + 1)
 
     def moved(self, node: Node, before: int) -> None:
         del self.buckets[before][node.view.name]
-        self.buckets[len(node.free_gpus)][node.view.name] = node
+        after = len(node.free_gpus)
+        self.buckets[after][node.view.name] = node
+        left, joined = self.ordered[before], self.ordered[after]
+        if left is not None:
+            left.remove(node)
+        if joined is not None:  # after the nodes that end as late: as a dict appends
+            insort(joined, node, key=_ends_last_first)
 
     def from_size(self, gpus: int) -> Iterable[Node]:
-        """Nodes with at least `gpus` free GPUs, fewest free first (do not `moved`
-        a node while iterating)."""
-        for bucket in self.buckets[gpus:]:
-            yield from bucket.values()
+        """Nodes with at least `gpus` free GPUs, fewest free first; with `by_end`,
+        among as many free, the node whose jobs end last first (do not `moved` a node
+        while iterating)."""
+        for size in range(gpus, len(self.buckets)):
+            bucket = self.buckets[size]
+            if not self.by_end or len(bucket) < 2:
+                yield from bucket.values()
+                continue
+            ordered = self.ordered[size]
+            if ordered is None:
+                ordered = sorted(bucket.values(), key=_ends_last_first)
+                self.ordered[size] = ordered
+            yield from ordered
 
     def any_free(self) -> bool:
         """Whether any node has a free GPU."""
         return any(self.buckets[1:])
+
+
+def _ends_last_first(node: Node) -> float:
+    return -node.busy_until
 
 
 def fits_now(job: PendingJob, node: Node) -> tuple[int, ...] | None:

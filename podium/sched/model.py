@@ -105,7 +105,10 @@ class Policy:
     elastic_grow_delay_s: float = 60.0  # ... nor grown (unless a higher QoS waits)
     teams: TeamRules = field(default_factory=lambda: TeamRules())
     las: LasRules | None = None  # order and preempt by least attained service instead
-    placement: str = "best-fit"  # or "fgd": where a start fragments least (fragmentation)
+    # where a job starts among the nodes it fits now (podium.sched.fit): "best-fit" (fewest
+    # free GPUs first), "end-aware" (best fit, then the node whose jobs end last) or "fgd"
+    # (where it fragments least: podium.sched.fragmentation)
+    placement: str = "best-fit"
 
     @property
     def may_preempt(self) -> bool:
