@@ -137,10 +137,12 @@ ELASTIC_COLUMNS = ["elastic", "resizes", "lost_gpu_s", "elastic_avg_jct_s", "hig
 )
 @click.option(
     "--placement",
-    type=click.Choice(["best-fit", "fgd"]),
-    default="best-fit",
-    help="Where single-node jobs go: best fit by free GPUs, or where they fragment the "
-    "node least for the trace's mix of requests (fgd; docs/scheduling.md).",
+    type=click.Choice(["best-fit", "end-aware", "fgd"]),
+    default=None,
+    help="Where jobs go, for every policy: best fit by free GPUs; best fit, then the "
+    "node whose jobs end last (end-aware); or, for single-node jobs, where they fragment "
+    "the node least for the trace's mix of requests (fgd) (default: las end-aware, the "
+    "others best-fit, as Slurm; docs/scheduling.md).",
 )
 @click.option(
     "--save-time",
@@ -189,7 +191,7 @@ def sim(
     elastic_share: float,
     elastic_modes: str,
     restart_cost: float,
-    placement: str,
+    placement: str | None,
     save_time: float,
     forecast_error: bool,
     forecast_sample: int,

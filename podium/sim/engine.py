@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from podium.sched import Allocation, Snapshot
 from podium.sched.model import LasRules, Policy, TeamRules
@@ -39,15 +39,24 @@ POLICIES: dict[str, Policy] = {
     "preempt": Policy(backfill=True, preemption=True, weights=NO_FAIRSHARE, preempts=PREEMPTS),
     "fairshare": Policy(backfill=True, preemption=True, weights=WITH_FAIRSHARE, preempts=PREEMPTS),
     "shortest-first": Policy(backfill=True, preemption=False, weights=SHORTEST_FIRST),
-    # least attained service with the daemon's defaults (`scheduler.order: las`)
+    # least attained service with the daemon's defaults (`scheduler.order: las`), placed
+    # end-aware among nodes (a choice the one-node embedded daemon never has to make)
     "las": Policy(
         backfill=True,
         preemption=True,
         weights=NO_FAIRSHARE,
         las=LasRules(),
         qos_priority=QOS_PRIORITY,
+        placement="end-aware",
     ),
 }
+
+
+def policy_of(name: str, options: SimOptions) -> Policy:
+    """The named policy (see POLICIES) as `options` replay it: with their team quotas,
+    and their placement where they name one."""
+    policy = replace(POLICIES[name], teams=options.teams)
+    return policy if options.placement is None else replace(policy, placement=options.placement)
 
 
 @dataclass(frozen=True)
@@ -68,7 +77,7 @@ class SimOptions:
     # least attained service: every job saves when preempted, holding its GPUs this
     # long after the signal (its save), and keeps all its work
     save_s: float = 0.0
-    placement: str = "best-fit"  # or fgd: where a start fragments least (sched.fragmentation)
+    placement: str | None = None  # Policy.placement for every policy (None: each its own)
     # running jobs report their progress at a steady rate (podium progress): a run's end
     # is known this long after it starts (None: no job reports, ends are the limits')
     progress_after_s: float | None = None
@@ -163,4 +172,4 @@ def uniform_nodes(
     return [TraceNode(f"node{i:04d}", gpus, cpus, mem_mb, gpu_type) for i in range(count)]
 
 
-__all__ = ["POLICIES", "SimOptions", "SimResult", "simulate", "uniform_nodes"]
+__all__ = ["POLICIES", "SimOptions", "SimResult", "policy_of", "simulate", "uniform_nodes"]

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from podium.sched.model import Snapshot
-from podium.sim.engine import POLICIES, SimOptions, simulate
+from podium.sim.engine import SimOptions, policy_of, simulate
 from podium.sim.forecast import forecast
 from podium.sim.traces import TraceJob, TraceNode
 
@@ -111,7 +111,7 @@ def forecast_errors(
     """Replay `trace` under `policy_name`, forecasting at submission every
     `sample_every`-th job (by submission order); one Sample per forecast job that
     started in the replay (`on_progress`: as `simulate` takes it)."""
-    policy = replace(POLICIES[policy_name], teams=options.teams)
+    policy = policy_of(policy_name, options)
     order = {j.job_id: i for i, j in enumerate(sorted(trace, key=lambda j: j.submit_time))}
     predicted: dict[int, tuple[float, float | None]] = {}
 

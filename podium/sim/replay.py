@@ -32,7 +32,6 @@ from podium.sched.las import next_change as las_next_change
 from podium.sched.order import PendingGroups, orders_by_limit
 from podium.sim.elastic_replay import elastic_of, is_elastic, picked, with_checkpoint
 from podium.sim.engine import (
-    POLICIES,
     QOS_PRIORITY,
     JobOutcome,
     SimOptions,
@@ -41,6 +40,7 @@ from podium.sim.engine import (
     _Run,
     _State,
     gang_shape,
+    policy_of,
 )
 from podium.sim.sharing import plan
 from podium.sim.traces import TraceJob, TraceNode
@@ -64,9 +64,7 @@ class Replay:
     ) -> None:  # fmt: skip
         self.policy_name, self.options, self.nodes = policy_name, options, nodes
         self.on_arrival, self.on_progress = hooks
-        self.policy = replace(
-            POLICIES[policy_name], teams=options.teams, placement=options.placement
-        )
+        self.policy = policy_of(policy_name, options)
         self.sharing = plan(trace, nodes, options.sharing, options.mps_units)
         self.views = tuple(self.sharing.view(n) for n in nodes)
         # whole GPUs per node (fewer where some are shared): what gangs are shaped on
@@ -107,7 +105,7 @@ class Replay:
         self.attained: dict[int, float] = {}  # job -> GPU-seconds of its ended runs
         self.queued_at: dict[int, float] = {}  # job -> when it last joined the queue
         self.workload: tuple[tuple[str | None, int, float], ...] = ()
-        if options.placement == "fgd":  # the trace's own mix of requests, as FGD weighs it
+        if self.policy.placement == "fgd":  # the trace's own mix of requests, as FGD weighs it
             kinds = Counter((p.gpu_type, p.gpus) for p in map(self.pending_of, self.runnable))
             self.workload = tuple((t, n, float(c)) for (t, n), c in kinds.items() if n)
 
