@@ -8,7 +8,9 @@ An elastic job runs MIN to MAX replicas (`Elastic`). Pure, like the rest of the 
   running elastic job by the rules preemption follows: of a QoS its QoS preempts
   (the QoS `preempt` lists, as Slurm's), at once; or of the same QoS priority once that
   job has run `elastic_min_stable_s` at its size (replicas above MIN are shared among
-  equals); never below MIN (`shrink_for`), never for a QoS that is merely higher. The
+  equals); never below MIN (`shrink_for`), never for a QoS that is merely higher.
+  Under least attained service the equals are those of an earlier queue: a job
+  shrinks only for one that has had less service (`podium.sched.las`). The
   elastic job is resized (stopped after its grace and started again smaller); nothing
   is killed for good.
 - **Grow.** When nothing waits for room, a running elastic job that has run
@@ -30,6 +32,7 @@ import dataclasses
 from collections.abc import Callable, Iterable
 
 from podium.sched.fit import MPS, Node, could_ever_fit
+from podium.sched.las import attained_by_job, pending_queue
 from podium.sched.model import Allocation, Elastic, PendingJob, Policy, Resize
 
 
@@ -53,12 +56,19 @@ def larger_sizes(job: PendingJob) -> list[PendingJob]:
 def may_shrink(job: PendingJob, alloc: Allocation, policy: Policy, now: float) -> bool:
     """Whether `job` may take replicas from `alloc`: at once when `job`'s QoS preempts
     `alloc`'s (what it could preempt whole, it may shrink); when both have the same QoS
-    priority, once `alloc` has been stable long enough. A higher QoS priority alone
-    gives no right to shrink, as it gives none to preempt."""
+    priority, once `alloc` has been stable long enough, and under least attained
+    service only when `alloc` is of a later queue than `job` (it has had more
+    service). A higher QoS priority alone gives no right to shrink, as it gives none
+    to preempt."""
     if alloc.qos in policy.preempts.get(job.qos, ()):
         return True
     theirs = policy.qos_priority.get(alloc.qos, 0)
-    return job.qos_priority == theirs and now - alloc.start_time >= policy.elastic_min_stable_s
+    if job.qos_priority != theirs or now - alloc.start_time < policy.elastic_min_stable_s:
+        return False
+    las = policy.las
+    return las is None or las.queue_of(attained_by_job((alloc,), now)[alloc.job_id]) > (
+        pending_queue(job, now, las)
+    )
 
 
 def shrink_for(

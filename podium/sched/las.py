@@ -22,6 +22,11 @@ a preemption runs at least that long before it may be stopped again). Victims ar
 chosen by `podium.sched.preempt` (the fewest GPU-seconds lost); a job spanning several
 nodes, or an MPS share, does not preempt (it waits for room, as with QoS preemption).
 
+Elastic jobs (`podium.sched.elastic.may_shrink`): a pending job may take replicas from
+a running elastic job of its QoS priority only when that job is of a later queue (by
+its GPUs on that node), once it has been stable `elastic_min_stable_s`; shrinking
+before stopping, as for any preemption.
+
 Pure: the clock is an argument.
 """
 
@@ -83,13 +88,14 @@ def victims(
 def next_change(
     running: Iterable[Allocation], pending: Iterable[PendingJob], now: float, rules: LasRules
 ) -> float | None:
-    """The next time after `now` at which a pass could preempt that cannot now: a
-    running job that saves crosses a queue limit or reaches `min_run_s`, or a pending
-    job is promoted by the starvation guard. None when nothing will change."""
+    """The next time after `now` at which a pass could preempt or shrink that cannot
+    now: a running job that saves crosses a queue limit or reaches `min_run_s`, an
+    elastic one crosses a queue limit, or a pending job is promoted by the starvation
+    guard. None when nothing will change."""
     soonest = math.inf
     per_job: dict[int, tuple[float, float, float]] = {}  # job -> (attained, GPUs, start)
     for alloc in running:
-        if not alloc.saves or alloc.preempting:
+        if not (alloc.saves or alloc.elastic is not None) or alloc.preempting:
             continue
         before, gpus, start = per_job.get(alloc.job_id, (alloc.attained_gpu_s, 0.0, 0.0))
         per_job[alloc.job_id] = (before, gpus + alloc.gpu_amount, alloc.start_time)

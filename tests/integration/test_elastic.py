@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -307,3 +308,36 @@ def test_a_daemon_killed_during_a_resize_finishes_it_after_its_restart(cluster: 
     assert sorted((x["world"], x["rank"]) for x in starts) == [(1, 0), (2, 0), (2, 1)]
     for other in (job, urgent, blocker):
         c.cli("cancel", str(other), check=True)
+
+
+def test_under_least_attained_service_an_elastic_job_shrinks_once_past_the_limit() -> None:
+    """Least attained service with an 80 GPU-second limit: an elastic job on all 4 GPUs
+    is past it after 20 s. A job of its QoS submitted before then waits (the elastic
+    job has had no more service than the limit); the pass that the crossing wakes
+    shrinks the elastic job 4->2 for it, and the job starts."""
+    c = make_cluster(
+        gpus=4, cpus=8, kill_wait=1.0,
+        extra="scheduler: {las: {queue_limits: [80]}}\n"
+        "elastic: {min_stable: '0:02', grow_delay: '10:00'}\n",
+    )  # fmt: skip
+    c.start()
+    try:
+        job = _submit_elastic(c)
+        four = _until(c, job, lambda j: j["state"] == "RUNNING" and j["replicas"] == 4)
+        time.sleep(3)  # stable (2 s), not yet past the limit (20 s)
+        waiting = c.submit("--qos=low", "--gpus=2", "--wrap", "sleep 300")
+        assert c.job(waiting)["state"] == "PENDING"
+        started = c.wait(waiting, {"RUNNING"}, timeout=60)
+        ran = _epoch(started["start_time"]) - _epoch(four["start_time"])
+        assert ran >= 19.0, (four["start_time"], started["start_time"])  # whole seconds
+        two = _until(c, job, lambda j: j["state"] == "RUNNING" and j["replicas"] == 2)
+        assert two["resize_log"][0]["cause"] == f"shrink 4->2 for job {waiting}"
+        for done in (waiting, job):
+            c.cli("cancel", str(done), check=True)
+    finally:
+        teardown_cluster(c)
+
+
+def _epoch(shown: str) -> float:
+    """A time as `podium show --json` gives it (ISO, local time), in seconds."""
+    return datetime.fromisoformat(shown).timestamp()

@@ -194,3 +194,21 @@ def test_spares_are_held_at_every_size_and_never_shrunk() -> None:
     running = (held, other(9, range(6, 8)))
     d = schedule(Snapshot(nodes=(NODE,), running=running, pending=(plain(1, 3),)), 10, POLICY)
     assert [(r.job_id, r.replicas) for r in d.resizes] == [(5, 2)]  # replicas off; the spare kept
+
+
+def test_under_least_attained_service_an_elastic_job_shrinks_only_for_less_service() -> None:
+    """Same QoS, each elastic job stable past 300 s: under multifactor the waiting job
+    takes replicas from either. Under least attained service (first limit 1,000
+    GPU-seconds) it takes them only from the one past the limit (6 GPUs for 600 s:
+    3,600 GPU-seconds), not from one still in queue 0 (2 GPUs for 400 s: 800)."""
+    from podium.sched.model import LasRules
+
+    las = dataclasses.replace(POLICY, las=LasRules((1000.0,), min_run_s=7200.0))
+    past_limit = (running_elastic(1, range(0, 6), 2, 8, start=-600.0), other(9, range(6, 8)))
+    in_queue_0 = (running_elastic(1, range(0, 2), 1, 8, start=-400.0), other(9, range(2, 8)))
+    for busy, asks, shrinks_under_las in ((past_limit, 4, True), (in_queue_0, 1, False)):
+        snap = Snapshot(nodes=(NODE,), running=busy, pending=(plain(5, asks, qos="low"),))
+        assert [r.job_id for r in schedule(snap, 0.0, POLICY).resizes] == [1]
+        got = schedule(snap, 0.0, las)
+        assert [r.job_id for r in got.resizes] == ([1] if shrinks_under_las else [])
+        assert not got.preempts and not got.starts

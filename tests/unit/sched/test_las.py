@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from podium.api.states import PreemptMode
 from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot, schedule
 from podium.sched.las import attained_by_job, next_change, pending_queue
-from podium.sched.model import LasRules, Policy
+from podium.sched.model import Elastic, LasRules, Policy
 from podium.sched.order import queue_order
 
 NODE = NodeView("n0", cpus=8, memory_mb=16000, gpus=tuple(GpuSlot(i, "h100") for i in range(4)))
@@ -93,6 +93,9 @@ def test_next_change_is_when_a_running_job_crosses_a_limit_or_may_be_stopped() -
     waiting = pending(1, gpus=1, attained_gpu_s=100.0, queued_at=300.0)  # promoted at 500
     assert next_change([], [waiting], now=350.0, rules=RULES) == 500.0
     assert next_change([replace(a, saves=False)], [], now=200.0, rules=RULES) is None
+    # an elastic job that never checkpointed may still be shrunk once past a limit
+    grows = replace(a, saves=False, elastic=Elastic(1, 2, 1, gpus=1, cpus=1, mem_mb=100))
+    assert next_change([grows], [], now=200.0, rules=RULES) == 400.0
 
 
 @settings(max_examples=60, deadline=None)
