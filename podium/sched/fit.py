@@ -2,7 +2,9 @@
 
 A job asks for `gpus`, `cpus` and `mem_mb` on each of its `nodes` nodes. Nodes are
 chosen best-fit by free GPUs (a node with just enough free GPUs before a larger
-one); within a node, GPUs close together (`pick_gpus`).
+one), and with `Policy.placement: end-aware`, among nodes with as many free, the one
+whose running jobs end last (`Index`); within a node, GPUs close together
+(`pick_gpus`).
 """
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ nodes, or an MPS share, does not preempt (it waits for room, as with QoS preempt
 
 Elastic jobs (`podium.sched.elastic.may_shrink`): a pending job may take replicas from
 a running elastic job of its QoS priority only when that job is of a later queue (by
-its GPUs on that node), once it has been stable `elastic_min_stable_s`; shrinking
-before stopping, as for any preemption.
+its GPUs on that node), once it has been stable `elastic_min_stable_s`. A pass tries
+that shrink before it stops any job (`podium.sched.stages`).
 
 Pure: the clock is an argument.
 """
