@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 COLUMNS = [
     "policy",
     "sharing",
+    "placement",
     "finished",
     "avg_jct_s",
     "p50_jct_s",
@@ -327,7 +328,7 @@ class _Replay:
         """Each policy's outcomes, with the most any job waits against fifo-backfill
         (replayed first, as the baseline), the share of jobs it slows more than 2x and
         the worst job's slowdown against it."""
-        from podium.sim.engine import simulate
+        from podium.sim.engine import policy_of, simulate
         from podium.sim.metrics import slowdown_vs, summarize, team_summary, wait_ratio_max
 
         n = len(self.jobs)
@@ -345,7 +346,11 @@ class _Replay:
                 result = simulate(
                     self.jobs, self.cluster, name, self.options, on_progress=task.counted
                 )
-            row = {**summarize(result), "sharing": self.options.sharing}
+            row = {
+                **summarize(result),
+                "sharing": self.options.sharing,
+                "placement": policy_of(name, self.options).placement,
+            }
             task.finish(f"avg JCT {row['avg_jct_s']} s")
             row["wait_vs_fifo_bf"] = round(wait_ratio_max(result, baseline), 2)
             slowed, worst = slowdown_vs(result, baseline)
