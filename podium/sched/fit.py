@@ -72,7 +72,6 @@ class Node:
     parents: dict[int, int] = field(default_factory=dict)  # part -> its GPU
     mps_users: dict[int, set[str]] = field(default_factory=dict)  # GPU -> users of MPS on it
     elastic_jobs: int = 0  # elastic jobs here that may shrink (not started by this pass)
-    busy_until: float = -math.inf  # when its last job ends (inf: one has no end; -inf: none)
 
     def __post_init__(self) -> None:
         self.types = {g.index: g.type for g in self.view.gpus}
@@ -91,8 +90,6 @@ class Node:
                     if self.types.get(g) == MPS and g in self.parents:
                         self.mps_users.setdefault(self.parents[g], set()).add(alloc.user)
         self.allocs.append(alloc)
-        end = alloc.end_time()
-        self.busy_until = max(self.busy_until, math.inf if end is None else end)
         if alloc.elastic is not None and not alloc.starting:
             self.elastic_jobs += 1
         self.users.add(alloc.user)
@@ -100,6 +97,12 @@ class Node:
             self.exclusive_node = True
         elif alloc.exclusive == "user":
             self.exclusive_users.add(alloc.user)
+
+    def busy_until(self) -> float:
+        """When its last job ends, by its limit or reported progress (inf: one has no
+        end; -inf: nothing runs here). Read by end-aware placement only."""
+        ends = (alloc.end_time() for alloc in self.allocs)
+        return max((math.inf if end is None else end for end in ends), default=-math.inf)
 
     def gpus_of(self, gpu_type: str | None) -> list[int]:
         """The free GPUs of `gpu_type` (None: the whole GPUs, not MIG slices)."""
@@ -157,7 +160,7 @@ class Index:
 
 
 def _ends_last_first(node: Node) -> float:
-    return -node.busy_until
+    return -node.busy_until()
 
 
 def fits_now(job: PendingJob, node: Node) -> tuple[int, ...] | None:
@@ -203,23 +206,37 @@ def usable_gpus(job: PendingJob, node: Node) -> list[int] | None:
 def pick_mps(job: PendingJob, node: Node, usable: list[int]) -> tuple[int, ...] | None:
     """`job.gpus` MPS units of one GPU, on no GPU whose MPS server serves another user
     (an MPS server runs as one user): the GPU with the fewest free units that fits."""
-    choices = mps_choices(job, node, usable)
-    return choices[0] if choices else None
+    fitting = _mps_fitting(job, node, usable)
+    if not fitting:
+        return None
+    return _first_units(min(fitting, key=_fewest_free), job.gpus)
 
 
 def mps_choices(job: PendingJob, node: Node, usable: list[int]) -> list[tuple[int, ...]]:
     """Every GPU's `job.gpus` MPS units that `job` may take (no other user's MPS server
     there), the GPU with the fewest free units first."""
+    fitting = sorted(_mps_fitting(job, node, usable), key=_fewest_free)
+    return [_first_units(free, job.gpus) for free in fitting]
+
+
+def _mps_fitting(job: PendingJob, node: Node, usable: list[int]) -> list[tuple[int, list[int]]]:
+    """(GPU, its free units) for each GPU where `job` may take `job.gpus` units."""
     by_gpu: dict[int, list[int]] = {}
     for g in usable:
         by_gpu.setdefault(node.parents.get(g, g), []).append(g)
-    fitting = [
-        gpu
+    return [
+        (gpu, free)
         for gpu, free in by_gpu.items()
         if len(free) >= job.gpus and not node.mps_users.get(gpu, set()) - {job.user}
     ]
-    fitting.sort(key=lambda gpu: (len(by_gpu[gpu]), gpu))
-    return [tuple(sorted(by_gpu[gpu])[: job.gpus]) for gpu in fitting]
+
+
+def _fewest_free(gpu_units: tuple[int, list[int]]) -> tuple[int, int]:
+    return len(gpu_units[1]), gpu_units[0]
+
+
+def _first_units(gpu_units: tuple[int, list[int]], count: int) -> tuple[int, ...]:
+    return tuple(sorted(gpu_units[1])[:count])
 
 
 def pick_gpus(free: list[int], need: int, groups: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
