@@ -53,6 +53,19 @@ def _rank_pid(slurm: SlurmCluster, node: str) -> int | None:
     return None
 
 
+def _where(slurm: SlurmCluster, job_id: int, log: Path, progress: Path) -> str:
+    """A job that did not end: its log's tail, rank 0's last records, the ranks' beats
+    and the job's steps, for the failure's message."""
+    state = load_config(slurm.config).slurm.state_dir
+    ranks = Path(state or "/var/lib/podium") / "user-root" / "slurm-jobs" / f"{job_id}.0" / "ranks"
+    beats = {p.name: p.read_text().strip() for p in sorted(ranks.glob("*")) if p.is_file()}
+    steps = subprocess.run(["squeue", "-h", "-s", "-j", str(job_id), "-o", "%i|%N|%M"],
+                           capture_output=True, text=True, env=slurm.env).stdout  # fmt: skip
+    return (f"log:\n{log.read_text()[-3000:] if log.exists() else '(none)'}\n"
+            f"progress:\n{''.join(progress.read_text().splitlines(True)[-5:])}\n"
+            f"beats at {time.time():.1f}: {beats}\nsteps:\n{steps}")  # fmt: skip
+
+
 def _steps(path: Path) -> list[int]:
     return [int(e["step"]) for e in read_progress(path) if e["event"] == "step"]
 
@@ -103,7 +116,10 @@ def test_a_lost_replica_is_replaced_from_the_spare_node(
                      bool, "a step after the heal", 30)  # fmt: skip
         assert after[0]["t"] - fault_at <= 10, f"fault -> next step {after[0]['t'] - fault_at}"
         assert _rank_pid(slurm, first) == rank0  # the survivor kept its process
-        final = slurm.wait_job(job_id, set(TERMINAL), 180)
+        try:
+            final = slurm.wait_job(job_id, set(TERMINAL), 180)
+        except AssertionError as exc:  # where it stood: the log, rank 0's record, the beats
+            raise AssertionError(f"{exc}\n{_where(slurm, job_id, log, progress)}") from None
         assert final["state"] == "COMPLETED", log.read_text()[-3000:]
         assert final["restart_count"] == 0
         steps = _steps(progress)
