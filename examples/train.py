@@ -62,6 +62,7 @@ signal.signal(signal.SIGUSR1, lambda *_: STOP.update(asked=STOP["asked"] or -1))
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.distributed.checkpoint as dcp  # noqa: E402
+from ddp_marks import StepMark, marked_ddp  # noqa: E402 (beside this file)
 from peer_heal import PeerHeal, sync_from_peer  # noqa: E402 (beside this file)
 from torch import nn  # noqa: E402
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict  # noqa: E402
@@ -360,19 +361,20 @@ def main() -> int:
 
     ckpt_dir = os.environ.get("PODIUM_CHECKPOINT_DIR") or os.path.join(os.getcwd(), "checkpoints")
     checkpoints = Checkpoints(ckpt_dir, args.model, rank, world)
+    progress = Progress(args.progress, rank, args.report_every)
+    mark = StepMark(lambda at, took: progress.reached(at, seconds=took))  # ddp_marks
     if heal.replacement and world > 1:  # a failed replica's place: the survivors' state
         start = sync_from_peer(raw, optimizer, -1, fresh=True, device=device)
-        model = nn.parallel.DistributedDataParallel(raw)
+        model = marked_ddp(raw, mark)
         print(f"[job {job} rank {rank}] replaced a failed replica: healed from a peer at "
               f"step {start}", flush=True)  # fmt: skip
     else:
         if world > 1:
-            model = nn.parallel.DistributedDataParallel(raw)
+            model = marked_ddp(raw, mark)
         place = checkpoints.load(model, optimizer) or {"step": 0, "epoch": 0}
         start = int(place["step"])
         if start:
             print(f"[job {job} rank {rank}] resumed from checkpoint at step {start}", flush=True)
-    progress = Progress(args.progress, rank, args.report_every)
     first = "heal" if heal.replacement else ("resume" if start else "begin")
     progress.log(first, start, world=world)  # rank 0 logs: a replacement rank 0 heals
     sample_log = open(args.sample_log, "a", buffering=1) if args.sample_log else None  # noqa: SIM115
@@ -407,8 +409,9 @@ def main() -> int:
                 with model.no_sync() if world > 1 and not last else contextlib.nullcontext():
                     out = model(inputs)
                     loss = loss_fn(out.reshape(-1, out.shape[-1]), targets.reshape(-1))
-                    if last:
-                        # before this backward's all-reduce, with the step's time so far
+                    if last and world > 1:  # written as DDP launches the last bucket
+                        mark.arm(step + 1, began_step)
+                    elif last:
                         progress.reached(step + 1, seconds=time.monotonic() - began_step)
                     (loss * world / len(chosen)).backward()  # DDP averages over the ranks
                 total += loss.detach()
@@ -453,7 +456,7 @@ def main() -> int:
                   f"joining generation {told['generation']}", flush=True)  # fmt: skip
             heal.rejoin(told, backend, world)
             step = sync_from_peer(raw, optimizer, step, fresh=False, device=device)
-            model = nn.parallel.DistributedDataParallel(raw)
+            model = marked_ddp(raw, mark)
             progress.log("heal", step, world=world, generation=told["generation"],
                          replaced=told.get("replaced"))  # fmt: skip
     if rank == 0:

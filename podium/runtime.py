@@ -25,9 +25,11 @@ def heartbeat() -> bool:
 
 def rank_step(step: int) -> bool:
     """Tell Podium this rank reached training `step` (write it to the rank's file in
-    PODIUM_RANK_BEATS). Call it every step after the forward pass and before the
-    collective: a rank that hangs is then named by its step, before the job-wide
-    heartbeat fires (podium.run.rank_beats). Returns False outside such a job."""
+    PODIUM_RANK_BEATS). Call it every step once the step's computation is done and
+    before the collective (under DDP, whose all-reduce starts inside backward(), from
+    a communication hook as the last bucket launches: examples/ddp_marks.py): a rank
+    that hangs is then named by its step, before the job-wide heartbeat fires
+    (podium.run.rank_beats). Returns False outside such a job."""
     directory = os.environ.get("PODIUM_RANK_BEATS")
     rank = os.environ.get("RANK") or os.environ.get("PODIUM_PROCID") or "0"
     if not directory or not rank.isdigit():

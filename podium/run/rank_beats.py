@@ -4,9 +4,10 @@ the supervisor names the rank that stopped first.
 
 A rank that hangs holds the others in their next collective, so every rank falls
 quiet; what tells the culprit is that it stopped a step behind. A job whose ranks
-write their step after the forward pass and before the collective (as
-examples/train.py does) gets the hung rank named once every rank has been quiet for
-half its heartbeat timeout, before the job-wide heartbeat would fire.
+write their step once its computation is done and before the collective (as
+examples/train.py does, from DDP's hook on the last bucket: examples/ddp_marks.py)
+gets the hung rank named once every rank has been quiet for half its heartbeat
+timeout, before the job-wide heartbeat would fire.
 
 A rank whose collective failed because a peer was lost, and which waits for Podium's
 next generation (the replace contract), writes STEP.9: a host whose processes all
