@@ -27,7 +27,8 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
 class StepMark:
     """The mark a step's backward pass writes once done: `arm` it with the step and
-    when the step began; DDP's hook (`marked_ddp`) calls `write(step, seconds)`."""
+    when the step began; DDP's hook (`marked_ddp`) calls `done`, which calls
+    `write(step, seconds since it began)` (a rank with no DDP calls `done` itself)."""
 
     def __init__(self, write: Callable[[int, float], None]) -> None:
         self.write = write
@@ -36,6 +37,9 @@ class StepMark:
 
     def arm(self, step: int, began: float) -> None:
         self.step, self.began = step, began
+
+    def done(self) -> None:
+        self.write(self.step, time.monotonic() - self.began)
 
 
 def marked_ddp(raw: nn.Module, mark: StepMark) -> nn.parallel.DistributedDataParallel:
@@ -48,7 +52,7 @@ def marked_ddp(raw: nn.Module, mark: StepMark) -> nn.parallel.DistributedDataPar
 
 def _marked_allreduce(mark: StepMark, bucket: GradBucket) -> torch.futures.Future[torch.Tensor]:
     if bucket.is_last():
-        mark.write(mark.step, time.monotonic() - mark.began)
+        mark.done()
     return default_hooks.allreduce_hook(None, bucket)  # type: ignore[arg-type]
 
 

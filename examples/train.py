@@ -409,10 +409,10 @@ def main() -> int:
                 with model.no_sync() if world > 1 and not last else contextlib.nullcontext():
                     out = model(inputs)
                     loss = loss_fn(out.reshape(-1, out.shape[-1]), targets.reshape(-1))
-                    if last and world > 1:  # written as DDP launches the last bucket
+                    if last:  # written as DDP launches the last bucket (ddp_marks)
                         mark.arm(step + 1, began_step)
-                    elif last:
-                        progress.reached(step + 1, seconds=time.monotonic() - began_step)
+                        if world == 1:  # no DDP, no all-reduce: now
+                            mark.done()
                     (loss * world / len(chosen)).backward()  # DDP averages over the ranks
                 total += loss.detach()
             optimizer.step()

@@ -16,11 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from podium.backends.slurm.hook import node_state_dir
+from podium.backends.slurm.hook import node_state_dir, state_dir
+from podium.backends.slurm.replica_keeper import job_dir
 from podium.cli.fault_demo import read_progress
 from podium.cli.inject import xid_line
 from podium.config.cluster import load_config
 from podium.node.inventory import declared_bus_id
+from podium.run.rank_beats import RANKS_DIR, read_ranks
 from tests.integration.slurm_cluster import ROOT, TERMINAL, SlurmCluster, in_service
 from tests.polling import poll, wait_until
 
@@ -56,9 +58,9 @@ def _rank_pid(slurm: SlurmCluster, node: str) -> int | None:
 def _where(slurm: SlurmCluster, job_id: int, log: Path, progress: Path) -> str:
     """A job that did not end: its log's tail, rank 0's last records, the ranks' beats
     and the job's steps, for the failure's message."""
-    state = load_config(slurm.config).slurm.state_dir
-    ranks = Path(state or "/var/lib/podium") / "user-root" / "slurm-jobs" / f"{job_id}.0" / "ranks"
-    beats = {p.name: p.read_text().strip() for p in sorted(ranks.glob("*")) if p.is_file()}
+    state = str(state_dir(load_config(slurm.config)))
+    where = {"PODIUM_STATE_DIR": state, "SLURM_JOB_USER": "root", "SLURM_JOB_ID": str(job_id)}
+    beats = read_ranks(job_dir(where) / RANKS_DIR)  # rank -> (step, written at, seconds)
     steps = subprocess.run(["squeue", "-h", "-s", "-j", str(job_id), "-o", "%i|%N|%M"],
                            capture_output=True, text=True, env=slurm.env).stdout  # fmt: skip
     return (f"log:\n{log.read_text()[-3000:] if log.exists() else '(none)'}\n"
