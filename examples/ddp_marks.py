@@ -11,7 +11,8 @@ calls its communication hook once per bucket, the last one after the rank's whol
 backward pass, while a peer's hook runs on without waiting for it (gloo and NCCL
 all-reduces are launched asynchronously). So the mark this hook writes is the step
 a rank has finished computing, and a rank stopped anywhere before it is a step
-behind. A rank stopped inside the all-reduce itself can still not be told apart.
+behind. A rank stopped inside the all-reduce itself has its peers' mark: the
+supervisor names it only when a signal stopped its process (podium.run.hang_watch).
 """
 
 # No `from __future__ import annotations`: DDP compares a hook's annotations, as

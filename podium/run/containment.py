@@ -206,6 +206,20 @@ def session_members(sid: int) -> set[int]:
     return found
 
 
+def stopped_by_signal(pid: int) -> bool:
+    """True while `pid` or one of its descendants is stopped by a signal (SIGSTOP,
+    SIGTSTP: state T in /proc/PID/stat); a debugger's stop (t) does not count."""
+    for each in (pid, *descendants(pid)):
+        try:
+            with open(f"/proc/{each}/stat") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        if stat[stat.rindex(")") + 2 : stat.rindex(")") + 3] == "T":
+            return True
+    return False
+
+
 def process_alive(pid: int) -> bool:
     """True while `pid` exists and is not a zombie."""
     return _alive(pid)

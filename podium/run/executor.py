@@ -58,7 +58,7 @@ from podium.run.files import (
 from podium.run.job_result import JobResult
 from podium.run.launcher import Launcher, LauncherLost
 from podium.run.plan import LaunchPlan
-from podium.run.steps import STEPS_DIR, read_steps, step_record
+from podium.run.steps import STEPS_DIR, read_steps, running_step_pids, step_record
 from podium.run.supervisor import WATCHED
 from podium.run.supervisor_orders import SupervisorOrders
 
@@ -287,10 +287,8 @@ class LocalExecutor(SupervisorOrders):
         started = read_json(job_dir / STARTED_FILE)
         if started is None:
             return {}
-        running = [s for s in read_steps(job_dir / STEPS_DIR) if s["state"] == "RUNNING"]
-        if running and running[-1]["pids"]:
-            pids = dict(enumerate(running[-1]["pids"]))
-        else:
+        pids = running_step_pids(read_steps(job_dir / STEPS_DIR))
+        if not pids:
             data = read_json(job_dir / TASKS_FILE) or {}
             pids = {int(k): int(v) for k, v in data.items()}
         return {rank: pid for rank, pid in pids.items() if _session(pid) == started["pid"]}

@@ -112,6 +112,29 @@ def stalled_ranks(
     return behind, f"{who} stopped at step {lowest:g} while the others reached step {reached:g}"
 
 
+def stopped_ranks(
+    beats: dict[int, tuple[float, float]], stopped: list[int], now: float, quiet_s: float
+) -> tuple[list[int], str] | None:
+    """The ranks whose process is stopped by a signal (`stopped`, as the supervisor
+    reads them: podium.run.containment.stopped_by_signal) and the hang in one line,
+    once every rank has been quiet for `quiet_s`; None while one still beats, or when
+    none or all are stopped. The marks cannot name a rank stopped inside a
+    collective: its peers wait in the same one, at the same mark (`stalled_ranks`)."""
+    if not stopped or any(now - when < quiet_s for _, when in beats.values()):
+        return None
+    others = [step for rank, (step, _) in beats.items() if rank not in stopped]
+    if not others:
+        return None
+    ranks = sorted(stopped)
+    who = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {_span(ranks)}"
+    marks = [beats[rank][0] for rank in ranks if rank in beats]
+    where = f"at step {min(marks):g}" if marks else "before its first step"
+    return ranks, (
+        f"{who} stopped {where} (its process stopped by a signal) while the others "
+        f"reached step {min(others):g}"
+    )
+
+
 def is_waiting(step: float) -> bool:
     """Whether a rank's mark is STEP.9 (WAITING_PHASE)."""
     return round(step * 10) % 10 == WAITING_PHASE
@@ -166,4 +189,5 @@ __all__ = [
     "read_step_seconds",
     "stalled_rank",
     "stalled_ranks",
+    "stopped_ranks",
 ]

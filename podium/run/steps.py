@@ -212,6 +212,14 @@ def finish_running(
     return out
 
 
+def running_step_pids(steps: list[dict[str, Any]]) -> dict[int, int]:
+    """rank -> pid of the tasks of the last running step that recorded them, as its
+    srun wrote them (the job's own claim: check a pid is the job's before acting on
+    it); empty when no running step did."""
+    running = [s for s in steps if s["state"] == "RUNNING" and s["pids"]]
+    return dict(enumerate(running[-1]["pids"])) if running else {}
+
+
 def signal_steps(steps: list[dict[str, Any]], sig: int, members: set[int]) -> int:
     """Send `sig` to the process group of every running step that holds one of the
     job's `members`; return how many groups were signalled."""

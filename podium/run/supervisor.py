@@ -51,13 +51,14 @@ from podium.run.files import (
     read_json,
     write_atomic,
 )
+from podium.run.hang_watch import HangWatch
 from podium.run.job_files import task_files
 from podium.run.job_signals import Inbox
 from podium.run.launch_failure import LaunchFailure
 from podium.run.outcome import JobOutcome
 from podium.run.plan import LaunchPlan
 from podium.run.ports import free_port
-from podium.run.rank_beats import RANKS_DIR, make_ranks_dir, read_beats, stalled_ranks
+from podium.run.rank_beats import RANKS_DIR, make_ranks_dir
 from podium.run.replace import REPLACE_NOTICE, Spares
 from podium.run.replica_faults import ReplicaFaults
 from podium.run.resize_notice import acknowledged, own_file, write_notice
@@ -85,7 +86,7 @@ TERM = int(signal.SIGTERM)
 WATCHED = {signal.SIGCHLD, PREEMPT_SIGNAL, FAULT_SIGNAL, *STOP_SIGNALS}
 
 
-class Supervisor(ReplicaFaults, JobOutcome):
+class Supervisor(ReplicaFaults, HangWatch, JobOutcome):
     """Runs one job from its LaunchPlan to its JobResult."""
 
     def __init__(self, job_dir: Path, plan: LaunchPlan) -> None:
@@ -197,29 +198,6 @@ class Supervisor(ReplicaFaults, JobOutcome):
             container=container,
             procid=task.procid,
         )
-
-    def _silent_for(self, now: float) -> float:
-        """Seconds since the job's last heartbeat (or its start)."""
-        assert self.heartbeat is not None
-        try:
-            last = max(self.start, os.stat(self.heartbeat).st_mtime)
-        except OSError:
-            last = self.start
-        return now - last
-
-    def _hang(self, now: float) -> tuple[str, list[int]] | None:
-        """Why the job is hung and the ranks named: a rank a step behind, read only once
-        the heartbeat is quiet for half the timeout; or no heartbeat for the whole
-        timeout (no rank named)."""
-        silent = self._silent_for(now)
-        half = self.heartbeat_timeout / 2
-        if self.ranks is not None and silent >= half:
-            named = stalled_ranks(read_beats(self.ranks), now, half)
-            if named is not None:
-                return named[1], named[0]
-        if silent > self.heartbeat_timeout:
-            return f"no heartbeat for {silent:.0f}s", []
-        return None
 
     def _reap(self) -> None:
         reap_children(self._record)

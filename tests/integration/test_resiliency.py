@@ -260,6 +260,48 @@ def test_a_hung_rank_is_named_by_its_step_before_the_job_wide_heartbeat(
     assert c.wait(job)["state"] == "COMPLETED"
 
 
+def test_a_rank_stopped_inside_a_collective_is_named_by_its_stopped_process(
+    make: Callable[..., Cluster],
+) -> None:
+    """Rank 1 hangs inside step 3's "collective", after its mark, so both ranks say
+    step 3 and the marks cannot tell which hung. Its process running (the first
+    run), only the job-wide timeout ends the run; stopped by a signal (the second
+    run), the supervisor names it at half the timeout."""
+    c = make()
+    flags = f"{c.work}/through-$PODIUM_RESTART_COUNT"
+    script = c.script(  # a step, its beat, both ranks in; then both through, as one
+        "srun bash -c '"  # all-reduce's two halves; rank 1 never gets through step 3
+        f'echo "run $PODIUM_RESTART_COUNT" >> {c.work}/runs-$PODIUM_JOB_ID\n'
+        f"i=0; other=$((1 - RANK)); gate={c.work}/gate-$PODIUM_JOB_ID\n"
+        '[ -e "$gate" ] && exit 0\n'
+        'while [ ! -e "$gate" ]; do\n'
+        '  i=$((i + 1)); echo $i > "$PODIUM_RANK_BEATS/$RANK"; touch "$PODIUM_HEARTBEAT_FILE"\n'
+        '  until [ "$(cat "$PODIUM_RANK_BEATS/$other" 2>/dev/null || echo 0)" -ge $i ]; do\n'
+        '    [ -e "$gate" ] && break; sleep 0.05\n'
+        "  done\n"
+        '  if [ $i -eq 3 ] && [ $RANK -eq 1 ]; then until [ -e "$gate" ]; do sleep 0.05; done; fi\n'
+        f"  touch {flags}-$RANK-$i\n"
+        f'  until [ -e {flags}-$other-$i ] || [ -e "$gate" ]; do sleep 0.05; done\n'
+        "done\n'\n"
+    )
+    job = c.submit("--auto-resume=2", "--heartbeat-timeout=8", "--ntasks=2", str(script))
+    until(lambda: len(runs(c, job)) == 2, what="both ranks")
+    until(lambda: c.job(job)["restart_count"] == 1, 60, "the job-wide timeout's requeue")
+    first = [e["detail"] for e in c.job(job)["events"] if e["kind"] == "requeue"]
+    assert "hang: no heartbeat for" in first[0], first
+    until(lambda: len(runs(c, job)) == 4, what="both ranks again")
+    beats = c.home / "jobs" / str(job) / "ranks"
+    until(lambda: sorted(p.read_text().strip() for p in beats.iterdir()) == ["3", "3"],
+          what="both ranks at step 3")  # fmt: skip
+    c.cli("inject", "hang", str(job), "--rank", "1", check=True)
+    until(lambda: c.job(job)["restart_count"] == 2, 60, "the named hang's requeue")
+    second = [e["detail"] for e in c.job(job)["events"] if e["kind"] == "requeue"][1]
+    said = "hang: rank 1 stopped at step 3 (its process stopped by a signal) while the others"
+    assert f"{said} reached step 3" in second, second
+    (c.work / f"gate-{job}").touch()
+    assert c.wait(job)["state"] == "COMPLETED"
+
+
 def test_a_killed_rank_requeues_when_its_exit_code_is_listed(
     make: Callable[..., Cluster],
 ) -> None:

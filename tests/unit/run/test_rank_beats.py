@@ -4,8 +4,11 @@ writes are read as hostile."""
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 from pathlib import Path
 
+from podium.run.containment import descendants, stopped_by_signal
 from podium.run.rank_beats import (
     lost_ranks,
     read_beats,
@@ -13,7 +16,9 @@ from podium.run.rank_beats import (
     read_step_seconds,
     stalled_rank,
     stalled_ranks,
+    stopped_ranks,
 )
+from tests.polling import poll
 
 
 def test_the_rank_a_step_behind_is_named_once_every_rank_is_quiet() -> None:
@@ -99,3 +104,44 @@ def test_a_rank_waiting_for_a_replacement_is_never_the_hung_one() -> None:
     """STEP.9 is lower than the lost rank's next step, but it is not behind."""
     beats = {0: (41.9, 100.0), 1: (42.0, 99.0), 2: (41.9, 100.0)}
     assert stalled_ranks(beats, 200.0, 5.0) is None
+
+
+def test_a_rank_stopped_inside_a_collective_is_named_by_its_process() -> None:
+    """Stopped (SIGSTOP) after it wrote its mark, in the collective its peer waits in:
+    the marks tie, and the process's state names it once every rank is quiet."""
+    beats = {0: (12.0, 100.0), 1: (12.0, 100.1)}
+    assert stalled_ranks(beats, 120.0, 10.0) is None  # same mark: the marks cannot tell
+    assert stopped_ranks(beats, [1], 120.0, 10.0) == (
+        [1],
+        "rank 1 stopped at step 12 (its process stopped by a signal) while the others "
+        "reached step 12",
+    )
+    assert stopped_ranks(beats, [1], 105.0, 10.0) is None  # not quiet long enough
+    assert stopped_ranks(beats, [], 120.0, 10.0) is None  # none stopped
+    assert stopped_ranks(beats, [0, 1], 120.0, 10.0) is None  # all: the job's own doing
+    many = {r: (7.1, 0.0) for r in range(6)}
+    assert stopped_ranks(many, [2, 3, 4], 60.0, 5.0) == (
+        [2, 3, 4],
+        "ranks 2-4 stopped at step 7.1 (its process stopped by a signal) while the "
+        "others reached step 7.1",
+    )
+    first = stopped_ranks({0: (1.0, 0.0)}, [1], 60.0, 5.0)
+    assert first is not None and "rank 1 stopped before its first step" in first[1]
+
+
+def test_a_process_or_its_child_stopped_by_a_signal_is_seen_as_stopped() -> None:
+    """A real process: stopped by SIGSTOP (state T), running again after SIGCONT; a
+    shell whose child is stopped counts as stopped (the rank is the whole tree)."""
+    shell = subprocess.Popen(["sh", "-c", "sleep 60 & wait"])
+    try:
+        [child] = poll(lambda: descendants(shell.pid), len, "the shell's child")
+        assert not stopped_by_signal(shell.pid)
+        os.kill(child, signal.SIGSTOP)
+        poll(lambda: stopped_by_signal(shell.pid), bool, "the stopped child seen")
+        assert stopped_by_signal(child)
+        os.kill(child, signal.SIGCONT)
+        poll(lambda: stopped_by_signal(shell.pid), lambda s: not s, "the child running again")
+        assert not stopped_by_signal(2**22 + 12345)  # no such process
+    finally:
+        shell.kill()
+        shell.wait()
