@@ -51,9 +51,9 @@ class HangWatch:
         half = self.heartbeat_timeout / 2
         if self.ranks is not None and silent >= half:
             beats = read_beats(self.ranks)
-            named = stalled_ranks(beats, now, half) or stopped_ranks(
-                beats, self._stopped_ranks(), now, half
-            )
+            named = stalled_ranks(beats, now, half)
+            if named is None and len(beats) > 1:  # the processes read only when it may tell
+                named = stopped_ranks(beats, self._stopped_ranks(), now, half)
             if named is not None:
                 return named[1], named[0]
         if silent > self.heartbeat_timeout:
