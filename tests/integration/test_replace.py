@@ -76,7 +76,7 @@ def check_healed(c: Cluster, job: int, before: dict[str, int], survivor: str,
     final = c.wait(job, timeout=240)
     out = (c.work / f"train-{job}.out").read_text()
     assert final["state"] == "COMPLETED", out[-3000:]
-    assert final["restart_count"] == 0, final
+    assert final["restart_count"] == 0, (c.job(job)["events"], out[-2000:])  # why it restarted
     events = progress(c)
     heals = [e for e in events if e["event"] == "heal"]
     assert heals, events[-5:]
