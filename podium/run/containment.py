@@ -209,15 +209,7 @@ def session_members(sid: int) -> set[int]:
 def stopped_by_signal(pid: int) -> bool:
     """True while `pid` or one of its descendants is stopped by a signal (SIGSTOP,
     SIGTSTP: state T in /proc/PID/stat); a debugger's stop (t) does not count."""
-    for each in (pid, *descendants(pid)):
-        try:
-            with open(f"/proc/{each}/stat") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        if stat[stat.rindex(")") + 2 : stat.rindex(")") + 3] == "T":
-            return True
-    return False
+    return any(_state(each) == "T" for each in (pid, *descendants(pid)))
 
 
 def process_alive(pid: int) -> bool:
@@ -227,12 +219,17 @@ def process_alive(pid: int) -> bool:
 
 def _alive(pid: int) -> bool:
     """True while `pid` exists and is not a zombie."""
+    return _state(pid) not in (None, "Z")
+
+
+def _state(pid: int) -> str | None:
+    """`pid`'s state letter in /proc/PID/stat (R, S, D, T, Z...); None when gone."""
     try:
         with open(f"/proc/{pid}/stat") as fh:
             stat = fh.read()
     except OSError:
-        return False
-    return stat[stat.rindex(")") + 2 : stat.rindex(")") + 3] != "Z"
+        return None
+    return stat[stat.rindex(")") + 2 : stat.rindex(")") + 3]
 
 
 def reap_children(record: Callable[[int, int], None] | None = None) -> None:

@@ -76,8 +76,10 @@ def check_healed(c: Cluster, job: int, before: dict[str, int], survivor: str,
     final = c.wait(job, timeout=240)
     out = (c.work / f"train-{job}.out").read_text()
     assert final["state"] == "COMPLETED", out[-3000:]
-    said = "\n".join(f"{e['time']:.1f} {e['kind']}: {e['detail']}" for e in c.job(job)["events"])
-    assert final["restart_count"] == 0, f"restarted:\n{said}\n{out[-2000:]}"
+    if final["restart_count"] != 0:  # why it restarted: the events, one per line
+        told = c.job(job)["events"]
+        said = "\n".join(f"{e['time']:.1f} {e['kind']}: {e['detail']}" for e in told)
+        raise AssertionError(f"restarted {final['restart_count']} times:\n{said}\n{out[-2000:]}")
     events = progress(c)
     heals = [e for e in events if e["event"] == "heal"]
     assert heals, events[-5:]
