@@ -192,7 +192,10 @@ def start_hints(node: dict[str, Any]) -> list[str]:
 
 def stop_daemon(home: Path, timeout: float = 15.0) -> int | None:
     """Ask the daemon for `home` to stop and wait until it has; return how many jobs
-    it left running (they keep running), or None if no daemon was running."""
+    it left running (they keep running), or None if no daemon was running.
+
+    The daemon removes its socket last, after its store, jobs directory and launcher
+    are closed, so a socket gone means the stop is done (up to `timeout`)."""
     client = EmbeddedBackend(home, retry_s=0)  # a daemon that refuses is not running
     if _ping(client) is None:
         return None

@@ -207,13 +207,18 @@ def serve(home: Path, config: ClusterConfig, config_file: Path | None = None) ->
     finally:
         for listening in [*sockets, *(s for s, _ in tls_sockets)]:
             listening.close()
-        sock.unlink(missing_ok=True)
-        paths.pid_path(home).unlink(missing_ok=True)
-        agent.close()
-        executor.close()
-        store.close()
-        close_jobs_dir(home, jobs.path)
-        os.close(lock_fd)
+        try:
+            agent.close()
+            executor.close()
+            store.close()
+            close_jobs_dir(home, jobs.path)
+        finally:
+            # Last, so that a socket gone means a daemon done: `podium down` waits for
+            # it, and what follows (a new daemon, removing HOME) no longer races with
+            # this one's closing of the store and the jobs directory.
+            sock.unlink(missing_ok=True)
+            paths.pid_path(home).unlink(missing_ok=True)
+            os.close(lock_fd)
 
 
 def _keep_ids_above_disk(home: Path, store: Store, jobs_dir: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import signal
 import subprocess
@@ -66,5 +67,32 @@ def test_first_up_writes_the_default_config_and_gpus_flag_does_not() -> None:
         c.start()
         text = (c.home / "cluster.yaml").read_text()
         assert "partitions:" in text and "qos:" in text and "high" in text
+    finally:
+        teardown_cluster(c)
+
+
+def test_down_returns_once_the_daemon_has_closed_its_state() -> None:
+    """`podium down` waits for the daemon's whole stop, not only for its socket to go:
+    when it returns, the jobs directory (no job in it) is gone and the instance lock is
+    free, so a `podium up` or a removal of HOME right after cannot race with the daemon
+    (CI of stop 58: a test's teardown saw the jobs link vanish under it). The daemon's
+    stop is made slow on purpose: its fork server is stopped by SIGSTOP, which the
+    daemon waits 5 s for before it kills it."""
+    c = make_cluster()
+    try:
+        c.start()
+        assert c.daemon_pid is not None
+        servers = [
+            p for p in psutil.Process(c.daemon_pid).children()
+            if "forkserver" in " ".join(p.cmdline())
+        ]  # fmt: skip
+        assert len(servers) == 1, servers  # started with the daemon (warm_up)
+        servers[0].suspend()
+        c.stop()
+        assert not (c.home / "podium.sock").exists()
+        assert not (c.home / "jobs").is_symlink() and not (c.home / "jobs").exists()
+        with open(c.home / "daemon.lock") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises while the daemon holds it
+        assert not servers[0].is_running()
     finally:
         teardown_cluster(c)
