@@ -57,7 +57,26 @@ def _submit(slurm: SlurmCluster, *args: str, cwd: Path | None = None) -> int:
 
 
 def _until(slurm: SlurmCluster, job: int, test: Any, timeout: float = 60) -> dict[str, Any]:
-    return poll(lambda: slurm.json("show", str(job)), test, f"job {job} never got there", timeout)
+    """The job's record once `test` holds for it; else fail with what the keeper said
+    (its output's tail) and what Slurm had pending, as the keeper read it."""
+    try:
+        return poll(
+            lambda: slurm.json("show", str(job)), test, f"job {job} never got there", timeout
+        )
+    except AssertionError as failed:
+        shown = slurm.json("show", str(job))
+        out = Path(shown["stdout"]) if shown.get("stdout") else None
+        tail = out.read_text()[-3000:] if out is not None and out.exists() else "(no output)"
+        pending = subprocess.run(
+            ["squeue", "-h", "-t", "PD", "-S", "-p", "-o", "%i|%q|%D|%r|%k"],
+            env=slurm.env, capture_output=True, text=True,
+        ).stdout  # fmt: skip
+        idle = subprocess.run(["sinfo", "-h", "-N", "-t", "idle", "-o", "%N"], env=slurm.env,
+                              capture_output=True, text=True).stdout  # fmt: skip
+        raise AssertionError(
+            f"{failed}\npending (id|qos|nodes|reason|comment):\n{pending}idle nodes: "
+            f"{idle.split()}\nthe job's output:\n{tail}"
+        ) from None
 
 
 def _events(path: Path) -> list[dict[str, Any]]:
@@ -98,9 +117,22 @@ def test_train_py_goes_on_across_2_1_and_4_hosts(
 ) -> None:
     blocker = _submit(slurm, "--qos=normal", "-N2", "--exclusive", "-o", "/dev/null",
                       "--wrap", "sleep 300")  # fmt: skip
+    mine = [blocker]
+    try:
+        _go_on_across_2_1_and_4(slurm, tmp_path, reference, mine)
+    finally:  # else a failure here would leave the shared cluster's nodes taken
+        slurm.podium("cancel", *map(str, mine), check=False)
+
+
+def _go_on_across_2_1_and_4(
+    slurm: SlurmCluster, tmp_path: Path, reference: Path, mine: list[int]
+) -> None:
+    """The test's body; `mine` starts with the blocker and gets each job submitted."""
+    blocker = mine[0]
     slurm.wait_job(blocker, {"RUNNING"})
     progress = tmp_path / "p.jsonl"
     job = _train(slurm, tmp_path)
+    mine.append(job)
     two = _until(slurm, job, lambda j: j["state"] == "RUNNING" and j.get("replicas") == 2)
     assert len(two["nodes"]) == 2 and not set(two["nodes"]) & set(
         slurm.json("show", str(blocker))["nodes"]
@@ -114,6 +146,7 @@ def test_train_py_goes_on_across_2_1_and_4_hosts(
          "a first checkpoint", 120)  # fmt: skip
     urgent = _submit(slurm, "--qos=high", "-N1", "--exclusive", "-o", "/dev/null",
                      "--wrap", "sleep 300")  # fmt: skip
+    mine.append(urgent)
     one = _until(slurm, job, lambda j: j.get("replicas") == 1, timeout=60)
     shrink = one["resize_log"][0]
     assert shrink["cause"] == f"shrink 2->1 for job {urgent}"
