@@ -126,11 +126,14 @@ def stopped_ranks(
     if not others:
         return None
     ranks = sorted(stopped)
-    who = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {_span(ranks)}"
+    one = len(ranks) == 1
+    who = f"rank {ranks[0]}" if one else f"ranks {_span(ranks)}"
+    their = "its" if one else "their"
     marks = [beats[rank][0] for rank in ranks if rank in beats]
-    where = f"at step {min(marks):g}" if marks else "before its first step"
+    where = f"at step {min(marks):g}" if marks else f"before {their} first step"
+    processes = "its process" if one else "their processes"
     return ranks, (
-        f"{who} stopped {where} (its process stopped by a signal) while the others "
+        f"{who} stopped {where} ({processes} stopped by a signal) while the others "
         f"reached step {min(others):g}"
     )
 

@@ -122,11 +122,13 @@ def test_a_rank_stopped_inside_a_collective_is_named_by_its_process() -> None:
     many = {r: (7.1, 0.0) for r in range(6)}
     assert stopped_ranks(many, [2, 3, 4], 60.0, 5.0) == (
         [2, 3, 4],
-        "ranks 2-4 stopped at step 7.1 (its process stopped by a signal) while the "
+        "ranks 2-4 stopped at step 7.1 (their processes stopped by a signal) while the "
         "others reached step 7.1",
     )
     first = stopped_ranks({0: (1.0, 0.0)}, [1], 60.0, 5.0)
     assert first is not None and "rank 1 stopped before its first step" in first[1]
+    both = stopped_ranks({0: (1.0, 0.0)}, [1, 2], 60.0, 5.0)
+    assert both is not None and "ranks 1-2 stopped before their first step" in both[1]
 
 
 def test_a_process_or_its_child_stopped_by_a_signal_is_seen_as_stopped() -> None:
