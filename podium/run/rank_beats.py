@@ -108,8 +108,10 @@ def stalled_ranks(
     if len(behind) == len(beats):
         return None
     reached = min(step for step, _ in beats.values() if step > lowest)
-    who = f"rank {behind[0]}" if len(behind) == 1 else f"ranks {_span(behind)}"
-    return behind, f"{who} stopped at step {lowest:g} while the others reached step {reached:g}"
+    return (
+        behind,
+        f"{_named(behind)} stopped at step {lowest:g} while the others reached step {reached:g}",
+    )
 
 
 def stopped_ranks(
@@ -126,15 +128,12 @@ def stopped_ranks(
     if not others:
         return None
     ranks = sorted(stopped)
-    one = len(ranks) == 1
-    who = f"rank {ranks[0]}" if one else f"ranks {_span(ranks)}"
-    their = "its" if one else "their"
+    their, processes = ("its", "process") if len(ranks) == 1 else ("their", "processes")
     marks = [beats[rank][0] for rank in ranks if rank in beats]
     where = f"at step {min(marks):g}" if marks else f"before {their} first step"
-    processes = "its process" if one else "their processes"
     return ranks, (
-        f"{who} stopped {where} ({processes} stopped by a signal) while the others "
-        f"reached step {min(others):g}"
+        f"{_named(ranks)} stopped {where} ({their} {processes} stopped by a signal) "
+        f"while the others reached step {min(others):g}"
     )
 
 
@@ -162,8 +161,12 @@ def lost_ranks(
     )
     if not silent:
         return None
-    who = f"rank {silent[0]}" if len(silent) == 1 else f"ranks {_span(silent)}"
-    return silent, f"{who} went silent while the others lost a peer"
+    return silent, f"{_named(silent)} went silent while the others lost a peer"
+
+
+def _named(ranks: list[int]) -> str:
+    """[3] -> "rank 3"; [0, 1, 2, 5] -> "ranks 0-2,5"."""
+    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {_span(ranks)}"
 
 
 def _span(ranks: list[int]) -> str:
