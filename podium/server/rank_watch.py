@@ -1,6 +1,6 @@
 """What each running job's ranks said of their steps (podium.run.rank_beats), looked at
 every health interval: their step seconds for `/metrics` (podium_rank_step_seconds) and
-`podium show`, and a straggler named once it stays slow (podium.recover.stragglers),
+`podium show`, and a straggler named once it stays slow over a window (podium.recover.stragglers),
 with a `straggler` event the first time."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class RankWatch:
         named: dict[int, Straggler] = {}
         for job_id, seconds in sorted(self.seconds.items()):
             steps = {rank: step for rank, (step, _) in said[job_id].items()}
-            found = self.watch.look(job_id, seconds, steps)
+            found = self.watch.look(job_id, self.clock(), seconds, steps)
             if found is None:
                 continue
             named[job_id] = found

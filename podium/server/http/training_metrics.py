@@ -44,7 +44,7 @@ def rank_families(
     )
     slow = GaugeMetricFamily(
         "podium_job_straggler_rank",
-        "The rank named a straggler (slow at several looks in a row), per job",
+        "The rank named a straggler (slow at most looks over the last 10 s), per job",
         labels=["job_id", "user"],
     )
     for job_id, by_rank in sorted(ranks.items()):
