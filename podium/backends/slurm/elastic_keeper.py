@@ -18,8 +18,10 @@ runs on the job's first node as the job's user.
 - **Grow into idle nodes** once the job has run PODIUM_GROW_DELAY seconds at its size
   and no other job of the partition waits for room.
 - **A resize is the contract of docs/elastic.md**: the notice (PODIUM_RESIZE_FILE)
-  gets {"replicas", "deadline", "resize_count"}, every rank gets the resize signal,
-  and the keeper waits for every rank to exit (or `ack`) until the grace ends; then
+  gets {"replicas", "deadline", "resize_count"}, every rank gets the resize signal
+  (sent again each SIGNAL_AGAIN_S to a rank's job whose step it did not reach: a step
+  srun has just launched is not listed yet), the resize is in the record from then
+  on, and the keeper waits for every rank to exit (or `ack`) until the grace ends; then
   what runs is cancelled, the members given up are cancelled, and every rank starts
   again at the new size with PODIUM_RESIZE_COUNT one higher.
 - **Leave a slow host.** The ranks time their links (PODIUM_LINK_BEATS,
@@ -59,6 +61,7 @@ from podium.run.resize_notice import acknowledged, own_file, write_notice
 
 LOOK_S = 0.5  # how often the keeper looks at its ranks and the partition
 MEMBER_START_S = 15.0  # how long a new member may wait for its node before it is given up
+SIGNAL_AGAIN_S = 1.0  # a resize's signal that reached no step of a rank's job is sent again
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR2, signal.SIGHUP)
 
 
@@ -251,15 +254,22 @@ class ElasticKeeper:
         what is left; the resize's log entry."""
         entry: dict[str, Any] = {"from": before, "to": to, "cause": cause, "time": time.time()}
         self.log.append(entry)
+        self.record()  # `podium show` has the resize from now on, without its "done"
         print(f"podium: elastic job {self.job_id}: {cause}", file=sys.stderr, flush=True)
         deadline = time.time() + self.grace_s
         write_notice(str(self.notice), to, deadline, self.resize_count + 1)
-        slurm.signal_steps(sorted({r.job_id for r in self.ranks}), self.resize_signal)
+        missed = slurm.signal_steps(sorted({r.job_id for r in self.ranks}), self.resize_signal)
+        again = time.monotonic() + SIGNAL_AGAIN_S
         while self.ranks and time.time() < deadline and self.stopping is None:
             if acknowledged(str(self.notice)):
                 break
             time.sleep(0.2)
             self.settle()
+            if missed and time.monotonic() >= again:  # a step not listed yet, a tool failed
+                running = {r.job_id for r in self.ranks}
+                missed = slurm.signal_steps([j for j in missed if j in running],
+                                            self.resize_signal)  # fmt: skip
+                again = time.monotonic() + SIGNAL_AGAIN_S
         self.stop_ranks()
         return entry
 

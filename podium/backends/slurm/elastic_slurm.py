@@ -98,11 +98,26 @@ def cancel(job_ids: list[str]) -> None:
         _run(["scancel", *job_ids])
 
 
-def signal_steps(job_ids: list[str], signum: int) -> None:
-    """`signum` to every task of the jobs' numbered steps (not batch or extern)."""
+def signal_steps(job_ids: list[str], signum: int) -> list[str]:
+    """`signum` to every task of the jobs' numbered steps (not batch or extern); the
+    jobs not reached: none of their steps listed (a step srun has just launched is not
+    yet, and a `squeue` that timed out lists none) or a `scancel` refused. The caller
+    may try those again."""
+    missed = []
     for job_id in job_ids:
-        for step, _ in job_steps(job_id):
-            _run(["scancel", f"--signal={signum}", f"{job_id}.{step}"])
+        steps = job_steps(job_id)
+        sent = [_ok(["scancel", f"--signal={signum}", f"{job_id}.{step}"]) for step, _ in steps]
+        if not steps or not all(sent):
+            missed.append(job_id)
+    return missed
+
+
+def _ok(argv: list[str], timeout: float = 15) -> bool:
+    """Whether the tool ran and exited 0, within `timeout`."""
+    try:
+        return subprocess.run(argv, capture_output=True, timeout=timeout).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
 
 
 __all__ = [

@@ -12,7 +12,7 @@ from podium.api.caller import Caller
 from podium.api.elastic_sizes import elastic_sizes, largest_fitting
 from podium.backends.slurm.admission import SlurmAdmission
 from podium.backends.slurm.elastic_keeper import shrink_to
-from podium.backends.slurm.elastic_slurm import Waiting
+from podium.backends.slurm.elastic_slurm import Waiting, signal_steps
 from podium.backends.slurm.elastic_submit import elastic_exports
 from podium.backends.slurm.elastic_view import fold_members, member_of
 from podium.config.cluster import ClusterConfig, default_config
@@ -108,3 +108,11 @@ def test_another_users_job_cannot_pose_as_a_member() -> None:
     posing = {**_record(9, ["n9"], "podium-elastic-member:3"), "uid": 2000}
     folded = fold_members([_record(3, ["n3"]), posing])
     assert [r["job_id"] for r in folded] == [3, 9] and folded[0]["nodes"] == ["n3"]
+
+
+def test_a_signal_that_reaches_no_step_names_its_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No Slurm tools on PATH (as when `squeue` times out): no step is listed, so each
+    job is said missed, for the keeper to signal it again."""
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert signal_steps(["12", "13"], 10) == ["12", "13"]
+    assert signal_steps([], 10) == []
