@@ -38,14 +38,28 @@ class Waiting:
         return self.reason in WAITING_FOR_ROOM
 
 
-def _run(argv: list[str], stdin: str | None = None, timeout: float = 15) -> str:
+def _call(
+    argv: list[str], stdin: str | None = None, timeout: float = 15
+) -> subprocess.CompletedProcess[str] | None:
+    """The tool's run, or None when it could not start or ran past `timeout`."""
     try:
-        done = subprocess.run(
+        return subprocess.run(
             argv, input=stdin, capture_output=True, text=True, timeout=timeout
         )  # the job's environment: SLURM_CONF names the cluster
     except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return done.stdout if done.returncode == 0 else ""
+        return None
+
+
+def _run(argv: list[str], stdin: str | None = None) -> str:
+    """The tool's output, or "" when it failed."""
+    done = _call(argv, stdin)
+    return done.stdout if done is not None and done.returncode == 0 else ""
+
+
+def _ok(argv: list[str]) -> bool:
+    """Whether the tool ran and exited 0."""
+    done = _call(argv)
+    return done is not None and done.returncode == 0
 
 
 def idle_nodes(partition: str) -> int:
@@ -110,14 +124,6 @@ def signal_steps(job_ids: list[str], signum: int) -> list[str]:
         if not steps or not all(sent):
             missed.append(job_id)
     return missed
-
-
-def _ok(argv: list[str], timeout: float = 15) -> bool:
-    """Whether the tool ran and exited 0, within `timeout`."""
-    try:
-        return subprocess.run(argv, capture_output=True, timeout=timeout).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
 
 
 __all__ = [
