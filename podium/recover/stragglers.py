@@ -28,7 +28,9 @@ FACTOR = 1.5
 FLOOR_S = 0.02
 LOOKS = 3
 WINDOW_S = 10.0
-MAX_LOOKS = 256  # kept per job at most, the oldest dropped (a very short health interval)
+# kept per job at most, the oldest dropped: the medians are taken under the daemon's lock
+# at every look, over at most this many looks of up to rank_beats.MAX_ENTRIES ranks
+MAX_LOOKS = 64
 
 
 @dataclass(frozen=True)

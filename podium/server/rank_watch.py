@@ -1,7 +1,7 @@
 """What each running job's ranks said of their steps (podium.run.rank_beats), looked at
 every health interval: their step seconds for `/metrics` (podium_rank_step_seconds) and
-`podium show`, and a straggler named once it stays slow over a window (podium.recover.stragglers),
-with a `straggler` event the first time."""
+`podium show`, and a straggler named once it stays slow over a window
+(podium.recover.stragglers), with a `straggler` event the first time."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from podium.api.progress import Progress
+from podium.recover.stragglers import WINDOW_S
 
 
 def progress_families(said: Sequence[tuple[Any, Progress]]) -> Iterator[Metric]:
@@ -44,7 +45,7 @@ def rank_families(
     )
     slow = GaugeMetricFamily(
         "podium_job_straggler_rank",
-        "The rank named a straggler (slow at most looks over the last 10 s), per job",
+        f"The rank named a straggler (slow at most looks over the last {WINDOW_S:g} s), per job",
         labels=["job_id", "user"],
     )
     for job_id, by_rank in sorted(ranks.items()):
