@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,25 @@ def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+def read_json_safely(path: Path, limit: int = 1 << 20) -> Any:
+    """The JSON at `path` when it is a regular file of at most `limit` bytes, read
+    without following a link or waiting on a FIFO (what a user left in a directory of
+    theirs that root reads); None when it is missing, anything else, or not JSON."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        return json.loads(os.read(fd, limit + 1)[:limit])
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
 
 
 def read_json(path: Path) -> dict[str, Any] | None:

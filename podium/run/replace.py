@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from podium.run.files import write_atomic
+from podium.run.files import read_json_safely, write_atomic
 from podium.run.resize_notice import own_file, read_notice, tell
 
 REPLACE_NOTICE = "replace"  # what the job reads (PODIUM_REPLACE_FILE), and opts in by
@@ -149,11 +149,10 @@ class Spares:
 
 
 def read_replacements(job_dir: Path) -> list[dict[str, Any]]:
-    """The replacements a job's supervisor recorded (empty when none, or unreadable)."""
-    try:
-        data = json.loads((job_dir / REPLACEMENTS_FILE).read_text())
-    except (OSError, ValueError):
-        return []
+    """The replacements a job's supervisor recorded (empty when none, or unreadable).
+    The file may be in its user's directory (a keeper's on Slurm): read as
+    `read_json_safely` reads, so nothing the user put there blocks or misleads."""
+    data = read_json_safely(job_dir / REPLACEMENTS_FILE)
     return [d for d in data if isinstance(d, dict)] if isinstance(data, list) else []
 
 

@@ -55,12 +55,17 @@ def _rank_pid(slurm: SlurmCluster, node: str) -> int | None:
     return None
 
 
+def _where_env(slurm: SlurmCluster, job_id: int) -> dict[str, str]:
+    """What the keeper of root's job `job_id` finds its directory by."""
+    state = str(state_dir(load_config(slurm.config)))
+    return {"PODIUM_STATE_DIR": state, "SLURM_JOB_USER": "root", "SLURM_JOB_ID": str(job_id)}
+
+
 def _where(slurm: SlurmCluster, job_id: int, log: Path, progress: Path) -> str:
     """A job that did not end: its log's tail, rank 0's last records, the ranks' beats
     and the job's steps, for the failure's message."""
-    state = str(state_dir(load_config(slurm.config)))
-    where = {"PODIUM_STATE_DIR": state, "SLURM_JOB_USER": "root", "SLURM_JOB_ID": str(job_id)}
-    beats = read_ranks(job_dir(where) / RANKS_DIR)  # rank -> (step, written at, seconds)
+    # rank -> (step, written at, seconds)
+    beats = read_ranks(job_dir(_where_env(slurm, job_id)) / RANKS_DIR)
     steps = subprocess.run(["squeue", "-h", "-s", "-j", str(job_id), "-o", "%i|%N|%M"],
                            capture_output=True, text=True, env=slurm.env).stdout  # fmt: skip
     return (f"log:\n{log.read_text()[-3000:] if log.exists() else '(none)'}\n"
@@ -95,6 +100,8 @@ def test_a_lost_replica_is_replaced_from_the_spare_node(
     first, victim, spare = job["nodes"]
     rank0 = _rank_pid(slurm, first)
     assert rank0 is not None
+    if fault == "xid":  # the job's user leaves a FIFO where the root hook writes (issue 60)
+        os.mkfifo(job_dir(_where_env(slurm, job_id)) / f"fault-{victim}.json")
     fault_at = time.time()
     if fault == "xid":
         home = str(node_state_dir(load_config(slurm.config), victim))

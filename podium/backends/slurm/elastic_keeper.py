@@ -52,7 +52,8 @@ from podium.backends.slurm.replica_keeper import (
     address,
     copy_script,
     generation_port,
-    job_dir,
+    make_job_dir,
+    refuse,
 )
 from podium.recover.slow_links import LinkWatch, SlowHost
 from podium.run.files import write_atomic
@@ -371,8 +372,10 @@ def main(argv: list[str]) -> int:
     node; `argv`: the script's arguments."""
     environ = dict(os.environ)
     low, high, step = (int(x) for x in environ["PODIUM_ELASTIC"].split(":"))
-    home = job_dir(environ)
-    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        home = make_job_dir(environ)
+    except OSError as exc:
+        return refuse(exc)
     keeper = ElasticKeeper(
         job_id=environ.get("SLURM_JOB_ID", ""), node=environ.get("SLURMD_NODENAME", ""),
         partition=environ.get("SLURM_JOB_PARTITION", ""), job_dir=home,

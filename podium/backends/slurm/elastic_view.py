@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from podium.backends.slurm.elastic_slurm import MEMBER_TAG
-from podium.run.files import read_json
+from podium.run.files import read_json_safely
 
 _ELASTIC_KEYS = ("replicas", "replicas_min", "replicas_max", "resizes", "resize_log")
 # the keeper's "nodes": rank r's node at index r
@@ -47,10 +47,7 @@ def fold_members(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def add_elastic(record: dict[str, Any], job_dir: Path) -> None:
     """The keeper's record of an elastic job's replicas and resizes, when it has one."""
-    try:
-        kept = read_json(job_dir / "elastic.json")
-    except (OSError, ValueError):  # another user's (not readable), or torn
-        return
+    kept = read_json_safely(job_dir / "elastic.json")  # its user's: no FIFO, link, giant
     if not isinstance(kept, dict):
         return
     for key in _ELASTIC_KEYS:

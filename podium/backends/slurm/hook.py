@@ -15,7 +15,10 @@ $SLURMD_NODENAME with PODIUM_CONFIG naming the cluster's Podium config.
   drains the node and requeues the job held, by its own rules).
 
 Per-node state (the fault and boot id, the Xid log offset) lives under
-STATE_DIR/nodes/NODE; results are appended to STATE_DIR/health.jsonl.
+STATE_DIR/nodes/NODE; results are appended to STATE_DIR/nodes/health.jsonl. The hook
+runs as root in a state directory every user may write in (1777), so it keeps its own
+files only in STATE_DIR/nodes, a directory it checks is its own (one a user made first
+is moved aside), and writes into a user's directory only through `write_as_owner`.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import contextlib
 import json
 import os
 import re
+import secrets
 import sys
 import time
 from pathlib import Path
@@ -38,6 +42,7 @@ from podium.node.health.check_results import Action, Result, Status
 from podium.node.health.suite import run_node_checks
 from podium.recover.ladder import PREFIX, fence_reason, fencing_faults
 from podium.recover.saved_fault import SavedFault
+from podium.run.owned_dirs import owned_dir, reclaimed_dir
 
 
 def _config(node: str) -> ClusterConfig:
@@ -49,7 +54,8 @@ def _config(node: str) -> ClusterConfig:
 
 
 def state_dir(config: ClusterConfig) -> Path:
-    """STATE_DIR: the cluster's shared directory of Podium's health state."""
+    """STATE_DIR: the cluster's shared directory of Podium's state (the hook's in
+    STATE_DIR/nodes, the users' in STATE_DIR/user-NAME)."""
     return Path(config.slurm.state_dir or "/var/lib/podium")
 
 
@@ -59,6 +65,20 @@ def node_state_dir(config: ClusterConfig, node: str) -> Path:
     return state_dir(config) / "nodes" / node
 
 
+def health_log(config: ClusterConfig) -> Path:
+    """Where the hooks append their results: STATE_DIR/nodes/health.jsonl."""
+    return state_dir(config) / "nodes" / "health.jsonl"
+
+
+def hook_home(config: ClusterConfig, node: str) -> Path:
+    """node_state_dir, made the hook's own: STATE_DIR/nodes is the hook's (root's)
+    directory, not writable by others; one a user made first in the shared state
+    directory is moved aside (`reclaimed_dir`), never written in; NODE in it is made
+    and checked the same way. Raises OSError (Squatted) when that cannot be done."""
+    nodes = reclaimed_dir(state_dir(config), "nodes", mode=0o755)
+    return owned_dir(nodes, (node,), mode=0o755)
+
+
 class NodeHook:
     """One node's hook run: its checks, its Slurm state and its saved fault."""
 
@@ -66,9 +86,8 @@ class NodeHook:
         self.node = node
         self.config = config
         self.tools = SlurmTools(config.slurm)
-        self.home = node_state_dir(config, node)
-        self.home.mkdir(parents=True, exist_ok=True)
-        self.log = state_dir(config) / "health.jsonl"
+        self.home = hook_home(config, node)
+        self.log = health_log(config)
         self.fault = SavedFault(self.home / "fault.json")
 
     def checks(self, deep: bool) -> list[Result]:
@@ -164,8 +183,11 @@ class NodeHook:
 def write_as_owner(base: Path, parts: tuple[str, ...], name: str, uid: int, data: Any) -> None:
     """Write `data` (JSON) as file `name` in base/parts..., where every part is a
     directory owned by `uid` (not a link): walked by descriptors, so nothing the user
-    swaps in between is followed. The file is made theirs (0644). OSError when a part
-    is missing, a link, or someone else's."""
+    swaps in between is followed. The file is made new, theirs (0644), under a random
+    name (O_EXCL: never a file, FIFO or link already there, never waiting) and renamed
+    over `name`: whatever the user left at `name` (a FIFO, a hard link to another
+    file, a link) is replaced, never opened. OSError when a part is missing, a link or
+    someone else's, or `name` is a directory."""
     fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
     try:
         for part in parts:
@@ -174,12 +196,20 @@ def write_as_owner(base: Path, parts: tuple[str, ...], name: str, uid: int, data
             fd = inner
             if os.fstat(fd).st_uid != uid:
                 raise PermissionError(f"{part} is not the job's user's")
-        out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644, dir_fd=fd)
+        tmp = f".{name}.{secrets.token_hex(8)}"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK
+        out = os.open(tmp, flags | os.O_CLOEXEC, 0o644, dir_fd=fd)
         try:
-            os.fchown(out, uid, -1)
-            os.write(out, json.dumps(data).encode())
-        finally:
-            os.close(out)
+            try:
+                os.fchown(out, uid, -1)
+                os.write(out, json.dumps(data).encode())
+            finally:
+                os.close(out)
+            os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=fd)
+            raise
     finally:
         os.close(fd)
 

@@ -20,23 +20,48 @@ from pathlib import Path
 
 from podium.recover.resume import Ended, decide, newest_checkpoint
 from podium.run.files import read_json, write_atomic
+from podium.run.owned_dirs import Squatted, owned_dir, under
 
 
 def _codes(name: str) -> tuple[int, ...]:
     return tuple(int(c) for c in os.environ.get(name, "").split(",") if c.strip())
 
 
+def _base() -> Path:
+    return Path(os.environ.get("PODIUM_STATE_DIR") or "/tmp")
+
+
+def _user_part() -> str:
+    """user-NAME: this job's user's own directory in the shared state directory. Each
+    user's jobs keep their checkpoints and run records there, private (0700), so the
+    state directory itself is shared like /tmp (1777) and no user's first job decides
+    what the others may write; `owned_dir` checks it is theirs before any use."""
+    return f"user-{os.environ.get('SLURM_JOB_USER') or os.getuid()}"
+
+
 def _user_dir() -> Path:
-    """This job's user's own directory in the shared state directory, STATE/user-NAME:
-    each user's jobs keep their checkpoints and run records there, private (0700), so
-    the state directory itself is shared like /tmp (1777) and no user's first job
-    decides what the others may write."""
-    base = Path(os.environ.get("PODIUM_STATE_DIR") or "/tmp")
-    return base / f"user-{os.environ.get('SLURM_JOB_USER') or os.getuid()}"
+    return _base() / _user_part()
 
 
 def _state_path() -> Path:
     return _user_dir() / "slurm-jobs" / f"{os.environ.get('SLURM_JOB_ID', 'local')}.json"
+
+
+def make_dirs(checkpoint: str | None) -> None:
+    """This job's directories, each checked as its user's (`owned_dir`): STATE/user-NAME,
+    its slurm-jobs, and the checkpoint directory when it lies in the state directory
+    (one elsewhere is the user's own choice, made as asked). A missing state directory
+    is made (the default, PODIUM_HOME/slurm, is the submitter's own); a shared one is
+    the administrator's to make, 1777. Raises Squatted or OSError."""
+    base = _base()
+    base.mkdir(parents=True, exist_ok=True)
+    owned_dir(base, (_user_part(), "slurm-jobs"))
+    if checkpoint:
+        parts = under(base, Path(checkpoint))
+        if parts:
+            owned_dir(base, parts)
+        else:
+            Path(checkpoint).mkdir(parents=True, exist_ok=True)
 
 
 def _load() -> dict[str, float | int | None]:
@@ -44,9 +69,7 @@ def _load() -> dict[str, float | int | None]:
 
 
 def _save(data: dict[str, float | int | None]) -> None:
-    path = _state_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, data)
+    write_atomic(_state_path(), data)  # in slurm-jobs, checked by make_dirs
 
 
 def _say(message: str) -> None:
@@ -58,16 +81,15 @@ def start() -> int:
     restart = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
     auto = int(os.environ.get("PODIUM_AUTO_RESUME") or 0)
     checkpoint = os.environ.get("PODIUM_CHECKPOINT_DIR")
-    mine = _user_dir()
     try:
-        mine.parent.mkdir(parents=True, exist_ok=True)
-        mine.mkdir(mode=0o700, exist_ok=True)
-        if checkpoint:
-            Path(checkpoint).mkdir(parents=True, exist_ok=True)
+        make_dirs(checkpoint)
+    except Squatted as exc:
+        _say(f"not started: {exc}")
+        return 1
     except OSError as exc:
         _say(
-            f"cannot make {exc.filename}: {exc.strerror}; the state directory "
-            f"{mine.parent} must exist and be writable by every user, with the sticky bit "
+            f"not started: cannot make {exc.filename}: {exc.strerror}; the state directory "
+            f"{_base()} must exist and be writable by every user, with the sticky bit "
             "(chmod 1777, as /tmp is)"
         )
         return 1

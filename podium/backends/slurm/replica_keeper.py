@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from podium.api.hostlist import hostlist
-from podium.run.files import read_json
+from podium.run.files import read_json_safely
+from podium.run.owned_dirs import Squatted, new_file, owned_dir
 from podium.run.rank_beats import lost_ranks, make_ranks_dir, read_beats
 from podium.run.replace import WAKE_SIGNAL, Spares
 
@@ -77,8 +78,8 @@ class Keeper:
         return len(self.replica_nodes)
 
     def prepare(self) -> None:
-        """The job's directory: the notice (empty), the ranks' directory, the record."""
-        self.job_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        """In the job's directory (made and checked by `make_job_dir`): the notice
+        (empty), the ranks' directory, the record."""
         self.spares = Spares(self.job_dir, [])
         self.spares.create(None)
         make_ranks_dir(self.job_dir / "ranks", None)
@@ -188,8 +189,10 @@ class Keeper:
 
     def fault_on(self, node: str) -> str | None:
         """The health hook's reason for fencing `node` while this job ran there."""
-        order = read_json(self.job_dir / f"fault-{node}.json")
-        return str(order["reason"]) if order and order.get("reason") else None
+        order = read_json_safely(self.job_dir / f"fault-{node}.json", 4096)
+        if not isinstance(order, dict) or not order.get("reason"):
+            return None
+        return str(order["reason"])
 
     def replace(self, lost: Step, why: str) -> bool:
         """Give `lost`'s rank to the next spare node; False when none can take it."""
@@ -312,22 +315,40 @@ def generation_port(base_port: int, generation: int) -> int:
 
 def copy_script(path: Path) -> None:
     """The job's script (descriptor 9, as the batch launcher left it) copied to `path`
-    (0700, never through a link), for the steps the keeper starts."""
+    (0700), for the steps the keeper starts: a file made new (`new_file`), never one
+    that was there, nor a link or FIFO."""
     with open("/dev/fd/9", "rb") as source:
         body = source.read()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o700)
-    with os.fdopen(fd, "wb") as out:
-        out.write(body)
+    new_file(path.parent, path.name, body, mode=0o700)
+
+
+def _job_parts(environ: dict[str, str]) -> tuple[Path, tuple[str, str, str]]:
+    base = Path(environ.get("PODIUM_STATE_DIR") or "/tmp")
+    user = environ.get("SLURM_JOB_USER") or str(os.getuid())
+    restart = environ.get("SLURM_RESTART_COUNT") or "0"
+    run = f"{environ.get('SLURM_JOB_ID', 'local')}.{restart}"
+    return base, (f"user-{user}", "slurm-jobs", run)
 
 
 def job_dir(environ: dict[str, str]) -> Path:
     """STATE/user-USER/slurm-jobs/JOBID.RESTART: private to the job's user."""
-    base = Path(environ.get("PODIUM_STATE_DIR") or "/tmp")
-    user = environ.get("SLURM_JOB_USER") or str(os.getuid())
-    restart = environ.get("SLURM_RESTART_COUNT") or "0"
-    return (
-        base / f"user-{user}" / "slurm-jobs" / f"{environ.get('SLURM_JOB_ID', 'local')}.{restart}"
-    )
+    base, parts = _job_parts(environ)
+    return base.joinpath(*parts)
+
+
+def make_job_dir(environ: dict[str, str]) -> Path:
+    """`job_dir`, made where missing, every part checked as the job's user's
+    (`owned_dir`: not a link, not another user's, not writable by others). Raises
+    Squatted (its message names the path and the fix) or OSError."""
+    base, parts = _job_parts(environ)
+    return owned_dir(base, parts)
+
+
+def refuse(exc: OSError) -> int:
+    """A keeper that cannot have its job's directory: say why (one line), exit 1."""
+    why = str(exc) if isinstance(exc, Squatted) else f"cannot make {exc.filename}: {exc.strerror}"
+    print(f"podium: not started: {why}", file=sys.stderr)
+    return 1
 
 
 def main(argv: list[str]) -> int:
@@ -342,7 +363,10 @@ def main(argv: list[str]) -> int:
             f"({spares} spare of {len(nodes)} nodes)", file=sys.stderr,
         )  # fmt: skip
         return 1
-    home = job_dir(environ)
+    try:
+        home = make_job_dir(environ)
+    except OSError as exc:
+        return refuse(exc)
     keeper = Keeper(
         job_id=environ.get("SLURM_JOB_ID", ""), job_dir=home, script=home / "script",
         args=argv, replica_nodes=nodes[: len(nodes) - spares],

@@ -3,10 +3,14 @@ rendezvous port of each generation, and what the hook reads from a batch script.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import stat
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -30,6 +34,7 @@ def test_each_run_has_its_own_directory_in_its_users() -> None:
 def test_each_generation_meets_on_a_port_of_its_own(tmp_path: Path) -> None:
     keeper = Keeper(job_id="9", job_dir=tmp_path / "run", script=tmp_path / "s", args=[],
                     replica_nodes=["a", "b"], spare_nodes=["c"], base_port=20063)  # fmt: skip
+    (tmp_path / "run").mkdir()  # make_job_dir's, checked
     keeper.prepare()
     ports = [keeper.port(), keeper.port(ahead=1), keeper.port(ahead=2)]
     assert ports[0] == 20063 and len(set(ports)) == 3
@@ -78,6 +83,86 @@ def test_the_hook_writes_into_a_jobs_directory_only_through_its_users_own(
     with pytest.raises(PermissionError):
         write_as_owner(tmp_path, parts, "fault-n2.json", uid + 1, {})
     (run / "fault-n3.json").symlink_to(elsewhere / "x")
-    with pytest.raises(OSError):
-        write_as_owner(tmp_path, parts, "fault-n3.json", uid, {})
+    write_as_owner(tmp_path, parts, "fault-n3.json", uid, {})  # the link replaced
     assert not list(elsewhere.iterdir())
+    assert not (run / "fault-n3.json").is_symlink()
+
+
+def _job_dir_of(tmp_path: Path, uid: int) -> tuple[Path, tuple[str, ...]]:
+    """The job's directory, its user's (`uid`: chowned when the test runs as root)."""
+    run = tmp_path / "user-bob" / "slurm-jobs" / "7.0"
+    run.mkdir(parents=True)
+    if uid != os.getuid():
+        for path in (run, run.parent, run.parent.parent):
+            os.chown(path, uid, uid)
+    return run, ("user-bob", "slurm-jobs", "7.0")
+
+
+def _timed_write(tmp_path: Path, parts: tuple[str, ...], uid: int) -> float:
+    started = time.monotonic()
+    write_as_owner(tmp_path, parts, "fault-n1.json", uid, {"reason": "Xid 79"})
+    return time.monotonic() - started
+
+
+@pytest.mark.parametrize("trick", ["fifo", "hard link", "link", "directory"])
+def test_nothing_the_user_leaves_at_the_faults_name_blocks_or_redirects_the_hook(
+    tmp_path: Path, trick: str
+) -> None:
+    """Issue 60, item 2: the root hook's fault file, with the job's user's trick in
+    place. It finishes at once and touches no other file: the FIFO, the hard link
+    or the link is replaced (a directory there is refused, and left)."""
+    uid = 65534 if os.geteuid() == 0 else os.getuid()  # the job's user: not the hook's
+    run, parts = _job_dir_of(tmp_path, uid)
+    other = tmp_path / "other"
+    other.write_text("another user's file")
+    other.chmod(0o666)
+    target = run / "fault-n1.json"
+    if trick == "fifo":
+        os.mkfifo(target)
+    elif trick == "hard link":
+        os.link(other, target)
+    elif trick == "link":
+        target.symlink_to(other)
+    else:
+        target.mkdir()
+    if trick == "directory":
+        with pytest.raises(OSError):
+            _timed_write(tmp_path, parts, uid)
+        assert target.is_dir()
+    else:
+        assert _timed_write(tmp_path, parts, uid) < 1
+        assert json.loads(target.read_text()) == {"reason": "Xid 79"}
+        info = os.lstat(target)
+        assert stat.S_ISREG(info.st_mode) and info.st_nlink == 1 and info.st_uid == uid
+    assert other.read_text() == "another user's file" and os.stat(other).st_uid == os.getuid()
+    assert [p.name for p in run.iterdir()] == ["fault-n1.json"]  # no temporary left
+
+
+def test_a_name_that_changes_between_check_and_use_changes_nothing(tmp_path: Path) -> None:
+    """The user swaps a FIFO, a link and a hard link in and out at the fault's name
+    while the hook writes it, 200 times: every write finishes at once, and the other
+    file is never touched."""
+    uid = os.getuid()
+    run, parts = _job_dir_of(tmp_path, uid)
+    other = tmp_path / "other"
+    other.write_text("kept")
+    target = run / "fault-n1.json"
+    stop = threading.Event()
+
+    def swap() -> None:
+        while not stop.is_set():
+            for make in (os.mkfifo, lambda p: os.symlink(other, p), lambda p: os.link(other, p)):
+                with contextlib.suppress(OSError):
+                    os.unlink(target)
+                with contextlib.suppress(OSError):
+                    make(target)
+
+    swapper = threading.Thread(target=swap, daemon=True)
+    swapper.start()
+    try:
+        slowest = max(_timed_write(tmp_path, parts, uid) for _ in range(200))
+    finally:
+        stop.set()
+        swapper.join(5)
+    assert slowest < 1
+    assert other.read_text() == "kept"

@@ -202,6 +202,8 @@ def test_metacharacters_stay_data(tmp_path: Path) -> None:
     srun.chmod(0o755)
     job = tmp_path / "job.sbatch"
     state = str(tmp_path / "state")
+    os.mkdir(state, 0o1777)  # the administrator's, shared by every user
+    os.chmod(state, 0o1777)
     job.write_text(
         text.replace("/opt/podium/bin/python", sys.executable).replace("/shared/podium", state)
     )
