@@ -43,6 +43,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             fh.write(json.dumps({"path": self.path, "cookie": self.headers.get("Cookie")}) + "\n")
         self.send_response(200)
         self.send_header("Content-Type", "text/html")
+        if self.path == "/toss":  # cookie tossing: the dashboard's name, longer paths
+            name = "podium_session_" + daemon.rsplit(":", 1)[1]
+            for where in ("/v1", "/jobs", "/"):
+                self.send_header("Set-Cookie", f"{name}=pds_{'A' * 43}; Path={where}")
         self.end_headers()
         self.wfile.write(PAGE.encode())
     def log_message(self, *args):
@@ -132,6 +136,31 @@ def test_a_page_on_another_port_gets_no_token_and_cannot_act(
     assert "roots-secret-job" not in replay.stdout
     with c.api() as api:  # nothing was submitted with it
         assert all(j["user"] == "root" for j in api.get("/v1/jobs").json()["jobs"])
+    c.cli("cancel", str(mine), check=True)
+
+
+def test_a_cookie_tossed_from_another_port_leaves_the_dashboard_usable(
+    dashboard: tuple[Cluster, str], attacker: tuple[int, Path], browser: Any
+) -> None:
+    """Issue 60, item 3: the second user's server sets the dashboard's cookie name for
+    this host with Path=/v1, /jobs and /: the browser then sends its junk first. The
+    dashboard looks for its session in every value, so after (at worst) logging in
+    again, its pages and their API reads work."""
+    c, url = dashboard
+    port, log = attacker
+    mine = c.submit("--gpus=1", "-J", "tossed", "--wrap", "sleep 300")
+    c.wait(mine, {"RUNNING"})
+    _login(browser, url, _token(c))
+    _until(lambda: f"job {mine} root" in _text(browser, "#gpus"))
+    browser.get(f"http://127.0.0.1:{port}/toss")
+    _until(lambda: any(e["path"] == "/toss" for e in _entries(log)))
+    browser.get(url + "/")
+    time.sleep(0.5)  # a redirect to /login, if the Path=/ one replaced the session
+    if browser.current_url.endswith("/login"):
+        _login(browser, url, _token(c))
+    _until(lambda: f"job {mine} root" in _text(browser, "#gpus"))  # its reads, under /v1
+    browser.get(f"{url}/jobs/{mine}")
+    _until(lambda: "tossed" in _text(browser, "#job"))
     c.cli("cancel", str(mine), check=True)
 
 

@@ -27,6 +27,7 @@ from fastapi import FastAPI, Path, Request
 from fastapi.responses import HTMLResponse, Response
 
 from podium.jobspec.values import MAX_JOB_ID
+from podium.server.http.cookies import cookie_values
 from podium.server.http.sessions import SessionBook
 from podium.server.http.tokens import TokenBook
 
@@ -164,8 +165,9 @@ def add_dashboard(
     async def logout(request: Request) -> Response:
         if not same_origin(request.scope):
             return _html(LOGIN.format(error="<p class=error>Log out from this page.</p>"), 403)
-        session_id = request.cookies.get(cookie, "")
-        if session_id:
+        for session_id in cookie_values(
+            request.headers.get("cookie", "").encode("latin-1"), cookie
+        ):
             await asyncio.to_thread(locked, sessions.close, session_id)
         answer = _html(_page("Podium", "<section class=muted>logged out</section>",
                              page="logout"))  # fmt: skip

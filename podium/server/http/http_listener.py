@@ -23,6 +23,7 @@ from typing import Any
 
 from podium.config.http_config import HttpListener, split_listen
 from podium.errors import ConfigError
+from podium.server.http.cookies import cookie_values
 from podium.server.http.dashboard import ASSETS, KEY_HEADER, is_page
 from podium.server.http.peer import SCOPE_KEY, TOKEN_KEY, PeerCred
 from podium.server.http.sessions import SessionBook
@@ -153,9 +154,15 @@ class TokenGate:
         self, headers: dict[bytes, bytes], scope: Any, receive: Any, send: Any
     ) -> None:
         page = scope["method"] in READ_METHODS and is_page(scope["path"])
-        session_id = cookie_value(headers.get(b"cookie", b""), self.cookie)
+        # every value of the cookie: another port of this host may have set one of its
+        # own (a more specific Path is sent first), which must not shadow the real one
+        session_ids = cookie_values(headers.get(b"cookie", b""), self.cookie)
+        session_id = session_ids[0] if session_ids else ""
         key = None if page else headers.get(KEY_HEADER, b"").decode("latin-1")
-        token = self.sessions.check(session_id, key) if session_id else None
+        token = next(
+            (t for t in (self.sessions.check(s, key) for s in session_ids) if t is not None),
+            None,
+        )
         if token is None:
             if page:  # a browser: to the login page
                 await _redirect(send, "/login")
@@ -177,15 +184,6 @@ class TokenGate:
         scope[SCOPE_KEY] = PeerCred(0, token.uid, token.gid)
         scope[SESSION_KEY] = True
         await self.app(scope, receive, send)
-
-
-def cookie_value(header: bytes, name: str) -> str:
-    """The value of cookie `name` in a Cookie header ("" when absent)."""
-    for part in header.decode("latin-1").split(";"):
-        key, _, value = part.strip().partition("=")
-        if key == name:
-            return value
-    return ""
 
 
 async def _redirect(send: Any, where: str) -> None:
@@ -210,7 +208,6 @@ __all__ = [
     "TOKEN_KEY",
     "TokenGate",
     "bind_tcp",
-    "cookie_value",
     "host_name",
     "named_here",
     "tls_context",
