@@ -52,7 +52,10 @@ class HttpListener(Closed):
         default=12.0, gt=0, le=24 * 30, description="how long a dashboard login lasts"
     )
     max_tokens_per_user: int = Field(
-        default=100, ge=1, le=100_000, description="valid tokens one user may hold at once"
+        default=100,
+        ge=1,
+        le=100_000,
+        description="tokens one user may hold at once (expired ones for 10 minutes)",
     )
 
     @field_validator("host_names")

@@ -55,19 +55,25 @@ class Tokens(Database):
         return list(self.conn.execute(f"SELECT {TOKEN_COLUMNS} FROM tokens ORDER BY created"))
 
     def revoke_tokens(self, token_ids: Iterable[str], now: float, by: str) -> list[str]:
-        """Revoke tokens and end their sessions; those revoked now (not before)."""
+        """Revoke tokens: forget them and end their sessions, with an event for each
+        (a revoked token is deleted, as most services do); those that were there."""
         done: list[str] = []
         with self.transaction() as conn:
             for token_id in token_ids:
-                cur = conn.execute(
-                    "UPDATE tokens SET revoked=? WHERE token_id=? AND revoked IS NULL",
-                    (now, token_id),
-                )
                 conn.execute("DELETE FROM sessions WHERE token_id=?", (token_id,))
+                cur = conn.execute("DELETE FROM tokens WHERE token_id=?", (token_id,))
                 if cur.rowcount == 1:
                     done.append(token_id)
                     self._event(conn, now, "token revoked", detail=f"{token_id} by {by}")
         return done
+
+    def drop_tokens(self, token_ids: Iterable[str]) -> None:
+        """Forget tokens that can no longer be used (expired, revoked, or made with one
+        that is) and their sessions; the events of their making and revoking stay."""
+        ids = [(t,) for t in token_ids]
+        with self.transaction() as conn:
+            conn.executemany("DELETE FROM sessions WHERE token_id=?", ids)
+            conn.executemany("DELETE FROM tokens WHERE token_id=?", ids)
 
     def add_session(
         self, digest: str, key_digest: str, token_id: str, now: float, expires: float

@@ -45,9 +45,8 @@ def _http(c: Cluster, token: str) -> httpx.Client:
 
 def _revoke_all(c: Cluster) -> None:
     with c.api() as api:
-        for t in api.get("/v1/tokens").json()["tokens"]:
-            if t["valid"]:
-                api.delete(f"/v1/tokens/{t['token_id']}")
+        for t in api.get("/v1/tokens").json()["tokens"]:  # expired ones too: they count
+            api.delete(f"/v1/tokens/{t['token_id']}")  # (a 404 for one gone with its parent)
 
 
 def test_a_token_made_with_a_token_dies_with_it(cluster: Cluster, other_user: str) -> None:
@@ -85,7 +84,7 @@ def test_a_user_holds_a_bounded_number_of_tokens(cluster: Cluster, other_user: s
     c = cluster
     made = [_token(c, user=other_user) for _ in range(6)]
     refused = _as(c, other_user, "token", "create")
-    assert refused.returncode != 0 and "holds 6 valid tokens" in refused.stderr
+    assert refused.returncode != 0 and "holds 6 tokens" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
     with _http(c, made[0]) as them:  # over HTTP too
         answer = them.post("/v1/tokens", json={})

@@ -7,7 +7,11 @@ peer credentials give.
 A token made over HTTP with another token is that token's child: it expires no later
 than its parent and is revoked with it (and with its parent's parent), so a token that
 leaked can be ended with everything made from it. A user holds at most
-`max_per_user` valid tokens at once.
+`max_per_user` tokens at once, counting every one stored. A revoked token is
+forgotten at once, with every token made from it; an expired one is listed (and
+counted) as such for ENDED_KEPT_S, then forgotten (when the daemon starts or a token
+is made). So tokens made to expire at once neither pile up nor escape the count; the
+events of making and revoking tokens stay.
 
 A token is `pdm_<id>_<secret>`: the id (12 hex digits) names it in listings and
 revocations, the secret proves it. Only `create` ever sees the secret."""
@@ -31,7 +35,8 @@ from podium.store.db import Store
 
 TOKEN_SHAPE = re.compile(r"pdm_([0-9a-f]{12})_([A-Za-z0-9_-]{43})")
 MAX_EXPIRY_S = 10 * 365 * 86400
-MAX_PER_USER = 100  # valid tokens one user may hold at once (http.max_tokens_per_user)
+MAX_PER_USER = 100  # tokens one user may hold at once (http.max_tokens_per_user)
+ENDED_KEPT_S = 600.0  # an ended token is listed (and counted) this long, then forgotten
 
 
 @dataclass(frozen=True)
@@ -73,7 +78,10 @@ class Token:
         }
 
     def valid(self, now: float) -> bool:
-        return self.revoked is None and (self.expires is None or now < self.expires)
+        """Whether it was usable at `now` (before its revocation and its expiry)."""
+        return (self.revoked is None or now < self.revoked) and (
+            self.expires is None or now < self.expires
+        )
 
 
 def digest_of(secret: str) -> str:
@@ -95,6 +103,8 @@ class TokenBook:
         self._lock = threading.Lock()
         self._by_id = {t["token_id"]: Token.of_row(t) for t in store.tokens()}
         self.revoked_hooks: list[Callable[[list[str]], None]] = []  # told what was revoked
+        with self._lock:
+            self._purge()
 
     def create(
         self,
@@ -126,10 +136,11 @@ class TokenBook:
         with self._lock:
             if parent is not None:
                 expires = self._within_parent(parent, expires, now)
-            held = sum(1 for t in self._by_id.values() if t.uid == entry.pw_uid and t.valid(now))
+            gone = self._purge()
+            held = sum(1 for t in self._by_id.values() if t.uid == entry.pw_uid)
             if held >= self.max_per_user:
                 raise PermissionDenied(
-                    f"{name} holds {held} valid tokens, the most one user may "
+                    f"{name} holds {held} tokens, the most one user may "
                     f"(http.max_tokens_per_user): revoke some first (podium token list)"
                 )
             token_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
@@ -142,7 +153,20 @@ class TokenBook:
                 caller.name, expires, parent,
             )  # fmt: skip
             self._by_id[token_id] = token
+        for hook in self.revoked_hooks if gone else ():
+            hook(gone)
         return dict(token.record(now), token=f"pdm_{token_id}_{secret}")
+
+    def _purge(self) -> list[str]:
+        """Forget the tokens that ended ENDED_KEPT_S ago or more (the lock held); their
+        ids."""
+        before = self.clock() - ENDED_KEPT_S
+        gone = [t for t in self._by_id if not self.valid(t, at=before)]
+        if gone:
+            self.store.drop_tokens(gone)
+            for token_id in gone:
+                del self._by_id[token_id]
+        return gone
 
     def _within_parent(self, parent: str, expires: float | None, now: float) -> float | None:
         """The new token's expiry under `parent` (the lock held): the parent's when none
@@ -154,7 +178,8 @@ class TokenBook:
             return limit
         raise SpecError(
             f"token {parent}, which makes this one, expires in {limit - now:.0f} s: a token "
-            f"made with it expires no later (give --expires {max(1, int(limit - now))} or less)"
+            f"made with it expires no later (give --expires {max(1, int(limit - now))}s or "
+            "less: a bare number is minutes, as Slurm reads it)"
         )
 
     def check(self, text: str) -> Token | None:
@@ -169,10 +194,10 @@ class TokenBook:
             return None
         return token if self.valid(token.token_id) else None
 
-    def valid(self, token_id: str) -> bool:
-        """Whether token `token_id` may be used now: it and every token it was made
-        with are neither expired nor revoked."""
-        now = self.clock()
+    def valid(self, token_id: str, at: float | None = None) -> bool:
+        """Whether token `token_id` may be used now (or at time `at`): it and every
+        token it was made with are neither expired nor revoked."""
+        now = self.clock() if at is None else at
         seen: set[str] = set()
         token = self._by_id.get(token_id)
         while token is not None and token.token_id not in seen:
@@ -201,19 +226,18 @@ class TokenBook:
 
     def revoke(self, caller: Caller, token_id: str) -> dict[str, Any]:
         """Revoke one of the caller's tokens (an administrator: anyone's), every token
-        made with it, and their sessions. Raises NotFound for a token that is not
-        there, or not the caller's to see."""
-        token = self._by_id.get(token_id)
-        if token is None or not (caller.is_admin or token.uid == caller.uid):
-            raise NotFound(f"no token {token_id!r} of yours (podium token list shows them)")
+        made with it, and their sessions: all are forgotten. Raises NotFound for a
+        token that is not there (or no longer), or not the caller's to see."""
         now = self.clock()
         with self._lock:
+            token = self._by_id.get(token_id)
+            if token is None or not (caller.is_admin or token.uid == caller.uid):
+                raise NotFound(f"no token {token_id!r} of yours (podium token list shows them)")
             family = self._descendants(token_id)
             self.store.revoke_tokens(family, now, caller.name)
+            record = replace(self._by_id[token_id], revoked=now).record(now)
             for member in family:
-                if self._by_id[member].revoked is None:
-                    self._by_id[member] = replace(self._by_id[member], revoked=now)
-            record = self._by_id[token_id].record(now)
+                del self._by_id[member]
         for hook in self.revoked_hooks:
             hook(family)
         return dict(record, revoked_with_it=[t for t in family if t != token_id])
@@ -233,4 +257,12 @@ class TokenBook:
         return found
 
 
-__all__ = ["MAX_EXPIRY_S", "MAX_PER_USER", "TOKEN_SHAPE", "Token", "TokenBook", "digest_of"]
+__all__ = [
+    "ENDED_KEPT_S",
+    "MAX_EXPIRY_S",
+    "MAX_PER_USER",
+    "TOKEN_SHAPE",
+    "Token",
+    "TokenBook",
+    "digest_of",
+]

@@ -21,7 +21,7 @@ from podium.errors import NotFound, PermissionDenied, SpecError
 from podium.server.http.http_listener import SESSION_KEY, TOKEN_KEY, TokenGate
 from podium.server.http.peer import SCOPE_KEY, PeerCred
 from podium.server.http.sessions import SessionBook
-from podium.server.http.tokens import TokenBook
+from podium.server.http.tokens import ENDED_KEPT_S, TokenBook
 from podium.store.db import Store
 
 ME = pwd.getpwuid(os.getuid())
@@ -252,13 +252,42 @@ def test_a_user_holds_a_bounded_number_of_tokens(tmp_path: Path) -> None:
     clock = Clock()
     tokens = TokenBook(Store(tmp_path / "p.db"), clock, max_per_user=3)
     made = [tokens.create(USER, None, read_only=True, expires_s=10) for _ in range(3)]
-    with pytest.raises(PermissionDenied, match="holds 3 valid tokens"):
+    with pytest.raises(PermissionDenied, match="holds 3 tokens"):
         tokens.create(USER, None, read_only=True, expires_s=None)
     tokens.revoke(USER, made[0]["token_id"])
+    clock.now += ENDED_KEPT_S
     tokens.create(USER, None, read_only=True, expires_s=None)  # room again
-    clock.now += 11  # the other two expired: they no longer count
+    clock.now += 11  # the other two expired long enough ago: they no longer count
     tokens.create(USER, None, read_only=True, expires_s=None)
     tokens.create(USER, None, read_only=True, expires_s=None)
+
+
+def test_short_lived_tokens_count_and_are_forgotten_once_they_expire(tmp_path: Path) -> None:
+    """Issue 60, item 4: only valid tokens counted, so tokens made to expire at once
+    were unlimited and kept for ever (7,355 in 90 s against a cap of 20). Now every
+    stored token counts (an ended one for ENDED_KEPT_S, listed as such), and then it
+    is forgotten."""
+    clock = Clock()
+    store = Store(tmp_path / "p.db")
+    tokens = TokenBook(store, clock, max_per_user=20)
+    for _ in range(20):
+        tokens.create(USER, None, read_only=True, expires_s=0.001)
+    clock.now += 1  # all expired, and listed so for a while
+    with pytest.raises(PermissionDenied, match="holds 20 tokens"):
+        tokens.create(USER, None, read_only=True, expires_s=0.001)
+    assert [r["valid"] for r in tokens.listing(USER)] == [False] * 20
+    for _ in range(10_000):
+        clock.now += ENDED_KEPT_S + 0.01  # each ended long enough before the next
+        tokens.create(USER, None, read_only=True, expires_s=0.001)
+    assert len(store.tokens()) == 1 and len(tokens.listing(ADMIN)) == 1
+    parent = tokens.create(USER, None, read_only=False, expires_s=None)
+    child = tokens.create(USER, None, read_only=True, expires_s=None, parent=parent["token_id"])
+    tokens.revoke(USER, parent["token_id"])
+    clock.now += ENDED_KEPT_S + 1
+    tokens.create(USER, None, read_only=True, expires_s=None)  # forgets the revoked family
+    kept = {r["token_id"] for r in store.tokens()}
+    assert parent["token_id"] not in kept and child["token_id"] not in kept and len(kept) == 1
+    assert TokenBook(store, clock).check(child["token"]) is None  # and after a restart
 
 
 def test_listing_while_tokens_are_made_never_fails(book: tuple[TokenBook, Clock]) -> None:
