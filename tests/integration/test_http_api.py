@@ -180,6 +180,27 @@ def test_bad_requests_get_a_clean_4xx(
     assert c.alive()
 
 
+def test_job_ids_in_paths_are_read_strictly(cluster: Cluster) -> None:
+    """Issue 60, item 5: `/v1/jobs/1_0` acted on job 10 (Python's int() reads `1_0`
+    as 10, `+1`, `01` and `1.0`... as 1). Now ARRAY_INDEX names an array task, as
+    the CLI reads it, and anything else but plain digits is refused in one line."""
+    c = cluster
+    array = c.submit("--array=0-1", "--wrap", "sleep 60")
+    with _http(c, _token(c)) as client:
+        wait_until(lambda: client.get(f"/v1/jobs/{array}_1").json().get("state") == "RUNNING",
+                   "array task 1 to run", 30)  # fmt: skip
+        assert client.get(f"/v1/jobs/{array}_1").json()["display_id"] == f"{array}_1"
+        limited = client.post(f"/v1/jobs/{array}_0/time-limit", json={"time_limit_s": 600})
+        assert limited.status_code == 200 and limited.json()["display_id"] == f"{array}_0"
+        for bad in (f"+{array}", f"0{array}", f"{array}.0", f"{array}_01", f"{array}_",
+                    f"{array}__1", "%2B1", "1e1", "9" * 11):  # fmt: skip
+            answer = client.get(f"/v1/jobs/{bad}")
+            assert answer.status_code == 400, (bad, answer.text)
+            assert "give a job id (digits, no sign or leading zero" in answer.json()["error"]
+        assert client.get(f"/v1/jobs/{array}_7").status_code == 404
+        assert client.post("/v1/jobs/cancel", json={"job_ids": [array]}).status_code == 200
+
+
 def test_bad_listen_addresses_are_one_line(tmp_path: object) -> None:
     c = make_cluster(gpus=1, cpus=2)
     try:

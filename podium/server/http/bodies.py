@@ -4,12 +4,14 @@ each route turns its body into the value the parts below take (a `Selection`, a
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import re
+from typing import Annotated, Literal, NamedTuple
 
-from fastapi import Path, Query
+from fastapi import Depends, Path, Query
 from pydantic import Field
 
 from podium.api.selection import JobFilter, Selection
+from podium.api.text import printable
 from podium.config.validation import RequestModel
 from podium.errors import SpecError
 from podium.jobspec.job import JobState
@@ -19,7 +21,33 @@ MAX_TIME_LIMIT_S = 100 * 365 * 86400
 MAX_EPOCH = 253402300799.0  # 9999-12-31T23:59:59Z: the latest time a query may name
 Epoch = Annotated[float | None, Query(ge=0, le=MAX_EPOCH, allow_inf_nan=False)]
 JobId = Annotated[int, Field(ge=1, le=MAX_JOB_ID)]
-JobIdPath = Annotated[int, Path(ge=1, le=MAX_JOB_ID)]
+_JOB_REF = re.compile(r"([1-9][0-9]{0,9})(?:_(0|[1-9][0-9]{0,9}))?")
+
+
+class JobRef(NamedTuple):
+    """A job named in a URL path: a job id, or an array task by its display id
+    (ARRAY_INDEX, as squeue prints it and the CLI takes it)."""
+
+    job_id: int
+    task: int | None
+
+
+def job_ref(
+    job_id: Annotated[str, Path(max_length=32, description="a job id (12) or array task (12_3)")],
+) -> JobRef:
+    """The job a path names, read strictly: digits with no sign, leading zero, point or
+    separator, or ARRAY_INDEX. Python's int() would take `1_0` as 10 and `+1`, `01`
+    as 1, so a route could act on another job than the one written. Raises SpecError."""
+    found = _JOB_REF.fullmatch(job_id)
+    if found is None or int(found[1]) > MAX_JOB_ID or int(found[2] or 0) > MAX_JOB_ID:
+        raise SpecError(
+            f"job {printable(job_id)!r} in the path: give a job id (digits, no sign or "
+            f"leading zero, at most {MAX_JOB_ID}: 12) or an array task as ARRAY_INDEX (12_3)"
+        )
+    return JobRef(int(found[1]), None if found[2] is None else int(found[2]))
+
+
+JobIdPath = Annotated[JobRef, Depends(job_ref)]
 
 
 TaskIndex = Annotated[int, Field(ge=0, le=MAX_JOB_ID)]

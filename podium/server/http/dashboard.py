@@ -23,10 +23,10 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs
 
-from fastapi import FastAPI, Path, Request
+from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, Response
 
-from podium.jobspec.values import MAX_JOB_ID
+from podium.server.http.bodies import JobIdPath
 from podium.server.http.cookies import cookie_values
 from podium.server.http.sessions import SessionBook
 from podium.server.http.tokens import TokenBook
@@ -129,11 +129,12 @@ def add_dashboard(
         )
 
     @app.get("/jobs/{job_id}", response_class=HTMLResponse, include_in_schema=False)
-    def job_page(job_id: int = Path(ge=1, le=MAX_JOB_ID)) -> HTMLResponse:
+    def job_page(job_id: JobIdPath) -> HTMLResponse:
+        shown = f"{job_id.job_id}" + ("" if job_id.task is None else f"_{job_id.task}")
         return _html(
             _page(
-                f"Podium: job {job_id}", "<section id=job class=muted>loading</section>",
-                page="job", job=str(job_id),
+                f"Podium: job {shown}", "<section id=job class=muted>loading</section>",
+                page="job", job=shown,
             )
         )  # fmt: skip
 

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import Response
 
+from podium.errors import SpecError
 from podium.jobspec.build import SubmitRequest
 from podium.jobspec.request import BatchRequest
 from podium.jobspec.values import MAX_JOB_ID
@@ -27,7 +28,7 @@ from podium.server.http.bodies import (
     TimeLimit,
     job_filter,
 )
-from podium.server.http.route_context import RouteContext, fast_json
+from podium.server.http.route_context import RouteContext, fast_json, job_of
 
 
 def with_forecast(controller: Controller, record: dict[str, Any]) -> dict[str, Any]:
@@ -93,7 +94,10 @@ def add_read_routes(app: FastAPI, ctx: RouteContext) -> None:
         job_id: JobIdPath,
         task: Annotated[int | None, Query(ge=0, le=MAX_JOB_ID)] = None,
     ) -> dict[str, Any]:
-        return with_forecast(controller, call(views.show, job_id, caller(request), task))
+        if job_id.task is not None and task is not None:
+            raise SpecError(f"job {job_id.job_id}_{job_id.task} names its task: leave ?task out")
+        which = job_id.task if task is None else task
+        return with_forecast(controller, call(views.show, job_id.job_id, caller(request), which))
 
     @app.get("/v1/forecast")
     def forecast(request: Request) -> dict[str, Any]:
@@ -145,24 +149,25 @@ def add_control_routes(app: FastAPI, ctx: RouteContext) -> None:
 
     @app.post("/v1/jobs/{job_id}/time-limit")
     def time_limit(request: Request, job_id: JobIdPath, body: TimeLimit) -> dict[str, Any]:
-        who = caller(request)
-        call(control.set_time_limit, who, job_id, body.time_limit_s)
-        return with_forecast(controller, call(views.show, job_id, who))
+        who, job = caller(request), job_of(controller, job_id)
+        call(control.set_time_limit, who, job, body.time_limit_s)
+        return with_forecast(controller, call(views.show, job, who))
 
     @app.post("/v1/jobs/{job_id}/nice")
     def nice(request: Request, job_id: JobIdPath, body: NiceRequest) -> dict[str, Any]:
-        who = caller(request)
-        done = call(control.set_nice, who, job_id, body.nice)
+        who, job = caller(request), job_of(controller, job_id)
+        done = call(control.set_nice, who, job, body.nice)
         wake()
-        return with_forecast(controller, call(views.show, job_id, who)) | {"changed": done}
+        return with_forecast(controller, call(views.show, job, who)) | {"changed": done}
 
     @app.post("/v1/jobs/{job_id}/checkpoint")
     def checkpoint(request: Request, job_id: JobIdPath, body: CheckpointRequest) -> dict[str, Any]:
-        return call(control.checkpoint, caller(request), job_id, body.step)
+        return call(control.checkpoint, caller(request), job_of(controller, job_id), body.step)
 
     @app.post("/v1/jobs/{job_id}/progress")
     def progress(request: Request, job_id: JobIdPath, body: ProgressRequest) -> dict[str, Any]:
-        return call(control.progress, caller(request), job_id, body.done, body.total)
+        job = job_of(controller, job_id)
+        return call(control.progress, caller(request), job, body.done, body.total)
 
     @app.post("/v1/jobs/requeue")
     def requeue(request: Request, body: SelectionBody) -> dict[str, Any]:

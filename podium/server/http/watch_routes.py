@@ -16,6 +16,7 @@ from podium.errors import PermissionDenied, SpecError
 from podium.run.tail_as_user import TailError, tail_as_user
 from podium.server.controller import Controller
 from podium.server.http.bodies import JobIdPath
+from podium.server.http.route_context import job_of
 from podium.store.db import Row
 
 MAX_TAIL_BYTES = 65536
@@ -55,13 +56,13 @@ def add_watch_routes(
     @app.get("/v1/jobs/{job_id}/log")
     def log_tail(
         request: Request,
-        job_id: JobIdPath,
+        job: JobIdPath,
         stream: Literal["stdout", "stderr"] = "stdout",
         max_bytes: Annotated[int, Query(ge=1, le=MAX_TAIL_BYTES)] = 16384,
     ) -> dict[str, Any]:
         """The last `max_bytes` of a job's output (or error) file, read with the job
         user's identity: for that user and the administrators."""
-        who = caller(request)
+        who, job_id = caller(request), job_of(controller, job)
         row: Row = controller.locked(controller.reactor.store.job, job_id)
         if row["uid"] != who.uid and not who.is_admin:
             raise PermissionDenied(
