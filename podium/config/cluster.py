@@ -91,7 +91,14 @@ class ClusterConfig(Closed):
     )
     default_qos: str = "normal"
     accounts: list[Account] = Field(
-        default_factory=list, description="accounts and their shares; empty means any account"
+        default_factory=list,
+        description="accounts and their shares; empty: each user charges their own default "
+        "account (and their teams'), unless open_accounts",
+    )
+    open_accounts: bool = Field(
+        default=False,
+        description="with no accounts listed, let any user charge any account name (a lab "
+        "that uses accounts as free labels); off, a user may charge only their own",
     )
     users: list[UserDefaults] = Field(
         default_factory=list, description="per-user defaults (default_account)"
@@ -199,7 +206,9 @@ class ClusterConfig(Closed):
         accounts = [a for a in self.accounts if a.open_to(user, groups)]
         return {
             "user": user,
-            "accounts": [a.name for a in accounts] if self.accounts else None,
+            "accounts": [a.name for a in accounts]
+            if self.accounts
+            else (None if self.open_accounts else self.own_accounts(user)),
             "default_account": self.default_account(user),
             "qos": qos,
             "default_qos": self.default_qos,
@@ -207,6 +216,18 @@ class ClusterConfig(Closed):
                 a.name: [q for q in qos if q in a.allow_qos] for a in accounts if a.allow_qos
             },
         }
+
+    def may_charge(self, user: str, account: str) -> bool:
+        """Whether `user` may charge `account` when none are configured (listed
+        accounts say for themselves, `Account.open_to`): their default account, a
+        team's account that names them, or any under `open_accounts`."""
+        return bool(self.accounts) or self.open_accounts or account in self.own_accounts(user)
+
+    def own_accounts(self, user: str) -> list[str]:
+        """With no accounts configured: the user's default account and the accounts of
+        the teams that name them."""
+        teams = [a for t in self.teams if user in t.users for a in t.accounts]
+        return list(dict.fromkeys([self.default_account(user), *teams]))
 
     def account(self, name: str) -> Account | None:
         return next((a for a in self.accounts if a.name == name), None)

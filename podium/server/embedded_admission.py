@@ -211,6 +211,13 @@ def _names(draft: Draft) -> Partition:
         )
     if not who.is_admin:
         _team_member(config, account, who, f"{g.where}: --account: " if g is not None else "")
+    if not who.is_admin and not config.may_charge(who.name, account):
+        raise SpecError(
+            f"{g.where if g is not None else 'default account'}: --account: user {who.name} "
+            f"may charge only {', '.join(map(repr, config.own_accounts(who.name)))} (no accounts "
+            "are configured; an administrator lists them in accounts[] with their users, "
+            "or sets open_accounts: true to let anyone charge any)"
+        )
     out["account"] = account
     qos = config.default_qos
     if (g := draft.given("qos")) is not None:

@@ -199,3 +199,38 @@ def test_control_characters_are_escaped_in_tables(cluster: Cluster) -> None:
     record = json.loads(c.cli("show", str(job_id), "--json", check=True).stdout)
     assert record["name"] == name and record["comment"] == "\x07bell"
     c.cli("cancel", str(job_id), check=True)
+
+
+def test_with_no_accounts_configured_a_user_charges_only_their_own(
+    cluster: Cluster, other_user: str
+) -> None:
+    """Issue 60, item 7: with `accounts: []` a user charged 100 GPU-seconds to another
+    user's account (whose fair share fell from 0.25 to 0.11), and `-A root` passed.
+    Now only their own (the default account, their teams') unless open_accounts."""
+    c = cluster
+    for account in ("root", "someone-else"):
+        refused = _as(c, other_user, "submit", f"--account={account}", "--wrap", "true")
+        assert refused.returncode == 2, refused.stderr
+        assert f"user {other_user} may charge only '{other_user}'" in refused.stderr
+        assert "open_accounts: true" in refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+    ok = _as(c, other_user, "submit", "--parsable", "--hold", f"-A{other_user}", "--wrap", "true")
+    assert ok.returncode == 0, ok.stderr
+    shown = _as(c, other_user, "share").stdout
+    assert f"you ({other_user}) may charge {other_user} (default {other_user})" in shown
+    mine = c.submit("--hold", "--account=anything", "--wrap", "true")  # an administrator's
+    assert c.job(mine)["account"] == "anything"
+    c.cli("cancel", ok.stdout.strip(), str(mine), check=True)
+
+
+def test_open_accounts_lets_a_lab_use_accounts_as_free_labels(other_user: str) -> None:
+    c = make_cluster(extra="open_accounts: true\n")
+    c.start()
+    try:
+        ok = _as(c, other_user, "submit", "--parsable", "--hold", "-A", "root", "--wrap", "true")
+        assert ok.returncode == 0, ok.stderr
+        assert c.job(int(ok.stdout))["account"] == "root"
+        assert "may charge any account" in _as(c, other_user, "share").stdout
+        c.cli("cancel", ok.stdout.strip(), check=True)
+    finally:
+        teardown_cluster(c)
