@@ -39,18 +39,21 @@ def make_ranks_dir(path: Path, creds: tuple[int, int] | None) -> None:
         os.chown(path, creds[0], creds[1], follow_symlinks=False)
 
 
-def read_beats(directory: Path) -> dict[int, tuple[float, float]]:
+def read_beats(directory: Path, world: int | None = None) -> dict[int, tuple[float, float]]:
     """rank -> (step, when it was written), from `directory` (`read_ranks`)."""
-    return {rank: (step, when) for rank, (step, when, _) in read_ranks(directory).items()}
+    return {rank: (step, when) for rank, (step, when, _) in read_ranks(directory, world).items()}
 
 
-def read_step_seconds(directory: Path) -> dict[int, tuple[float, float]]:
+def read_step_seconds(directory: Path, world: int | None = None) -> dict[int, tuple[float, float]]:
     """rank -> (its step, the seconds its last step took outside the collectives), for
     the ranks that say (`read_ranks`)."""
-    return {r: (step, s) for r, (step, _, s) in read_ranks(directory).items() if s is not None}
+    said = read_ranks(directory, world).items()
+    return {r: (step, s) for r, (step, _, s) in said if s is not None}
 
 
-def read_ranks(directory: Path) -> dict[int, tuple[float, float, float | None]]:
+def read_ranks(
+    directory: Path, world: int | None = None
+) -> dict[int, tuple[float, float, float | None]]:
     """rank -> (step, when it was written, its step's seconds or None), from
     `directory`. A file holds `STEP[.PHASE] [SECONDS]`: STEP.PHASE (PHASE 0-9) is the
     collective within the step a rank is about to enter, as examples/train.py writes
@@ -58,13 +61,19 @@ def read_ranks(directory: Path) -> dict[int, tuple[float, float, float | None]]:
     SECONDS what its last step took outside the collectives (a straggler's are longer:
     `podium.recover.stragglers`). The files are the user's: only regular files named
     by a rank number count, opened without following a link or blocking on a FIFO, 64
-    bytes at most; a file that holds no step is left out."""
+    bytes at most; a file that holds no step is left out. With `world` (the job's
+    ranks, when the reader knows it) the files 0..world-1 are opened by name, so
+    nothing else the job puts in the directory can crowd a rank out; without it, the
+    first MAX_ENTRIES names listed are read. Either way at most MAX_ENTRIES files."""
     beats: dict[int, tuple[float, float, float | None]] = {}
-    try:
-        with os.scandir(directory) as entries:  # the job's: its first MAX_ENTRIES only
-            names = [e.name for _, e in zip(range(MAX_ENTRIES), entries, strict=False)]
-    except OSError:
-        return beats
+    if world is not None:
+        names = [str(rank) for rank in range(min(world, MAX_ENTRIES))]
+    else:
+        try:
+            with os.scandir(directory) as entries:  # the job's: its first MAX_ENTRIES only
+                names = [e.name for _, e in zip(range(MAX_ENTRIES), entries, strict=False)]
+        except OSError:
+            return beats
     for name in names:
         if not name.isdigit() or len(name) > 6:
             continue

@@ -122,10 +122,11 @@ class SupervisorOrders:
         write_atomic(path, given, durable=False)
         return self._signal(job_id, signal.SIGCHLD)
 
-    def rank_seconds(self, job_id: int) -> dict[int, tuple[float, float]]:
+    def rank_seconds(self, job_id: int, world: int | None) -> dict[int, tuple[float, float]]:
         """Each rank's step and what it said its last step took outside the collectives
-        (podium.run.rank_beats; empty for a job whose ranks say nothing)."""
-        return read_step_seconds(self.job_dir(job_id) / RANKS_DIR)
+        (podium.run.rank_beats, ranks 0..world-1; empty for a job whose ranks say
+        nothing)."""
+        return read_step_seconds(self.job_dir(job_id) / RANKS_DIR, world)
 
     def replacements(self, job_id: int) -> list[dict[str, Any]]:
         """The replicas the job's supervisor replaced from spares so far, oldest first."""

@@ -72,8 +72,9 @@ class RunControl(Protocol):
         """Give a running job new spares (each one replica's GPUs)."""
         ...
 
-    def rank_seconds(self, job_id: int) -> dict[int, tuple[float, float]]:
-        """Each rank's step and its last step's seconds outside the collectives."""
+    def rank_seconds(self, job_id: int, world: int | None) -> dict[int, tuple[float, float]]:
+        """Each rank's step and its last step's seconds outside the collectives (ranks
+        0..world-1)."""
         ...
 
     def replacements(self, job_id: int) -> list[dict[str, Any]]:

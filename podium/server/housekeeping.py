@@ -13,6 +13,13 @@ from podium.recover.resume import newest_checkpoint
 from podium.run.executor import LocalExecutor
 from podium.server.job_rows import held_units
 from podium.server.reactor import Reactor
+from podium.store.brief import Row, brief
+
+
+def _world(row: Row) -> int | None:
+    """A running job's ranks, when fixed (an elastic job's change with its size)."""
+    shown = brief(row)
+    return None if shown.get("elastic") else int(shown.get("ntasks") or 1)
 
 
 class Housekeeping:
@@ -115,8 +122,9 @@ class Housekeeping:
         lock): podium_rank_step_seconds, and stragglers (podium.server.rank_watch)."""
         reactor = self.reactor
         with reactor.lock:
-            jobs = [r["job_id"] for r in reactor.running_rows()]
-        said = {job_id: reactor.effects.runs.rank_seconds(job_id) for job_id in jobs}
+            jobs = [(r["job_id"], _world(r)) for r in reactor.running_rows()]
+        runs = reactor.effects.runs
+        said = {job_id: runs.rank_seconds(job_id, world) for job_id, world in jobs}
         with reactor.lock:
             reactor.ranks.look(said)
 

@@ -19,7 +19,6 @@ One resize a ClusterQueue a pass: the next pass sees what it changed.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,7 +27,6 @@ from typing import Any
 from podium.api.elastic_sizes import elastic_sizes, largest_fitting
 from podium.backends.kubernetes.cluster_queues import GPU, gpu_room
 from podium.backends.kubernetes.elastic_jobset import (
-    SIZED_AT,
     bounds,
     next_generation,
     size_of,
@@ -36,7 +34,7 @@ from podium.backends.kubernetes.elastic_jobset import (
 from podium.backends.kubernetes.engine_api import KubeApi, Obj
 from podium.backends.kubernetes.parse import condition, epoch, quantity
 from podium.backends.kubernetes.queue_fit import pod_requests
-from podium.backends.kubernetes.translate import QUEUE_LABEL, RECORD_ANNOTATION, dns_label
+from podium.backends.kubernetes.translate import QUEUE_LABEL, dns_label
 from podium.errors import ApiError
 from podium.jobspec.job import JobSpec
 
@@ -99,7 +97,8 @@ class ElasticControl:
                        and w["spec"].get("active", True)]  # fmt: skip
             name = jobset["metadata"]["name"]
             try:  # a JobSet's annotations are its user's: one odd job stops no other
-                change = self.change(jobset, waiting, rooms.get(cq, (0, 0)), now)
+                qos = priority_class(mine)  # Kueue's, from the submission: not the user's to edit
+                change = self.change(jobset, waiting, rooms.get(cq, (0, 0)), now, qos)
                 if change is not None:
                     busy.add(cq)
                     done.append(self.resize(jobset, *change, now))
@@ -110,16 +109,18 @@ class ElasticControl:
         return done
 
     def change(
-        self, jobset: Obj, waiting: list[Obj], room: tuple[int, int], now: float
+        self, jobset: Obj, waiting: list[Obj], room: tuple[int, int], now: float, qos: str
     ) -> tuple[int, str] | None:
+        """The resize due for `jobset` (its workload's priority class `qos`): (new size,
+        why), or None. What decides is what its user cannot edit: the QoS as Kueue
+        took it into the Workload, and the time its generation was made as the API
+        server stamped it (creationTimestamp), not the JobSet's annotations."""
         low, high, step = bounds(jobset) or (1, 1, 1)
         allowed, size = elastic_sizes(low, high, step), size_of(jobset)
         per_pod = pod_requests(jobset)[0].get(GPU, 0.0)
         if per_pod <= 0:
             return None
         free = room[0] - room[1]
-        record = jobset["metadata"].get("annotations", {}).get(RECORD_ANNOTATION) or "{}"
-        qos = str(json.loads(record).get("qos") or "")
         classes = self.shrinks_for(qos)
         for other in sorted(waiting, key=lambda w: -int(w["spec"].get("priority") or 0)):
             if priority_class(other) not in classes:
@@ -131,9 +132,7 @@ class ElasticControl:
             if to is not None and to < size:
                 owner = (other["metadata"].get("ownerReferences") or [{}])[0]
                 return to, f"shrink {size}->{to} for {owner.get('kind')} {owner.get('name')}"
-        sized_at = float(jobset["metadata"].get("annotations", {}).get(SIZED_AT) or 0) or (
-            _created(jobset)
-        )
+        sized_at = _created(jobset)  # each generation is a new JobSet
         if waiting or now - sized_at < self.grow_delay_s or free < per_pod:
             return None
         to = largest_fitting(allowed, size + int(free // per_pod))
@@ -198,10 +197,15 @@ def _created(obj: Obj) -> float:
 
 
 def preemptors(qos_table: list[Any]) -> Callable[[str], set[str]]:
-    """qos -> the priority class names (the QoS made DNS-safe) that may preempt it."""
+    """qos (its name, or its priority class: the name made DNS-safe) -> the priority
+    class names that may preempt it."""
 
     def classes(qos: str) -> set[str]:
-        return {dns_label(q.name) for q in qos_table if qos and qos in q.preempt}
+        return {
+            dns_label(q.name)
+            for q in qos_table
+            if qos and (qos in q.preempt or qos in {dns_label(p) for p in q.preempt})
+        }
 
     return classes
 

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import ClassVar
 
+from podium.backends.slurm.elastic_slurm import MEMBER_TAG
 from podium.errors import SpecError
 from podium.jobspec.build import Draft, one_node_count
 
@@ -54,6 +55,13 @@ class SlurmAdmission:
                     f"--{key}={out[key]!r}: expected a Slurm name (letters, digits, _.-)"
                 )
         out.setdefault("time_limit_s", draft.config.default_partition.default_time_s)
+        comment = draft.options.text("comment") or ""
+        if comment.startswith(MEMBER_TAG):
+            raise SpecError(
+                f"--comment={comment[:60]!r}: {MEMBER_TAG!r} marks the members an elastic "
+                "job's keeper starts (podium queue folds them into their job); give "
+                "another comment"
+            )
 
 
 def _spare_nodes(draft: Draft) -> None:

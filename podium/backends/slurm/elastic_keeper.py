@@ -282,7 +282,7 @@ class ElasticKeeper:
 
     def slow_host(self) -> SlowHost | None:
         """A rank the link checks name, once every rank said at a new step."""
-        said = read_step_seconds(self.job_dir / "links")
+        said = read_step_seconds(self.job_dir / "links", self.size)
         steps = {step for step, _ in said.values()}
         if len(said) != self.size or len(steps) != 1 or steps.pop() <= self.link_step:
             return None

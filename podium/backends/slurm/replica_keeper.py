@@ -179,7 +179,9 @@ class Keeper:
                 why = self.fault_on(step.node) or f"rank {step.rank} on {step.node} ended ({code})"
                 return step, why
         assert self.spares is not None
-        found = lost_ranks(read_beats(self.job_dir / "ranks"), time.time(), LOST_GRACE_S)
+        found = lost_ranks(
+            read_beats(self.job_dir / "ranks", self.world), time.time(), LOST_GRACE_S
+        )
         if found is None:
             return None
         lost = [s for s in self.steps if s.rank in found[0]]

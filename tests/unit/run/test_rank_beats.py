@@ -10,6 +10,7 @@ from pathlib import Path
 
 from podium.run.containment import descendants, stopped_by_signal
 from podium.run.rank_beats import (
+    MAX_ENTRIES,
     lost_ranks,
     read_beats,
     read_ranks,
@@ -147,3 +148,16 @@ def test_a_process_or_its_child_stopped_by_a_signal_is_seen_as_stopped() -> None
     finally:
         shell.kill()
         shell.wait()
+
+
+def test_with_the_world_known_no_other_name_crowds_a_rank_out(tmp_path: Path) -> None:
+    """Issue 60, item 8: only the first MAX_ENTRIES names of the directory were read,
+    so a job that wrote other names first hid its real slow rank. Knowing the world,
+    the readers open ranks 0..world-1 by name."""
+    for junk in range(MAX_ENTRIES + 10):
+        (tmp_path / f"x{junk}").write_text("1 0.5")
+    (tmp_path / "0").write_text("7 0.05")
+    (tmp_path / "1").write_text("7 0.90")
+    (tmp_path / "2").write_text("7 0.05")  # not a rank of a world of 2
+    assert read_step_seconds(tmp_path, world=2) == {0: (7.0, 0.05), 1: (7.0, 0.9)}
+    assert len(read_step_seconds(tmp_path)) <= 3  # listed order: maybe none of them

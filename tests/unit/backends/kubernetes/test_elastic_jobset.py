@@ -99,7 +99,7 @@ def test_the_controller_shrinks_for_a_preempting_qos_and_grows_into_unused_quota
     jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"] = size
     jobset["metadata"]["annotations"]["podium.dev/sized-at"] = "0"
     control = ElasticControl(api=None, shrinks_for=preemptors(CONFIG.qos), grow_delay_s=0)  # type: ignore[arg-type]
-    assert control.change(jobset, waiting, room, now=1000.0) == expected
+    assert control.change(jobset, waiting, room, now=1000.0, qos="low") == expected
 
 
 def test_an_elastic_job_without_gpus_per_replica_is_refused() -> None:
@@ -117,20 +117,43 @@ class _Api:
         return self.lists.get(kind, [])
 
 
-def test_a_jobset_with_odd_annotations_stops_no_other() -> None:
-    """A user's own JobSet with a resize log that is not JSON: the pass says so in one
-    line and goes on (it raised, and the controller stopped for everyone, before)."""
+def test_the_controller_decides_by_what_the_user_cannot_edit() -> None:
+    """Issue 60, item 8: the controller took a job's QoS and its last resize time from
+    the JobSet's annotations, which its user may edit (to dodge a shrink, or the grow
+    delay). Now the QoS is the Workload's priority class (Kueue's) and the resize time
+    the JobSet's creationTimestamp (the API server's)."""
     _, jobset = _docs(ELASTIC)
-    jobset["metadata"].update(uid="u1", annotations={"podium.dev/record": "{not json"})
-    workload = _workload(8, "low", True)
+    jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"] = 4
+    jobset["metadata"]["annotations"]["podium.dev/record"] = json.dumps({"qos": "high"})
+    control = ElasticControl(api=None, shrinks_for=preemptors(CONFIG.qos), grow_delay_s=60)  # type: ignore[arg-type]
+    urgent = [_workload(8, "high", False)]
+    assert control.change(jobset, urgent, (32, 32), 1000.0, qos="low") == (
+        3, "shrink 4->3 for JobSet urgent")  # fmt: skip
+    jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"] = 1
+    jobset["metadata"]["annotations"]["podium.dev/sized-at"] = "0"  # "long ago"
+    jobset["metadata"]["creationTimestamp"] = "2026-11-29T00:00:00Z"  # 30 s before now
+    assert control.change(jobset, [], (32, 8), 1_795_910_430.0, qos="low") is None
+    assert control.change(jobset, [], (32, 8), 1_795_910_461.0, qos="low") == (
+        4, "grow 1->4 into unused quota")  # fmt: skip
+
+
+def _api_of(jobset: dict[str, Any], workload: dict[str, Any]) -> _Api:
+    jobset["metadata"]["uid"] = "u1"
     workload["metadata"]["ownerReferences"] = [{"uid": "u1"}]
     workload["spec"]["queueName"] = "default"
-    api = _Api({"JobSet": [jobset], "Workload": [workload],
-                "LocalQueue": [{"metadata": {"name": "default"}, "spec": {"clusterQueue": "cq"}}],
-                "ClusterQueue": [{"metadata": {"name": "cq"}, "spec": {}}]})  # fmt: skip
+    return _Api({"JobSet": [jobset], "Workload": [workload],
+                 "LocalQueue": [{"metadata": {"name": "default"}, "spec": {"clusterQueue": "cq"}}],
+                 "ClusterQueue": [{"metadata": {"name": "cq"}, "spec": {}}]})  # fmt: skip
+
+
+def test_a_jobset_with_odd_annotations_stops_no_other() -> None:
+    """A user's own JobSet that cannot be read (its size gone): the pass says so in one
+    line and goes on (it raised, and the controller stopped for everyone, before)."""
+    _, jobset = _docs(ELASTIC)
+    del jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"]
+    api = _api_of(jobset, _workload(8, "low", True))
     control = ElasticControl(api=api, shrinks_for=preemptors(CONFIG.qos), grow_delay_s=0)  # type: ignore[arg-type]
     (line,) = control.look(now=1000.0)
-    assert line.startswith("wrap-7: left as it is: unreadable (JSONDecodeError")
+    assert line.startswith("wrap-7: left as it is: unreadable (KeyError")
     jobset["metadata"]["annotations"]["podium.dev/resize-log"] = '{"not": "a list"}'
-    del jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"]
     assert elastic_fields(jobset) == {}  # `podium queue` reads it as a plain job

@@ -157,6 +157,8 @@ def test_refused_with_the_reason() -> None:
         _script(["--container-mounts=/a:/b"])
     with pytest.raises(Unsatisfiable, match="bytes"):
         _script([], script="#!/bin/bash\n" + "#" * 200_000 + "\n")
+    with pytest.raises(SpecError, match="marks the members an elastic job's keeper starts"):
+        _script(["--comment=podium-elastic-member:12"])  # issue 60: it hid the job
 
 
 def test_embedded_cluster_takes_image_references_and_refuses_malformed_ones() -> None:
