@@ -62,10 +62,10 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def read_json_safely(path: Path, limit: int = 1 << 20) -> Any:
-    """The JSON at `path` when it is a regular file of at most `limit` bytes, read
+def read_bounded(path: str | Path, limit: int) -> bytes | None:
+    """The bytes of `path` when it is a regular file of at most `limit` bytes, read
     without following a link or waiting on a FIFO (what a user left in a directory of
-    theirs that root reads); None when it is missing, anything else, or not JSON."""
+    theirs that root reads); None when it is missing or anything else."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -74,11 +74,21 @@ def read_json_safely(path: Path, limit: int = 1 << 20) -> Any:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
             return None
-        return json.loads(os.read(fd, limit + 1)[:limit])
-    except (OSError, ValueError):
+        return os.read(fd, limit + 1)[:limit]
+    except OSError:
         return None
     finally:
         os.close(fd)
+
+
+def read_json_safely(path: Path, limit: int = 1 << 20) -> Any:
+    """The JSON at `path`, read as `read_bounded` reads; None when it is missing,
+    anything but a regular file of at most `limit` bytes, or not JSON."""
+    data = read_bounded(path, limit)
+    try:
+        return None if data is None else json.loads(data)
+    except ValueError:
+        return None
 
 
 def read_json(path: Path) -> dict[str, Any] | None:

@@ -20,9 +20,9 @@ Contract:
 from __future__ import annotations
 
 import os
-import stat
 
 from podium.api.lightjson import dumps
+from podium.run.files import read_bounded
 
 TYPE_CHECKING = False  # not `typing`'s: importing it costs srun's start-up ~5 ms
 if TYPE_CHECKING:
@@ -104,17 +104,7 @@ def update_step(step_dir: StepDir, record: dict[str, Any]) -> None:
 def _read_bounded(path: str) -> bytes | None:
     """The file's bytes if it is a regular file (never through a link, never blocking
     on a FIFO) no larger than MAX_RECORD_BYTES."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_RECORD_BYTES:
-            return None
-        return os.read(fd, MAX_RECORD_BYTES + 1)[:MAX_RECORD_BYTES]
-    finally:
-        os.close(fd)
+    return read_bounded(path, MAX_RECORD_BYTES)
 
 
 def _number(value: Any, kind: type) -> Any:

@@ -196,7 +196,9 @@ def test_job_ids_in_paths_are_read_strictly(cluster: Cluster) -> None:
                     f"{array}__1", "%2B1", "1e1", "9" * 11):  # fmt: skip
             answer = client.get(f"/v1/jobs/{bad}")
             assert answer.status_code == 400, (bad, answer.text)
-            assert "give a job id (digits, no sign or leading zero" in answer.json()["error"]
+            error = answer.json()["error"]
+            assert error.startswith("invalid request: job_id: ") and "\n" not in error
+            assert "give a job id (digits, no sign or leading zero" in error
         assert client.get(f"/v1/jobs/{array}_7").status_code == 404
         assert client.post("/v1/jobs/cancel", json={"job_ids": [array]}).status_code == 200
 

@@ -41,8 +41,9 @@ def job_ref(
     found = _JOB_REF.fullmatch(job_id)
     if found is None or int(found[1]) > MAX_JOB_ID or int(found[2] or 0) > MAX_JOB_ID:
         raise SpecError(
-            f"job {printable(job_id)!r} in the path: give a job id (digits, no sign or "
-            f"leading zero, at most {MAX_JOB_ID}: 12) or an array task as ARRAY_INDEX (12_3)"
+            f"invalid request: job_id: {printable(job_id)!r} is not a job: give a job id "
+            f"(digits, no sign or leading zero, at most {MAX_JOB_ID}: 12) or an array task "
+            "as ARRAY_INDEX (12_3)"
         )
     return JobRef(int(found[1]), None if found[2] is None else int(found[2]))
 
