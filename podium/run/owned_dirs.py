@@ -29,13 +29,15 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from podium.run.files import write_all
+
 FIX = (
     "an administrator removes it, or makes STATE/user-NAME for each user beforehand "
     "(docs/slurm.md, 'The shared state directory')"
 )
 
 
-class Squatted(OSError):
+class Squatted(PermissionError):
     """A path a job would use is not the job's user's alone; the message says which,
     why, and what to do, in one line."""
 
@@ -73,8 +75,8 @@ def _check_part(fd: int, path: str, uid: int) -> None:
         )
 
 
-def _open_part(parent: int, name: str, path: str, mode: int, make: bool) -> int:
-    if make:
+def _open_part(parent: int, name: str, path: str, mode: int | None) -> int:
+    if mode is not None:
         with contextlib.suppress(FileExistsError):
             os.mkdir(name, mode, dir_fd=parent)
     try:
@@ -87,29 +89,37 @@ def _open_part(parent: int, name: str, path: str, mode: int, make: bool) -> int:
         raise
 
 
-def owned_dir(base: Path, parts: Sequence[str], uid: int | None = None, mode: int = 0o700) -> Path:
-    """base/parts..., each part made with `mode` when missing, and every part checked
-    on its descriptor: a directory (not a link), owned by `uid` (default: ours), not
-    writable by group or others. `base` itself (followed, it is the administrator's)
-    must be owned by `uid` or root, and sticky when others may write in it.
-    Idempotent. Raises Squatted (one line: the path, why, the fix) or OSError (a part
-    cannot be made: a missing or read-only base)."""
-    owner = os.geteuid() if uid is None else uid
+def open_owned(base: Path, parts: Sequence[str], uid: int, mode: int | None = None) -> int:
+    """A descriptor of the directory base/parts..., walked part by part without
+    following a link, every part checked on its descriptor: a directory owned by `uid`,
+    not writable by group or others. With `mode`, a missing part is made so; without,
+    it is an error. `base` itself (followed, it is the administrator's) must be owned
+    by `uid` or root, and sticky, when others may write in it. The caller closes the
+    descriptor. Raises Squatted (one line: the path, why, the fix) or OSError."""
     if any(not p or "/" in p or p in (".", "..") for p in parts):
         raise Squatted(f"{'/'.join(parts)!r} is not a relative path of plain names")
     fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        _check_base(fd, base, owner)
+        _check_base(fd, base, uid)
         path = base
         for part in parts:
             path = path / part
-            inner = _open_part(fd, part, str(path), mode, make=True)
+            inner = _open_part(fd, part, str(path), mode)
             os.close(fd)
             fd = inner
-            _check_part(fd, str(path), owner)
-    finally:
+            _check_part(fd, str(path), uid)
+    except BaseException:
         os.close(fd)
-    return path
+        raise
+    return fd
+
+
+def owned_dir(base: Path, parts: Sequence[str], uid: int | None = None, mode: int = 0o700) -> Path:
+    """base/parts..., each part made with `mode` when missing and checked as
+    `open_owned` checks it (owned by `uid`, default ours). Idempotent. Raises Squatted
+    or OSError (a part cannot be made: a missing or read-only base)."""
+    os.close(open_owned(base, parts, os.geteuid() if uid is None else uid, mode))
+    return base.joinpath(*parts)
 
 
 def reclaimed_dir(base: Path, name: str, mode: int = 0o755) -> Path:
@@ -121,8 +131,6 @@ def reclaimed_dir(base: Path, name: str, mode: int = 0o755) -> Path:
     and it is another user's in a sticky directory)."""
     path = base / name
     for _ in range(3):
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(path, mode)
         try:
             return owned_dir(base, (name,), mode=mode)
         except Squatted:
@@ -147,28 +155,49 @@ def under(base: Path, path: Path) -> tuple[str, ...] | None:
         return None
 
 
-def new_file(directory: Path, name: str, data: bytes, mode: int = 0o600) -> Path:
-    """Write `data` as directory/name, a file made new for it: written under a random
-    temporary name (O_EXCL: never a file, FIFO or link already there) and renamed into
-    place, so whatever stood at `name` is replaced, never opened. `directory` must be
-    one nobody else can write in (owned_dir's). Returns the path."""
-    tmp = f".{name}.{secrets.token_hex(6)}.tmp"
-    fd = os.open(
-        directory / tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode
-    )
+def new_file_at(
+    directory: int, name: str, data: bytes, mode: int = 0o600, uid: int | None = None
+) -> None:
+    """Write `data` as file `name` of the directory open at descriptor `directory`, a
+    file made new for it (given to `uid` when set): written under a random temporary
+    name (O_EXCL|O_NONBLOCK: never a file, FIFO or link already there, never waiting)
+    and renamed over `name`, so whatever stood there (a FIFO, a hard link to another
+    file, a link) is replaced, never opened. OSError when `name` is a directory."""
+    tmp = f".{name}.{secrets.token_hex(8)}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    fd = os.open(tmp, flags, mode, dir_fd=directory)
     try:
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            if uid is not None:
+                os.fchown(fd, uid, -1)
+            write_all(fd, data)
         finally:
             os.close(fd)
-        os.replace(directory / tmp, directory / name)
+        os.rename(tmp, name, src_dir_fd=directory, dst_dir_fd=directory)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(directory / tmp)
+            os.unlink(tmp, dir_fd=directory)
         raise
+
+
+def new_file(directory: Path, name: str, data: bytes, mode: int = 0o600) -> Path:
+    """`new_file_at` by path: `directory` must be one nobody else can write in
+    (owned_dir's). Returns the file's path."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        new_file_at(fd, name, data, mode)
+    finally:
+        os.close(fd)
     return directory / name
 
 
-__all__ = ["FIX", "Squatted", "new_file", "owned_dir", "reclaimed_dir", "under"]
+__all__ = [
+    "FIX",
+    "Squatted",
+    "new_file",
+    "new_file_at",
+    "open_owned",
+    "owned_dir",
+    "reclaimed_dir",
+    "under",
+]

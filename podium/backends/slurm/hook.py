@@ -27,7 +27,6 @@ import contextlib
 import json
 import os
 import re
-import secrets
 import sys
 import time
 from pathlib import Path
@@ -42,7 +41,7 @@ from podium.node.health.check_results import Action, Result, Status
 from podium.node.health.suite import run_node_checks
 from podium.recover.ladder import PREFIX, fence_reason, fencing_faults
 from podium.recover.saved_fault import SavedFault
-from podium.run.owned_dirs import owned_dir, reclaimed_dir
+from podium.run.owned_dirs import new_file_at, open_owned, owned_dir, reclaimed_dir
 
 
 def _config(node: str) -> ClusterConfig:
@@ -181,35 +180,16 @@ class NodeHook:
 
 
 def write_as_owner(base: Path, parts: tuple[str, ...], name: str, uid: int, data: Any) -> None:
-    """Write `data` (JSON) as file `name` in base/parts..., where every part is a
-    directory owned by `uid` (not a link): walked by descriptors, so nothing the user
-    swaps in between is followed. The file is made new, theirs (0644), under a random
-    name (O_EXCL: never a file, FIFO or link already there, never waiting) and renamed
-    over `name`: whatever the user left at `name` (a FIFO, a hard link to another
-    file, a link) is replaced, never opened. OSError when a part is missing, a link or
-    someone else's, or `name` is a directory."""
-    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
+    """Write `data` (JSON) as file `name` in base/parts..., where every part is the
+    job's user's (`open_owned`: walked by descriptors, no link followed, owned by
+    `uid`, not writable by others; nothing made). The file is made new and theirs
+    (0644) by `new_file_at`: whatever the user left at `name` (a FIFO, a hard link to
+    another file, a link) is replaced, never opened. OSError (Squatted, a
+    PermissionError) when a part is missing, a link or someone else's, or `name` is a
+    directory."""
+    fd = open_owned(base, parts, uid)
     try:
-        for part in parts:
-            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-            os.close(fd)
-            fd = inner
-            if os.fstat(fd).st_uid != uid:
-                raise PermissionError(f"{part} is not the job's user's")
-        tmp = f".{name}.{secrets.token_hex(8)}"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK
-        out = os.open(tmp, flags | os.O_CLOEXEC, 0o644, dir_fd=fd)
-        try:
-            try:
-                os.fchown(out, uid, -1)
-                os.write(out, json.dumps(data).encode())
-            finally:
-                os.close(out)
-            os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=fd)
-            raise
+        new_file_at(fd, name, json.dumps(data).encode(), 0o644, uid)
     finally:
         os.close(fd)
 
