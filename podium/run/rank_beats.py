@@ -62,18 +62,23 @@ def read_ranks(
     `podium.recover.stragglers`). The files are the user's: only regular files named
     by a rank number count, opened without following a link or blocking on a FIFO, 64
     bytes at most; a file that holds no step is left out. With `world` (the job's
-    ranks, when the reader knows it) the files 0..world-1 are opened by name, so
-    nothing else the job puts in the directory can crowd a rank out; without it, the
-    first MAX_ENTRIES names listed are read. Either way at most MAX_ENTRIES files."""
+    ranks, when the reader knows it) only ranks 0..world-1 count, and a directory
+    holding more than MAX_ENTRIES names is read by those names, so nothing else the
+    job puts there can crowd a rank out; without it, the first MAX_ENTRIES names
+    listed are read. Either way at most MAX_ENTRIES files are opened, and a directory
+    of a few names costs no open of a file that is not there."""
     beats: dict[int, tuple[float, float, float | None]] = {}
-    if world is not None:
+    try:
+        with os.scandir(directory) as entries:  # the job's: one more than is ever read
+            names = [e.name for _, e in zip(range(MAX_ENTRIES + 1), entries, strict=False)]
+    except OSError:
+        return beats
+    if world is None:
+        names = names[:MAX_ENTRIES]
+    elif len(names) > MAX_ENTRIES:  # more names than are read: the ranks, by name
         names = [str(rank) for rank in range(min(world, MAX_ENTRIES))]
     else:
-        try:
-            with os.scandir(directory) as entries:  # the job's: its first MAX_ENTRIES only
-                names = [e.name for _, e in zip(range(MAX_ENTRIES), entries, strict=False)]
-        except OSError:
-            return beats
+        names = [n for n in names if n.isdigit() and int(n) < world]
     for name in names:
         if not name.isdigit() or len(name) > 6:
             continue

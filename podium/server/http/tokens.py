@@ -235,7 +235,7 @@ class TokenBook:
                 raise NotFound(f"no token {token_id!r} of yours (podium token list shows them)")
             family = self._descendants(token_id)
             self.store.revoke_tokens(family, now, caller.name)
-            record = replace(self._by_id[token_id], revoked=now).record(now)
+            record = replace(token, revoked=now).record(now)
             for member in family:
                 del self._by_id[member]
         for hook in self.revoked_hooks:
