@@ -15,6 +15,12 @@ KEY="k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-kueue-$KUEUE_VERSION
 ROOT=${PODIUM_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/podium-k8s}
 CACHE=$ROOT/$KEY
 if [ -f "$CACHE/complete" ]; then echo "$CACHE"; exit 0; fi
+# One build at a time (parallel test workers, or .ci/run's own build in the background):
+# the others wait here, then find the cache complete.
+mkdir -p "$ROOT"
+exec 9>"$ROOT/.build.lock"
+flock 9
+if [ -f "$CACHE/complete" ]; then echo "$CACHE"; exit 0; fi
 export GOFLAGS=-mod=mod GOTOOLCHAIN=local
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -111,8 +111,19 @@ start kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig "$KUBE
     --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
     --leader-elect=false --bind-address 127.0.0.1 --secure-port "$KCM" \
     --controllers '*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle'
-start kube-scheduler "$BIN/kube-scheduler" --kubeconfig "$KUBECONFIG_FILE" \
-    --leader-elect=false --bind-address 127.0.0.1 --secure-port "$SCHED"
+# kube-scheduler retries a pod it could not place after a backoff that doubles from
+# podInitialBackoffSeconds to podMaxBackoffSeconds (1 s and 10 s by default). A test
+# cluster's pods wait on nodes the tests free a moment before: at most 1 s here.
+cat > "$DIR/etc/scheduler.yaml" <<EOF
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection: {kubeconfig: "$KUBECONFIG_FILE"}
+leaderElection: {leaderElect: false}
+podInitialBackoffSeconds: 1
+podMaxBackoffSeconds: 1
+EOF
+start kube-scheduler "$BIN/kube-scheduler" --config "$DIR/etc/scheduler.yaml" \
+    --bind-address 127.0.0.1 --secure-port "$SCHED"
 
 # --- kwok: nodes with GPUs and pod lifecycles ------------------------------------------
 # The nodes' GPUs: --gpus whole GPUs, or what a Podium cluster config's node.gpus makes

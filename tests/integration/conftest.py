@@ -301,11 +301,46 @@ def shared_cluster() -> Iterator[Cluster]:
         teardown_cluster(c)
 
 
-@pytest.fixture(scope="session")
-def slurm_hosts() -> Iterator[SlurmCluster]:
+class _SharedSlurm:
+    """The Slurm cluster of hosts a run of modules shares, started when the first of
+    them needs it and stopped as soon as the worker's next test does not: an idle
+    cluster is not free (each node runs Podium's HealthCheckProgram every 3 s)."""
+
+    def __init__(self) -> None:
+        self._running: Iterator[SlurmCluster] | None = None
+        self.cluster: SlurmCluster | None = None
+
+    def get(self) -> SlurmCluster:
+        if self.cluster is None:
+            running = start_cluster(hosts=True)
+            self.cluster = next(running)  # pytest.skip()s where Slurm cannot run
+            self._running = running
+        return self.cluster
+
+    def stop(self) -> None:
+        running, self._running, self.cluster = self._running, None, None
+        if running is not None:
+            next(running, None)  # start_cluster's teardown: down.sh, then the check
+
+
+_shared_slurm = _SharedSlurm()
+
+
+@pytest.fixture(scope="module")
+def slurm_hosts() -> SlurmCluster:
     """One Slurm cluster of hosts (a network, UTS and mount namespace per node) for the
-    whole run: the modules whose tests leave its nodes in service share it (test_slurm,
-    test_slurm_script_kinds, test_slurm_yardstick), each starting from `in_service`.
-    The accounting cluster (test_slurm_teams) is another: slurmdbd changes what every
-    submission may do."""
-    yield from start_cluster(hosts=True)
+    modules whose tests leave its nodes in service (test_slurm, test_slurm_state_dir;
+    test_slurm_yardstick, test_slurm_script_kinds, test_slurm_replace), each starting
+    from `in_service`. Their xdist groups (slurm-hosts-1, -2) run each group's modules
+    back to back in one worker, which starts the cluster once (in its own ports and
+    namespaces, tests.workers) and stops it after the group. The accounting cluster
+    (test_slurm_teams) is another: slurmdbd changes what every submission may do."""
+    return _shared_slurm.get()
+
+
+@pytest.hookimpl(trylast=True)  # after the module fixtures' own teardown
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    if "slurm_hosts" in getattr(item, "fixturenames", ()) and (
+        nextitem is None or "slurm_hosts" not in getattr(nextitem, "fixturenames", ())
+    ):
+        _shared_slurm.stop()

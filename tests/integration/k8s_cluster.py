@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from tests.polling import poll
+from tests.workers import port_base as worker_port_base
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts" / "k8s-testbed"
@@ -37,7 +38,9 @@ def kube_module() -> Any:
 
 def start_cluster(port_base: int, podium_config: str | None = None) -> Iterator[tuple[Path, Any]]:
     """Build (or take from the cache), start, yield (directory, api), stop. With
-    `podium_config` (YAML text), the nodes' GPUs are what its node.gpus advertises."""
+    `podium_config` (YAML text), the nodes' GPUs are what its node.gpus advertises.
+    `port_base` is the module's nominal base, moved into this xdist worker's range."""
+    port_base = worker_port_base(port_base)
     if os.geteuid() != 0:
         pytest.skip("the Kubernetes test cluster binds a mount point for Kueue: needs root")
     for tool in ("go", "openssl", "unshare"):

@@ -18,6 +18,7 @@ import pytest
 
 from podium.api.states import TERMINAL_STATES
 from tests.polling import poll
+from tests.workers import port_base as worker_port_base
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts" / "slurm-testbed"
@@ -40,6 +41,7 @@ def why_no_slurm() -> str | None:
 class SlurmCluster:
     directory: Path
     env: dict[str, str]
+    port_base: int  # this worker's (tests.workers.port_base): names its links and cgroups
 
     @property
     def config(self) -> Path:
@@ -117,7 +119,9 @@ def start_cluster(
     """A running test cluster of `definition`; with `hosts`, each node a host of its
     own (its network, UTS and mount namespaces: hostname, address, /etc/hosts); with
     `accounting`, slurmdbd (over its own MariaDB) keeps associations and slurmctld
-    enforces them."""
+    enforces them. `port_base` is the module's nominal base, moved into this xdist
+    worker's range (tests.workers)."""
+    port_base = worker_port_base(port_base)
     reason = (
         why_no_slurm()
         or (why_no_hosts() if hosts else None)
@@ -156,7 +160,7 @@ def start_cluster(
         PODIUM_HOME=str(directory / "home"),
     )
     try:
-        yield SlurmCluster(directory, env)
+        yield SlurmCluster(directory, env, port_base)
     finally:
         subprocess.run(["bash", str(SCRIPTS / "down.sh"), str(directory)], capture_output=True)
         shutil.rmtree(directory, ignore_errors=True)

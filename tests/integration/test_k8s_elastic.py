@@ -81,7 +81,7 @@ def test_an_elastic_jobset_shrinks_for_a_higher_qos_and_grows_back_within_quota(
         blocker = lab.submit("--qos=normal", "-N", "2", per_node, "--wrap", "train")
         lab.wait(blocker, lambda r: r["state"] == "RUNNING" and len(r["nodes"]) == 2)
         job = lab.submit("--qos=low", "--elastic=1:4", "--gpus-per-task=8",
-                         "--resize-grace=30", "--wrap", "train")  # fmt: skip
+                         "--resize-grace=5", "--wrap", "train")  # fmt: skip
         two = lab.wait(job, lambda r: r["state"] == "RUNNING" and r.get("replicas") == 2
                        and len(r["nodes"]) == 2)  # fmt: skip
         assert two["kind"] == "JobSet" and two["gpus"] == 16
@@ -91,8 +91,9 @@ def test_an_elastic_jobset_shrinks_for_a_higher_qos_and_grows_back_within_quota(
             lab.ok("k8s", "elastic", "--once", "--config", str(lab.config)).count("shrink 2->1")
             == 1
         )
-        # the old JobSet's pods get the 30 s grace before the new one's can be placed on
-        # their nodes, and kube-scheduler retries an unschedulable pod with a backoff
+        # the old JobSet's pods get the 5 s grace (kwok deletes each at a random time
+        # within it) before the new one's can be placed on their nodes, and
+        # kube-scheduler retries an unschedulable pod with a backoff (1 s in the testbed)
         one = lab.wait(job, lambda r: r["state"] == "RUNNING" and r.get("replicas") == 1
                        and len(r["nodes"]) == 1, timeout=180)  # fmt: skip
         assert one["k8s_name"].endswith("-r1") and one["gpus"] == 8
@@ -113,7 +114,7 @@ def test_an_elastic_jobset_shrinks_for_a_higher_qos_and_grows_back_within_quota(
         pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
         env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
         assert env["WORLD_SIZE"] == "4" and env["PODIUM_RESIZE_COUNT"] == "2"
-        assert pod["terminationGracePeriodSeconds"] == 30
+        assert pod["terminationGracePeriodSeconds"] == 5
         queue = json.loads(lab.ok("queue", "--json"))
         assert len([j for j in queue if j["job_id"] == job]) == 1  # one job, not two
         lab.ok("cancel", str(job))

@@ -25,7 +25,8 @@ from tests.integration.slurm_cluster import SlurmCluster, in_service
 from tests.integration.slurm_cluster import start_cluster as start_slurm
 from tests.integration.test_k8s_backend import PODIUM, SLOW, Podium
 
-pytestmark = pytest.mark.integration
+# One worker runs the "slurm-clusters" modules one after another (tests/conftest.py)
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("slurm-clusters")]
 DEFINITION = Path(__file__).with_name("slurm_testbed_switches.yaml")
 SWITCH = {"debug-st-g-1": "s1", "debug-st-g-2": "s1", "debug-st-g-3": "s2", "debug-st-g-4": "s2"}
 

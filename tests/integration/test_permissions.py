@@ -21,6 +21,7 @@ import pytest
 import podium
 from tests.integration.conftest import Cluster, make_cluster, teardown_cluster
 from tests.integration.test_cleanup import NAMES, _body, _gone, _pids
+from tests.workers import ensure_user
 
 pytestmark = pytest.mark.integration
 
@@ -40,14 +41,11 @@ PYTHONPATH = os.pathsep.join(
 _python: list[str] = []
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # the user stays: every module of every worker uses it
 def other_user() -> str:
     if os.geteuid() != 0:
         pytest.skip("needs root to create a second Unix user")
-    try:
-        pwd.getpwnam(USER)
-    except KeyError:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/bash", USER], check=True)
+    ensure_user(USER)
     for candidate in PYTHON_CANDIDATES:
         try:
             probe = subprocess.run(

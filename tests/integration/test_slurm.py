@@ -22,7 +22,8 @@ from tests.integration.conformance import check_backend
 from tests.integration.slurm_cluster import ROOT, TERMINAL, SlurmCluster, in_service
 from tests.polling import poll, wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.slurm]
+# One worker runs the "slurm-hosts-1" modules one after another (tests/conftest.py)
+pytestmark = [pytest.mark.integration, pytest.mark.slurm, pytest.mark.xdist_group("slurm-hosts-1")]
 
 
 @pytest.fixture(scope="module")
@@ -300,7 +301,7 @@ def test_each_node_has_its_own_cgroups_and_memory_is_enforced(
                      "srun grep :memory: /proc/self/cgroup", cwd=tmp_path)  # fmt: skip
     assert slurm.wait_job(job_id, TERMINAL)["state"] == "COMPLETED"
     paths = sorted((tmp_path / f"{job_id}.out").read_text().split())
-    root = "podium-tb18800"  # up.sh names it by the cluster's port base
+    root = f"podium-tb{slurm.port_base}"  # up.sh names it by the cluster's port base
     for node, line in zip(("debug-st-g-1", "debug-st-g-2"), paths, strict=True):
         assert f"/{root}/{node}/slurm_{node}/uid_0/job_{job_id}/step_0/" in line, paths
     # --mem is a limit: 400 MiB under --mem=100M is killed by the node's OOM handler.

@@ -22,7 +22,8 @@ from tests.integration.slurm_cluster import SlurmCluster, in_service, start_clus
 from tests.integration.training_checks import check_elastic_training
 from tests.polling import poll
 
-pytestmark = [pytest.mark.integration, pytest.mark.slurm]
+# One worker runs the "slurm-clusters" modules one after another (tests/conftest.py)
+pytestmark = [pytest.mark.integration, pytest.mark.slurm, pytest.mark.xdist_group("slurm-clusters")]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 QOS = """
 qos:

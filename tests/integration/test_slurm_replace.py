@@ -26,7 +26,8 @@ from podium.run.rank_beats import RANKS_DIR, read_ranks
 from tests.integration.slurm_cluster import ROOT, TERMINAL, SlurmCluster, in_service
 from tests.polling import poll, wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.slurm]
+# One worker runs the "slurm-hosts-2" modules one after another (tests/conftest.py)
+pytestmark = [pytest.mark.integration, pytest.mark.slurm, pytest.mark.xdist_group("slurm-hosts-2")]
 
 
 @pytest.fixture(scope="module")

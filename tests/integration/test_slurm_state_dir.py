@@ -23,8 +23,10 @@ from tests.integration.slurm_cluster import TERMINAL, SlurmCluster, in_service
 from tests.integration.test_permissions import _python, as_login, other_user
 from tests.integration.test_slurm_teams import _as_user
 from tests.polling import poll
+from tests.workers import ensure_user
 
-pytestmark = [pytest.mark.integration, pytest.mark.slurm]
+# One worker runs the "slurm-hosts-1" modules one after another (tests/conftest.py)
+pytestmark = [pytest.mark.integration, pytest.mark.slurm, pytest.mark.xdist_group("slurm-hosts-1")]
 __all__ = ["other_user"]  # the fixture, used here by name
 
 SQUATTER = "podium-squat"
@@ -35,14 +37,10 @@ def slurm(slurm_hosts: SlurmCluster) -> SlurmCluster:
     return in_service(slurm_hosts)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def squatter(other_user: str) -> str:
     """A third user: the one who gets to the state directory first."""
-    try:
-        pwd.getpwnam(SQUATTER)
-    except KeyError:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/bash", SQUATTER],
-                       check=True)  # fmt: skip
+    ensure_user(SQUATTER)
     return SQUATTER
 
 

@@ -22,7 +22,8 @@ from tests.integration.slurm_cluster import PODIUM, TERMINAL, SlurmCluster, star
 from tests.integration.test_permissions import PYTHONPATH, _python, as_login, other_user
 from tests.polling import poll
 
-pytestmark = [pytest.mark.integration, pytest.mark.slurm]
+# One worker runs the "slurm-clusters" modules one after another (tests/conftest.py)
+pytestmark = [pytest.mark.integration, pytest.mark.slurm, pytest.mark.xdist_group("slurm-clusters")]
 __all__ = ["other_user"]  # the fixture, used here by name
 
 TEAMS = [

@@ -20,7 +20,8 @@ from tests.integration.slurm_cluster import (
     in_service,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.slurm]
+# One worker runs the "slurm-hosts-2" modules one after another (tests/conftest.py)
+pytestmark = [pytest.mark.integration, pytest.mark.slurm, pytest.mark.xdist_group("slurm-hosts-2")]
 NODES = "debug-st-g-[1-4]"
 
 

@@ -6,9 +6,7 @@ error, never the daemon's root view; a readable file yields its end and its size
 from __future__ import annotations
 
 import os
-import pwd
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +15,7 @@ import pytest
 
 from podium.run.identity import Identity
 from podium.run.tail_as_user import TailError, tail_as_user
+from tests.workers import ensure_user
 
 USER = "podium-test"
 
@@ -25,11 +24,7 @@ USER = "podium-test"
 def second_user() -> Identity:
     if os.geteuid() != 0:
         pytest.skip("needs root to read as a second Unix user")
-    try:
-        entry = pwd.getpwnam(USER)
-    except KeyError:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/bash", USER], check=True)
-        entry = pwd.getpwnam(USER)
+    entry = ensure_user(USER)
     return Identity.of(entry.pw_uid, entry.pw_gid, USER)
 
 
