@@ -143,6 +143,10 @@ def _testbed_daemons(defn: ClusterDefinition, tb: Testbed) -> list[str]:
         "SlurmctldTimeout=30",
         "MessageTimeout=10",
         "KillWait=5",
+        # Slurm drains a node ("Kill task failed") whose killed step's processes are
+        # not gone within this time (60 s by default): a 2-core machine running the
+        # test suite's four workers has taken longer to end a requeued training step.
+        "UnkillableStepTimeout=180",
         "MinJobAge=300",
         "SchedulerParameters=batch_sched_delay=0,sched_interval=2,bf_interval=2,"
         "sched_min_interval=100000",
