@@ -7,6 +7,12 @@
   fixture is made once, as in a serial run. Every other test is a unit of its own that
   any worker may take. What a group starts lives in the worker's own ports and
   namespaces (tests.workers).
+- **Quiet tests.** A test marked `quiet` measures time or bandwidth against a bound
+  (a yardstick's floor, a straggler's ratio): on two cores shared with three busy
+  workers every rank and link is slow and the bound means nothing. Its call runs
+  alone: every test's call holds a shared lock on the machine, a quiet one an
+  exclusive one (tests.workers.machine_lock), so it waits for a moment when no other
+  test runs and none starts until it ends.
 - **The scheduler.** pytest-xdist 3.8's own `loadgroup` tells the controller a test's
   group by renaming the test (`item._nodeid`), which pytest 9.2 no longer reads: every
   test then went out on its own and a module's cluster was started once per test. Here
@@ -28,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.workers import machine_lock
 
 DURATIONS = Path(__file__).with_name("durations.json")
 GROUPS_KEY = "podium_groups_file"
@@ -118,7 +126,17 @@ class _Recorder:
         DURATIONS.write_text(json.dumps(kept, indent=0, sort_keys=True) + "\n")
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    quiet = item.get_closest_marker("quiet") is not None
+    with machine_lock("test-calls", shared=not quiet):
+        yield
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "quiet: measures time or bandwidth; its call runs with no other test's"
+    )
     if config.getoption("--record-durations") and not hasattr(config, "workerinput"):
         config.pluginmanager.register(_Recorder(), "podium-durations")
 

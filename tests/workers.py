@@ -52,11 +52,12 @@ def port_base(nominal: int) -> int:
 
 
 @contextlib.contextmanager
-def machine_lock(name: str) -> Iterator[None]:
-    """Hold a lock shared by every worker (and every concurrent run) on this machine."""
+def machine_lock(name: str, shared: bool = False) -> Iterator[None]:
+    """Hold a lock on this machine, against every worker (and every concurrent run):
+    exclusive, or `shared` with the other shared holders."""
     LOCKS.mkdir(mode=0o700, exist_ok=True)
     with open(LOCKS / f"{name}.lock", "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+        fcntl.flock(fh, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         try:
             yield
         finally:

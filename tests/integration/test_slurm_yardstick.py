@@ -113,6 +113,7 @@ def _node_sh(slurm: SlurmCluster, *args: str) -> None:
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.quiet  # its bounds hold on an otherwise idle machine
 def test_bisection_names_and_drains_the_slow_node(slurm: SlurmCluster, tmp_path: Path) -> None:
     health = ["health", "--deep", "--nodes", NODES, "--size", "1M"]
     first = _run(slurm, tmp_path, *health)

@@ -32,6 +32,7 @@ def metrics(c: Cluster) -> str:
         return str(api.get("/metrics").text)
 
 
+@pytest.mark.quiet  # its bounds hold on an otherwise idle machine
 def test_a_slow_rank_is_named_and_its_seconds_are_in_the_metrics(
     make: Callable[..., Cluster],
 ) -> None:
@@ -53,6 +54,7 @@ def test_a_slow_rank_is_named_and_its_seconds_are_in_the_metrics(
     assert c.wait(job, timeout=120)["state"] == "COMPLETED"
 
 
+@pytest.mark.quiet  # its bounds hold on an otherwise idle machine
 def test_a_healthy_run_names_no_straggler(make: Callable[..., Cluster]) -> None:
     c = make()
     job = submit(c)
