@@ -115,8 +115,7 @@ class _Recorder:
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        nodeid = report.nodeid.split("@", 1)[0]  # xdist's group suffix
-        self.seconds[nodeid] = self.seconds.get(nodeid, 0.0) + report.duration
+        self.seconds[report.nodeid] = self.seconds.get(report.nodeid, 0.0) + report.duration
 
     @pytest.hookimpl
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -134,9 +133,6 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "quiet: measures time or bandwidth; its call runs with no other test's"
-    )
     if config.getoption("--record-durations") and not hasattr(config, "workerinput"):
         config.pluginmanager.register(_Recorder(), "podium-durations")
 
