@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -71,6 +72,18 @@ class SlurmCluster:
             f"job {job_id} never reached {states}", timeout,
         )  # fmt: skip
         return job
+
+    def story(self, job_id: int) -> str:
+        """What slurmctld and the slurmds logged about `job_id` (the lines naming it):
+        for a failing test's message, where the job's own state says too little."""
+        said = re.compile(rf"\b(JobId=|job_id=|job |StepId=){job_id}\b")
+        lines = [
+            f"{log.name}: {line}"
+            for log in sorted((self.directory / "log").glob("*.log"))
+            for line in log.read_text(errors="replace").splitlines()
+            if said.search(line)
+        ]
+        return "\n".join(lines[-60:])
 
     def node_sh(self, node: str, action: str, *more: str) -> None:
         """scripts/slurm-testbed/node.sh on `node`: a fault (crash, kill, cut, slow

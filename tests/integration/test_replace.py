@@ -65,6 +65,18 @@ def steps_done(c: Cluster) -> int:
     return max((e["step"] for e in progress(c) if e["event"] == "step"), default=0)
 
 
+def ten_steps(c: Cluster, job: int) -> None:
+    """Wait for the training's tenth step; failing, say where the job is and why."""
+    try:
+        poll(lambda: steps_done(c), lambda n: n >= 10, "ten steps", 120)
+    except AssertionError as late:
+        shown = c.job(job)
+        said = "\n".join(f"{e['time']:.1f} {e['kind']}: {e['detail']}" for e in shown["events"])
+        out = c.work / f"train-{job}.out"
+        tail = out.read_text()[-2000:] if out.exists() else "(no output)"
+        raise AssertionError(f"{late}; job {shown['state']}:\n{said}\n{tail}") from None
+
+
 def check_healed(c: Cluster, job: int, before: dict[str, int], survivor: str,
                  reference: dict[int, float]) -> dict[str, Any]:  # fmt: skip
     """The job completed in one run, the survivor's process untouched, every step
@@ -114,7 +126,7 @@ def test_an_xid_on_one_replica_is_replaced_from_the_spare_and_the_spare_refilled
     job's new spare, with a standby of its own: a second fault is replaced too."""
     c = make()
     job = submit_training(c)
-    poll(lambda: steps_done(c), lambda n: n >= 10, "ten steps", 120)
+    ten_steps(c, job)
     poll(lambda: standbys_ready(c, job), lambda n: n >= 1, "the standby", 60)
     before = task_pids(c, job)
     gpus = c.job(job)["gpu_ids"]
@@ -146,7 +158,7 @@ def test_a_killed_store_host_is_replaced_and_the_other_rank_heals(
     warm standby (--cold-spare): the replacement starts from nothing."""
     c = make()
     job = submit_training(c, train="--cold-spare")
-    poll(lambda: steps_done(c), lambda n: n >= 10, "ten steps", 120)
+    ten_steps(c, job)
     before = task_pids(c, job)
     c.cli("inject", "kill", str(job), "--rank", "0", check=True)
     shown = check_healed(c, job, before, "1", reference)
@@ -157,9 +169,14 @@ def test_a_killed_store_host_is_replaced_and_the_other_rank_heals(
 def test_a_hung_rank_is_replaced_before_the_heartbeat_timeout(
     make: Callable[..., Cluster], reference: dict[int, float]
 ) -> None:
+    """The rank is named once the job is quiet for half the timeout. The timeout
+    counts from the job's start (docs/resiliency.md): 3 s to the first step here alone,
+    but three PyTorch processes starting beside three other workers' jobs may take
+    over 20 s, and in CI a job with 20 s never reached a step in 120 s. With 40 s the
+    start has room and the hang is named 20 s after the rank stops."""
     c = make()
-    job = submit_training(c, "--heartbeat-timeout=20")
-    poll(lambda: steps_done(c), lambda n: n >= 10, "ten steps", 120)
+    job = submit_training(c, "--heartbeat-timeout=40")
+    ten_steps(c, job)
     before = task_pids(c, job)
     c.cli("inject", "hang", str(job), "--rank", "1", check=True)
     shown = check_healed(c, job, before, "0", reference)

@@ -78,8 +78,10 @@ def main() -> None:
     held.cancel()
     held.watcher.update()
     out["cancelled"] = held.state
-    # timeout: SIGUSR2 at 5 s of each run, checkpoint, `scontrol requeue`, resume
-    timed = executor("logs/%j", timeout_min=1, slurm_signal_delay_s=55).submit(Counter(), 12)
+    # timeout: SIGUSR2 at 10 s of each run, checkpoint, `scontrol requeue`, resume. Each
+    # run's Python start counts in its 10 s; submitit gives up after 3 timeouts, so the
+    # 12 steps fit while a start takes under 7 s (a loaded machine took over 2 s)
+    timed = executor("logs/%j", timeout_min=1, slurm_signal_delay_s=50).submit(Counter(), 12)
     out["timeout"] = list(timed.result())
     # job._interrupt(): `scancel --signal SIGTERM` then `--signal USR2`: preempted, resumed
     preempted = executor("logs/%j", timeout_min=30).submit(Counter(), 6)
