@@ -11,8 +11,9 @@
   (a yardstick's floor, a straggler's ratio): on two cores shared with three busy
   workers every rank and link is slow and the bound means nothing. Its call runs
   alone: every test's call holds a shared lock on the machine, a quiet one an
-  exclusive one (tests.workers.machine_lock), so it waits for a moment when no other
-  test runs and none starts until it ends.
+  exclusive one, taken behind a turnstile that stops new calls while it waits
+  (tests.workers.call_lock): it waits for the calls already running, and none
+  starts until it ends.
 - **The scheduler.** pytest-xdist 3.8's own `loadgroup` tells the controller a test's
   group by renaming the test (`item._nodeid`), which pytest 9.2 no longer reads: every
   test then went out on its own and a module's cluster was started once per test. Here
@@ -35,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from tests.workers import machine_lock
+from tests.workers import call_lock
 
 DURATIONS = Path(__file__).with_name("durations.json")
 GROUPS_KEY = "podium_groups_file"
@@ -128,7 +129,7 @@ class _Recorder:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     quiet = item.get_closest_marker("quiet") is not None
-    with machine_lock("test-calls", shared=not quiet):
+    with call_lock(quiet):
         yield
 
 

@@ -99,7 +99,17 @@ class SlurmCluster:
         return next(n for n in nodes if n["node"] == name)
 
     def wait_node(self, name: str, test: Any, timeout: float = 60) -> dict[str, Any]:
-        return poll(lambda: self.node(name), test, f"node {name} never got there", timeout)
+        try:
+            return poll(lambda: self.node(name), test, f"node {name} never got there", timeout)
+        except AssertionError as late:  # what its health hook last said, and slurmd
+            from podium.backends.slurm.hook import health_log
+            from podium.config.cluster import load_config
+
+            hook = health_log(load_config(self.config))
+            said = [x for x in hook.read_text().splitlines() if name in x] if hook.exists() else []
+            slurmd = self.directory / "log" / f"slurmd-{name}.log"
+            tail = slurmd.read_text(errors="replace").splitlines()[-15:] if slurmd.exists() else []
+            raise AssertionError("\n".join([str(late), *said[-5:], *tail])) from None
 
 
 def why_no_hosts() -> str | None:

@@ -28,32 +28,35 @@ def _launch_counts(c: Cluster) -> dict[str, int]:
 
 def _supervisor_pid(c: Cluster, job_id: int) -> int:
     path = c.home / "jobs" / str(job_id) / "started.json"
-    wait_until(path.exists, f"{path} to be written", 10)
+    wait_until(path.exists, f"{path} to be written", 30)
     return int(json.loads(path.read_text())["pid"])
 
 
 def test_kill9_and_restart_loses_nothing(cluster: Cluster) -> None:
     c = cluster
-    # Long jobs run until the test opens the gate, so the check does not race the clock.
+    # Jobs run until the test opens their gate, so the check does not race the clock:
+    # the short one's opens once the daemon is down (a 0.5 s sleep could end, and be
+    # seen by the daemon, before a loaded machine got to the kill).
     body = (
         "echo $PODIUM_JOB_ID >> launches.txt\n"
-        'if [ "$1" = gate ]; then while [ ! -e gate-open ]; do sleep 0.1; done; '
-        'else sleep "$1"; fi\n'
+        'if [ "$1" = sleep ]; then sleep 0.2; exit; fi\n'
+        'while [ ! -e "$1-open" ]; do sleep 0.1; done\n'
     )
     script = c.script(body, "rec.sh")
     long_a = c.submit("--gpus=2", str(script), "gate")
-    short = c.submit("--gpus=1", str(script), "0.5")  # ends while the daemon is down
+    short = c.submit("--gpus=1", str(script), "short")  # ends while the daemon is down
     long_b = c.submit("--gpus=1", str(script), "gate")
-    pending = c.submit("--gpus=4", str(script), "0.2")
+    pending = c.submit("--gpus=4", str(script), "sleep")
     for job_id in (long_a, short, long_b):
-        c.wait(job_id, {"RUNNING", "COMPLETED"})
-    supervisors = {j: _supervisor_pid(c, j) for j in (long_a, long_b)}
+        c.wait(job_id, {"RUNNING"})
+    supervisors = {j: _supervisor_pid(c, j) for j in (long_a, short, long_b)}
 
     c.kill9()
     quick = dict(c.env, PODIUM_RETRY_S="1")  # not the 30 s a restart is waited for
     assert c.cli("queue", env=quick).returncode == 1  # nobody answers, and says so
     for pid in supervisors.values():
         assert psutil.pid_exists(pid), "jobs must outlive the daemon"
+    (c.work / "short-open").touch()
     ended = c.home / "jobs" / str(short) / "result.json"  # its supervisor's record
     wait_until(ended.exists, f"job {short} ends with no daemon to see it")
 

@@ -188,7 +188,7 @@ def test_health_fault_requeues_two_node_job_excluding_the_node(
     with log.open("a") as fh:
         bus = declared_bus_id(1, str(node_state_dir(load_config(slurm.config), victim)))
         fh.write(f"[  100.000000] NVRM: Xid (PCI:{bus}): 48, pid=1, name=python, DBE\n")
-    drained = slurm.wait_node(victim, lambda n: (n["reason"] or "").startswith("podium:"), 30)
+    drained = slurm.wait_node(victim, lambda n: (n["reason"] or "").startswith("podium:"), 60)
     assert "xid" in drained["reason"].lower()
     requeued = slurm.wait_job(job_id, {"PENDING", "RUNNING"}, 30)
     requeued = poll(lambda: slurm.json("show", str(job_id)),
