@@ -192,15 +192,22 @@ def make_cluster(gpus: int = 4, cpus: int = 8, kill_wait: float = 1.0, extra: st
 
 
 def qos_trio_behind_a_blocker(c: Cluster) -> tuple[int, int, int]:
-    """A 4-GPU job running for 5 s, then, waiting behind it, a low-QoS 2-GPU job, a
-    normal 4-GPU one and a high-QoS 2-GPU one, in that submit order: their ids (the
-    queue-order tests of multifactor priority and of least attained service)."""
-    blocker = c.submit("--gpus=4", "--wrap", "sleep 5")
+    """A 4-GPU job running until `open_the_blocker`, then, waiting behind it, a low-QoS
+    2-GPU job, a normal 4-GPU one and a high-QoS 2-GPU one, in that submit order: their
+    ids (the queue-order tests of multifactor priority and of least attained service).
+    A gate, not a time: three submissions on a loaded machine took longer than 5 s."""
+    gate = c.work / "blocker-open"
+    blocker = c.submit("--gpus=4", "--wrap", f"while [ ! -e {gate} ]; do sleep 0.1; done")
     c.wait(blocker, {"RUNNING"})
     low = c.submit("--qos=low", "--gpus=2", "--wrap", "sleep 0.5")
     normal = c.submit("--gpus=4", "--wrap", "sleep 0.5")
     high = c.submit("--qos=high", "--gpus=2", "--wrap", "sleep 0.5")
     return low, normal, high
+
+
+def open_the_blocker(c: Cluster) -> None:
+    """End `qos_trio_behind_a_blocker`'s blocker."""
+    (c.work / "blocker-open").touch()
 
 
 def mail_recorder(cluster: Cluster, line: str = '"$@"') -> Path:

@@ -15,6 +15,7 @@ import pytest
 from tests.integration.conftest import (
     Cluster,
     make_cluster,
+    open_the_blocker,
     qos_trio_behind_a_blocker,
     teardown_cluster,
 )
@@ -115,5 +116,6 @@ def test_qos_priority_does_not_reorder_the_default_queue(las_cluster: Cluster) -
     assert [(j["job_id"], j["order"], j["las_queue"], j["attained_gpu_s"]) for j in shown] == [
         (low, "las", 0, 0.0), (normal, "las", 0, 0.0), (high, "las", 0, 0.0)
     ], shown  # fmt: skip
+    open_the_blocker(c)
     jobs = {j: c.wait(j, timeout=30) for j in (low, normal, high)}
     assert jobs[low]["start_time"] <= jobs[normal]["start_time"] <= jobs[high]["start_time"]

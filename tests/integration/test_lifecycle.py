@@ -12,6 +12,7 @@ from tests.integration.conftest import (
     PODIUM,
     Cluster,
     make_cluster,
+    open_the_blocker,
     qos_trio_behind_a_blocker,
     teardown_cluster,
 )
@@ -148,6 +149,7 @@ def test_priority_order_and_reasons() -> None:
         reasons = {j: c.job(j)["reason"] for j in (low, normal, high)}
         assert reasons[high] == "Resources"
         assert reasons[normal] == "Priority" and reasons[low] == "Priority"
+        open_the_blocker(c)
         jobs = {j: c.wait(j, timeout=30) for j in (low, normal, high)}
         assert jobs[high]["start_time"] <= jobs[normal]["start_time"] <= jobs[low]["start_time"]
     finally:

@@ -129,7 +129,18 @@ def _hook_script(hook: str, etc: str, python: str, testbed: Testbed | None) -> s
     lines = ["#!/bin/sh", f"# {what}.", f"export PODIUM_CONFIG={shlex.quote(etc + '/podium.yaml')}"]
     if testbed:
         lines.append(f"export SLURM_CONF={shlex.quote(etc + '/slurm.conf')}")
-    lines.append(f"exec {shlex.quote(python)} -m podium.backends.slurm.hook {hook}")
+    run = f"{shlex.quote(python)} -m podium.backends.slurm.hook {hook}"
+    if hook == "health":
+        # slurmd starts the program every HealthCheckInterval whether or not the last
+        # run ended: runs slowed by a loaded machine (or a hung GPU query) piled up, 49
+        # at once on a 2-core test machine. A run finds the node's last one still
+        # running and leaves it to finish (`flock -n`, exit 0), as LBNL NHC does.
+        locks = f"{testbed.directory}/run" if testbed else "/run/lock"
+        lines.append(
+            f'exec flock -n -E 0 {shlex.quote(locks)}/podium-health-"$SLURMD_NODENAME".lock {run}'
+        )
+    else:
+        lines.append(f"exec {run}")
     return "\n".join(lines) + "\n"
 
 

@@ -63,7 +63,10 @@ def test_testbed_layout_and_sharing_modes() -> None:
         in files["gres.conf"]
     )
     assert "TB_NODES=" in files["testbed.env"]
-    assert "exec py -m podium.backends.slurm.hook health" in files["podium-health.sh"]
+    health = files["podium-health.sh"]  # one run at a time per node: a slow one is not piled on
+    lock = '/tmp/tb/run/podium-health-"$SLURMD_NODENAME".lock'
+    assert f"exec flock -n -E 0 {lock} py -m podium.backends.slurm.hook health" in health
+    assert "exec py -m podium.backends.slurm.hook prolog" in files["podium-prolog.sh"]
 
 
 def test_a_mixed_mig_layout_as_podiums_config_gives_it() -> None:
