@@ -11,9 +11,11 @@
   (a yardstick's floor, a straggler's ratio): on two cores shared with three busy
   workers every rank and link is slow and the bound means nothing. Its call runs
   alone: every test's call holds a shared lock on the machine, a quiet one an
-  exclusive one, taken behind a turnstile that stops new calls while it waits
-  (tests.workers.call_lock): it waits for the calls already running, and none
-  starts until it ends.
+  exclusive one (tests.workers.machine_lock), so it waits for a moment when no other
+  test runs and none starts until it ends. flock lets shared holders overtake a
+  waiting exclusive one, so a quiet test may wait minutes, but its worker alone
+  waits: a turnstile that stopped new calls while it waited (tried) left three
+  workers idle until the longest running call ended, and the run took far longer.
 - **The scheduler.** pytest-xdist 3.8's own `loadgroup` tells the controller a test's
   group by renaming the test (`item._nodeid`), which pytest 9.2 no longer reads: every
   test then went out on its own and a module's cluster was started once per test. Here
@@ -36,7 +38,7 @@ from typing import Any
 
 import pytest
 
-from tests.workers import call_lock
+from tests.workers import machine_lock
 
 DURATIONS = Path(__file__).with_name("durations.json")
 GROUPS_KEY = "podium_groups_file"
@@ -129,7 +131,7 @@ class _Recorder:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     quiet = item.get_closest_marker("quiet") is not None
-    with call_lock(quiet):
+    with machine_lock("test-calls", shared=not quiet):
         yield
 
 

@@ -64,26 +64,6 @@ def machine_lock(name: str, shared: bool = False) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-@contextlib.contextmanager
-def call_lock(quiet: bool) -> Iterator[None]:
-    """Hold the machine for a test's call: alone for a `quiet` test, shared with the
-    other tests' calls otherwise. Every call passes a turnstile on its way in, which a
-    quiet test holds while it waits: flock lets shared holders overtake a waiting
-    exclusive one, so without it a quiet test waited while the other workers' calls
-    kept overlapping (over 200 s in a run); with it, no call starts once a quiet test
-    waits, and it waits only for the calls already running."""
-    LOCKS.mkdir(mode=0o700, exist_ok=True)
-    with (
-        open(LOCKS / "test-turnstile.lock", "a") as gate,
-        open(LOCKS / "test-calls.lock", "a") as calls,
-    ):
-        fcntl.flock(gate, fcntl.LOCK_EX if quiet else fcntl.LOCK_SH)
-        fcntl.flock(calls, fcntl.LOCK_EX if quiet else fcntl.LOCK_SH)
-        if not quiet:
-            fcntl.flock(gate, fcntl.LOCK_UN)
-        yield  # closing the files lets both go
-
-
 def ensure_user(name: str) -> pwd.struct_passwd:
     """The Unix user `name`, made (no home, bash) if this machine lacks it; needs root.
     Tests never remove these users: another worker may be running as one."""

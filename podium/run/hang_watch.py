@@ -1,6 +1,13 @@
 """The supervisor's watch for a hung job (`--heartbeat-timeout`): how long the job
 has been silent, and which ranks hung (podium.run.rank_beats).
 
+The timeout counts from the job's last heartbeat. Before its first, the job is
+starting (imports, rendezvous, a checkpoint's load) and has `startup_allowance(T)`:
+the timeout or STARTUP_S, whichever is longer, as nvidia-resiliency-ext gives a first
+heartbeat a timeout of its own (`initial_rank_heartbeat_timeout`). Counted from the
+start, a 40 s timeout stopped a training whose three PyTorch processes took longer
+than that to their first step on a loaded machine, and its restart the same way.
+
 A mixin of podium.run.supervisor.Supervisor, apart so each stays one job's size.
 Standard library only (the supervisor imports it at every job start).
 """
@@ -20,11 +27,20 @@ if TYPE_CHECKING:
     from podium.run.plan import TaskPlan
 
 
+STARTUP_S = 600.0  # a job's least time to its first heartbeat
+
+
+def startup_allowance(timeout: float) -> float:
+    """How long a job with heartbeat timeout `timeout` may take to its first beat."""
+    return max(timeout, STARTUP_S)
+
+
 class HangWatch:
     """Tell a hung job and name its hung ranks; the Supervisor provides the fields."""
 
     start: float
     heartbeat: Path | None
+    heartbeat_made: float | None  # the file's mtime as the supervisor made it
     heartbeat_timeout: float
     ranks: Path | None
     tasks: dict[int, TaskPlan]
@@ -34,20 +50,29 @@ class HangWatch:
     def _steps(self) -> list[dict[str, Any]]:
         raise NotImplementedError  # the Supervisor's
 
-    def _silent_for(self, now: float) -> float:
-        """Seconds since the job's last heartbeat (or its start)."""
+    def _silent_for(self, now: float) -> float | None:
+        """Seconds since the job's last heartbeat; None before its first (the file
+        as the supervisor made it, or gone)."""
         assert self.heartbeat is not None
         try:
-            last = max(self.start, os.stat(self.heartbeat).st_mtime)
+            last = os.stat(self.heartbeat).st_mtime
         except OSError:
-            last = self.start
-        return now - last
+            return None
+        if self.heartbeat_made is not None and last <= self.heartbeat_made:
+            return None
+        return now - max(last, self.start)
 
     def _hang(self, now: float) -> tuple[str, list[int]] | None:
         """Why the job is hung and the ranks named: a rank a step behind, or else one
         whose process a signal stopped, read only once the heartbeat is quiet for half
-        the timeout; or no heartbeat for the whole timeout (no rank named)."""
+        the timeout; or no heartbeat for the whole timeout (no rank named); or, before
+        the first heartbeat, none within the start-up allowance."""
         silent = self._silent_for(now)
+        if silent is None:
+            waited = now - self.start
+            if waited > startup_allowance(self.heartbeat_timeout):
+                return f"no heartbeat in the {waited:.0f}s since the start", []
+            return None
         half = self.heartbeat_timeout / 2
         if self.ranks is not None and silent >= half:
             beats = read_beats(self.ranks)
@@ -71,4 +96,4 @@ class HangWatch:
         return [r for r, pid in pids.items() if pid in members and stopped_by_signal(pid)]
 
 
-__all__ = ["HangWatch"]
+__all__ = ["STARTUP_S", "HangWatch", "startup_allowance"]

@@ -20,8 +20,9 @@ Contract:
   could still do would be trusted). SIGCHLD also wakes it to deliver the signals
   users sent (podium.run.job_signals).
 - With a heartbeat timeout, the job must touch PODIUM_HEARTBEAT_FILE at least that
-  often (counted from its start); when it does not, it is hung: SIGTERM, the grace
-  time, SIGKILL, state FAILED with reason "hang: ..." and fault "hang".
+  often once it has touched it, and first within the start-up allowance
+  (podium.run.hang_watch); when it does not, it is hung: SIGTERM, the grace time,
+  SIGKILL, state FAILED with reason "hang: ..." and fault "hang".
 - It writes JOB_DIR/tasks.json (each task's pid by rank) once all tasks started, and
   again when a replica is replaced.
 - A job with spares (plan.spares) that takes part in the contract has a replica that
@@ -110,6 +111,7 @@ class Supervisor(ReplicaFaults, HangWatch, JobOutcome):
         self.reason = "None"
         self.fault: str | None = None
         self.heartbeat: Path | None = None
+        self.heartbeat_made: float | None = None
         self.container_state: str | None = None  # its writable layers, in the user's cache
         self.container: dict[str, Any] | None = None  # as prepared, for --container-save
         self.save_failure: str | None = None  # why --container-save could not save
@@ -154,6 +156,7 @@ class Supervisor(ReplicaFaults, HangWatch, JobOutcome):
         owner = (plan.uid, plan.gid) if creds is not None else None
         if self.heartbeat is not None:
             own_file(str(self.heartbeat), owner)
+            self.heartbeat_made = os.stat(self.heartbeat).st_mtime
             heartbeat = str(self.heartbeat)
         if self.ranks is not None:
             make_ranks_dir(self.ranks, owner)

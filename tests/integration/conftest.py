@@ -311,7 +311,7 @@ def shared_cluster() -> Iterator[Cluster]:
 class _SharedSlurm:
     """The Slurm cluster of hosts a run of modules shares, started when the first of
     them needs it and stopped as soon as the worker's next test does not: an idle
-    cluster is not free (each node runs Podium's HealthCheckProgram every 3 s)."""
+    cluster is not free (each node runs Podium's HealthCheckProgram every 10 s)."""
 
     def __init__(self) -> None:
         self._running: Iterator[SlurmCluster] | None = None

@@ -124,7 +124,10 @@ def test_a_lost_replica_is_replaced_from_the_spare_node(
         after = poll(lambda: [e for e in read_progress(progress)
                               if e["event"] == "step" and e["t"] > heal["t"]],
                      bool, "a step after the heal", 30)  # fmt: skip
-        assert after[0]["t"] - fault_at <= 10, f"fault -> next step {after[0]['t'] - fault_at}"
+        # An Xid waits for the node's next health run (every 10 s in the test clusters)
+        bound = 20 if fault == "xid" else 10
+        took = after[0]["t"] - fault_at
+        assert took <= bound, f"fault -> next step {took}"
         assert _rank_pid(slurm, first) == rank0  # the survivor kept its process
         try:
             final = slurm.wait_job(job_id, set(TERMINAL), 180)

@@ -1,17 +1,11 @@
-"""The parallel workers' port ranges (tests/workers.py) never meet, and a quiet test's
-call runs alone without waiting behind calls that start after it asked."""
+"""The parallel workers' port ranges (tests/workers.py) never meet."""
 
 from __future__ import annotations
-
-import fcntl
-import threading
-from pathlib import Path
 
 import pytest
 
 from podium.backends.slurm import slurm_conf
 from tests import workers
-from tests.polling import wait_until
 
 # The modules' nominal bases (slurm_cluster.start_cluster callers and k8s_cluster's) and
 # the most ports above its base any cluster binds (a Slurm one-host layout's slurmds at
@@ -41,38 +35,3 @@ def test_a_worker_past_the_last_range_is_refused(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("PYTEST_XDIST_WORKER", f"gw{workers.MAX_WORKERS}")
     with pytest.raises(AssertionError, match="at most"):
         workers.port_base(18800)
-
-
-def test_a_waiting_quiet_call_stops_new_calls(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A call runs; a quiet one asks, then another plain one: the quiet call goes next
-    (the later call does not overtake it), alone, and the later call after it."""
-    monkeypatch.setattr(workers, "LOCKS", tmp_path)
-    ran: list[str] = []
-    running = workers.call_lock(quiet=False)
-    running.__enter__()
-
-    def call(name: str, quiet: bool) -> None:
-        with workers.call_lock(quiet):
-            ran.append(name)
-
-    def turnstile_held() -> bool:
-        with open(tmp_path / "test-turnstile.lock", "a") as fh:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return True
-            return False
-
-    quiet = threading.Thread(target=call, args=("quiet", True))
-    quiet.start()
-    wait_until(turnstile_held, "the quiet call at the turnstile", 10)
-    late = threading.Thread(target=call, args=("late", False))
-    late.start()
-    late.join(0.3)  # it must still be waiting: nothing ran while the first call runs
-    assert ran == []
-    running.__exit__(None, None, None)
-    quiet.join(10)
-    late.join(10)
-    assert ran == ["quiet", "late"]
