@@ -26,7 +26,8 @@ def test_passes_follow_changes_not_the_clock(c: Cluster) -> None:
     c.reactor.tick()
     assert c.reactor.pass_due() > PERIODIC_PASS_S / 2  # nothing changed: none due soon
     blocked = c.submit("--gpus=2")
-    assert c.reactor.pass_due() == pytest.approx(0.0, abs=0.05)
+    assert c.reactor.pass_due() == pytest.approx(0.0, abs=2.0)  # due now, not in 15-30 s (the
+    # harness's clock is the wall's: a loaded machine took 0.2 s between the two calls)
     c.reactor.tick()
     assert c.store.job(blocked)["reason"] == "Resources"
     c.reactor.wake()  # a change the store does not see (a resume)
