@@ -181,6 +181,8 @@ def test_a_fault_during_a_resize_requeues_the_job_once_at_a_size_that_fits() -> 
         c.wait(blocker, {"RUNNING"})
         job = _submit_elastic(c, "--resize-grace=30", "--export=ALL,IGNORE=1", "--auto-resume=2")
         three = _until(c, job, lambda j: j["state"] == "RUNNING" and j["replicas"] == 3)
+        wait_until(lambda: len([x for x in _lines(c) if x["what"] == "start"]) >= 3,
+                   "three replicas to start", 30)  # fmt: skip
         urgent = c.submit("--qos=high", "--gpus=1", "--wrap", "sleep 300")
         _until(c, job, lambda j: any(e["kind"] == "resizing" for e in j["events"]))
         bad = json.loads(three["gpu_ids"])[0] if isinstance(three["gpu_ids"], str) else (
@@ -193,7 +195,7 @@ def test_a_fault_during_a_resize_requeues_the_job_once_at_a_size_that_fits() -> 
             one["lost_gpu_seconds"])  # fmt: skip
         assert not [r for r in one["resize_log"] if "done" not in r]  # no resize left open
         worlds = poll(lambda: [x["world"] for x in _lines(c) if x["what"] == "start"],
-                      lambda seen: 1 in seen, "a start in a world of 1", 10)  # fmt: skip
+                      lambda seen: 1 in seen, "a start in a world of 1", 30)  # fmt: skip
         assert sorted(worlds) == [1, 3, 3, 3], worlds  # never at 2, never twice at once
         for other in (job, urgent, blocker):
             c.cli("cancel", str(other), check=True)
