@@ -6,9 +6,11 @@ GPUs times the time since this run started. The limits of `LasRules.queue_limits
 cut attained service into queues: queue 0 below the first limit, queue 1 up to the
 second, and so on. A pass takes lower queues first and submit order inside a queue,
 so a new job goes before every job that has had more than the first limit's service,
-without knowing how long any job will run. Partition tiers still come first
-(`podium.sched.order`); QoS priority does not order the queue, but a job is never
-stopped for one of a lower-priority QoS, and QoS preemption still applies.
+without knowing how long any job will run. The operator's tiers come first
+(`podium.sched.order.las_order`), as Slurm orders by partition PriorityTier and QoS
+before its multifactor sum: partition tier, then QoS priority, and least attained
+service within a tier. A job is never stopped for one of a lower-priority QoS, and
+QoS preemption still applies.
 
 Starvation guard (Tiresias' STARVE_LIMIT): a job that has waited, since it last joined
 the queue, `starve_factor` times its attained service in GPU-seconds per GPU (the

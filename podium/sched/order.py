@@ -25,6 +25,7 @@ from podium.sched.model import PendingGroup, PendingJob, Policy, Snapshot
 from podium.sched.priority import Factors, factors, limit_level, shortness_of
 
 INF = float("inf")
+OrderKey = tuple[float, ...]  # a pending job's place: lower goes first
 
 
 def priority_key(job: PendingJob, prio: float) -> tuple[float, float, int]:
@@ -134,24 +135,29 @@ def _all_factors(snapshot: Snapshot, now: float, policy: Policy) -> dict[int, Fa
 
 def las_order(
     jobs: Sequence[PendingJob], now: float, policy: Policy
-) -> Callable[[PendingJob], tuple[float, float, int]]:
-    """Least attained service order (`podium.sched.las`): an expedited job first (one
-    not outranked), then by partition tier (as Slurm's PriorityTier), then jobs of a
-    QoS no waiting job may preempt before those of one it may (a victim never goes
-    before the job that stopped it), then by queue, then submit order. QoS priority
-    does not order it otherwise."""
+) -> Callable[[PendingJob], OrderKey]:
+    """Least attained service order (`podium.sched.las`) under the operator's tiers, as
+    Slurm orders by partition PriorityTier and QoS before its multifactor sum: an
+    expedited job first (one not outranked), then by partition tier, then by QoS
+    priority (a high-QoS job goes before a normal one whatever their service), then
+    jobs of a QoS no waiting job may preempt before those of one it may (a victim never
+    goes before the job that stopped it), then by queue, then submit order."""
     rules = policy.las
     assert rules is not None
     outranked = _outranked(jobs, policy)
     tiers = policy.partition_tiers
-    levels = len(rules.queue_limits_gpu_s) + 1
 
-    def key(job: PendingJob) -> tuple[float, float, int]:
+    def key(job: PendingJob) -> OrderKey:
         if job.expedite and job.qos not in outranked:
-            return (-INF, job.submit_time, job.job_id)
-        under = levels if job.qos in outranked else 0
-        rank = -tiers.get(job.partition, 0) * 2 * levels + under + pending_queue(job, now, rules)
-        return (float(rank), job.submit_time, job.job_id)
+            return (-INF, -INF, 0, 0, job.submit_time, job.job_id)
+        return (
+            -tiers.get(job.partition, 0),
+            -job.qos_priority,
+            job.qos in outranked,
+            pending_queue(job, now, rules),
+            job.submit_time,
+            job.job_id,
+        )
 
     return key
 
@@ -268,7 +274,7 @@ class GroupedOrder:
         )
         self._dropped = False
         self._as_long: float | None = None
-        self._key: Callable[[PendingJob], tuple[float, float, int]]
+        self._key: Callable[[PendingJob], OrderKey]
         if policy.las is not None:
             self._key = las_order([g.jobs[0] for g in groups], now, policy)
         elif policy.use_priority:

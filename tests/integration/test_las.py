@@ -103,19 +103,20 @@ def test_a_job_that_cannot_come_back_whole_is_not_stopped(las_cluster: Cluster, 
     assert c.wait(new, timeout=30)["state"] == "COMPLETED"
 
 
-def test_qos_priority_does_not_reorder_the_default_queue(las_cluster: Cluster) -> None:
-    """Under least attained service QoS priority orders nothing (the trade the default
-    makes, docs/scheduling.md): new jobs go in submit order, the first one waiting
-    for Resources and the rest behind it for Priority."""
+def test_a_high_qos_job_goes_first_in_the_default_queue(las_cluster: Cluster) -> None:
+    """Issue 62: QoS priority orders the default queue as Slurm's does (least attained
+    service within a QoS): submitted low, normal, high behind a blocker, the high one
+    waits for Resources and the others behind it for Priority; `podium priority` (like
+    sprio) shows that order, and the jobs start in it."""
     c = las_cluster
     low, normal, high = qos_trio_behind_a_blocker(c)
-    c.wait_reason(high, "Priority")
+    c.wait_reason(high, "Resources")
     reasons = {j: c.job(j)["reason"] for j in (low, normal, high)}
-    assert reasons == {low: "Resources", normal: "Priority", high: "Priority"}, reasons
+    assert reasons == {low: "Priority", normal: "Priority", high: "Resources"}, reasons
     shown = json.loads(c.cli("priority", "--json", check=True).stdout)  # like sprio
     assert [(j["job_id"], j["order"], j["las_queue"], j["attained_gpu_s"]) for j in shown] == [
-        (low, "las", 0, 0.0), (normal, "las", 0, 0.0), (high, "las", 0, 0.0)
+        (high, "las", 0, 0.0), (normal, "las", 0, 0.0), (low, "las", 0, 0.0)
     ], shown  # fmt: skip
     open_the_blocker(c)
     jobs = {j: c.wait(j, timeout=30) for j in (low, normal, high)}
-    assert jobs[low]["start_time"] <= jobs[normal]["start_time"] <= jobs[high]["start_time"]
+    assert jobs[high]["start_time"] <= jobs[normal]["start_time"] <= jobs[low]["start_time"]

@@ -19,9 +19,10 @@ LAS = Policy(las=RULES)
 
 
 def pending(job_id: int, gpus: int = 1, submit: float = 0.0, **kw: object) -> PendingJob:
+    kw = {"partition": "main", "qos_priority": 0, **kw}
     return PendingJob(
-        job_id=job_id, user="u", name=f"j{job_id}", partition="main", qos_priority=0,
-        submit_time=submit, gpus=gpus, time_limit_s=3600.0, **kw,  # type: ignore[arg-type]
+        job_id=job_id, user="u", name=f"j{job_id}", submit_time=submit, gpus=gpus,
+        time_limit_s=3600.0, **kw,  # type: ignore[arg-type]
     )  # fmt: skip
 
 
@@ -136,4 +137,24 @@ def test_a_job_a_waiting_qos_may_preempt_goes_after_it() -> None:
     urgent = pending(2, submit=10.0, qos="high")
     normal = pending(3, submit=5.0, qos="normal")
     order, _ = queue_order(Snapshot(nodes=(NODE,), pending=(victim, urgent, normal)), 30.0, qos)
-    assert [j.job_id for j in order] == [3, 2, 1]  # QoS priority itself orders nothing
+    assert [j.job_id for j in order] == [3, 2, 1]  # all of QoS priority 0 here
+
+
+def test_a_higher_qos_goes_first_and_least_attained_service_orders_within_a_qos() -> None:
+    """Issue 62: QoS priority orders the queue as Slurm's does (below partition tiers),
+    whatever the service; within a QoS, the queue, then submit order."""
+    tiers = Policy(las=RULES, partition_tiers={"urgent": 1})
+    low = pending(1, submit=0.0, qos="low", qos_priority=0)
+    normal = pending(2, submit=1.0, qos="normal", qos_priority=10)
+    high_served = pending(3, submit=2.0, qos="high", qos_priority=100,
+                          attained_gpu_s=5000.0, queued_at=1000.0)  # fmt: skip
+    high = pending(4, submit=3.0, qos="high", qos_priority=100)
+    tiered = pending(5, submit=4.0, qos="low", qos_priority=0, partition="urgent")
+    jobs = (low, normal, high_served, high, tiered)
+    order, _ = queue_order(Snapshot(nodes=(NODE,), pending=jobs), 1010.0, tiers)
+    assert [j.job_id for j in order] == [5, 4, 3, 2, 1]
+    # with only the 2 GPUs a 2-GPU job needs free, the high one starts, not the earlier
+    busy = run_alloc(9, (0, 1), start=1000.0, qos="normal")
+    two = (replace(low, gpus=2), replace(normal, gpus=2), replace(high, gpus=2))
+    got = schedule(Snapshot(nodes=(NODE,), pending=two, running=(busy,)), 1010.0, LAS)
+    assert [s.job_id for s in got.starts] == [4]
