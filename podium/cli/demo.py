@@ -1,9 +1,11 @@
 """`podium demo`: the first seed document's scenario on an embedded cluster.
 
 Researcher A submits BERT (2 GPUs, normal), B submits GPT (2 GPUs, high), C submits
-ResNet (1 GPU, low), in that order, on 4 GPUs. B and A run at once on all four GPUs;
-C waits for a GPU, then runs. Each job is the real PyTorch script in examples/. The
-queue is shown whenever it changes, and the accounting table at the end.
+ResNet (1 GPU, low), in that order (`--order`: any other), on 4 GPUs. B and A run at
+once on all four GPUs; C waits for a GPU, then runs: the queue goes by QoS, whatever
+the submit order (the jobs are held until all three are in). Each job is the real
+PyTorch script in examples/. The queue is shown whenever it changes, and the
+accounting table at the end.
 
 The scenario is sized to the machine: without an NVIDIA GPU, 4 GPUs are declared (the
 jobs train on the CPU); with G real GPUs, the cluster schedules those, A asks for
@@ -22,7 +24,7 @@ from typing import Any
 
 import click
 
-from podium.api.selection import JobFilter
+from podium.api.selection import JobFilter, Selection
 from podium.api.states import TERMINAL_STATES
 from podium.backends.embedded.client import EmbeddedBackend
 from podium.cli import render
@@ -67,7 +69,7 @@ def examples_dir() -> Path:
 def _submit(
     client: EmbeddedBackend, script: Path, work: Path, env: dict[str, str], gpus: int
 ) -> dict[str, Any]:
-    request, _ = build_request([f"--gpus={gpus}", f"--ntasks={gpus}", str(script)])
+    request, _ = build_request([f"--gpus={gpus}", f"--ntasks={gpus}", "--hold", str(script)])
     request["cwd"] = str(work)
     request["environment"] = env
     jobs: list[dict[str, Any]] = client.submit(request)
@@ -92,11 +94,19 @@ def _submit(
 )
 @click.option("--timeout", type=float, default=600.0, help="Give up after this many seconds.")
 @click.option(
+    "--order",
+    type=click.Choice(["ABC", "ACB", "BAC", "BCA", "CAB", "CBA"]),
+    default="ABC",
+    help="The order the researchers submit in (the outcome is the same in any).",
+)
+@click.option(
     "--faults",
     is_flag=True,
     help="Instead: a training job survives an Xid 79 on one of its GPUs (auto-resume).",
 )
-def demo(home: Path | None, keep: bool, http: str | None, timeout: float, faults: bool) -> None:
+def demo(
+    home: Path | None, keep: bool, http: str | None, timeout: float, order: str, faults: bool
+) -> None:
     """Run the three-researcher scenario on 4 declared GPUs and show the queue
     (--faults: the fault-tolerance scenario)."""
     made = home is None  # a directory of the demo's own: removed after a good run
@@ -135,12 +145,16 @@ def demo(home: Path | None, keep: bool, http: str | None, timeout: float, faults
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["PODIUM_EXAMPLES"] = str(examples)
     ids: list[int] = []
-    for (who, script, model, qos), gpus in zip(SCENARIO, sizes, strict=True):
+    sized = {s[0]: (s, gpus) for s, gpus in zip(SCENARIO, sizes, strict=True)}
+    for (who, script, model, qos), gpus in (sized[who] for who in order):
         job = _submit(client, examples / script, work, env, gpus)
         ids.append(job["job_id"])
         click.echo(
             f"researcher {who} submits {model}, {gpus} GPU(s), {qos} priority: job {job['job_id']}"
         )
+    # held until all three are in, so that one pass orders them by QoS, whatever the
+    # order they came in
+    client.control("release", Selection(job_ids=tuple(ids)))
     click.echo("")
     try:
         _follow_queue(client, ids, timeout)

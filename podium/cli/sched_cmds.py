@@ -14,20 +14,24 @@ from podium.cli import render
 def priority(as_json: bool) -> None:
     """Each pending job's priority and its factors: age, fair share, QoS, size, partition,
     shortness (shortest-first), nice; in the queue's order. Under least attained service
-    (the default order) also each job's attained GPU-seconds and queue, which order it."""
+    (the default order: partition tier, overdue jobs, QoS, then service) also each job's
+    attained GPU-seconds and queue, and whether it is overdue (the wait guard)."""
     jobs = open_backend().priorities()
     if as_json:
         render.print_json(jobs)
         return
     las = any(j.get("order") == "las" for j in jobs)
     render.table(
-        "order: least attained service (queue, then submit order)" if las else None,
+        "order: partition tier, overdue jobs (the wait guard, earliest due first), QoS, "
+        "then least attained service (queue, then submit order)"
+        if las
+        else None,
         [
             "JOBID",
             "USER",
             "ACCOUNT",
             "QOS",
-            *(["LAS_Q", "ATTAINED_GPU_S"] if las else []),
+            *(["LAS_Q", "ATTAINED_GPU_S", "OVERDUE"] if las else []),
             "PRIORITY",
             "AGE",
             "FAIRSHARE",
@@ -43,7 +47,15 @@ def priority(as_json: bool) -> None:
                 j["user"],
                 j["account"],
                 j["qos"],
-                *([j.get("las_queue", ""), f"{j.get('attained_gpu_s', 0.0):.0f}"] if las else []),
+                *(
+                    [
+                        j.get("las_queue", ""),
+                        f"{j.get('attained_gpu_s', 0.0):.0f}",
+                        "yes" if j.get("overdue") else "",
+                    ]
+                    if las
+                    else []
+                ),
                 f"{j['priority']:.0f}",
                 f"{j['age']:.3f}",
                 f"{j['fairshare']:.3f}",

@@ -169,6 +169,16 @@ class LasConfig(Closed):
         "time it ran goes back to the first queue (null: never)",
     )  # fmt: skip
 
+    wait_factor: float | None = Field(
+        default=1.0, gt=0, description="the wait guard: a job that has waited this many "
+        "times its time limit (within wait_floor and wait_cap) is overdue and goes first, "
+        "the earliest due first, before any tier or QoS (null: no guard)",
+    )  # fmt: skip
+    wait_floor: str = Field(default="5:00", description="the wait guard's shortest wait")
+    wait_cap: str = Field(
+        default="1-0", description="the wait guard's longest wait (a job with no limit: this)"
+    )
+
     @field_validator("queue_limits")
     @classmethod
     def _ascending(cls, value: list[float]) -> list[float]:
@@ -178,15 +188,23 @@ class LasConfig(Closed):
             )
         return value
 
-    @field_validator("min_run")
+    @field_validator("min_run", "wait_floor", "wait_cap")
     @classmethod
-    def _valid_min_run(cls, value: str) -> str:
+    def _valid_duration(cls, value: str) -> str:
         seconds_of(value)
         return value
 
     @property
     def min_run_s(self) -> float:
         return seconds_of(self.min_run)
+
+    @property
+    def wait_floor_s(self) -> float:
+        return seconds_of(self.wait_floor)
+
+    @property
+    def wait_cap_s(self) -> float:
+        return seconds_of(self.wait_cap)
 
 
 class SchedulerConfig(Closed):

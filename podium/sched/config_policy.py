@@ -55,7 +55,14 @@ def las_rules(config: ClusterConfig) -> LasRules | None:
     if config.scheduler.order != "las":
         return None
     las = config.scheduler.las
-    return LasRules(tuple(las.queue_limits), las.min_run_s, las.starve_factor)
+    return LasRules(
+        tuple(las.queue_limits),
+        las.min_run_s,
+        las.starve_factor,
+        wait_factor=las.wait_factor,
+        wait_floor_s=las.wait_floor_s,
+        wait_cap_s=las.wait_cap_s,
+    )
 
 
 def team_rules(config: ClusterConfig) -> TeamRules:

@@ -12,6 +12,13 @@ before its multifactor sum: partition tier, then QoS priority, and least attaine
 service within a tier. A job is never stopped for one of a lower-priority QoS, and
 QoS preemption still applies.
 
+Wait guard (`LasRules.overdue_at`): a job that has waited its time limit (at least
+`wait_floor_s`, at most `wait_cap_s`; the cap for a job with no limit) is overdue, and
+overdue jobs go before every other of their partition tier, QoS included, the
+earliest due first. So
+no job waits behind later work beyond a bound it can read from its own limit, as
+Slurm's age factor eventually lifts any job.
+
 Starvation guard (Tiresias' STARVE_LIMIT): a job that has waited, since it last joined
 the queue, `starve_factor` times its attained service in GPU-seconds per GPU (the
 time it ran, for a rigid job) goes back to queue 0.
@@ -90,10 +97,11 @@ def victims(
 def next_change(
     running: Iterable[Allocation], pending: Iterable[PendingJob], now: float, rules: LasRules
 ) -> float | None:
-    """The next time after `now` at which a pass could preempt or shrink that cannot
-    now: a running job that saves crosses a queue limit or reaches `min_run_s`, an
-    elastic one crosses a queue limit, or a pending job is promoted by the starvation
-    guard. None when nothing will change."""
+    """The next time after `now` at which a pass could preempt, shrink or order the
+    queue otherwise: a running job that saves crosses a queue limit or reaches
+    `min_run_s`, an elastic one crosses a queue limit, or a pending job is promoted by
+    the starvation guard or becomes overdue (the wait guard). None when nothing will
+    change."""
     soonest = math.inf
     per_job: dict[int, tuple[float, float, float]] = {}  # job -> (attained, GPUs, start)
     for alloc in running:
@@ -113,6 +121,10 @@ def next_change(
             crosses = start + (rules.queue_limits_gpu_s[queue] - before) / gpus
             if crosses > now:
                 soonest = min(soonest, crosses)
+    for job in pending:  # the wait guard: a job becomes overdue
+        due = rules.overdue_at(job.submit_time, job.time_limit_s)
+        if due is not None and due > now:
+            soonest = min(soonest, due)
     if rules.starve_factor is not None:
         for job in pending:
             if job.attained_gpu_s <= 0.0:

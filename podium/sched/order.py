@@ -138,10 +138,12 @@ def las_order(
 ) -> Callable[[PendingJob], OrderKey]:
     """Least attained service order (`podium.sched.las`) under the operator's tiers, as
     Slurm orders by partition PriorityTier and QoS before its multifactor sum: an
-    expedited job first (one not outranked), then by partition tier, then by QoS
-    priority (a high-QoS job goes before a normal one whatever their service), then
-    jobs of a QoS no waiting job may preempt before those of one it may (a victim never
-    goes before the job that stopped it), then by queue, then submit order."""
+    expedited job first (one not outranked), then by partition tier; within a tier
+    overdue jobs first (the wait guard, `LasRules.overdue_at`: before any QoS), the
+    earliest due first, then by QoS priority (a high-QoS job goes before a normal one
+    whatever their service), then jobs of a QoS no waiting job may preempt before those
+    of one it may (a victim never goes before the job that stopped it), then by queue,
+    then submit order."""
     rules = policy.las
     assert rules is not None
     outranked = _outranked(jobs, policy)
@@ -149,9 +151,14 @@ def las_order(
 
     def key(job: PendingJob) -> OrderKey:
         if job.expedite and job.qos not in outranked:
-            return (-INF, -INF, 0, 0, job.submit_time, job.job_id)
+            return (-INF, 0.0, 0.0, 0, 0, job.submit_time, job.job_id)
+        tier = -tiers.get(job.partition, 0)
+        due = rules.overdue_at(job.submit_time, job.time_limit_s)
+        if due is not None and now >= due:  # the wait guard: the earliest due first
+            return (tier, 0.0, due, 0, 0, 0.0, job.job_id)
         return (
-            -tiers.get(job.partition, 0),
+            tier,
+            1.0,
             -job.qos_priority,
             job.qos in outranked,
             pending_queue(job, now, rules),
@@ -197,9 +204,12 @@ def group_of(job: PendingJob, by_limit_level: bool = True) -> Hashable:
 
 
 def orders_by_limit(policy: Policy) -> bool:
-    """Whether `policy`'s priority depends on a job's time limit (shortest-first): its
-    groups must then keep time-limit levels apart (`group_of`)."""
-    return policy.weights.shortness != 0
+    """Whether `policy`'s order depends on a job's time limit (shortest-first, or least
+    attained service's wait guard): its groups must then keep time-limit levels apart
+    (`group_of`)."""
+    return policy.weights.shortness != 0 or (
+        policy.las is not None and policy.las.wait_factor is not None
+    )
 
 
 class PendingGroups:

@@ -3,7 +3,8 @@
 Events are arrivals and completions; after the events of one instant, one scheduling
 pass runs (again while it preempts, so freed GPUs are used at once). A preempted job
 loses the work done since its last checkpoint (`checkpoint_interval_s`; 0 means it
-loses nothing) and is requeued with its remaining work. A share of the jobs may be
+loses nothing; a job that does not checkpoint, `SimOptions.checkpointing`, loses all)
+and is requeued with its remaining work. A share of the jobs may be
 elastic (`podium.sim.elastic_replay`): the scheduler's resizes stop them and start
 them again at the new size, keeping their work; every restart costs
 `restart_cost_s` of no progress. A job asking for more GPUs
@@ -74,9 +75,13 @@ class SimOptions:
     elastic_share: float = 0.0  # of the jobs of 2 to a node's GPUs: elastic (elastic_replay)
     elastic_mode: str = "shrink"  # requeue, shrink or shrink-ckpt (elastic_replay.MODES)
     restart_cost_s: float = 0.0  # no progress after each restart (requeue or resize)
-    # least attained service: every job saves when preempted, holding its GPUs this
-    # long after the signal (its save), and keeps all its work
+    # least attained service: a job that checkpoints saves when preempted, holding its
+    # GPUs this long after the signal (its save), and keeps all its work
     save_s: float = 0.0
+    # the share of jobs that checkpoint where the trace does not say (TraceJob.checkpoints),
+    # picked evenly by job id: least attained service stops only those, and a job that
+    # does not checkpoint loses all its work when QoS preemption stops it
+    checkpointing: float = 1.0
     placement: str | None = None  # Policy.placement for every policy (None: each its own)
     # running jobs report their progress at a steady rate (podium progress): a run's end
     # is known this long after it starts (None: no job reports, ends are the limits')
@@ -172,4 +177,20 @@ def uniform_nodes(
     return [TraceNode(f"node{i:04d}", gpus, cpus, mem_mb, gpu_type) for i in range(count)]
 
 
-__all__ = ["POLICIES", "SimOptions", "SimResult", "policy_of", "simulate", "uniform_nodes"]
+def checkpoints(job: TraceJob, share: float) -> bool:
+    """Whether `job` saves when stopped: as its trace says, else whether it is one of the
+    `share` of the jobs picked evenly by job id (Knuth's multiplicative hash)."""
+    if job.checkpoints is not None:
+        return job.checkpoints
+    return (job.job_id * 2654435761) % 10_000 < share * 10_000
+
+
+__all__ = [
+    "POLICIES",
+    "SimOptions",
+    "SimResult",
+    "checkpoints",
+    "policy_of",
+    "simulate",
+    "uniform_nodes",
+]

@@ -3,6 +3,7 @@ preemptions and finish-time fairness (Themis' rho)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from podium.sched.model import TeamRules
@@ -27,9 +28,11 @@ def _demand(job: Any) -> float:
 
 
 def summarize(result: SimResult) -> dict[str, Any]:
-    """Averages and percentiles over finished jobs. `gpu_util` is the GPUs held over
-    the cluster's GPU-time (a whole GPU for a rounded-up fraction); `used_util` what the
-    finished tasks asked for (their gpu_milli) over the same.
+    """Averages and percentiles over every replayed job, an unfinished one counted
+    until the replay's last end (a lower bound; `unfinished` says how many).
+    `gpu_util` is the GPUs held over the cluster's GPU-time (a whole GPU for a
+    rounded-up fraction); `used_util` what the finished tasks asked for (their
+    gpu_milli) over the same.
 
     rho = JCT / T_alone, where T_alone is the job's duration on 1/N of the cluster's
     GPUs, N being the jobs in the system when it arrived (slower in proportion when
@@ -46,6 +49,15 @@ def summarize(result: SimResult) -> dict[str, Any]:
     wait = [start - o.job.submit_time for o, start in zip(done, starts, strict=True)]
     first = min((o.job.submit_time for o in result.outcomes), default=0.0)
     last = max(ends, default=first)
+    # a job the replay left unfinished counts until its last event, a lower bound, in
+    # every average and percentile (never left out: a policy that starves is seen)
+    unfinished = [o for o in result.outcomes if o.end is None or o.first_start is None]
+    all_jct = jct + [max(0.0, last - o.job.submit_time) for o in unfinished]
+    all_wait = wait + [
+        (o.first_start if o.first_start is not None else max(last, o.job.submit_time))
+        - o.job.submit_time
+        for o in unfinished
+    ]
     makespan = max(0.0, last - first)
     busy = sum(o.gpu_seconds for o in result.outcomes)
     capacity = result.total_gpus * makespan
@@ -67,14 +79,17 @@ def summarize(result: SimResult) -> dict[str, Any]:
         "policy": result.policy,
         "jobs": len(result.outcomes),
         "finished": len(done),
+        "unfinished": len(unfinished),
         "unschedulable": len(result.unschedulable),
-        "avg_jct_s": round(_mean(jct), 1),
-        "p50_jct_s": round(_pct(jct, 50), 1),
-        "p95_jct_s": round(_pct(jct, 95), 1),
-        "p99_jct_s": round(_pct(jct, 99), 1),
-        "avg_wait_s": round(_mean(wait), 1),
-        "p50_wait_s": round(_pct(wait, 50), 1),
-        "p99_wait_s": round(_pct(wait, 99), 1),
+        "avg_jct_s": round(_mean(all_jct), 1),
+        "p50_jct_s": round(_pct(all_jct, 50), 1),
+        "p95_jct_s": round(_pct(all_jct, 95), 1),
+        "p99_jct_s": round(_pct(all_jct, 99), 1),
+        "avg_wait_s": round(_mean(all_wait), 1),
+        "p50_wait_s": round(_pct(all_wait, 50), 1),
+        "p99_wait_s": round(_pct(all_wait, 99), 1),
+        "p999_wait_s": round(_pct(all_wait, 99.9), 1),
+        "max_wait_s": round(max(all_wait, default=0.0), 1),
         "makespan_s": round(makespan, 1),
         "gpu_util": round(util, 4),
         "used_util": round(useful, 4),
@@ -121,23 +136,34 @@ def wait_ratio_max(result: SimResult, baseline: SimResult) -> float:
     return max(ratios, default=1.0)
 
 
-def slowdown_vs(result: SimResult, baseline: SimResult) -> tuple[float, float]:
+SLOWED_FLOOR_S = 60.0  # completion times compared between policies: both floored at this
+
+
+def slowdown_vs(result: SimResult, baseline: SimResult) -> dict[str, float]:
     """How each job's completion time compares with the same job's under `baseline`
-    (the same trace): the share of jobs slowed more than 2x, and the worst ratio. Both
-    times are floored at SLOWDOWN_FLOOR_S, so that a job of seconds is not "slowed" by
-    a pass interval."""
+    (the same trace), both floored at SLOWED_FLOOR_S so that a job of seconds is not
+    "slowed" by a pass interval: the shares of jobs slowed more than 2x and more than
+    4x, how many more than 10x, and the worst ratio. A job `result` left unfinished
+    counts as slowed past every bound."""
     before = {
         o.job.job_id: o.end - o.job.submit_time for o in baseline.outcomes if o.end is not None
     }
     ratios = [
-        max(o.end - o.job.submit_time, SLOWDOWN_FLOOR_S)
-        / max(before[o.job.job_id], SLOWDOWN_FLOOR_S)
+        math.inf
+        if o.end is None
+        else max(o.end - o.job.submit_time, SLOWED_FLOOR_S)
+        / max(before[o.job.job_id], SLOWED_FLOOR_S)
         for o in result.outcomes
-        if o.end is not None and o.job.job_id in before
+        if o.job.job_id in before
     ]
     if not ratios:
-        return 0.0, 1.0
-    return sum(r > 2.0 for r in ratios) / len(ratios), max(ratios)
+        return {"slowed_2x": 0.0, "slowed_4x": 0.0, "slowed_10x": 0, "worst": 1.0}
+    return {
+        "slowed_2x": sum(r > 2.0 for r in ratios) / len(ratios),
+        "slowed_4x": sum(r > 4.0 for r in ratios) / len(ratios),
+        "slowed_10x": sum(r > 10.0 for r in ratios),
+        "worst": max(ratios),
+    }
 
 
 def team_summary(result: SimResult, rules: TeamRules) -> list[dict[str, Any]]:

@@ -39,6 +39,7 @@ from podium.sim.engine import (
     _fits_somewhere,
     _Run,
     _State,
+    checkpoints,
     gang_shape,
     policy_of,
 )
@@ -89,6 +90,7 @@ class Replay:
             {j.job_id: j.duration * (j.gpus if j.job_id in self.elastic else 1) for j in runnable},
             {j.job_id: 0 for j in runnable},
         )
+        self.saving = {j.job_id for j in runnable if checkpoints(j, options.checkpointing)}
         self.with_checkpoints = mode == "shrink-ckpt" and share > 0
         self.wakes: set[float] = set()  # passes due when an elastic job may grow or shrink
         self.ended = False  # a job ended at this instant
@@ -308,7 +310,10 @@ class Replay:
             out = self.outcomes[pre.job_id]
             done = run.progress(now)
             interval = self.options.checkpoint_interval_s
-            kept = done if interval <= 0 else (done // interval) * interval
+            if pre.job_id not in self.saving:  # no checkpoint: it starts over
+                kept = 0.0
+            else:
+                kept = done if interval <= 0 else (done // interval) * interval
             per = run.replicas or 1  # an elastic job's work is in replica-seconds
             self.state.remaining[pre.job_id] -= kept * per
             out.lost_seconds += (done - kept) * per / (out.job.gpus if run.replicas else 1)
@@ -361,7 +366,7 @@ class Replay:
             allocs = [p.allocate(node, gpus, now) for node, gpus in s.placements]
             if p.gpu_type is not None:  # parts of a GPU: charged by their share
                 allocs = [replace(a, gpu_units=self.shares[s.job_id]) for a in allocs]
-            if self.policy.las is not None:  # every job saves when stopped (save_and_stop)
+            if self.policy.las is not None and s.job_id in self.saving:  # save_and_stop
                 allocs = [replace(a, saves=True) for a in allocs]
             if p.elastic is not None:  # at the size it started at; a cap holds once
                 state.caps.pop(s.job_id, None)

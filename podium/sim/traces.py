@@ -11,7 +11,8 @@ Readers:
   QoS LS and Guaranteed map to "high", Burstable to "normal", BE to "low"; the runtime
   is deletion_time - scheduled_time.
 - Simple CSV (`job_id,submit_time,gpus,duration` and optional `cpus,mem_mb,user,
-  account,qos,time_limit`).
+  account,qos,time_limit,checkpoints`; `checkpoints` 1 or 0: whether the job saves when
+  stopped, else the simulator's `--checkpointing` share decides).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class TraceJob:
     qos: str = "normal"
     time_limit: float | None = None
     gpu_milli: int = 0  # part of one GPU asked for (Alibaba), 0: whole GPUs
+    checkpoints: bool | None = None  # saves when stopped (None: the trace does not say)
 
 
 @dataclass(frozen=True)
@@ -152,9 +154,22 @@ def read_simple(path: Path) -> list[TraceJob]:
                 account=r.get("account") or "default",
                 qos=r.get("qos") or "normal",
                 time_limit=float(limit) if limit else None,
+                checkpoints=_flag(r.get("checkpoints")),
             )
         )
     return jobs
+
+
+def _flag(value: str | None) -> bool | None:
+    """A trace's yes/no column (1/0, true/false, yes/no); None when empty or absent."""
+    if not value:
+        return None
+    word = value.strip().lower()
+    if word in ("1", "true", "yes"):
+        return True
+    if word in ("0", "false", "no"):
+        return False
+    raise SpecError(f"checkpoints {value!r} is not a yes/no value: give 1 or 0")
 
 
 def detect_format(path: Path) -> str:

@@ -19,10 +19,10 @@ LAS = Policy(las=RULES)
 
 
 def pending(job_id: int, gpus: int = 1, submit: float = 0.0, **kw: object) -> PendingJob:
-    kw = {"partition": "main", "qos_priority": 0, **kw}
+    kw = {"partition": "main", "qos_priority": 0, "time_limit_s": 3600.0, **kw}
     return PendingJob(
         job_id=job_id, user="u", name=f"j{job_id}", submit_time=submit, gpus=gpus,
-        time_limit_s=3600.0, **kw,  # type: ignore[arg-type]
+        **kw,  # type: ignore[arg-type]
     )  # fmt: skip
 
 
@@ -158,3 +158,32 @@ def test_a_higher_qos_goes_first_and_least_attained_service_orders_within_a_qos(
     two = (replace(low, gpus=2), replace(normal, gpus=2), replace(high, gpus=2))
     got = schedule(Snapshot(nodes=(NODE,), pending=two, running=(busy,)), 1010.0, LAS)
     assert [s.job_id for s in got.starts] == [4]
+
+
+def test_the_wait_guard_is_the_limit_within_its_floor_and_cap() -> None:
+    """Issue 62: a job is overdue after its time limit times wait_factor, at least the
+    floor and at most the cap (the cap for a job with no limit); no guard: never."""
+    rules = LasRules(wait_factor=1.0, wait_floor_s=300.0, wait_cap_s=86400.0)
+    assert rules.overdue_at(100.0, 60.0) == 400.0  # the floor
+    assert rules.overdue_at(100.0, 3600.0) == 3700.0
+    assert rules.overdue_at(100.0, 7 * 86400.0) == 86500.0  # the cap
+    assert rules.overdue_at(100.0, None) == 86500.0
+    assert replace(rules, wait_factor=None).overdue_at(100.0, 60.0) is None
+
+
+def test_an_overdue_job_goes_before_a_higher_qos_the_earliest_due_first_below_tiers() -> None:
+    """Issue 62: the wait guard bounds a low-QoS job's wait: once overdue it goes before
+    every job of its partition tier that is not, whatever their QoS, the earliest due
+    first; a higher partition tier still goes first."""
+    policy = Policy(las=RULES, partition_tiers={"urgent": 1})
+    low_long = pending(1, submit=0.0, qos="low", qos_priority=0)  # due at 3600
+    low_short = pending(2, submit=100.0, qos="low", qos_priority=0, time_limit_s=60.0)
+    high = pending(3, submit=3000.0, qos="high", qos_priority=100)
+    tiered = pending(4, submit=3500.0, qos="low", qos_priority=0, partition="urgent")
+    jobs = (low_long, low_short, high, tiered)
+    order, _ = queue_order(Snapshot(nodes=(NODE,), pending=jobs), 200.0, policy)
+    assert [j.job_id for j in order] == [4, 3, 1, 2]  # nobody overdue: tier, QoS, submit
+    order, _ = queue_order(Snapshot(nodes=(NODE,), pending=jobs), 3700.0, policy)
+    assert [j.job_id for j in order] == [4, 2, 1, 3]  # 2 due at 400, 1 at 3600
+    # the next pass that may order differently: when the next job becomes overdue
+    assert next_change((), jobs, 200.0, RULES) == 400.0

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 
 from podium.errors import SpecError
-from podium.sim.engine import SimOptions, simulate, uniform_nodes
+from podium.sim.engine import POLICIES, SimOptions, simulate, uniform_nodes
 from podium.sim.metrics import summarize
 from podium.sim.traces import TraceJob, detect_format, read_alibaba, read_alibaba_nodes, read_trace
 
@@ -128,13 +130,20 @@ def test_cli_compares_policies(tmp_path: Path) -> None:
     ]  # every policy by default (issue 50)
     assert next(r for r in results if r["policy"] == "preempt")["preemptions"] == 1
     # against fifo-backfill, which backfills job 2 at once (JCT 50 s): plain fifo
-    # runs it after job 1 (JCT 248 s), so one job of three is slowed 4.96x
+    # runs it after job 1 (JCT 248 s), so one job of three is slowed 248/60 = 4.13x
+    # (both completion times floored at 60 s)
     by = {r["policy"]: r for r in results}
     assert (
         by["fifo-backfill"]["slowed_2x_vs_fifo_bf"],
         by["fifo-backfill"]["worst_vs_fifo_bf"],
     ) == (0.0, 1.0)
-    assert (by["fifo"]["slowed_2x_vs_fifo_bf"], by["fifo"]["worst_vs_fifo_bf"]) == (0.3333, 4.96)
+    fifo = by["fifo"]
+    assert (fifo["slowed_2x_vs_fifo_bf"], fifo["slowed_4x_vs_fifo_bf"]) == (0.3333, 0.3333)
+    assert (fifo["slowed_10x_vs_fifo_bf"], fifo["worst_vs_fifo_bf"]) == (0, 4.13)
+    # the daemon's default is marked, and every row says what share checkpoints
+    assert [r["policy"] for r in results if r["daemon_default"]] == ["las"]
+    assert {r["checkpointing"] for r in results} == {0.5}
+    assert all(r["unfinished"] == 0 and r["max_wait_s"] >= r["p999_wait_s"] for r in results)
     table = subprocess.run(
         [*podium, "sim", str(trace), "--nodes", "1", "--policies", "fifo"],
         capture_output=True,
@@ -230,3 +239,22 @@ def test_elastic_options_of_the_sim_are_checked(tmp_path: Path) -> None:
                           capture_output=True, text=True, check=True)  # fmt: skip
     rows = json.loads(good.stdout)
     assert [r["elastic"] for r in rows] == ["requeue", "shrink", "shrink-ckpt"]
+
+
+def test_least_attained_service_stops_only_jobs_that_checkpoint() -> None:
+    """Issue 62: the simulator charges what the daemon would: a job that does not
+    checkpoint (the trace's `checkpoints` column, else the --checkpointing share) is
+    never stopped by least attained service; one that does is, and pays its save."""
+    long_job = TraceJob(0, 0.0, 8, 20000.0, time_limit=20000.0)
+    short = TraceJob(1, 9000.0, 8, 100.0, time_limit=100.0)
+    nodes = uniform_nodes(1, 8, 64, 512000)
+    rules = replace(POLICIES["las"].las, min_run_s=60.0)  # type: ignore[arg-type]
+    with patch.dict(POLICIES, {"las": replace(POLICIES["las"], las=rules)}):
+        for saves, stops in ((True, 1), (False, 0)):
+            trace = [replace(long_job, checkpoints=saves), short]
+            got = simulate(trace, nodes, "las", SimOptions(save_s=5.0, checkpointing=0.0))
+            assert got.preemptions == stops, saves
+        shared = simulate([long_job, short], nodes, "las", SimOptions(checkpointing=1.0))
+        assert shared.preemptions == 1  # no column: the share decides
+        assert simulate([long_job, short], nodes, "las", SimOptions(checkpointing=0.0)
+                        ).preemptions == 0  # fmt: skip
