@@ -4,7 +4,9 @@ busy with jobs ending at different times (`podium queue --start` on a full clust
     python bench/forecast_speed.py [--pending 10000] [--nodes 8] [--repeat 3] [--passes 100]
 
 Pure CPU work in one process: `podium.sim.forecast.forecast` exactly as the daemon
-calls it. Reports min / median / max seconds and how many jobs got a start.
+calls it, within the daemon's budget of real time (`--budget`, default the daemon's).
+Reports min / median / max seconds and how many jobs got a start: planned by the
+passes, estimated beyond them (`podium.sim.forecast_bound`), or none (and why).
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ import random
 import statistics
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot
-from podium.sched.model import Policy
+from podium.sched.model import LasRules, Policy
+from podium.server.forecast_view import BUDGET_S
 from podium.sim.forecast import forecast
 
 
@@ -51,17 +55,27 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--passes", type=int, default=100)
+    parser.add_argument("--budget", type=float, default=BUDGET_S, help="seconds of work")
+    parser.add_argument("--policy", choices=["multifactor", "las"], default="las")
     args = parser.parse_args()
     snap = build(args.pending, args.nodes)
-    times, started, passes = [], 0, 0
+    policy = Policy(las=LasRules()) if args.policy == "las" else Policy()
+    times, passes = [], 0
+    planned = estimated = 0
+    reasons: Counter[str] = Counter()
     for _ in range(args.repeat):
         t0 = time.perf_counter()
-        got = forecast(snap, 3600.0, Policy(), max_passes=args.passes)
+        deadline = t0 + args.budget
+        got = forecast(snap, 3600.0, policy, max_passes=args.passes,
+                       out_of_time=lambda: time.perf_counter() >= deadline)  # fmt: skip
         times.append(time.perf_counter() - t0)
-        started, passes = len(got.starts), got.passes
-    print(f"{args.pending} pending on {args.nodes * 8} GPUs, max {args.passes} passes: "
-          f"{min(times):.2f} / {statistics.median(times):.2f} / {max(times):.2f} s; "
-          f"{passes} passes, {started} jobs given a start")  # fmt: skip
+        planned, passes = len(got.starts), got.passes
+        estimated, reasons = len(got.beyond.estimates), Counter(got.beyond.unknown.values())
+    covered = (planned + estimated) / args.pending
+    print(f"{args.pending} pending on {args.nodes * 8} GPUs ({args.policy}), max {args.passes} "
+          f"passes, budget {args.budget} s: {min(times):.2f} / {statistics.median(times):.2f} / "
+          f"{max(times):.2f} s; {passes} passes; {planned} planned, {estimated} estimated "
+          f"({covered:.1%} covered), none: {dict(reasons) or 0}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """`podium queue --start`: each pending job's expected start, as `squeue --start`
 lists them (JOBID PARTITION NAME USER ST START_TIME NODES SCHEDNODES REASON), from the
-daemon's forecast; N/A where it cannot tell."""
+daemon's forecast: planned by its passes, or "~" and an estimate beyond them (the work
+ahead over the capacity); N/A where it cannot tell (`--json` says why)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ from podium.backends import open_backend
 from podium.cli import render
 
 
-def _when(epoch: float | None) -> str:
+def _when(epoch: float | None, kind: str | None = None) -> str:
+    """A start as squeue prints it; an estimate beyond the forecast's passes with "~"."""
     if epoch is None:
         return "N/A"
-    return dt.datetime.fromtimestamp(epoch).strftime("%Y-%m-%dT%H:%M:%S")
+    shown = dt.datetime.fromtimestamp(epoch).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"~{shown}" if kind == "estimate" else shown
 
 
 def forecast_rows(user: str | None) -> list[dict[str, Any]]:
@@ -33,6 +36,8 @@ def forecast_rows(user: str | None) -> list[dict[str, Any]]:
                 job,
                 expected_start=found.get("expected_start"),
                 expected_start_epoch=found.get("expected_start_epoch"),
+                start_kind=found.get("start_kind"),
+                no_start_reason=found.get("no_start_reason"),
                 sched_node=found.get("node"),
                 sched_gpu_ids=found.get("gpu_ids") or [],
             )
@@ -51,7 +56,8 @@ def show_forecast(user: str | None, as_json: bool) -> None:
          "GPUS", "NODELIST(REASON)"],
         [
             [r["display_id"], r["partition"], r["name"], r["user"], "PD",
-             _when(r["expected_start_epoch"]), r["node_count"], r["sched_node"] or "(null)",
+             _when(r["expected_start_epoch"], r["start_kind"]), r["node_count"],
+             r["sched_node"] or "(null)",
              ",".join(map(str, r["sched_gpu_ids"])) or "-", f"({r['reason']})"]
             for r in rows
         ],

@@ -12,12 +12,11 @@ before its multifactor sum: partition tier, then QoS priority, and least attaine
 service within a tier. A job is never stopped for one of a lower-priority QoS, and
 QoS preemption still applies.
 
-Wait guard (`LasRules.overdue_at`): a job that has waited its time limit (at least
-`wait_floor_s`, at most `wait_cap_s`; the cap for a job with no limit) is overdue, and
-overdue jobs go before every other of their partition tier, QoS included, the
-earliest due first. So
-no job waits behind later work beyond a bound it can read from its own limit, as
-Slurm's age factor eventually lifts any job.
+Wait guard (`LasRules.overdue_at`): a job that has waited `wait_factor` times its time
+limit (at least `wait_floor_s`, at most `wait_cap_s`; the cap for a job with no limit)
+since it joined the queue is overdue, and overdue jobs go before every other of their
+partition tier, QoS included, the earliest due first. So a job's place is bounded by
+a time it can read from its own limit, as Slurm's age factor eventually lifts any job.
 
 Starvation guard (Tiresias' STARVE_LIMIT): a job that has waited, since it last joined
 the queue, `starve_factor` times its attained service in GPU-seconds per GPU (the
@@ -84,14 +83,22 @@ def victims(
     qos_priority: Mapping[str, int],
 ) -> Callable[[Allocation], bool]:
     """The running jobs `job` may stop: of a later queue than its own, saving at the
-    signal, and of no higher QoS priority (`qos_priority`: by QoS name). (Their run
-    time against `min_run_s` is preempt_for's `exempt`.)"""
+    signal, of no higher QoS priority (`qos_priority`: by QoS name), and not due to
+    end (their time limit, or the end their progress says) within `min_run_s`: a job
+    that will be done soon is left to finish rather than pay a save and a restart.
+    (Their run time against `min_run_s` is preempt_for's `exempt`.)"""
     queue = pending_queue(job, now, rules)
-    return lambda alloc: (
-        alloc.saves
-        and qos_priority.get(alloc.qos, 0) <= job.qos_priority
-        and rules.queue_of(attained.get(alloc.job_id, 0.0)) > queue
-    )
+
+    def may_stop(alloc: Allocation) -> bool:
+        end = alloc.end_time()
+        return (
+            alloc.saves
+            and qos_priority.get(alloc.qos, 0) <= job.qos_priority
+            and rules.queue_of(attained.get(alloc.job_id, 0.0)) > queue
+            and (end is None or end - now > rules.min_run_s)
+        )
+
+    return may_stop
 
 
 def next_change(
@@ -122,7 +129,7 @@ def next_change(
             if crosses > now:
                 soonest = min(soonest, crosses)
     for job in pending:  # the wait guard: a job becomes overdue
-        due = rules.overdue_at(job.submit_time, job.time_limit_s)
+        due = rules.overdue_at(job)
         if due is not None and due > now:
             soonest = min(soonest, due)
     if rules.starve_factor is not None:

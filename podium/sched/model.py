@@ -81,21 +81,23 @@ class LasRules:
     starve_factor: float | None = 0.5
     # the wait guard: a job is overdue once it has waited its time limit times
     # `wait_factor`, at least `wait_floor_s` and at most `wait_cap_s` (a job with no
-    # limit: the cap) since its submission; overdue jobs go before all others, the
+    # limit: the cap) since it joined the queue; overdue jobs go before all others, the
     # earliest due first (None: no guard)
-    wait_factor: float | None = 1.0
-    wait_floor_s: float = 300.0
+    wait_factor: float | None = 0.5
+    wait_floor_s: float = 120.0
     wait_cap_s: float = 86400.0
 
-    def overdue_at(self, submit_time: float, time_limit_s: float | None) -> float | None:
-        """When a job submitted at `submit_time` with `time_limit_s` becomes overdue
-        (the wait guard), or None without a guard."""
+    def overdue_at(self, job: PendingJob) -> float | None:
+        """When `job` becomes overdue (the wait guard), counted from when it last joined
+        the queue (a job requeued after a preemption has run: it waits afresh), or None
+        without a guard."""
         if self.wait_factor is None:
             return None
-        if time_limit_s is None:
-            return submit_time + self.wait_cap_s
-        wait = min(self.wait_cap_s, max(self.wait_factor * time_limit_s, self.wait_floor_s))
-        return submit_time + wait
+        since = job.submit_time if job.queued_at is None else job.queued_at
+        limit = job.time_limit_s
+        if limit is None:
+            return since + self.wait_cap_s
+        return since + min(self.wait_cap_s, max(self.wait_factor * limit, self.wait_floor_s))
 
     def queue_of(self, attained_gpu_s: float) -> int:
         """The queue of a job that has had `attained_gpu_s` of service."""

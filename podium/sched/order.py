@@ -153,7 +153,7 @@ def las_order(
         if job.expedite and job.qos not in outranked:
             return (-INF, 0.0, 0.0, 0, 0, job.submit_time, job.job_id)
         tier = -tiers.get(job.partition, 0)
-        due = rules.overdue_at(job.submit_time, job.time_limit_s)
+        due = rules.overdue_at(job)
         if due is not None and now >= due:  # the wait guard: the earliest due first
             return (tier, 0.0, due, 0, 0, 0.0, job.job_id)
         return (

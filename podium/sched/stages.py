@@ -247,20 +247,27 @@ def preempt(p: Pass, job: PendingJob) -> Verdict:
 def reserve(p: Pass, job: PendingJob) -> Verdict:
     """It waits: Resources (the first of its partition) or Priority. Without
     backfill its partition is blocked from here on; with backfill the first such
-    job gets a reservation (its partition stays strict when none can be made)."""
+    job gets a reservation (its partition stays strict when none can be made), and
+    so does every job overdue by least attained service's wait guard, on nodes not
+    yet reserved (as Slurm's backfill reserves for each job it tests): a large
+    overdue job keeps its place while smaller overdue ones come and go before it."""
     blocked_behind = job.partition in p.has_blocked
     p.has_blocked.add(job.partition)
     p.reasons[job.job_id] = Reason.PRIORITY if blocked_behind else Reason.RESOURCES
     if not p.policy.backfill:
         p.strict_blocked.add(job.partition)
         return DONE
-    if job.partition in p.reserved:
+    las = p.policy.las
+    due = las.overdue_at(job) if las is not None else None
+    overdue = due is not None and p.now >= due  # the wait guard's: a reservation each
+    if job.partition in p.reserved and not overdue:
         if not p.explain and not p.may_preempt(job):
             p.drop_look_alikes(request_of(job))  # the next of them would stop above
         return DONE
     got = reservation_for(job, p.candidates_of(job), p.now)
     if got is None:
-        p.strict_blocked.add(job.partition)  # no end in sight: keep strict order
+        if job.partition not in p.reserved:
+            p.strict_blocked.add(job.partition)  # no end in sight: keep strict order
         return DONE
     p.reserved.add(job.partition)
     p.reservations.append(Reservation(job.job_id, got[1][0].view.name, got[0]))

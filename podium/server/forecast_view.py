@@ -126,10 +126,12 @@ class ForecastBook:
     def records(self, only: int | None = None) -> dict[str, Any]:
         """{"now", "until", "passes", "jobs": [...]}: one record per pending job in the
         forecast's snapshot (only job `only`, when given): its id, its expected start
-        (ISO and epoch; None when the forecast cannot tell: waiting behind a job with no
-        time limit, held, or beyond its passes or budget), the node and GPUs it is
-        expected on, its reason and its `blockers` ({kind, text, job_ids, until}: what
-        keeps it waiting, in plain words, read at this moment)."""
+        (ISO and epoch) and `start_kind`: "planned" (the passes started it: the node and
+        GPUs it is expected on are given) or "estimate" (beyond the passes: the work
+        ahead over the capacity, `podium.sim.forecast_bound`); with neither, None and
+        `no_start_reason` (held, a dependency, fits no node, behind a job with no time
+        limit); its reason and its `blockers` ({kind, text, job_ids, until}: what keeps
+        it waiting, in plain words, read at this moment)."""
         made = self.current()
         now = max(made.now, self.reactor.clock())
         reasons = self.reactor.pending_reasons()
@@ -139,8 +141,11 @@ class ForecastBook:
         else:
             chosen = list(made.snap.pending)
         jobs = []
+        beyond = made.found.beyond
         for job in chosen:
             start = made.found.starts.get(job.job_id)
+            estimate = beyond.estimates.get(job.job_id) if start is None else None
+            epoch = start.start if start is not None else estimate
             reason = reasons.get(job.job_id)
             blockers = [
                 {"kind": b.kind, "text": b.text, "job_ids": list(b.job_ids), "until": b.until}
@@ -149,8 +154,14 @@ class ForecastBook:
             jobs.append(
                 {
                     "job_id": job.job_id,
-                    "expected_start": None if start is None else iso(start.start),
-                    "expected_start_epoch": None if start is None else start.start,
+                    "expected_start": None if epoch is None else iso(epoch),
+                    "expected_start_epoch": epoch,
+                    "start_kind": (
+                        "planned" if start is not None else "estimate" if epoch else None
+                    ),
+                    "no_start_reason": (
+                        None if epoch is not None else beyond.unknown.get(job.job_id)
+                    ),
                     "node": None if start is None else start.node,
                     "gpu_ids": [] if start is None else list(start.gpu_indices),
                     "reason": reason,

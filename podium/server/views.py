@@ -378,7 +378,7 @@ class Views:
 
 def _overdue(rules: LasRules, job: PendingJob, now: float) -> bool:
     """Whether the wait guard puts `job` before the others of its tier now."""
-    due = rules.overdue_at(job.submit_time, job.time_limit_s)
+    due = rules.overdue_at(job)
     return due is not None and now >= due
 
 

@@ -13,18 +13,20 @@ jobs keep their size: a forecast is a plan, not a replay.
 
 Bounded by `max_passes` and by `out_of_time` (asked between passes: the caller's
 budget of real time, so that a queue of distinct shapes, which every pass walks in
-full, costs a known time): jobs not started within them get no forecast. Every start
-it gives is finite."""
+full, costs a known time). Jobs not started within them get an estimate from the work
+ahead of them and the capacity they can use (`podium.sim.forecast_bound`, `beyond`),
+or the reason there is none. Every start it gives is finite."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from podium.sched import schedule
 from podium.sched.model import Allocation, PendingJob, Policy, Snapshot
-from podium.sched.order import PendingGroups, orders_by_limit
+from podium.sched.order import PendingGroups, orders_by_limit, queue_order
+from podium.sim.forecast_bound import NEVER_FREE, Beyond, estimate_beyond
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,9 @@ class Forecast:
     starts: dict[int, Expected]
     passes: int
     until: float
+    # beyond the passes: an estimated start for each job they did not start, or why none
+    # (podium.sim.forecast_bound)
+    beyond: Beyond = field(default_factory=lambda: Beyond({}, {}))
 
 
 def _end(alloc: Allocation) -> float:
@@ -110,7 +115,22 @@ def forecast(
         ended = {a.job_id for a in running if _end(a) <= t}
         running = [a for a in running if a.job_id not in ended]
         states.update(dict.fromkeys(ended, "COMPLETED"))
-    return Forecast(starts, passes, ran_at)
+    return Forecast(starts, passes, ran_at, _beyond(snap, policy, running, pending, t))
+
+
+def _beyond(
+    snap: Snapshot, policy: Policy, running: list[Allocation], pending: dict[int, PendingJob],
+    t: float,
+) -> Beyond:  # fmt: skip
+    """Estimates for the jobs the passes left waiting, from virtual time `t` (infinite:
+    nothing running ever ends, so none of them can start)."""
+    if not pending:
+        return Beyond({}, {})
+    if t == math.inf:
+        return Beyond({}, dict.fromkeys(pending, NEVER_FREE))
+    view = replace(snap, running=tuple(running), pending=tuple(pending.values()), groups=None)
+    order, _ = queue_order(view, t, policy, with_factors=False)
+    return estimate_beyond(snap.nodes, running, order, t)
 
 
 __all__ = ["Expected", "Forecast", "forecast"]

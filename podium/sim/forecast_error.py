@@ -30,6 +30,7 @@ class Sample:
     submit: float
     predicted: float | None
     real: float
+    estimated: bool = False  # beyond the forecast's passes (forecast_bound), not planned
 
 
 @dataclass(frozen=True)
@@ -81,9 +82,12 @@ def summarize(samples: list[Sample]) -> ErrorSummary:
 
 def error_row(policy: str, samples: list[Sample]) -> dict[str, float | int | str]:
     """One row of `podium sim --forecast-error`: the errors over every job and over the
-    jobs that waited (a job that starts at once is easy to forecast)."""
+    jobs that waited (a job that starts at once is easy to forecast), and apart for the
+    starts the passes planned and the estimates beyond them."""
     every = summarize(samples)
     waited = summarize([s for s in samples if s.real > s.submit])
+    planned = summarize([s for s in samples if s.predicted is not None and not s.estimated])
+    beyond = summarize([s for s in samples if s.estimated])
     return {
         "policy": policy,
         "jobs": every.jobs,
@@ -96,6 +100,12 @@ def error_row(policy: str, samples: list[Sample]) -> dict[str, float | int | str
         "waited_median_signed_s": round(waited.median_signed_s, 1),
         "waited_within_10pct": round(waited.within_10pct, 3),
         "waited_mean_wait_s": round(waited.mean_wait_s, 1),
+        "planned": planned.jobs,
+        "planned_median_abs_s": round(planned.median_abs_s, 1),
+        "planned_p90_abs_s": round(planned.p90_abs_s, 1),
+        "estimated": beyond.jobs,
+        "estimated_median_abs_s": round(beyond.median_abs_s, 1),
+        "estimated_p90_abs_s": round(beyond.p90_abs_s, 1),
     }
 
 
@@ -113,16 +123,20 @@ def forecast_errors(
     started in the replay (`on_progress`: as `simulate` takes it)."""
     policy = policy_of(policy_name, options)
     order = {j.job_id: i for i, j in enumerate(sorted(trace, key=lambda j: j.submit_time))}
-    predicted: dict[int, tuple[float, float | None]] = {}
+    predicted: dict[int, tuple[float, float | None, bool]] = {}
 
     def at_submit(snap: Snapshot, now: float, arrived: list[int]) -> None:
         wanted = [j for j in arrived if order[j] % sample_every == 0]
         if not wanted:
             return
-        found = forecast(snap, now, policy, max_passes).starts
+        found = forecast(snap, now, policy, max_passes)
         for job_id in wanted:
-            start = found.get(job_id)
-            predicted[job_id] = (now, None if start is None else start.start)
+            start = found.starts.get(job_id)
+            if start is not None:
+                predicted[job_id] = (now, start.start, False)
+            else:
+                estimate = found.beyond.estimates.get(job_id)
+                predicted[job_id] = (now, estimate, estimate is not None)
 
     result = simulate(
         trace, nodes, policy_name, options, on_arrival=at_submit, on_progress=on_progress
@@ -131,7 +145,7 @@ def forecast_errors(
     for out in result.outcomes:
         got = predicted.get(out.job.job_id)
         if got is not None and out.first_start is not None:
-            samples.append(Sample(out.job.job_id, got[0], got[1], out.first_start))
+            samples.append(Sample(out.job.job_id, got[0], got[1], out.first_start, got[2]))
     return samples
 
 

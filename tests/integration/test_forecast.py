@@ -86,6 +86,7 @@ def test_no_time_limit_means_no_forecast_behind_it(cluster: Cluster) -> None:
     nothing = {"expected_start": None, "expected_start_epoch": None, "node": None, "gpu_ids": []}
     assert {k: record[k] for k in ("job_id", *nothing)} == {"job_id": behind, **nothing}
     assert record["reason"] == "Resources"
+    assert record["start_kind"] is None and "no time limit" in record["no_start_reason"]
     (blocker,) = record["blockers"]
     assert blocker["job_ids"] == [endless] and "no time limit" in blocker["text"]
     c.cli("cancel", str(endless), str(behind), check=True)

@@ -38,6 +38,8 @@ def with_forecast(controller: Controller, record: dict[str, Any]) -> dict[str, A
         found = controller.forecasts.records(only=record["job_id"])["jobs"]
         record["expected_start"] = found[0]["expected_start"] if found else None
         record["expected_start_epoch"] = found[0]["expected_start_epoch"] if found else None
+        record["start_kind"] = found[0]["start_kind"] if found else None
+        record["no_start_reason"] = found[0]["no_start_reason"] if found else None
         record["blockers"] = found[0]["blockers"] if found else []
     return record
 

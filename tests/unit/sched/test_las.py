@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from podium.api.states import PreemptMode
 from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot, schedule
-from podium.sched.las import attained_by_job, next_change, pending_queue
+from podium.sched.las import attained_by_job, next_change, pending_queue, victims
 from podium.sched.model import Elastic, LasRules, Policy
 from podium.sched.order import queue_order
 
@@ -27,9 +27,10 @@ def pending(job_id: int, gpus: int = 1, submit: float = 0.0, **kw: object) -> Pe
 
 
 def run_alloc(job_id: int, gpus: tuple[int, ...], start: float, **kw: object) -> Allocation:
+    kw = {"time_limit_s": 3600.0, **kw}
     return Allocation(
         job_id=job_id, node="n0", user="u", gpu_indices=gpus, start_time=start,
-        time_limit_s=3600.0, saves=True, **kw,  # type: ignore[arg-type]
+        saves=True, **kw,  # type: ignore[arg-type]
     )  # fmt: skip
 
 
@@ -162,20 +163,25 @@ def test_a_higher_qos_goes_first_and_least_attained_service_orders_within_a_qos(
 
 def test_the_wait_guard_is_the_limit_within_its_floor_and_cap() -> None:
     """Issue 62: a job is overdue after its time limit times wait_factor, at least the
-    floor and at most the cap (the cap for a job with no limit); no guard: never."""
+    floor and at most the cap (the cap for a job with no limit), counted from when it
+    last joined the queue; no guard: never."""
     rules = LasRules(wait_factor=1.0, wait_floor_s=300.0, wait_cap_s=86400.0)
-    assert rules.overdue_at(100.0, 60.0) == 400.0  # the floor
-    assert rules.overdue_at(100.0, 3600.0) == 3700.0
-    assert rules.overdue_at(100.0, 7 * 86400.0) == 86500.0  # the cap
-    assert rules.overdue_at(100.0, None) == 86500.0
-    assert replace(rules, wait_factor=None).overdue_at(100.0, 60.0) is None
+    assert rules.overdue_at(pending(1, submit=100.0, time_limit_s=60.0)) == 400.0  # floor
+    assert rules.overdue_at(pending(1, submit=100.0)) == 3700.0
+    assert rules.overdue_at(pending(1, submit=100.0, time_limit_s=7 * 86400.0)) == 86500.0
+    assert rules.overdue_at(pending(1, submit=100.0, time_limit_s=None)) == 86500.0  # cap
+    requeued = pending(1, submit=100.0, queued_at=5000.0, attained_gpu_s=3600.0)
+    assert rules.overdue_at(requeued) == 8600.0  # it waits afresh after a preemption
+    assert replace(rules, wait_factor=None).overdue_at(pending(1)) is None
+    assert LasRules().overdue_at(pending(1, submit=0.0)) == 1800.0  # the default: half
 
 
 def test_an_overdue_job_goes_before_a_higher_qos_the_earliest_due_first_below_tiers() -> None:
     """Issue 62: the wait guard bounds a low-QoS job's wait: once overdue it goes before
     every job of its partition tier that is not, whatever their QoS, the earliest due
     first; a higher partition tier still goes first."""
-    policy = Policy(las=RULES, partition_tiers={"urgent": 1})
+    rules = replace(RULES, wait_factor=1.0, wait_floor_s=300.0)
+    policy = Policy(las=rules, partition_tiers={"urgent": 1})
     low_long = pending(1, submit=0.0, qos="low", qos_priority=0)  # due at 3600
     low_short = pending(2, submit=100.0, qos="low", qos_priority=0, time_limit_s=60.0)
     high = pending(3, submit=3000.0, qos="high", qos_priority=100)
@@ -186,4 +192,35 @@ def test_an_overdue_job_goes_before_a_higher_qos_the_earliest_due_first_below_ti
     order, _ = queue_order(Snapshot(nodes=(NODE,), pending=jobs), 3700.0, policy)
     assert [j.job_id for j in order] == [4, 2, 1, 3]  # 2 due at 400, 1 at 3600
     # the next pass that may order differently: when the next job becomes overdue
-    assert next_change((), jobs, 200.0, RULES) == 400.0
+    assert next_change((), jobs, 200.0, rules) == 400.0
+
+
+def test_a_job_due_to_end_within_the_minimum_run_is_left_to_finish() -> None:
+    """Issue 62: least attained service does not stop a job whose limit ends within
+    min_run: a save and a restart for so little is all cost."""
+    new = pending(1, submit=5000.0)
+    attained = {9: 5000.0}
+    ending = run_alloc(9, (0,), start=0.0, time_limit_s=5030.0)  # ends in 30 s < 60 s
+    going = run_alloc(9, (0,), start=0.0, time_limit_s=9000.0)  # in 4000 s
+    may = victims(new, 5000.0, RULES, attained, {})
+    assert not may(ending) and may(going)
+
+
+def test_every_overdue_job_holds_a_reservation_not_only_the_first() -> None:
+    """Issue 62: under EASY backfill only the first blocked job holds a reservation; a
+    large overdue job behind smaller overdue ones would then never hold one. Each
+    overdue job holds one on nodes not yet reserved; a job that is not overdue does
+    not."""
+    nodes = tuple(replace(NODE, name=n) for n in ("n0", "n1", "n2"))
+    running = tuple(
+        replace(run_alloc(10 + i, (0, 1, 2, 3), start=0.0, time_limit_s=end), node=n,
+                saves=False)  # fmt: skip
+        for i, (n, end) in enumerate((("n0", 9000.0), ("n1", 9500.0), ("n2", 9800.0)))
+    )
+    rules = replace(RULES, wait_factor=1.0, wait_floor_s=60.0)
+    late = [pending(i, gpus=4, submit=0.0, time_limit_s=100.0) for i in (1, 2)]  # overdue
+    fresh = pending(3, gpus=4, submit=8990.0, time_limit_s=100.0)  # not yet
+    snap = Snapshot(nodes=nodes, pending=(*late, fresh), running=running)
+    got = schedule(snap, 9000.0 - 1.0, Policy(las=rules))
+    held = {(r.job_id, r.node, r.start_time) for r in got.reservations}
+    assert held == {(1, "n0", 9000.0), (2, "n1", 9500.0)}

@@ -13,6 +13,7 @@ from podium.jobspec.job import Dependency
 from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot, schedule
 from podium.sched.model import Policy
 from podium.sim.forecast import forecast
+from podium.sim.forecast_bound import NEVER_FREE
 
 NODE = NodeView("n0", cpus=8, memory_mb=16000, gpus=tuple(GpuSlot(i, "h100") for i in range(4)))
 
@@ -113,3 +114,31 @@ def test_a_job_past_its_expected_end_ends_at_once() -> None:
     snap = Snapshot(nodes=(NODE,), running=(overdue,), pending=(job(2, 2), job(3, 2)))
     got = forecast(snap, now=100, policy=Policy())
     assert got.starts[2].start == 100 and got.starts[3].start == 100
+
+
+def test_beyond_its_passes_every_job_gets_an_estimate_or_the_reason_there_is_none() -> None:
+    """Issue 62: a deep queue past the pass budget: each job beyond it is estimated at
+    the work ahead of it over the GPUs it can use (in queue order, from where the
+    passes stopped); held and never-fitting jobs, and jobs behind one with no limit,
+    get the reason instead."""
+    queue = [job(i, 4, limit=100.0) for i in range(3, 13)]  # ten whole-node jobs
+    queue += [job(13, 1, held=True), job(14, 8), job(15, 2, limit=None), job(16, 1)]
+    snap = Snapshot(nodes=(NODE,), running=(running(1, (0, 1, 2, 3), 100),), pending=tuple(queue))
+    got = forecast(snap, now=0, policy=Policy(), max_passes=3)
+    assert set(got.starts) == {3, 4}  # three passes: at 0 (none), 100 and 200
+    beyond = got.beyond
+    # the passes stopped at t=300, when job 4 ends: nothing runs, nothing ahead of job 5
+    assert beyond.estimates[5] == 300.0
+    assert beyond.estimates[12] == 300.0 + 7 * 4 * 100 / 4  # seven whole-node jobs ahead
+    assert beyond.unknown[13] == "held" and beyond.unknown[14] == "fits no node"
+    assert beyond.estimates[15] == 1100.0  # ahead of it: jobs 5-12, 800 s of the node
+    assert beyond.unknown[16].startswith("behind a job with no time limit (job 15)")
+    covered = set(got.starts) | set(beyond.estimates) | set(beyond.unknown)
+    assert covered == {j.job_id for j in queue}
+
+
+def test_nothing_beyond_when_nothing_running_ever_ends() -> None:
+    snap = Snapshot(nodes=(NODE,), running=(running(1, (0, 1, 2, 3), None),),
+                    pending=(job(2, 1),))  # fmt: skip
+    got = forecast(snap, now=0, policy=Policy())
+    assert got.starts == {} and got.beyond.unknown == {2: NEVER_FREE}

@@ -31,6 +31,13 @@ function when(epoch) {
   return epoch == null ? "N/A" : new Date(epoch * 1000).toLocaleString();
 }
 
+// a pending job's expected start: planned by the forecast's passes, an estimate beyond
+// them ("about"), or why there is none
+function startOf(kind, epoch, why) {
+  if (epoch == null) return why ? `N/A (${why})` : "N/A";
+  return kind === "estimate" ? `about ${when(epoch)} (estimate)` : when(epoch);
+}
+
 function duration(seconds) {
   if (seconds == null) return "";
   const s = Math.round(seconds), h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60);
@@ -96,7 +103,8 @@ async function refreshIndex() {
       el("td", {}, el("a", { href: `/jobs/${job.job_id}` }, job.display_id)),
       el("td", {}, job.name), el("td", {}, job.user), el("td", {}, job.state),
       el("td", {}, job.gpus), el("td", { class: "why" }, why),
-      el("td", {}, job.state === "PENDING" ? when(f.expected_start_epoch) : ""));
+      el("td", {}, job.state === "PENDING"
+        ? startOf(f.start_kind, f.expected_start_epoch, f.no_start_reason) : ""));
   });
   const table = el("table", {}, el("tr", {}, ...["JOB", "NAME", "USER", "STATE", "GPUS",
     "NODE / WHY IT WAITS", "EXPECTED START"].map((h) => el("th", {}, h))), ...rows);
@@ -134,7 +142,10 @@ async function refreshJob(id) {
   const spent = job.gpu_seconds_all_runs || 0;
   const lost = Object.values(job.lost_gpu_seconds || {}).reduce((a, b) => a + b, 0);
   facts.push(["goodput", spent > 0 ? `${(100 * (spent - lost) / spent).toFixed(1)} %` : "-"]);
-  if (job.state === "PENDING") facts.push(["expected start", when(job.expected_start_epoch)]);
+  if (job.state === "PENDING") {
+    facts.push(["expected start",
+      startOf(job.start_kind, job.expected_start_epoch, job.no_start_reason)]);
+  }
   if (job.progress) {
     const p = job.progress;
     const end = p.expected_end === null ? "its end is estimated from its next report" : `expected to end ${when(p.expected_end)}`;
