@@ -174,7 +174,7 @@ class LasConfig(Closed):
         "times its time limit (within wait_floor and wait_cap) is overdue and goes first, "
         "the earliest due first, before any tier or QoS (null: no guard)",
     )  # fmt: skip
-    wait_floor: str = Field(default="2:00", description="the wait guard's shortest wait")
+    wait_floor: str = Field(default="5:00", description="the wait guard's shortest wait")
     wait_cap: str = Field(
         default="1-0", description="the wait guard's longest wait (a job with no limit: this)"
     )

@@ -84,7 +84,7 @@ class LasRules:
     # limit: the cap) since it joined the queue; overdue jobs go before all others, the
     # earliest due first (None: no guard)
     wait_factor: float | None = 0.5
-    wait_floor_s: float = 120.0
+    wait_floor_s: float = 300.0
     wait_cap_s: float = 86400.0
 
     def overdue_at(self, job: PendingJob) -> float | None:

@@ -130,7 +130,8 @@ def _beyond(
         return Beyond({}, dict.fromkeys(pending, NEVER_FREE))
     view = replace(snap, running=tuple(running), pending=tuple(pending.values()), groups=None)
     order, _ = queue_order(view, t, policy, with_factors=False)
-    return estimate_beyond(snap.nodes, running, order, t)
+    due_of = policy.las.overdue_at if policy.las is not None else None
+    return estimate_beyond(snap.nodes, running, order, t, due_of)
 
 
 __all__ = ["Expected", "Forecast", "forecast"]

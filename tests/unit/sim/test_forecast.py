@@ -13,7 +13,7 @@ from podium.jobspec.job import Dependency
 from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot, schedule
 from podium.sched.model import Policy
 from podium.sim.forecast import forecast
-from podium.sim.forecast_bound import NEVER_FREE
+from podium.sim.forecast_bound import NEVER_FREE, estimate_beyond
 
 NODE = NodeView("n0", cpus=8, memory_mb=16000, gpus=tuple(GpuSlot(i, "h100") for i in range(4)))
 
@@ -142,3 +142,13 @@ def test_nothing_beyond_when_nothing_running_ever_ends() -> None:
                     pending=(job(2, 1),))  # fmt: skip
     got = forecast(snap, now=0, policy=Policy())
     assert got.starts == {} and got.beyond.unknown == {2: NEVER_FREE}
+
+
+def test_the_estimate_uses_the_room_as_running_jobs_free_it() -> None:
+    """The fluid model: the room frees as running jobs end, and the work ahead runs in
+    it: two GPUs free at 100 and two more at 1000; the first job waiting starts at 100,
+    the second once the first's 1,000 GPU-seconds have run in the freed room (600)."""
+    first, second = job(1, 2, limit=500.0), job(2, 2, limit=100.0)
+    ahead = (running(8, (0, 1), 100.0), running(9, (2, 3), 1000.0))
+    got = estimate_beyond((NODE,), ahead, [first, second], 0.0)
+    assert got.estimates == {1: 100.0, 2: 600.0} and got.unknown == {}
