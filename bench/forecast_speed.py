@@ -67,7 +67,7 @@ def main() -> None:
         t0 = time.perf_counter()
         deadline = t0 + args.budget
         got = forecast(snap, 3600.0, policy, max_passes=args.passes,
-                       out_of_time=lambda: time.perf_counter() >= deadline)  # fmt: skip
+                       out_of_time=lambda d=deadline: time.perf_counter() >= d)  # fmt: skip
         times.append(time.perf_counter() - t0)
         planned, passes = len(got.starts), got.passes
         estimated, reasons = len(got.beyond.estimates), Counter(got.beyond.unknown.values())

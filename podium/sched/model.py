@@ -81,19 +81,20 @@ class LasRules:
     starve_factor: float | None = 0.5
     # the wait guard: a job is overdue once it has waited its time limit times
     # `wait_factor`, at least `wait_floor_s` and at most `wait_cap_s` (a job with no
-    # limit: the cap) since it joined the queue; overdue jobs go before all others, the
+    # limit: the cap) since a later job first passed it; overdue jobs go before all others, the
     # earliest due first (None: no guard)
     wait_factor: float | None = 0.5
     wait_floor_s: float = 300.0
     wait_cap_s: float = 86400.0
 
     def overdue_at(self, job: PendingJob) -> float | None:
-        """When `job` becomes overdue (the wait guard), counted from when it last joined
-        the queue (a job requeued after a preemption has run: it waits afresh), or None
-        without a guard."""
-        if self.wait_factor is None:
+        """When `job` becomes overdue (the wait guard), counted from when a job
+        submitted after it first started while it waited (`PendingJob.passed_at`), or
+        None: no guard, or nobody has passed it (it waits no longer than in submit
+        order)."""
+        since = job.passed_at
+        if self.wait_factor is None or since is None:
             return None
-        since = job.submit_time if job.queued_at is None else job.queued_at
         limit = job.time_limit_s
         if limit is None:
             return since + self.wait_cap_s
@@ -306,6 +307,9 @@ class PendingJob:
     expedite: bool = False  # requeued after a failure: it goes first (`podium.sched.order`)
     attained_gpu_s: float = 0.0  # GPU-seconds of its earlier runs (least attained service)
     queued_at: float | None = None  # when it last joined the queue (None: at its submit)
+    # when a job submitted after it first started while it waited (this stay in the
+    # queue): least attained service's wait guard counts from then (podium.sched.passed)
+    passed_at: float | None = None
 
     @property
     def total_gpus(self) -> int:

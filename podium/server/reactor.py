@@ -34,6 +34,7 @@ from podium.sched.config_policy import half_life_s, policy_from_config
 from podium.sched.elastic import next_change
 from podium.sched.fairshare import user_factors
 from podium.sched.las import next_change as las_next_change
+from podium.sched.passed import PassedClock
 from podium.server.effects import Effects
 from podium.server.ends import RunEnds
 from podium.server.job_rows import gpu_owners, held_units
@@ -112,6 +113,7 @@ class Reactor:
         self.policy = policy_from_config(config)
         self.half_life_s = half_life_s(config)
         self.queue = PendingQueue(store, config, self._unreadable)
+        self.passed = PassedClock()  # the wait guard's: when later jobs first went ahead
         self.last: Decisions | None = None  # the last pass's decisions (podium priority)
         self.specs = RunningSpecs(store)  # running jobs' specs, parsed once
         self.ends = RunEnds(store, config, planner, effects, self.clock_now, self.specs)
@@ -249,7 +251,8 @@ class Reactor:
                 now = self.clock()
                 seen = dict(self.queue.jobs)
                 inputs = self._read_inputs(now, seen)
-            snap = self._build_snapshot(now, seen, inputs)
+                marked = self.passed.mark(seen)
+            snap = self._build_snapshot(now, marked, inputs)
             decisions = schedule(snap, now, self.policy)
             reasons = self._changed_reasons(decisions, seen)
             thought = time.monotonic() - began
@@ -264,7 +267,7 @@ class Reactor:
             nearest = min(
                 (t for t in (next_begin(seen.values(), self.clock()),
                              next_change(now_running, self.policy, now),
-                             self._service_change(snap, decisions, seen, now))
+                             self._service_change(snap, decisions, marked, now))
                  if t is not None),
                 default=None,
             )  # fmt: skip
@@ -303,7 +306,7 @@ class Reactor:
         lock, built outside it; the queue as the last pass left it."""
         with self.lock:
             now = self.clock()
-            seen = dict(self.queue.jobs)
+            seen = self.passed.mark(self.queue.jobs)
             inputs = self._read_inputs(now, seen)
         return self._build_snapshot(now, seen, inputs), now
 
@@ -413,6 +416,8 @@ class Reactor:
         starts = tuple(s for s in starts if unchanged(s.job_id))
         if starts:
             self.starter.start(starts)
+            for s in starts:  # the jobs submitted before each that still wait are passed
+                self.passed.started(s.job_id, seen[s.job_id].submit_time, self.clock())
         self.queue.refresh()
         return len(starts)
 

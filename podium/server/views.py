@@ -322,7 +322,7 @@ class Views:
         last = self.reactor.last
         if last is None:
             return []
-        jobs = self.reactor.queue.jobs
+        jobs = self.reactor.passed.view(self.reactor.queue.jobs)
         reasons = self.reactor.pending_reasons()
         w = self.reactor.policy.weights
         weights = {"age": w.age, "fairshare": w.fairshare, "qos": w.qos, "jobsize": w.jobsize,

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from podium.sched import schedule
 from podium.sched.model import Allocation, PendingJob, Policy, Snapshot
 from podium.sched.order import PendingGroups, orders_by_limit, queue_order
+from podium.sched.passed import PassedClock
 from podium.sim.forecast_bound import NEVER_FREE, Beyond, estimate_beyond
 
 
@@ -70,8 +71,10 @@ def forecast(
     running = list(snap.running)
     pending: dict[int, PendingJob] = {p.job_id: p for p in snap.pending}
     groups = PendingGroups(orders_by_limit(policy))  # grouped: each pass walks it lazily
+    passed = PassedClock()  # the wait guard's: later jobs started here pass earlier ones
     for queued in pending.values():
         groups.add(queued)
+        passed.queued(queued.job_id, queued.submit_time, queued.passed_at)
     states = dict(snap.job_states)
     starts: dict[int, Expected] = {}
     t, ran_at, passes, synthetic = now, now, 0, -1
@@ -95,9 +98,15 @@ def forecast(
             starts.setdefault(job.job_id, Expected(job.job_id, t, start.node, start.gpu_indices))
             job_id = job.job_id
             groups.remove(job)
+            for other in passed.started(job_id, job.submit_time, t):
+                if other in pending:  # it starts after some that waited before it
+                    groups.remove(pending[other])
+                    pending[other] = replace(pending[other], passed_at=t)
+                    groups.add(pending[other])
             if job.count > 1:  # an array's pending tasks: one starts, the rest wait
                 pending[job_id] = replace(job, count=job.count - 1)
                 groups.add(pending[job_id])
+                passed.queued(job_id, job.submit_time, job.passed_at)  # the rest still wait
                 job_id, synthetic = synthetic, synthetic - 1
             else:
                 del pending[job_id]

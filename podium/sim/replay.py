@@ -30,6 +30,7 @@ from podium.sched.fairshare import Association, user_factors
 from podium.sched.fit import could_ever_fit
 from podium.sched.las import next_change as las_next_change
 from podium.sched.order import PendingGroups, orders_by_limit
+from podium.sched.passed import PassedClock
 from podium.sim.elastic_replay import elastic_of, is_elastic, picked, with_checkpoint
 from podium.sim.engine import (
     QOS_PRIORITY,
@@ -106,6 +107,7 @@ class Replay:
         self.cpu_weight = 0.0  # fair share charges GPU-seconds only, the daemon's default
         self.attained: dict[int, float] = {}  # job -> GPU-seconds of its ended runs
         self.queued_at: dict[int, float] = {}  # job -> when it last joined the queue
+        self.passed = PassedClock()  # when later jobs first started ahead of each waiting one
         self.workload: tuple[tuple[str | None, int, float], ...] = ()
         if self.policy.placement == "fgd":  # the trace's own mix of requests, as FGD weighs it
             kinds = Counter((p.gpu_type, p.gpus) for p in map(self.pending_of, self.runnable))
@@ -152,12 +154,14 @@ class Replay:
             elastic=elastic_of(j, state.caps.get(j.job_id)) if j.job_id in self.elastic else None,
             attained_gpu_s=self.attained.get(j.job_id, 0.0),
             queued_at=self.queued_at.get(j.job_id),
+            passed_at=self.passed.at(j.job_id),
         )
 
     def queue(self, job_id: int, now: float | None = None) -> None:
         """Job `job_id` waits (again, from `now`) in the queue."""
         if now is not None:
             self.queued_at[job_id] = now
+        self.passed.queued(job_id, self.by_id[job_id].submit_time)
         self.pending_jobs[job_id] = p = self.pending_of(self.by_id[job_id])
         self.groups.add(p)
 
@@ -373,6 +377,7 @@ class Replay:
                 grown = elastic_of(self.by_id[s.job_id], None)
                 allocs = [replace(a, cpus=s.cpus, mem_mb=s.mem_mb, elastic=grown)
                           for a in allocs]  # fmt: skip
+            self.mark_passed(self.passed.started(s.job_id, p.submit_time, now), now)
             out = self.outcomes[s.job_id]
             overhead = options.restart_cost_s if out.first_start is not None else 0.0
             replicas = len(s.gpu_indices) if p.elastic is not None else 0
@@ -381,6 +386,16 @@ class Replay:
             if out.first_start is None:
                 out.first_start = now
             heapq.heappush(self.events, (ends, FINISH, s.job_id, token))
+
+    def mark_passed(self, job_ids: list[int], now: float) -> None:
+        """The waiting `job_ids` were passed at `now` (a later job started)."""
+        for job_id in job_ids:
+            old = self.pending_jobs.get(job_id)
+            if old is None:
+                continue
+            self.groups.remove(old)
+            self.pending_jobs[job_id] = new = replace(old, passed_at=now)
+            self.groups.add(new)
 
     def wake_for_service(self, now: float) -> None:
         """Least attained service: wake when a running job next crosses a queue limit

@@ -12,6 +12,7 @@ from podium.sched import Allocation, GpuSlot, NodeView, PendingJob, Snapshot, sc
 from podium.sched.las import attained_by_job, next_change, pending_queue, victims
 from podium.sched.model import Elastic, LasRules, Policy
 from podium.sched.order import queue_order
+from podium.sched.passed import PassedClock
 
 NODE = NodeView("n0", cpus=8, memory_mb=16000, gpus=tuple(GpuSlot(i, "h100") for i in range(4)))
 RULES = LasRules(queue_limits_gpu_s=(1000.0, 8000.0), min_run_s=60.0, starve_factor=2.0)
@@ -163,36 +164,57 @@ def test_a_higher_qos_goes_first_and_least_attained_service_orders_within_a_qos(
 
 def test_the_wait_guard_is_the_limit_within_its_floor_and_cap() -> None:
     """Issue 62: a job is overdue after its time limit times wait_factor, at least the
-    floor and at most the cap (the cap for a job with no limit), counted from when it
-    last joined the queue; no guard: never."""
+    floor and at most the cap (the cap for a job with no limit), counted from when a
+    later job first passed it; never when nobody has, nor without a guard."""
     rules = LasRules(wait_factor=1.0, wait_floor_s=300.0, wait_cap_s=86400.0)
-    assert rules.overdue_at(pending(1, submit=100.0, time_limit_s=60.0)) == 400.0  # floor
-    assert rules.overdue_at(pending(1, submit=100.0)) == 3700.0
-    assert rules.overdue_at(pending(1, submit=100.0, time_limit_s=7 * 86400.0)) == 86500.0
-    assert rules.overdue_at(pending(1, submit=100.0, time_limit_s=None)) == 86500.0  # cap
-    requeued = pending(1, submit=100.0, queued_at=5000.0, attained_gpu_s=3600.0)
-    assert rules.overdue_at(requeued) == 8600.0  # it waits afresh after a preemption
-    assert replace(rules, wait_factor=None).overdue_at(pending(1)) is None
-    assert LasRules().overdue_at(pending(1, submit=0.0)) == 1800.0  # the default: half
+    passed = {"submit": 0.0, "passed_at": 100.0}
+    assert rules.overdue_at(pending(1, time_limit_s=60.0, **passed)) == 400.0  # the floor
+    assert rules.overdue_at(pending(1, **passed)) == 3700.0
+    assert rules.overdue_at(pending(1, time_limit_s=7 * 86400.0, **passed)) == 86500.0
+    assert rules.overdue_at(pending(1, time_limit_s=None, **passed)) == 86500.0  # the cap
+    assert rules.overdue_at(pending(1, submit=0.0)) is None  # nobody passed it
+    assert replace(rules, wait_factor=None).overdue_at(pending(1, **passed)) is None
+    assert LasRules().overdue_at(pending(1, **passed)) == 1900.0  # the default: half
 
 
 def test_an_overdue_job_goes_before_a_higher_qos_the_earliest_due_first_below_tiers() -> None:
-    """Issue 62: the wait guard bounds a low-QoS job's wait: once overdue it goes before
-    every job of its partition tier that is not, whatever their QoS, the earliest due
-    first; a higher partition tier still goes first."""
+    """Issue 62: the wait guard bounds a low-QoS job's wait once later jobs pass it:
+    overdue, it goes before every job of its partition tier that is not, whatever
+    their QoS, the earliest due first; a higher partition tier still goes first. Jobs
+    that nobody passed keep the QoS order however long they wait."""
     rules = replace(RULES, wait_factor=1.0, wait_floor_s=300.0)
     policy = Policy(las=rules, partition_tiers={"urgent": 1})
-    low_long = pending(1, submit=0.0, qos="low", qos_priority=0)  # due at 3600
-    low_short = pending(2, submit=100.0, qos="low", qos_priority=0, time_limit_s=60.0)
+    low_long = pending(1, submit=0.0, qos="low", qos_priority=0, passed_at=0.0)  # due 3600
+    low_short = pending(2, submit=100.0, qos="low", qos_priority=0, time_limit_s=60.0,
+                        passed_at=100.0)  # due at 400  # fmt: skip
     high = pending(3, submit=3000.0, qos="high", qos_priority=100)
     tiered = pending(4, submit=3500.0, qos="low", qos_priority=0, partition="urgent")
-    jobs = (low_long, low_short, high, tiered)
+    waited = pending(5, submit=0.0, qos="low", qos_priority=0)  # long, but nobody passed it
+    jobs = (low_long, low_short, high, tiered, waited)
     order, _ = queue_order(Snapshot(nodes=(NODE,), pending=jobs), 200.0, policy)
-    assert [j.job_id for j in order] == [4, 3, 1, 2]  # nobody overdue: tier, QoS, submit
+    assert [j.job_id for j in order] == [4, 3, 1, 5, 2]  # none overdue: tier, QoS, submit
     order, _ = queue_order(Snapshot(nodes=(NODE,), pending=jobs), 3700.0, policy)
-    assert [j.job_id for j in order] == [4, 2, 1, 3]  # 2 due at 400, 1 at 3600
+    assert [j.job_id for j in order] == [4, 2, 1, 3, 5]  # 2 due at 400, 1 at 3600
     # the next pass that may order differently: when the next job becomes overdue
     assert next_change((), jobs, 200.0, rules) == 400.0
+
+
+def test_a_job_is_passed_when_one_submitted_after_it_starts_while_it_waits() -> None:
+    """Issue 62: the wait guard's clock: the jobs submitted before one that starts are
+    passed then (once: the first time counts); a job that joins the queue again waits
+    afresh; `mark` gives the queue with each job's time."""
+    clock = PassedClock()
+    for job_id, submit in ((1, 0.0), (2, 10.0), (3, 20.0), (4, 30.0)):
+        clock.queued(job_id, submit)
+    assert clock.started(3, 20.0, now=100.0) == [1, 2]
+    assert clock.started(4, 30.0, now=200.0) == []  # 1 and 2 were passed at 100 already
+    assert (clock.at(1), clock.at(2), 3 in clock) == (100.0, 100.0, False)
+    clock.queued(2, 10.0)  # requeued: nobody has passed it in this stay
+    assert clock.at(2) is None
+    queue = {1: pending(1, submit=0.0), 2: pending(2, submit=10.0), 5: pending(5, submit=40.0)}
+    marked = clock.mark(queue)
+    assert (marked[1].passed_at, marked[2] is queue[2], 5 in clock) == (100.0, True, True)
+    assert clock.view({1: queue[1]})[1].passed_at == 100.0
 
 
 def test_a_job_due_to_end_within_the_minimum_run_is_left_to_finish() -> None:
@@ -213,13 +235,13 @@ def test_every_overdue_job_holds_a_reservation_not_only_the_first() -> None:
     not."""
     nodes = tuple(replace(NODE, name=n) for n in ("n0", "n1", "n2"))
     running = tuple(
-        replace(run_alloc(10 + i, (0, 1, 2, 3), start=0.0, time_limit_s=end), node=n,
-                saves=False)  # fmt: skip
+        replace(run_alloc(10 + i, (0, 1, 2, 3), start=0.0, time_limit_s=end), node=n, saves=False)
         for i, (n, end) in enumerate((("n0", 9000.0), ("n1", 9500.0), ("n2", 9800.0)))
     )
     rules = replace(RULES, wait_factor=1.0, wait_floor_s=60.0)
-    late = [pending(i, gpus=4, submit=0.0, time_limit_s=100.0) for i in (1, 2)]  # overdue
-    fresh = pending(3, gpus=4, submit=8990.0, time_limit_s=100.0)  # not yet
+    late = [pending(i, gpus=4, submit=0.0, time_limit_s=100.0, passed_at=10.0)  # overdue
+            for i in (1, 2)]  # fmt: skip
+    fresh = pending(3, gpus=4, submit=8990.0, time_limit_s=100.0)  # nobody passed it
     snap = Snapshot(nodes=nodes, pending=(*late, fresh), running=running)
     got = schedule(snap, 9000.0 - 1.0, Policy(las=rules))
     held = {(r.job_id, r.node, r.start_time) for r in got.reservations}
