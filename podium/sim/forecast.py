@@ -139,7 +139,15 @@ def _beyond(
         return Beyond({}, dict.fromkeys(pending, NEVER_FREE))
     view = replace(snap, running=tuple(running), pending=tuple(pending.values()), groups=None)
     order, _ = queue_order(view, t, policy, with_factors=False)
-    due_of = policy.las.overdue_at if policy.las is not None else None
+    rules = policy.las
+    if rules is None:
+        return estimate_beyond(snap.nodes, running, order, t)
+
+    def due_of(job: PendingJob) -> float | None:
+        """When `job` is overdue, taking one not passed yet as passed from `t`: in a
+        queue this deep, later jobs start ahead of it."""
+        return rules.overdue_at(job if job.passed_at is not None else replace(job, passed_at=t))
+
     return estimate_beyond(snap.nodes, running, order, t, due_of)
 
 
