@@ -68,8 +68,15 @@ def main() -> None:
     watched = [ex.submit(time.sleep, 1) for _ in range(3)]
     for j in watched:
         j.wait()
-    watched[0].watcher.update()
-    out["watched"] = [j.state for j in watched]
+    # wait() returns once a job's result file is written, before its process has
+    # exited: each look is one sacct for all three, until they have ended (60 s at most)
+    deadline = time.monotonic() + 60
+    while True:
+        watched[0].watcher.update()
+        out["watched"] = [j.state for j in watched]
+        if set(out["watched"]) == {"COMPLETED"} or time.monotonic() > deadline:
+            break
+        time.sleep(1)
     # cancel, then the state at once (the job ignores SIGTERM)
     held = ex.submit(stubborn)
     while held.state in ("PENDING", "UNKNOWN", "READY") or not held.paths.stdout.exists():
