@@ -104,6 +104,9 @@ class Spares:
             for gpus in order.get("gpus") or ():
                 self.ready.append((self.next_index, [int(g) for g in gpus]))
                 self.next_index += 1
+                # a GPU given up on and given again (a healthy one a killed or hung
+                # replica left) is the job's again: a fault there is handled anew
+                self.fenced.difference_update(int(g) for g in gpus)
         self.orders_seen = len(given)
 
     def can_replace(self) -> bool:

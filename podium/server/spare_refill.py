@@ -42,6 +42,19 @@ class SpareRefill:
         self.node = node
         self.health = health
         self.runs = runs  # tells the job's supervisor of new spares (add_spares)
+        self.looked: dict[int, tuple[float, int]] = {}  # job -> (its run's start, handled)
+
+    def _handled(self, job_id: int, start: float, replaced: list[dict[str, Any]]) -> int:
+        """How many of a run's replacements an earlier look handled (before a daemon
+        restart): those up to its last `spares` event."""
+        swaps = [
+            float(e["time"])
+            for e in self.store.events(job_id)
+            if e["kind"] == "spares" and float(e["time"]) >= start
+        ]
+        if not swaps:
+            return 0
+        return sum(1 for r in replaced if float(r.get("time") or 0.0) <= max(swaps))
 
     def check(
         self,
@@ -55,9 +68,16 @@ class SpareRefill:
         whose own GPU failed is dropped by the supervisor; its GPU stays the job's,
         fenced, until the job ends.)"""
         held = held_units(row)
-        # Only what a replacement left: a fenced GPU may still run one of its replicas
-        # (a drain lets jobs finish), and a GPU given back is one the ladder may reset.
-        given_up = {g for r in replaced for g in r.get("gpus_from") or ()}
+        replaced = list(replaced)
+        start = float(row["start_time"] or 0.0)
+        looked = self.looked.get(row["job_id"])
+        if looked is None or looked[0] != start:  # a first look at this run (or a restart)
+            looked = (start, self._handled(row["job_id"], start, replaced))
+        # Only what the replacements since the last look left: a fenced GPU may still run
+        # one of its replicas (a drain lets jobs finish), a GPU given back is one the
+        # ladder may reset, and one given back before may be a spare or a replica again.
+        given_up = left_behind(held, replaced[looked[1] :])
+        self.looked[row["job_id"]] = (start, len(replaced))
         keep = [g for g in held if g not in given_up]
         each = elastic.replica_gpus
         wanted = (elastic.replicas_of(int(row["cpus"])) + elastic.spares) * each
@@ -72,6 +92,7 @@ class SpareRefill:
         back = sorted(set(held) - set(keep))
         detail = f"gave back GPU {_ids(back) or '-'}; new spare GPU {_ids(take) or '-'}"
         if not self.store.swap_units(row["job_id"], [*keep, *take], detail, now):
+            self.looked[row["job_id"]] = looked  # not done: the next look tries again
             return
         log.warning("job %s: %s", row["job_id"], detail)
         if spares:
@@ -99,8 +120,19 @@ class SpareRefill:
         return [index for _, index in sorted(free)]
 
 
+def left_behind(held: Iterable[int], new: Iterable[dict[str, Any]]) -> set[int]:
+    """The GPUs the replacements `new` (in order, none looked at before) left behind that
+    the job still holds: each one's `gpus_from`, less any a later one moved a replica
+    onto (`gpus_to`)."""
+    left: set[int] = set()
+    for r in new:
+        left |= {int(g) for g in r.get("gpus_from") or ()}
+        left -= {int(g) for g in r.get("gpus_to") or ()}
+    return left & set(held)
+
+
 def _ids(gpus: Iterable[int]) -> str:
     return ",".join(str(g) for g in gpus)
 
 
-__all__ = ["SpareRefill"]
+__all__ = ["SpareRefill", "left_behind"]
