@@ -170,9 +170,10 @@ class LasConfig(Closed):
     )  # fmt: skip
 
     wait_factor: float | None = Field(
-        default=0.5, gt=0, description="the wait guard: a job that has waited this many "
-        "times its time limit (within wait_floor and wait_cap) is overdue and goes first, "
-        "the earliest due first, before any tier or QoS (null: no guard)",
+        default=0.5, gt=0, description="the wait guard: a job passed over by later jobs "
+        "for this many times its time limit (within wait_floor and wait_cap) is overdue "
+        "and goes before every job of its partition tier, QoS included, the earliest due "
+        "first (null: no guard)",
     )  # fmt: skip
     wait_floor: str = Field(default="5:00", description="the wait guard's shortest wait")
     wait_cap: str = Field(

@@ -12,10 +12,11 @@ before its multifactor sum: partition tier, then QoS priority, and least attaine
 service within a tier. A job is never stopped for one of a lower-priority QoS, and
 QoS preemption still applies.
 
-Wait guard (`LasRules.overdue_at`): a job that has waited `wait_factor` times its time
-limit (at least `wait_floor_s`, at most `wait_cap_s`; the cap for a job with no limit)
-since it joined the queue is overdue, and overdue jobs go before every other of their
-partition tier, QoS included, the earliest due first. So a job's place is bounded by
+Wait guard (`LasRules.overdue_at`): a job that has been passed over (a job submitted
+after it started while it waited, `podium.sched.passed`) for `wait_factor` times its
+time limit (at least `wait_floor_s`, at most `wait_cap_s`; the cap for a job with no
+limit) is overdue, and overdue jobs go before every other of their partition tier,
+QoS included, the earliest due first. So a job's place is bounded by
 a time it can read from its own limit, as Slurm's age factor eventually lifts any job.
 
 Starvation guard (Tiresias' STARVE_LIMIT): a job that has waited, since it last joined

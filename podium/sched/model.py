@@ -79,10 +79,10 @@ class LasRules:
     queue_limits_gpu_s: tuple[float, ...] = (4000.0,)
     min_run_s: float = 7200.0
     starve_factor: float | None = 0.5
-    # the wait guard: a job is overdue once it has waited its time limit times
-    # `wait_factor`, at least `wait_floor_s` and at most `wait_cap_s` (a job with no
-    # limit: the cap) since a later job first passed it; overdue jobs go before all others, the
-    # earliest due first (None: no guard)
+    # the wait guard: a job is overdue once its time limit times `wait_factor`, at
+    # least `wait_floor_s` and at most `wait_cap_s` (a job with no limit: the cap), has
+    # passed since a later job first started ahead of it; overdue jobs go before the
+    # others of their partition tier, the earliest due first (None: no guard)
     wait_factor: float | None = 0.5
     wait_floor_s: float = 300.0
     wait_cap_s: float = 86400.0
@@ -99,6 +99,11 @@ class LasRules:
         if limit is None:
             return since + self.wait_cap_s
         return since + min(self.wait_cap_s, max(self.wait_factor * limit, self.wait_floor_s))
+
+    def is_overdue(self, job: PendingJob, now: float) -> bool:
+        """Whether the wait guard puts `job` before the others of its tier at `now`."""
+        due = self.overdue_at(job)
+        return due is not None and now >= due
 
     def queue_of(self, attained_gpu_s: float) -> int:
         """The queue of a job that has had `attained_gpu_s` of service."""

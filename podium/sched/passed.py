@@ -13,10 +13,11 @@ at most once per stay in the queue.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from podium.sched.model import PendingJob
+from podium.sched.order import PendingGroups
 
 
 class PassedClock:
@@ -93,4 +94,18 @@ class PassedClock:
                 del self._waiting[at]
 
 
-__all__ = ["PassedClock"]
+def pass_over(
+    pending: dict[int, PendingJob], groups: PendingGroups, job_ids: Iterable[int], now: float
+) -> None:
+    """The waiting `job_ids` were passed at `now` (`PassedClock.started`): each one
+    still in `pending` carries it from now on, in `groups` too."""
+    for job_id in job_ids:
+        old = pending.get(job_id)
+        if old is None:
+            continue
+        groups.remove(old)
+        pending[job_id] = new = replace(old, passed_at=now)
+        groups.add(new)
+
+
+__all__ = ["PassedClock", "pass_over"]

@@ -257,10 +257,8 @@ def reserve(p: Pass, job: PendingJob) -> Verdict:
     if not p.policy.backfill:
         p.strict_blocked.add(job.partition)
         return DONE
-    las = p.policy.las
-    due = las.overdue_at(job) if las is not None else None
-    overdue = due is not None and p.now >= due  # the wait guard's: a reservation each
-    if job.partition in p.reserved and not overdue:
+    las = p.policy.las  # an overdue job (the wait guard) holds a reservation of its own
+    if job.partition in p.reserved and not (las is not None and las.is_overdue(job, p.now)):
         if not p.explain and not p.may_preempt(job):
             p.drop_look_alikes(request_of(job))  # the next of them would stop above
         return DONE

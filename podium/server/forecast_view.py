@@ -157,7 +157,11 @@ class ForecastBook:
                     "expected_start": None if epoch is None else iso(epoch),
                     "expected_start_epoch": epoch,
                     "start_kind": (
-                        "planned" if start is not None else "estimate" if epoch else None
+                        "planned"
+                        if start is not None
+                        else "estimate"
+                        if epoch is not None
+                        else None
                     ),
                     "no_start_reason": (
                         None if epoch is not None else beyond.unknown.get(job.job_id)

@@ -416,8 +416,9 @@ class Reactor:
         starts = tuple(s for s in starts if unchanged(s.job_id))
         if starts:
             self.starter.start(starts)
+            now = self.clock()
             for s in starts:  # the jobs submitted before each that still wait are passed
-                self.passed.started(s.job_id, seen[s.job_id].submit_time, self.clock())
+                self.passed.started(s.job_id, seen[s.job_id].submit_time, now)
         self.queue.refresh()
         return len(starts)
 

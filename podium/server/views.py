@@ -22,7 +22,7 @@ from podium.recover.ladder import Health
 from podium.sched.config_policy import team_rules
 from podium.sched.fairshare import fairshare_table
 from podium.sched.las import pending_queue
-from podium.sched.model import Allocation, LasRules, PendingJob
+from podium.sched.model import Allocation
 from podium.sched.order import las_order
 from podium.sched.team_ledger import team_table
 from podium.server.job_rows import (
@@ -347,7 +347,7 @@ class Views:
                 else {
                     "attained_gpu_s": round(job.attained_gpu_s, 3),
                     "las_queue": pending_queue(job, now, rules),
-                    "overdue": _overdue(rules, job, now),
+                    "overdue": rules.is_overdue(job, now),
                 }
             )
             out.append(
@@ -374,12 +374,6 @@ class Views:
                 }
             )
         return out
-
-
-def _overdue(rules: LasRules, job: PendingJob, now: float) -> bool:
-    """Whether the wait guard puts `job` before the others of its tier now."""
-    due = rules.overdue_at(job)
-    return due is not None and now >= due
 
 
 def all_runs(record: Mapping[str, Any], earlier: float) -> float:

@@ -29,17 +29,16 @@ from __future__ import annotations
 from dataclasses import replace
 
 from podium.sched.model import Allocation, Elastic
-from podium.sim.traces import TraceJob
+from podium.sim.traces import TraceJob, picked_evenly
 
 MODES = ("requeue", "shrink", "shrink-ckpt")
-_SPREAD = 2654435761  # Knuth's multiplicative hash: a fixed, even pick by job id
 
 
 def is_elastic(job: TraceJob, share: float, mode: str, node_gpus: int) -> bool:
     """Whether `job` runs elastic in `mode` (never in `requeue`)."""
     if mode == "requeue" or share <= 0 or job.gpu_milli or not 2 <= job.gpus <= node_gpus:
         return False
-    return (job.job_id * _SPREAD) % 10_000 < share * 10_000
+    return picked_evenly(job, share)
 
 
 def picked(job: TraceJob, share: float, node_gpus: int) -> bool:

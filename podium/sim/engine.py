@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from podium.sched import Allocation, Snapshot
 from podium.sched.model import LasRules, Policy, TeamRules
 from podium.sched.priority import PriorityWeights
-from podium.sim.traces import TraceJob, TraceNode
+from podium.sim.traces import TraceJob, TraceNode, picked_evenly
 
 QOS_PRIORITY = {"high": 1000, "normal": 100, "low": 10}
 NO_FAIRSHARE = PriorityWeights(fairshare=0.0)
@@ -179,10 +179,10 @@ def uniform_nodes(
 
 def checkpoints(job: TraceJob, share: float) -> bool:
     """Whether `job` saves when stopped: as its trace says, else whether it is one of the
-    `share` of the jobs picked evenly by job id (Knuth's multiplicative hash)."""
+    `share` of the jobs picked evenly by job id."""
     if job.checkpoints is not None:
         return job.checkpoints
-    return (job.job_id * 2654435761) % 10_000 < share * 10_000
+    return picked_evenly(job, share)
 
 
 __all__ = [

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from podium.sched import schedule
 from podium.sched.model import Allocation, PendingJob, Policy, Snapshot
 from podium.sched.order import PendingGroups, orders_by_limit, queue_order
-from podium.sched.passed import PassedClock
+from podium.sched.passed import PassedClock, pass_over
 from podium.sim.forecast_bound import NEVER_FREE, Beyond, estimate_beyond
 
 
@@ -98,11 +98,7 @@ def forecast(
             starts.setdefault(job.job_id, Expected(job.job_id, t, start.node, start.gpu_indices))
             job_id = job.job_id
             groups.remove(job)
-            for other in passed.started(job_id, job.submit_time, t):
-                if other in pending:  # it starts after some that waited before it
-                    groups.remove(pending[other])
-                    pending[other] = replace(pending[other], passed_at=t)
-                    groups.add(pending[other])
+            pass_over(pending, groups, passed.started(job_id, job.submit_time, t), t)
             if job.count > 1:  # an array's pending tasks: one starts, the rest wait
                 pending[job_id] = replace(job, count=job.count - 1)
                 groups.add(pending[job_id])

@@ -30,7 +30,7 @@ from podium.sched.fairshare import Association, user_factors
 from podium.sched.fit import could_ever_fit
 from podium.sched.las import next_change as las_next_change
 from podium.sched.order import PendingGroups, orders_by_limit
-from podium.sched.passed import PassedClock
+from podium.sched.passed import PassedClock, pass_over
 from podium.sim.elastic_replay import elastic_of, is_elastic, picked, with_checkpoint
 from podium.sim.engine import (
     QOS_PRIORITY,
@@ -377,7 +377,8 @@ class Replay:
                 grown = elastic_of(self.by_id[s.job_id], None)
                 allocs = [replace(a, cpus=s.cpus, mem_mb=s.mem_mb, elastic=grown)
                           for a in allocs]  # fmt: skip
-            self.mark_passed(self.passed.started(s.job_id, p.submit_time, now), now)
+            newly = self.passed.started(s.job_id, p.submit_time, now)
+            pass_over(self.pending_jobs, self.groups, newly, now)
             out = self.outcomes[s.job_id]
             overhead = options.restart_cost_s if out.first_start is not None else 0.0
             replicas = len(s.gpu_indices) if p.elastic is not None else 0
@@ -386,16 +387,6 @@ class Replay:
             if out.first_start is None:
                 out.first_start = now
             heapq.heappush(self.events, (ends, FINISH, s.job_id, token))
-
-    def mark_passed(self, job_ids: list[int], now: float) -> None:
-        """The waiting `job_ids` were passed at `now` (a later job started)."""
-        for job_id in job_ids:
-            old = self.pending_jobs.get(job_id)
-            if old is None:
-                continue
-            self.groups.remove(old)
-            self.pending_jobs[job_id] = new = replace(old, passed_at=now)
-            self.groups.add(new)
 
     def wake_for_service(self, now: float) -> None:
         """Least attained service: wake when a running job next crosses a queue limit

@@ -43,6 +43,15 @@ class TraceJob:
     checkpoints: bool | None = None  # saves when stopped (None: the trace does not say)
 
 
+_SPREAD = 2654435761  # Knuth's multiplicative hash: a fixed, even pick by job id
+
+
+def picked_evenly(job: TraceJob, share: float) -> bool:
+    """Whether `job` is one of `share` of a trace's jobs, picked evenly by its id (the
+    same jobs in every replay)."""
+    return (job.job_id * _SPREAD) % 10_000 < share * 10_000
+
+
 @dataclass(frozen=True)
 class TraceNode:
     name: str
