@@ -170,12 +170,13 @@ class LasConfig(Closed):
     )  # fmt: skip
 
     wait_factor: float | None = Field(
-        default=0.5, gt=0, description="the wait guard: a job passed over by later jobs "
-        "for this many times its time limit (within wait_floor and wait_cap) is overdue "
-        "and goes before every job of its partition tier, QoS included, the earliest due "
-        "first (null: no guard)",
+        default=0.25, gt=0, description="the wait guard: a job that later jobs have "
+        "passed over and that has waited this many times its time limit (within wait_floor "
+        "and wait_cap; its earlier stays in the queue counted) is overdue and goes before "
+        "every job of its partition tier, QoS included, the earliest due first; while one "
+        "waits, least attained service stops no job (null: no guard)",
     )  # fmt: skip
-    wait_floor: str = Field(default="5:00", description="the wait guard's shortest wait")
+    wait_floor: str = Field(default="1:00", description="the wait guard's shortest wait")
     wait_cap: str = Field(
         default="1-0", description="the wait guard's longest wait (a job with no limit: this)"
     )

@@ -139,6 +139,9 @@ class Pass:
         # what it learnt on the way
         self.strict_blocked: set[str] = set()  # partitions in strict order behind a job
         self.has_blocked: set[str] = set()  # partitions with a job that could not start
+        # partitions where a job overdue by the wait guard could not start: least
+        # attained service stops no job there in this pass
+        self.overdue_waiting: set[str] = set()
         self.reserved: set[str] = set()  # partitions whose reservation is made
         self.victims: set[int] = {a.job_id for a in snapshot.running if a.preempting}
         self.partition_nodes: dict[str, list[Node]] = {}

@@ -12,12 +12,16 @@ before its multifactor sum: partition tier, then QoS priority, and least attaine
 service within a tier. A job is never stopped for one of a lower-priority QoS, and
 QoS preemption still applies.
 
-Wait guard (`LasRules.overdue_at`): a job that has been passed over (a job submitted
-after it started while it waited, `podium.sched.passed`) for `wait_factor` times its
+Wait guard (`LasRules.overdue_at`): a job that has waited `wait_factor` times its
 time limit (at least `wait_floor_s`, at most `wait_cap_s`; the cap for a job with no
-limit) is overdue, and overdue jobs go before every other of their partition tier,
-QoS included, the earliest due first. So a job's place is bounded by
+limit), its earlier stays in the queue counted, and that a later job has passed over
+(`podium.sched.passed`) is overdue, and overdue jobs go before every other of their
+partition tier, QoS included, the earliest due first. So a job's place is bounded by
 a time it can read from its own limit, as Slurm's age factor eventually lifts any job.
+Two rules keep stops from undoing the guard: while an overdue job of a partition
+waits, least attained service stops no job there (a stop then only lengthens the
+queue that is already late), and a job that has waited its whole allowance before
+its run (`LasRules.spent_wait`) is never stopped by it.
 
 Starvation guard (Tiresias' STARVE_LIMIT): a job that has waited, since it last joined
 the queue, `starve_factor` times its attained service in GPU-seconds per GPU (the
@@ -84,9 +88,10 @@ def victims(
     qos_priority: Mapping[str, int],
 ) -> Callable[[Allocation], bool]:
     """The running jobs `job` may stop: of a later queue than its own, saving at the
-    signal, of no higher QoS priority (`qos_priority`: by QoS name), and not due to
-    end (their time limit, or the end their progress says) within `min_run_s`: a job
-    that will be done soon is left to finish rather than pay a save and a restart.
+    signal, of no higher QoS priority (`qos_priority`: by QoS name), not due to end
+    (their time limit, or the end their progress says) within `min_run_s` (a job that
+    will be done soon is left to finish rather than pay a save and a restart), and
+    that have not waited their wait guard's allowance before this run (`spent_wait`).
     (Their run time against `min_run_s` is preempt_for's `exempt`.)"""
     queue = pending_queue(job, now, rules)
 
@@ -97,6 +102,7 @@ def victims(
             and qos_priority.get(alloc.qos, 0) <= job.qos_priority
             and rules.queue_of(attained.get(alloc.job_id, 0.0)) > queue
             and (end is None or end - now > rules.min_run_s)
+            and not rules.spent_wait(alloc)
         )
 
     return may_stop

@@ -79,26 +79,42 @@ class LasRules:
     queue_limits_gpu_s: tuple[float, ...] = (4000.0,)
     min_run_s: float = 7200.0
     starve_factor: float | None = 0.5
-    # the wait guard: a job is overdue once its time limit times `wait_factor`, at
-    # least `wait_floor_s` and at most `wait_cap_s` (a job with no limit: the cap), has
-    # passed since a later job first started ahead of it; overdue jobs go before the
-    # others of their partition tier, the earliest due first (None: no guard)
-    wait_factor: float | None = 0.5
-    wait_floor_s: float = 300.0
+    # the wait guard: a job is overdue once it has waited its time limit times
+    # `wait_factor`, at least `wait_floor_s` and at most `wait_cap_s` (a job with no
+    # limit: the cap), and a later job has started ahead of it; overdue jobs go before
+    # the others of their partition tier, the earliest due first (None: no guard)
+    wait_factor: float | None = 0.25
+    wait_floor_s: float = 60.0
     wait_cap_s: float = 86400.0
 
+    def wait_allowed_s(self, time_limit_s: float | None) -> float:
+        """How long the wait guard lets a job of this time limit wait beyond its place
+        in submit order, all its stays in the queue together: `wait_factor` times the
+        limit, at least `wait_floor_s`, at most `wait_cap_s` (the cap with no limit)."""
+        if time_limit_s is None or self.wait_factor is None:
+            return self.wait_cap_s
+        return min(self.wait_cap_s, max(self.wait_factor * time_limit_s, self.wait_floor_s))
+
     def overdue_at(self, job: PendingJob) -> float | None:
-        """When `job` becomes overdue (the wait guard), counted from when a job
-        submitted after it first started while it waited (`PendingJob.passed_at`), or
-        None: no guard, or nobody has passed it (it waits no longer than in submit
-        order)."""
+        """When `job` becomes overdue (the wait guard): once it has waited its allowance
+        (`wait_allowed_s`) since it joined the queue, its waits in earlier stays counted
+        (`PendingJob.waited_s`: a job that was stopped has spent part of it), and not
+        before a job submitted after it first started while it waited
+        (`PendingJob.passed_at`). None: no guard, or nobody has passed it (it waits no
+        longer than in submit order). The due time is also its place among overdue
+        jobs: a job's allowance bounds how far later jobs can go before it."""
         since = job.passed_at
         if self.wait_factor is None or since is None:
             return None
-        limit = job.time_limit_s
-        if limit is None:
-            return since + self.wait_cap_s
-        return since + min(self.wait_cap_s, max(self.wait_factor * limit, self.wait_floor_s))
+        return max(since, job.joined_at + self.wait_allowed_s(job.time_limit_s) - job.waited_s)
+
+    def spent_wait(self, alloc: Allocation) -> bool:
+        """Whether a running job had waited its whole allowance (`wait_allowed_s`)
+        before this run (`Allocation.waited_s`): least attained service lets it run to
+        its end, so that stops and waits cannot add up without bound."""
+        return self.wait_factor is not None and alloc.waited_s >= self.wait_allowed_s(
+            alloc.time_limit_s
+        )
 
     def is_overdue(self, job: PendingJob, now: float) -> bool:
         """Whether the wait guard puts `job` before the others of its tier at `now`."""
@@ -233,6 +249,7 @@ class Allocation:
     expected_end: float | None = None  # when its reported progress says it ends (podium progress)
     attained_gpu_s: float = 0.0  # GPU-seconds of its earlier runs (least attained service)
     saves: bool = False  # it saves when told to stop and comes back (LAS may stop it)
+    waited_s: float = 0.0  # seconds between its submission and this run, not running
 
     @property
     def replicas(self) -> int:
@@ -315,10 +332,18 @@ class PendingJob:
     # when a job submitted after it first started while it waited (this stay in the
     # queue): least attained service's wait guard counts from then (podium.sched.passed)
     passed_at: float | None = None
+    # seconds it waited before it last joined the queue, not running (its earlier
+    # stays: 0 for a job that never ran); the wait guard counts them (LasRules)
+    waited_s: float = 0.0
 
     @property
     def total_gpus(self) -> int:
         return self.gpus * self.nodes
+
+    @property
+    def joined_at(self) -> float:
+        """When it last joined the queue: its requeue, else its submission."""
+        return self.submit_time if self.queued_at is None else self.queued_at
 
     def allocate(self, node: str, gpu_indices: tuple[int, ...], now: float) -> Allocation:
         """What this job holds once started on `node` with these GPUs at `now`."""
@@ -339,6 +364,7 @@ class PendingJob:
             time_limit_s=self.time_limit_s,
             elastic=self.elastic,
             attained_gpu_s=self.attained_gpu_s,
+            waited_s=self.waited_s + max(0.0, now - self.joined_at),
         )
 
 

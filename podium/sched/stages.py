@@ -212,10 +212,14 @@ def shrink_others(p: Pass, job: PendingJob) -> Verdict:
 
 def preempt(p: Pass, job: PendingJob) -> Verdict:
     """Its QoS may preempt, or it has had less service than running jobs that save
-    (least attained service): the running jobs whose stop loses least make room."""
+    (least attained service): the running jobs whose stop loses least make room.
+    Least attained service stops nothing in a partition where a job overdue by its wait
+    guard waits (overdue jobs come first, so the pass knows by then)."""
+    policy, las = p.policy, p.policy.las
+    if las is not None and las.is_overdue(job, p.now):
+        p.overdue_waiting.add(job.partition)
     if not p.may_preempt(job):
         return NEXT
-    policy, las = p.policy, p.policy.las
     taken = None
     if policy.preempts.get(job.qos):
         taken = preempt_for(
@@ -223,7 +227,7 @@ def preempt(p: Pass, job: PendingJob) -> Verdict:
             policy.preempt_exempt_s, p.now, p.victims,
         )  # fmt: skip
     by_service = False
-    if taken is None and las is not None:
+    if taken is None and las is not None and job.partition not in p.overdue_waiting:
         by_service = True
         stoppable = las_victims(job, p.now, las, p.attained(), policy.qos_priority)
         taken = preempt_for(job, p.candidates_of(job), stoppable, las.min_run_s, p.now, p.victims)

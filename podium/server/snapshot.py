@@ -135,6 +135,7 @@ class PendingQueue:
             expedite=bool(r["expedite"]),
             attained_gpu_s=float(r["earlier_gpu_seconds"] or 0.0),
             queued_at=r["queued_at"],
+            waited_s=float(r["earlier_wait_seconds"] or 0.0),
         )
 
 
@@ -223,7 +224,16 @@ def allocation(
         expected_end=expected_end,
         attained_gpu_s=float(r["earlier_gpu_seconds"] or 0.0),
         saves=may_requeue and (checkpoint_time is not None or r["checkpoint_mtime"] is not None),
+        waited_s=waited_before_run(r, now),
     )
+
+
+def waited_before_run(r: Row, now: float) -> float:
+    """Seconds a running job's row says it waited before its current run: its earlier
+    stays' waits and this stay's (from its requeue, else its submission, to its start)."""
+    joined = float(r["queued_at"] if r["queued_at"] is not None else r["submit_time"])
+    start = float(r["start_time"] if r["start_time"] is not None else now)
+    return float(r["earlier_wait_seconds"] or 0.0) + max(0.0, start - joined)
 
 
 def build_snapshot(

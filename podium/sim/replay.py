@@ -107,6 +107,7 @@ class Replay:
         self.cpu_weight = 0.0  # fair share charges GPU-seconds only, the daemon's default
         self.attained: dict[int, float] = {}  # job -> GPU-seconds of its ended runs
         self.queued_at: dict[int, float] = {}  # job -> when it last joined the queue
+        self.waited: dict[int, float] = {}  # job -> seconds waited before its current run
         self.passed = PassedClock()  # when later jobs first started ahead of each waiting one
         self.workload: tuple[tuple[str | None, int, float], ...] = ()
         if self.policy.placement == "fgd":  # the trace's own mix of requests, as FGD weighs it
@@ -154,6 +155,7 @@ class Replay:
             elastic=elastic_of(j, state.caps.get(j.job_id)) if j.job_id in self.elastic else None,
             attained_gpu_s=self.attained.get(j.job_id, 0.0),
             queued_at=self.queued_at.get(j.job_id),
+            waited_s=self.waited.get(j.job_id, 0.0),
             passed_at=self.passed.at(j.job_id),
         )
 
@@ -324,7 +326,7 @@ class Replay:
             out.preemptions += 1
             self.preemptions += 1
             if requeued_after_preemption(pre.mode, may_requeue=True):
-                self.queue(pre.job_id)
+                self.queue(pre.job_id, now)
             else:
                 out.end = now
 
@@ -356,7 +358,7 @@ class Replay:
             self.state.caps[rz.job_id] = rz.replicas
             self.outcomes[rz.job_id].resizes += 1
             self.resizes += 1
-            self.queue(rz.job_id)
+            self.queue(rz.job_id, now)
 
     def started(self, decisions: Decisions, now: float) -> None:
         """Each start runs until its work is done (plus its restart cost after the
@@ -368,6 +370,7 @@ class Replay:
             token = state.tokens[s.job_id] + 1
             state.tokens[s.job_id] = token
             allocs = [p.allocate(node, gpus, now) for node, gpus in s.placements]
+            self.waited[s.job_id] = allocs[0].waited_s
             if p.gpu_type is not None:  # parts of a GPU: charged by their share
                 allocs = [replace(a, gpu_units=self.shares[s.job_id]) for a in allocs]
             if self.policy.las is not None and s.job_id in self.saving:  # save_and_stop

@@ -20,7 +20,7 @@ LIST_COLUMNS = (
     "gpus, gpu_ids, cpus, mem_mb, time_limit_s, exit_code, signal, restart_count, stdout, "
     "stderr, work_dir, exclude, checkpoint_mtime, stalled_restarts, cpu_ids, preempt_mode, "
     "brief, array_pending, gpu_mem_peak_mb, ending, elastic_state, lost_work, "
-    "earlier_gpu_seconds"
+    "earlier_gpu_seconds, earlier_wait_seconds, queued_at"
 )
 # An array's tasks store no spec of their own (""): they share the array's row's (the
 # row whose id is the array's: its pending tasks, or its first task for arrays stored

@@ -137,7 +137,8 @@ class JobRuns(Database):
 
         The job keeps its id, submit time and checkpoint directory. `exclude` replaces
         the (node, GPU) pairs it must avoid; the progress fields are auto-resume's;
-        `ran_gpu_seconds`, the run's GPU-seconds, joins its earlier runs'. `expedite`: it
+        `ran_gpu_seconds`, the run's GPU-seconds, joins its earlier runs', and the wait
+        before the run joins its earlier waits (`earlier_wait_seconds`). `expedite`: it
         goes first in the queue (a restart after a failure; a preempted job does not).
         """
         with self.transaction(durable=True) as conn:
@@ -146,6 +147,8 @@ class JobRuns(Database):
                      end_time=NULL, node=NULL, gpu_ids=NULL, exit_code=NULL, signal=NULL,
                      ending=NULL, restart_count=restart_count + 1,
                      earlier_gpu_seconds=earlier_gpu_seconds + ?,
+                     earlier_wait_seconds=earlier_wait_seconds + MAX(0.0,
+                       COALESCE(start_time, ?) - COALESCE(queued_at, submit_time)),
                      exclude=COALESCE(?, exclude),
                      checkpoint_mtime=COALESCE(?, checkpoint_mtime),
                      stalled_restarts=COALESCE(?, stalled_restarts), expedite=?,
@@ -153,6 +156,7 @@ class JobRuns(Database):
                    WHERE job_id=? AND state='RUNNING'""",
                 (
                     max(0.0, ran_gpu_seconds),
+                    now,
                     None if exclude is None else json.dumps([list(e) for e in exclude]),
                     checkpoint_mtime,
                     stalled_restarts,

@@ -256,7 +256,7 @@ class JobStore(JobChanges):
                      mem_mb, gpus, nice, held, array_job_id, array_task_id, array_throttle,
                      time_limit_s,
                      exclude, brief, array_pending, elastic_state, expedite,
-                     earlier_gpu_seconds, queued_at FROM jobs
+                     earlier_gpu_seconds, earlier_wait_seconds, queued_at FROM jobs
                    WHERE state='PENDING'"""
         if job_ids is None:
             return self.conn.execute(query).fetchall()

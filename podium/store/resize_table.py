@@ -57,7 +57,8 @@ class JobResizes(Database):
     def requeue_resized(self, job_id: int, now: float, ran_gpu_seconds: float = 0.0) -> bool:
         """RUNNING -> PENDING after a resize stopped it: its restart count is kept, the
         resize is recorded as done, and its next start takes `to` replicas at most;
-        `ran_gpu_seconds`, the run's GPU-seconds, joins its earlier runs'."""
+        `ran_gpu_seconds`, the run's GPU-seconds, joins its earlier runs', and the wait
+        before the run its earlier waits; it joins the queue again now (`queued_at`)."""
         with self.transaction(durable=True) as conn:
             row = conn.execute(
                 "SELECT elastic_state FROM jobs WHERE job_id=? AND state='RUNNING'", (job_id,)
@@ -72,9 +73,12 @@ class JobResizes(Database):
                 """UPDATE jobs SET state='PENDING', reason='None', start_time=NULL,
                      end_time=NULL, node=NULL, gpu_ids=NULL, exit_code=NULL, signal=NULL,
                      ending=NULL, preempt_mode=NULL, elastic_state=?,
-                     earlier_gpu_seconds=earlier_gpu_seconds + ?
+                     earlier_gpu_seconds=earlier_gpu_seconds + ?,
+                     earlier_wait_seconds=earlier_wait_seconds + MAX(0.0,
+                       COALESCE(start_time, ?) - COALESCE(queued_at, submit_time)),
+                     queued_at=?
                    WHERE job_id=? AND state='RUNNING'""",
-                (json.dumps(state), max(0.0, ran_gpu_seconds), job_id),
+                (json.dumps(state), max(0.0, ran_gpu_seconds), now, now, job_id),
             )
             detail = resizing.get("cause", "resized")
             self._event(conn, now, "resize", job_id=job_id, detail=detail)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 17
+SCHEMA_VERSION = 18
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -223,5 +223,11 @@ ALTER TABLE jobs ADD COLUMN expedite INTEGER NOT NULL DEFAULT 0;
     # starvation guard counts its wait from then); NULL: at its submit.
     17: """
 ALTER TABLE jobs ADD COLUMN queued_at REAL;
+""",
+    # Version 18: the seconds a job waited in the queue in its stays before the current
+    # one (from submission or requeue to each start): least attained service's wait
+    # guard counts a requeued job's earlier waits (`LasRules.overdue_at`).
+    18: """
+ALTER TABLE jobs ADD COLUMN earlier_wait_seconds REAL NOT NULL DEFAULT 0;
 """,
 }

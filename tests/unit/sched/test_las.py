@@ -163,18 +163,61 @@ def test_a_higher_qos_goes_first_and_least_attained_service_orders_within_a_qos(
 
 
 def test_the_wait_guard_is_the_limit_within_its_floor_and_cap() -> None:
-    """Issue 62: a job is overdue after its time limit times wait_factor, at least the
-    floor and at most the cap (the cap for a job with no limit), counted from when a
-    later job first passed it; never when nobody has, nor without a guard."""
+    """Issue 62: a job is overdue once it has waited its time limit times wait_factor,
+    at least the floor and at most the cap (the cap for a job with no limit), and not
+    before a later job first passed it; never when nobody has, nor without a guard."""
     rules = LasRules(wait_factor=1.0, wait_floor_s=300.0, wait_cap_s=86400.0)
     passed = {"submit": 0.0, "passed_at": 100.0}
-    assert rules.overdue_at(pending(1, time_limit_s=60.0, **passed)) == 400.0  # the floor
-    assert rules.overdue_at(pending(1, **passed)) == 3700.0
-    assert rules.overdue_at(pending(1, time_limit_s=7 * 86400.0, **passed)) == 86500.0
-    assert rules.overdue_at(pending(1, time_limit_s=None, **passed)) == 86500.0  # the cap
+    assert rules.overdue_at(pending(1, time_limit_s=60.0, **passed)) == 300.0  # the floor
+    assert rules.overdue_at(pending(1, **passed)) == 3600.0
+    assert rules.overdue_at(pending(1, time_limit_s=7 * 86400.0, **passed)) == 86400.0
+    assert rules.overdue_at(pending(1, time_limit_s=None, **passed)) == 86400.0  # the cap
+    late = pending(1, time_limit_s=60.0, submit=0.0, passed_at=5000.0)
+    assert rules.overdue_at(late) == 5000.0  # waited long, but nobody passed it until then
     assert rules.overdue_at(pending(1, submit=0.0)) is None  # nobody passed it
     assert replace(rules, wait_factor=None).overdue_at(pending(1, **passed)) is None
-    assert LasRules().overdue_at(pending(1, **passed)) == 1900.0  # the default: half
+    assert LasRules().overdue_at(pending(1, **passed)) == 900.0  # the default: a quarter
+
+
+def test_a_requeued_job_has_spent_the_wait_of_its_earlier_stays() -> None:
+    """Issue 62's tail: a job least attained service stopped waits again; its waits
+    before add up against one allowance, so stops cannot add up without bound."""
+    rules = LasRules(wait_factor=1.0, wait_floor_s=60.0)
+    again = pending(1, submit=0.0, queued_at=9000.0, waited_s=1000.0, passed_at=9010.0)
+    assert rules.overdue_at(again) == 9000.0 + 3600.0 - 1000.0
+    spent = replace(again, waited_s=5000.0)  # more than its allowance: due when passed
+    assert rules.overdue_at(spent) == 9010.0
+    started = again.allocate("n0", (0,), now=9500.0)
+    assert started.waited_s == 1500.0  # its earlier stays and this one's
+    assert rules.spent_wait(replace(started, waited_s=3600.0))
+    assert not rules.spent_wait(started)
+
+
+def test_a_job_that_waited_its_allowance_is_not_stopped_for_a_newer_one() -> None:
+    """Issue 62's tail: least attained service does not stop a job that has waited its
+    whole wait guard allowance before its run: it runs to its end."""
+    new = pending(1, submit=5000.0)
+    attained = {9: 5000.0}
+    rules = replace(RULES, wait_factor=1.0)
+    patient = run_alloc(9, (0,), start=0.0, time_limit_s=9000.0, waited_s=9000.0)
+    may = victims(new, 5000.0, rules, attained, {})
+    assert not may(patient) and may(replace(patient, waited_s=8999.0))
+    unguarded = victims(new, 5000.0, replace(rules, wait_factor=None), attained, {})
+    assert unguarded(patient)  # no wait guard: no allowance to have spent
+
+
+def test_no_job_is_stopped_for_service_while_an_overdue_job_waits() -> None:
+    """Issue 62's tail: while a job overdue by the wait guard waits in a partition, least
+    attained service stops nothing there (the stop would lengthen a queue already late);
+    once none is overdue it stops as before."""
+    old = run_alloc(9, (0, 1, 2, 3), start=0.0)  # 1,200 GPU-s at 300 s: queue 1
+    rules = replace(RULES, wait_factor=1.0, wait_floor_s=60.0)
+    new = pending(1, submit=250.0)
+    late = pending(2, gpus=4, submit=0.0, time_limit_s=100.0, passed_at=10.0)  # overdue
+    snap = Snapshot(nodes=(NODE,), running=(old,), pending=(new, late))
+    assert not schedule(snap, now=300.0, policy=Policy(las=rules)).preempts
+    snap = Snapshot(nodes=(NODE,), running=(old,), pending=(new,))
+    assert [p.job_id for p in schedule(snap, now=300.0, policy=Policy(las=rules)).preempts] == [9]
 
 
 def test_an_overdue_job_goes_before_a_higher_qos_the_earliest_due_first_below_tiers() -> None:

@@ -128,6 +128,12 @@ def test_requeue_keeps_exclusions_and_progress(tmp_path: Path) -> None:
         2.5,
         2,
     )
+    # its waits add up, each from its submission or requeue to its start (issue 62)
+    assert (row["earlier_wait_seconds"], row["queued_at"]) == (1.0 + 1.0, 5.0)
+    store.mark_running([start], 9.0)
+    from podium.server.snapshot import allocation
+
+    assert allocation(store.job(job), "n0", "none", set(), 10.0).waited_s == 2.0 + 4.0
 
 
 def test_health_records_and_faults(tmp_path: Path) -> None:
@@ -230,6 +236,7 @@ def test_only_a_complete_podium_database_of_a_known_version_is_opened(tmp_path: 
         "ALTER TABLE jobs DROP COLUMN lost_work",
         "ALTER TABLE jobs DROP COLUMN earlier_gpu_seconds",
         "ALTER TABLE jobs DROP COLUMN expedite",
+        "ALTER TABLE jobs DROP COLUMN earlier_wait_seconds",
         "ALTER TABLE jobs DROP COLUMN queued_at",
         "DROP TABLE tokens",
         "DROP TABLE sessions",
