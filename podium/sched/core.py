@@ -158,6 +158,11 @@ class Pass:
         self._attained: dict[int, float] | None = None
         self._fragmentation: FragmentationContext | None = None
 
+    def overdue(self, job: PendingJob) -> bool:
+        """Whether least attained service's wait guard says `job` is overdue now."""
+        las = self.policy.las
+        return las is not None and las.is_overdue(job, self.now)
+
     def _count_running(self) -> None:
         """Count what running jobs hold against the limits (a multi-node job once)."""
         per_job: dict[int, tuple[Allocation, int]] = {}  # job -> (an allocation, its GPUs)

@@ -139,7 +139,12 @@ def start_now(p: Pass, job: PendingJob) -> Verdict:
     ends_in = job.time_limit_s if job.time_limit_s is not None else INF
     shortest = p.held_back.get(request)
     if request in p.no_room or (shortest is not None and ends_in >= shortest):
-        if not p.explain and job.partition in p.reserved and not p.may_preempt(job):
+        if (
+            not p.explain
+            and job.partition in p.reserved
+            and not p.may_preempt(job)
+            and not p.overdue(job)  # it holds a reservation of its own (`reserve`)
+        ):
             p.drop_look_alikes(request)
             return DONE  # it cannot start, the reservation is made: only its reason is left
         return NEXT
@@ -216,7 +221,7 @@ def preempt(p: Pass, job: PendingJob) -> Verdict:
     Least attained service stops nothing in a partition where a job overdue by its wait
     guard waits (overdue jobs come first, so the pass knows by then)."""
     policy, las = p.policy, p.policy.las
-    if las is not None and las.is_overdue(job, p.now):
+    if p.overdue(job):
         p.overdue_waiting.add(job.partition)
     if not p.may_preempt(job):
         return NEXT
@@ -261,8 +266,7 @@ def reserve(p: Pass, job: PendingJob) -> Verdict:
     if not p.policy.backfill:
         p.strict_blocked.add(job.partition)
         return DONE
-    las = p.policy.las  # an overdue job (the wait guard) holds a reservation of its own
-    if job.partition in p.reserved and not (las is not None and las.is_overdue(job, p.now)):
+    if job.partition in p.reserved and not p.overdue(job):  # an overdue job: one of its own
         if not p.explain and not p.may_preempt(job):
             p.drop_look_alikes(request_of(job))  # the next of them would stop above
         return DONE

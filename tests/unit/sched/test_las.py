@@ -289,3 +289,25 @@ def test_every_overdue_job_holds_a_reservation_not_only_the_first() -> None:
     got = schedule(snap, 9000.0 - 1.0, Policy(las=rules))
     held = {(r.job_id, r.node, r.start_time) for r in got.reservations}
     assert held == {(1, "n0", 9000.0), (2, "n1", 9500.0)}
+
+
+def test_overdue_look_alikes_each_hold_a_reservation_in_the_daemons_grouped_walk() -> None:
+    """Issue 62's longest waits: the daemon and the simulator walk the queue by groups
+    of like requests and skip a group's rest once one of it cannot start; overdue jobs
+    of one group are not skipped: each holds a reservation of its own."""
+    from podium.sched.order import PendingGroups, orders_by_limit
+
+    nodes = tuple(replace(NODE, name=n) for n in ("n0", "n1", "n2"))
+    running = tuple(
+        replace(run_alloc(10 + i, (0, 1, 2, 3), start=0.0, time_limit_s=end), node=n, saves=False)
+        for i, (n, end) in enumerate((("n0", 9000.0), ("n1", 9500.0), ("n2", 9800.0)))
+    )
+    policy = Policy(las=replace(RULES, wait_factor=1.0, wait_floor_s=60.0))
+    late = tuple(pending(i, gpus=4, submit=float(i), time_limit_s=100.0, passed_at=10.0)
+                 for i in (1, 2, 3))  # fmt: skip
+    groups = PendingGroups(orders_by_limit(policy))
+    for job in late:
+        groups.add(job)
+    snap = Snapshot(nodes=nodes, pending=late, running=running, groups=list(groups.groups.values()))
+    got = schedule(snap, 9000.0 - 1.0, policy, explain=False)  # as the daemon's passes
+    assert {(r.job_id, r.node) for r in got.reservations} == {(1, "n0"), (2, "n1"), (3, "n2")}
