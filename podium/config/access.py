@@ -176,7 +176,7 @@ class LasConfig(Closed):
         "every job of its partition tier, QoS included, the earliest due first; while one "
         "waits, least attained service stops no job (null: no guard)",
     )  # fmt: skip
-    wait_floor: str = Field(default="1:00", description="the wait guard's shortest wait")
+    wait_floor: str = Field(default="5:00", description="the wait guard's shortest wait")
     wait_cap: str = Field(
         default="1-0", description="the wait guard's longest wait (a job with no limit: this)"
     )

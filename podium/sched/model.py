@@ -84,7 +84,7 @@ class LasRules:
     # limit: the cap), and a later job has started ahead of it; overdue jobs go before
     # the others of their partition tier, the earliest due first (None: no guard)
     wait_factor: float | None = 0.25
-    wait_floor_s: float = 60.0
+    wait_floor_s: float = 300.0
     wait_cap_s: float = 86400.0
 
     def wait_allowed_s(self, time_limit_s: float | None) -> float:
