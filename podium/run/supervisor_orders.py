@@ -22,6 +22,7 @@ from podium.run.files import (
     SAVED_FILE,
     STARTED_FILE,
     read_json,
+    read_json_safely,
     write_atomic,
 )
 from podium.run.rank_beats import RANKS_DIR, read_step_seconds
@@ -116,7 +117,7 @@ class SupervisorOrders:
         if not self._lock_held(self.job_dir(job_id)):
             return False
         path = self.job_dir(job_id) / SPARE_ORDERS
-        data = read_json(path)
+        data = read_json_safely(path)  # a list (read_json reads objects only)
         given: list[Any] = data if isinstance(data, list) else []
         given.append({"seq": len(given) + 1, "gpus": spares})
         write_atomic(path, given, durable=False)

@@ -67,3 +67,37 @@ def test_the_runtime_helpers_opt_in_once_and_read_the_next_generation(
     assert runtime.replace_ready() and notice.read_text().startswith("{")  # not overwritten
     assert runtime.replacement(after=0, timeout_s=0) == {"generation": 1, "master_port": 29501}
     assert runtime.replacement(after=1, timeout_s=0.05) is None
+
+
+def test_every_refill_reaches_the_supervisor_not_only_the_first(tmp_path: Path) -> None:
+    """Issue 63, item 3: the daemon's orders file is a list; each refill is appended to
+    it (it was rewritten as a first order each time, so the supervisor, which had read
+    one, never saw a third spare and the third fault was neither replaced nor
+    requeued). The supervisor's record takes each new spare once."""
+    import fcntl
+    import os
+    import signal
+
+    from podium.run.executor import LocalExecutor
+    from podium.run.files import LOCK_FILE
+
+    job_dir = tmp_path / "jobs" / "7"
+    job_dir.mkdir(parents=True)
+    spares = Spares(job_dir, [[2]])
+    spares.create(None)
+    executor = LocalExecutor.__new__(LocalExecutor)
+    executor.jobs_dir = tmp_path / "jobs"
+    fd = os.open(job_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # the supervisor's lock: the job is alive
+    executor._signal = lambda job_id, sig: sig == signal.SIGCHLD  # type: ignore[method-assign]
+    try:
+        assert executor.add_spares(7, [[1]])
+        spares.take_orders()
+        assert executor.add_spares(7, [[3]])
+        spares.take_orders()
+        spares.take_orders()  # nothing new: nothing added twice
+    finally:
+        os.close(fd)
+    orders = json.loads((job_dir / "spares.json").read_text())
+    assert [o["seq"] for o in orders] == [1, 2]
+    assert spares.ready == [(0, [2]), (1, [1]), (2, [3])]
