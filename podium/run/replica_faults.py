@@ -100,9 +100,18 @@ class ReplicaFaults:
         pid = next((p for p, t in self.tasks.items() if t.procid == rank), None)
         if pid is None or pid in self.status:
             return False
+        if all(p in self.status for p in self.tasks if p != pid):
+            return False  # no peer left to heal a newcomer (they ended: see peers_done)
         with contextlib.suppress(OSError):
             os.unlink(self.ranks / str(rank))  # its old step no longer speaks for the rank
         return self.replace(pid, f"hang: {why}")
+
+    def peers_done(self, ranks: list[int]) -> bool:
+        """Whether every rank but `ranks` has ended with exit code 0 (and one has): a
+        rank hung after the others finished (issue 63, item 4) hangs in its teardown,
+        after the training: stopping it is not a fault to requeue for."""
+        others = [p for p, t in self.tasks.items() if t.procid not in ranks]
+        return bool(others) and all(self.status.get(p) == (0, None) for p in others)
 
     def replace(self, pid: int, reason: str) -> bool:
         """Kill what is left of the replica `pid`, tell the survivors (the notice and

@@ -22,7 +22,8 @@ Contract:
 - With a heartbeat timeout, the job must touch PODIUM_HEARTBEAT_FILE at least that
   often once it has touched it, and first within the start-up allowance
   (podium.run.hang_watch); when it does not, it is hung: SIGTERM, the grace time,
-  SIGKILL, state FAILED with reason "hang: ..." and fault "hang".
+  SIGKILL, state FAILED with reason "hang: ..." and fault "hang" (no fault when the
+  ranks named are hung after every other rank ended with exit 0: the training is done).
 - It writes JOB_DIR/tasks.json (each task's pid by rank) once all tasks started, and
   again when a replica is replaced.
 - A job with spares (plan.spares) that takes part in the contract has a replica that
@@ -285,6 +286,10 @@ class Supervisor(ReplicaFaults, HangWatch, JobOutcome):
                 hang = self._hang(now)
                 if hang is not None and self.replace_hung(*hang):
                     continue
+                if hang is not None and hang[1] and self.peers_done(hang[1]):
+                    self.reason = f"hang: {hang[0]}, after every other rank ended with exit 0"
+                    self._terminate("FAILED")  # not a fault: nothing to requeue for
+                    return
                 if hang is not None:
                     self.reason, self.fault = f"hang: {hang[0]}", "hang"
                     self._terminate("FAILED")

@@ -210,6 +210,42 @@ def test_three_kills_in_a_row_are_each_replaced_from_a_refilled_spare() -> None:
         teardown_cluster(c)
 
 
+def test_a_rank_hung_after_its_peers_finished_is_not_replaced_nor_requeued(
+    make: Callable[..., Cluster],
+) -> None:
+    """Issue 63, item 4: rank 0 trains to its end and exits 0; rank 1 then hangs (in
+    its teardown, say). No survivor is left to heal a newcomer, so no spare takes its
+    place (it was "replaced" with no survivors, and the newcomer waited 120 s for a
+    rendezvous nobody hosted); and the training is done, so it is no fault: the job
+    ends FAILED, hung, and is not requeued."""
+    c = make()
+    trainer = c.work / "ranks.py"
+    trainer.write_text(
+        "import os, pathlib, time\n"
+        "from podium import runtime\n"
+        "rank = int(os.environ['RANK'])\n"
+        "if rank == 0:\n"
+        "    runtime.replace_ready()\n"
+        "for step in range(1, 21):\n"
+        "    runtime.heartbeat(); runtime.rank_step(step); time.sleep(0.05)\n"
+        "if rank == 0:\n"
+        f"    pathlib.Path('{c.work}/rank0-done').touch()\n"
+        "    raise SystemExit(0)\n"
+        "while True:  # rank 1 lingers after the training, beating, until it hangs\n"
+        "    runtime.heartbeat(); time.sleep(0.1)\n"
+    )
+    job = c.submit("--elastic=2:2", "--spares=1", "--gpus-per-task=1", "--auto-resume=1",
+                   "--heartbeat-timeout=4", "--wrap", f"exec {sys.executable} {trainer}",
+                   cwd=c.work)  # fmt: skip
+    wait_until(lambda: (c.work / "rank0-done").exists(), "rank 0's end", 60)
+    c.cli("inject", "hang", str(job), "--rank", "1", check=True)
+    final = c.wait(job, timeout=60)
+    assert (final["state"], final["restart_count"]) == ("FAILED", 0), final
+    assert "after every other rank ended with exit 0" in final["reason"], final["reason"]
+    shown = c.job(job)
+    assert not shown["replacements"] and not shown["lost_gpu_seconds"], shown["lost_gpu_seconds"]
+
+
 def test_a_job_that_ignores_the_contract_is_requeued_as_before(
     make: Callable[..., Cluster],
 ) -> None:
