@@ -85,6 +85,7 @@ class StragglerWatch:
     factor: float = FACTOR
     floor_s: float = FLOOR_S
     _seen: dict[int, list[_Look]] = field(default_factory=dict)
+    _generation: dict[int, int] = field(default_factory=dict)  # job -> its replacements
 
     def look(
         self,
@@ -92,11 +93,18 @@ class StragglerWatch:
         now: float,
         seconds: dict[int, float],
         steps: dict[int, float] | None = None,
+        generation: int = 0,
     ) -> Straggler | None:
         """Take one look at `job_id`'s ranks at time `now` (`seconds`: each rank's last
         step's seconds; `steps`: where each rank is, and a look at which no rank moved
-        on adds nothing); the straggler over the window, or None (no rank slow, or the
-        looks do not yet span `window_s`)."""
+        on adds nothing; `generation`: how many of its replicas were replaced so far, a
+        new one starting the window afresh, since a replaced rank is another process on
+        another GPU and its first steps after healing are no sign of a slow one); the
+        straggler over the window, or None (no rank slow, or the looks do not yet span
+        `window_s`)."""
+        if self._generation.get(job_id, 0) != generation:
+            self._generation[job_id] = generation
+            self._seen.pop(job_id, None)
         seen = self._seen.setdefault(job_id, [])
         if not seen or steps is None or steps != seen[-1].steps:
             seen.append(_Look(now, dict(seconds), dict(steps) if steps is not None else None))
@@ -122,6 +130,7 @@ class StragglerWatch:
         """Drop the jobs not in `keep` (they no longer run)."""
         for job_id in [j for j in self._seen if j not in keep]:
             del self._seen[job_id]
+            self._generation.pop(job_id, None)
 
 
 __all__ = ["FACTOR", "FLOOR_S", "LOOKS", "WINDOW_S", "Straggler", "StragglerWatch", "slowest"]

@@ -125,8 +125,9 @@ class Housekeeping:
             jobs = [(r["job_id"], _world(r)) for r in reactor.running_rows()]
         runs = reactor.effects.runs
         said = {job_id: runs.rank_seconds(job_id, world) for job_id, world in jobs}
+        replaced = {job_id: len(runs.replacements(job_id)) for job_id in said if said[job_id]}
         with reactor.lock:
-            reactor.ranks.look(said)
+            reactor.ranks.look(said, replaced)
 
     def stop_idle_mps(self) -> None:
         """Stop the MPS control daemons whose GPU has no running MPS job of their user

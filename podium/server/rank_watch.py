@@ -21,9 +21,15 @@ class RankWatch:
         self.seconds: dict[int, dict[int, float]] = {}  # job -> rank -> step seconds
         self.stragglers: dict[int, Straggler] = {}
 
-    def look(self, said: dict[int, dict[int, tuple[float, float]]]) -> None:
+    def look(
+        self,
+        said: dict[int, dict[int, tuple[float, float]]],
+        replaced: dict[int, int] | None = None,
+    ) -> None:
         """One look: `said` is every running job's ranks' (step, step seconds) (empty
-        for a job whose ranks say none)."""
+        for a job whose ranks say none); `replaced`, how many of each job's replicas were
+        replaced so far (a replacement starts its straggler window afresh)."""
+        replaced = replaced or {}
         self.watch.forget(set(said))
         self.seconds = {
             job: {rank: s for rank, (_, s) in ranks.items()} for job, ranks in said.items() if ranks
@@ -31,7 +37,7 @@ class RankWatch:
         named: dict[int, Straggler] = {}
         for job_id, seconds in sorted(self.seconds.items()):
             steps = {rank: step for rank, (step, _) in said[job_id].items()}
-            found = self.watch.look(job_id, self.clock(), seconds, steps)
+            found = self.watch.look(job_id, self.clock(), seconds, steps, replaced.get(job_id, 0))
             if found is None:
                 continue
             named[job_id] = found

@@ -75,3 +75,21 @@ def test_ranks_within_a_third_of_each_other_never_make_a_straggler(
     low = min(seconds.values())
     alike = {r: min(s, low * 1.33) for r, s in seconds.items()}
     assert slowest(alike) is None
+
+
+def test_a_replacement_starts_the_window_afresh() -> None:
+    """Issue 63, item 5: rank 1 slow before a replacement (it was failing) and its
+    replacement's first step slow (it healed from a peer) made looks on both sides of
+    the replacement name it 10 s after; a replacement starts the window again."""
+    watch = StragglerWatch(looks=3, window_s=10)
+    slow = {0: 0.1, 1: 0.4}
+    for k, t in enumerate((0, 5, 9)):
+        assert watch.look(7, t, slow, {0: k, 1: k}, generation=0) is None
+    assert watch.look(7, 10, slow, {0: 3, 1: 3}, generation=1) is None  # replaced
+    for k, t in enumerate((12, 15, 19), start=4):
+        assert watch.look(7, t, {0: 0.1, 1: 0.1}, {0: k, 1: k}, generation=1) is None
+    assert watch.look(7, 20, slow, {0: 7, 1: 7}, generation=1) is None  # mostly fast
+    mixed = StragglerWatch(looks=3, window_s=10)  # the same looks, one window: named
+    for k, t in enumerate((0, 5, 9)):
+        mixed.look(7, t, slow, {0: k, 1: k})
+    assert mixed.look(7, 10, slow, {0: 3, 1: 3}) is not None
