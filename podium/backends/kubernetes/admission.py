@@ -124,7 +124,13 @@ def _elastic_pods(draft: Draft) -> None:
     given = draft.given("elastic")
     where = f"{given.where}: --elastic" if given is not None else "--elastic"
     if spec.spares:
-        raise SpecError(f"{where}: spare replicas of an elastic job are the embedded cluster's")
+        raise SpecError(
+            f"{where}: spares are not available on Kubernetes yet: a JobSet gives a failed "
+            "pod's rank only to a new pod (scheduled cold, or a restart of the whole set), "
+            "and Podium does not yet keep a standby pod to take it (design: "
+            "docs/kubernetes.md#spares); drop the spares and use --auto-resume, or submit "
+            "to the embedded cluster or Slurm"
+        )
     if not spec.replica_gpus:
         raise SpecError(
             f"{where}: Podium sizes elastic jobs on Kubernetes by the ClusterQueue's GPU "

@@ -157,3 +157,12 @@ def test_a_jobset_with_odd_annotations_stops_no_other() -> None:
     assert line.startswith("wrap-7: left as it is: unreadable (KeyError")
     jobset["metadata"]["annotations"]["podium.dev/resize-log"] = '{"not": "a list"}'
     assert elastic_fields(jobset) == {}  # `podium queue` reads it as a plain job
+
+
+def test_spares_are_refused_saying_why_and_what_instead() -> None:
+    """Issue 63: --spares on Kubernetes is refused in one line that says why (no standby
+    pod takes a failed pod's rank yet), where the design is, and what to do instead."""
+    with pytest.raises(SpecError) as refused:
+        _docs([*ELASTIC[:2], "--elastic=2:2", "--spares=1"])
+    said = str(refused.value)
+    assert "\n" not in said and "docs/kubernetes.md#spares" in said and "--auto-resume" in said
