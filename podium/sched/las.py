@@ -59,7 +59,7 @@ def pending_queue(job: PendingJob, now: float, rules: LasRules) -> int:
         return 0
     factor = rules.starve_factor
     if factor is not None:
-        since = job.submit_time if job.queued_at is None else job.queued_at
+        since = job.joined_at
         ran_s = attained / gpus
         if now - since >= factor * ran_s:
             return 0
@@ -143,7 +143,7 @@ def next_change(
         for job in pending:
             if job.attained_gpu_s <= 0.0:
                 continue
-            since = job.submit_time if job.queued_at is None else job.queued_at
+            since = job.joined_at
             due = since + rules.starve_factor * job.attained_gpu_s / max(1, job.total_gpus)
             if due > now:
                 soonest = min(soonest, due)
