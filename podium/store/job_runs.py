@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from podium.jobspec.job import JobState
 from podium.store.database import Database
+from podium.store.schema import ADD_STAY_WAIT
 
 
 @dataclass(frozen=True)
@@ -143,12 +144,11 @@ class JobRuns(Database):
         """
         with self.transaction(durable=True) as conn:
             cur = conn.execute(
-                """UPDATE jobs SET state='PENDING', reason='None', start_time=NULL,
+                f"""UPDATE jobs SET state='PENDING', reason='None', start_time=NULL,
                      end_time=NULL, node=NULL, gpu_ids=NULL, exit_code=NULL, signal=NULL,
                      ending=NULL, restart_count=restart_count + 1,
                      earlier_gpu_seconds=earlier_gpu_seconds + ?,
-                     earlier_wait_seconds=earlier_wait_seconds + MAX(0.0,
-                       COALESCE(start_time, ?) - COALESCE(queued_at, submit_time)),
+                     {ADD_STAY_WAIT},
                      exclude=COALESCE(?, exclude),
                      checkpoint_mtime=COALESCE(?, checkpoint_mtime),
                      stalled_restarts=COALESCE(?, stalled_restarts), expedite=?,

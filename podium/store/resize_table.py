@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from podium.store.database import Database
+from podium.store.schema import ADD_STAY_WAIT
 
 RESIZE = "resize"  # the preempt mode of a job being resized
 MAX_KEPT = 1000  # resizes kept per job (the newest)
@@ -70,12 +71,11 @@ class JobResizes(Database):
             done = [*state.get("resizes", []), {**resizing, "done": now}][-MAX_KEPT:]
             state.update(resizes=done, cap=resizing.get("to"))
             conn.execute(
-                """UPDATE jobs SET state='PENDING', reason='None', start_time=NULL,
+                f"""UPDATE jobs SET state='PENDING', reason='None', start_time=NULL,
                      end_time=NULL, node=NULL, gpu_ids=NULL, exit_code=NULL, signal=NULL,
                      ending=NULL, preempt_mode=NULL, elastic_state=?,
                      earlier_gpu_seconds=earlier_gpu_seconds + ?,
-                     earlier_wait_seconds=earlier_wait_seconds + MAX(0.0,
-                       COALESCE(start_time, ?) - COALESCE(queued_at, submit_time)),
+                     {ADD_STAY_WAIT},
                      queued_at=?
                    WHERE job_id=? AND state='RUNNING'""",
                 (json.dumps(state), max(0.0, ran_gpu_seconds), now, now, job_id),

@@ -4,6 +4,14 @@ from __future__ import annotations
 
 SCHEMA_VERSION = 18
 
+# A run leaves the queue's wait of its stay in `earlier_wait_seconds` (version 18) as
+# it goes back to PENDING (a requeue, a resize): from its requeue, else its submission,
+# to its start. One parameter: now, for a run with no start time.
+ADD_STAY_WAIT = (
+    "earlier_wait_seconds=earlier_wait_seconds + "
+    "MAX(0.0, COALESCE(start_time, ?) - COALESCE(queued_at, submit_time))"
+)
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     job_id         INTEGER PRIMARY KEY AUTOINCREMENT,
