@@ -217,6 +217,18 @@ def process_alive(pid: int) -> bool:
     return _alive(pid)
 
 
+def kill_and_wait(pids: set[int], timeout: float = 2.0) -> None:
+    """SIGKILL `pids` and wait, up to `timeout` seconds, until none of them is alive
+    (gone, or a zombie: it holds nothing any more). A process with much memory takes
+    a moment to exit after SIGKILL: what it used (a GPU) is not free before."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
 def _alive(pid: int) -> bool:
     """True while `pid` exists and is not a zombie."""
     return _state(pid) not in (None, "Z")

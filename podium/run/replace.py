@@ -28,20 +28,20 @@ directory, empty at the start):
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import signal
 import time
 from pathlib import Path
 from typing import Any
 
+from podium.run.containment import descendants, kill_and_wait
 from podium.run.files import read_json_safely, write_atomic
 from podium.run.resize_notice import own_file, read_notice, tell
 
 REPLACE_NOTICE = "replace"  # what the job reads (PODIUM_REPLACE_FILE), and opts in by
 REPLACEMENTS_FILE = "replacements.json"  # root's record of every replacement, for the daemon
 SPARE_ORDERS = "spares.json"  # the daemon's spares given since the start (a refilled pool)
+SPARES_DROPPED = "spares-dropped.json"  # root's record of spares dropped for a fault on them
 WAKE_SIGNAL = int(signal.SIGURG)  # ignored by default: a job not listening is not hurt
 
 
@@ -62,6 +62,8 @@ class Spares:
         self.orders = job_dir / SPARE_ORDERS
         self.orders_seen = 0
         self.next_index = len(spares)
+        self.dropped_record = job_dir / SPARES_DROPPED
+        self.dropped: list[int] = []  # GPUs of spares dropped for a fault (the daemon's to take)
 
     def create(self, creds: tuple[int, int] | None) -> None:
         """Make the notice, empty, owned by the job's user; and an empty record."""
@@ -114,12 +116,15 @@ class Spares:
         return bool(self.ready) and self.takes_part()
 
     def drop_spare_on(self, gpu: int) -> bool:
-        """A fault on a spare's GPU: that spare is gone (nothing ran there). Whether
-        `gpu` was a spare's."""
+        """A fault on a spare's GPU: that spare is gone (its standby, if any, killed
+        first) and its GPUs recorded for the daemon, which takes them back and gives a
+        new spare (podium.server.spare_refill). Whether `gpu` was a spare's."""
         for index, gpus in self.ready:
             if gpu in gpus:
                 self.ready.remove((index, gpus))
                 self._stop_standby(index)
+                self.dropped.extend(gpus)
+                write_atomic(self.dropped_record, self.dropped, durable=False)
                 return True
         return False
 
@@ -135,10 +140,10 @@ class Spares:
             self._stop_standby(index)
 
     def _stop_standby(self, index: int) -> None:
+        """SIGKILL spare `index`'s standby and wait until it is gone (up to 2 s)."""
         pid = self.standby.pop(index, 0)
         if pid:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+            kill_and_wait({pid, *descendants(pid)})
 
     def announce(self, event: dict[str, Any]) -> dict[str, Any]:
         """Tell the job about the next generation (the notice, as its user reads it) and
@@ -159,11 +164,20 @@ def read_replacements(job_dir: Path) -> list[dict[str, Any]]:
     return [d for d in data if isinstance(d, dict)] if isinstance(data, list) else []
 
 
+def read_dropped_spares(job_dir: Path) -> list[int]:
+    """The GPUs of spares a job's supervisor dropped for a fault on them (empty when
+    none, or unreadable), read as `read_replacements` reads."""
+    data = read_json_safely(job_dir / SPARES_DROPPED)
+    return [g for g in data if type(g) is int] if isinstance(data, list) else []
+
+
 __all__ = [
     "REPLACEMENTS_FILE",
     "REPLACE_NOTICE",
+    "SPARES_DROPPED",
     "SPARE_ORDERS",
     "WAKE_SIGNAL",
     "Spares",
+    "read_dropped_spares",
     "read_replacements",
 ]

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from podium.run.containment import descendants
+from podium.run.containment import descendants, kill_and_wait
 from podium.run.files import FAULT_FILE, TASKS_FILE, read_json, write_atomic
 from podium.run.ports import free_port
 from podium.run.replace import WAKE_SIGNAL, Spares
@@ -114,15 +113,15 @@ class ReplicaFaults:
         return bool(others) and all(self.status.get(p) == (0, None) for p in others)
 
     def replace(self, pid: int, reason: str) -> bool:
-        """Kill what is left of the replica `pid`, tell the survivors (the notice and
-        SIGURG), and start the same rank on the next spare's GPUs. False when the
-        replacement could not be started (the job is then stopped whole)."""
+        """Kill what is left of the replica `pid` and wait until it is gone (up to 2 s:
+        the record the daemon reads to give its GPUs back is written after), tell the
+        survivors (the notice and SIGURG), and start the same rank on the next spare's
+        GPUs. False when the replacement could not be started (the job is then stopped
+        whole)."""
         assert self.spares is not None
         task = self.tasks.pop(pid)
         self.status.pop(pid, None)
-        for victim in {pid, *descendants(pid)}:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(victim, signal.SIGKILL)
+        kill_and_wait({pid, *descendants(pid)})  # its GPUs are given back once it is gone
         index, gpus, standby = self.spares.take()
         self.spares.fenced.update(task.gpu_ids)
         port = free_port()

@@ -26,7 +26,7 @@ from podium.run.files import (
     write_atomic,
 )
 from podium.run.rank_beats import RANKS_DIR, read_step_seconds
-from podium.run.replace import SPARE_ORDERS, read_replacements
+from podium.run.replace import SPARE_ORDERS, read_dropped_spares, read_replacements
 
 
 class SupervisorOrders:
@@ -132,6 +132,10 @@ class SupervisorOrders:
     def replacements(self, job_id: int) -> list[dict[str, Any]]:
         """The replicas the job's supervisor replaced from spares so far, oldest first."""
         return read_replacements(self.job_dir(job_id))
+
+    def dropped_spares(self, job_id: int) -> list[int]:
+        """The GPUs of spares the job's supervisor dropped for a fault on them."""
+        return read_dropped_spares(self.job_dir(job_id))
 
     def fault_note(self, job_id: int) -> tuple[str, int | None] | None:
         """What `fail` recorded for the job, if anything."""

@@ -81,6 +81,10 @@ class RunControl(Protocol):
         """The replicas its supervisor replaced from spares so far (podium.run.replace)."""
         ...
 
+    def dropped_spares(self, job_id: int) -> list[int]:
+        """The GPUs of spares its supervisor dropped for a fault on them (podium.run.replace)."""
+        ...
+
     def fault_note(self, job_id: int) -> tuple[str, int | None] | None:
         """The hardware fault an earlier daemon stopped this run for, if any."""
 

@@ -149,8 +149,9 @@ class RunEnds:
             self.store.event(when, "replace", job_id=job_id, detail=detail)
             log.warning("job %s: replaced a replica: %s", job_id, detail)
         self._replaced[job_id] = (start, max(seen[1], len(done)))
-        if done and self.refill is not None:
-            self.refill.check(row, elastic, done, self.clock())
+        dropped = self.effects.runs.dropped_spares(job_id)
+        if (done or dropped) and self.refill is not None:
+            self.refill.check(row, elastic, done, self.clock(), dropped)
 
     def _record(self, row: Row, poll: Poll) -> str:
         """collect() for a run no supervisor holds any more."""

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from podium.api.health import Label
+from podium.api.health import Health, Label
 from podium.jobspec.job import ElasticSpec
 from podium.server.effects import RunControl
 from podium.server.job_rows import gpu_owners, held_units
@@ -62,11 +62,12 @@ class SpareRefill:
         elastic: ElasticSpec,
         replaced: Iterable[dict[str, Any]],
         now: float,
+        dropped: Iterable[int] = (),
     ) -> None:
-        """Give back the GPUs `row`'s job had replicas replaced on, and refill its
-        spares from free, healthy GPUs of its type, if it is short of them. (A spare
-        whose own GPU failed is dropped by the supervisor; its GPU stays the job's,
-        fenced, until the job ends.)"""
+        """Give back the GPUs `row`'s job had replicas replaced on, and those of spares
+        its supervisor `dropped` for a fault on them (while they are still unfit: one
+        reset and given again as a new spare is the job's again), and refill its spares
+        from free, healthy GPUs of its type, if it is short of them."""
         held = held_units(row)
         replaced = list(replaced)
         start = float(row["start_time"] or 0.0)
@@ -76,7 +77,7 @@ class SpareRefill:
         # Only what the replacements since the last look left: a fenced GPU may still run
         # one of its replicas (a drain lets jobs finish), a GPU given back is one the
         # ladder may reset, and one given back before may be a spare or a replica again.
-        given_up = left_behind(held, replaced[looked[1] :])
+        given_up = given_back(held, replaced[looked[1] :], dropped, self._fit)
         self.looked[row["job_id"]] = (start, len(replaced))
         keep = [g for g in held if g not in given_up]
         each = elastic.replica_gpus
@@ -98,6 +99,11 @@ class SpareRefill:
         if spares:
             self.runs.add_spares(row["job_id"], spares)
 
+    def _fit(self, gpu: int) -> bool:
+        """Whether GPU `gpu` of this node is fit for work now (`fit_for_work`)."""
+        found = (h for h in self.health.all(self.node.name) if h.gpu == gpu)
+        return fit_for_work(next(found, None))
+
     def _free(self, held: list[int], running: list[Row]) -> list[int]:
         """Whole GPUs of the type of those `held` that no running job holds and that are
         fit for work (schedulable, not fenced), those that passed their last deep check
@@ -109,8 +115,7 @@ class SpareRefill:
         free = []
         for gpu in self.node.gpus:
             h = table.get(gpu.index)
-            fit = h is None or (h.label is Label.SCHEDULABLE and not h.fenced)
-            if gpu.index in owners or not fit:
+            if gpu.index in owners or not fit_for_work(h):
                 continue
             if self.node.gpu_devices.get(gpu.index):  # a real device: see the module's note
                 continue
@@ -118,6 +123,24 @@ class SpareRefill:
                 continue
             free.append((h is None or h.deep != "passed", gpu.index))
         return [index for _, index in sorted(free)]
+
+
+def fit_for_work(h: Health | None) -> bool:
+    """Whether a GPU of this health record is fit for work: schedulable, not fenced."""
+    return h is None or (h.label is Label.SCHEDULABLE and not h.fenced)
+
+
+def given_back(
+    held: list[int],
+    new: Iterable[dict[str, Any]],
+    dropped: Iterable[int],
+    fit: Callable[[int], bool],
+) -> set[int]:
+    """The GPUs a job gives back now: those its replacements `new` left behind
+    (`left_behind`), and those of spares its supervisor `dropped` for a fault on them
+    that it still holds and that are still unfit (one reset since and given to it again
+    as a new spare is its own again)."""
+    return left_behind(held, new) | {g for g in dropped if g in held and not fit(g)}
 
 
 def left_behind(held: Iterable[int], new: Iterable[dict[str, Any]]) -> set[int]:
@@ -135,4 +158,4 @@ def _ids(gpus: Iterable[int]) -> str:
     return ",".join(str(g) for g in gpus)
 
 
-__all__ = ["SpareRefill", "left_behind"]
+__all__ = ["SpareRefill", "fit_for_work", "given_back", "left_behind"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from podium import runtime
-from podium.run.replace import Spares, read_replacements
+from podium.run.replace import SPARES_DROPPED, Spares, read_dropped_spares, read_replacements
 
 
 def test_a_job_takes_part_only_once_it_says_ready(tmp_path: Path) -> None:
@@ -20,6 +20,13 @@ def test_a_job_takes_part_only_once_it_says_ready(tmp_path: Path) -> None:
     assert spares.can_replace()
     assert spares.drop_spare_on(3) and not spares.drop_spare_on(1)  # a fault on a spare
     assert spares.take() == (0, [2], 0) and not spares.can_replace()  # none left, no standby
+    assert read_dropped_spares(tmp_path) == [3]  # for the daemon to give back and refill
+
+
+@pytest.mark.parametrize("text", ['{"gpus": [3]}', '["3", 3.5, true, null]', "[[3]]", "not json"])
+def test_a_dropped_spares_record_of_another_shape_names_no_gpu(tmp_path: Path, text: str) -> None:
+    (tmp_path / SPARES_DROPPED).write_text(text)
+    assert read_dropped_spares(tmp_path) == []
 
 
 def test_warm_standbys_are_asked_for_once_and_given_with_their_spare(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@ flapping and the live replica's GPU given back)."""
 
 from __future__ import annotations
 
-from podium.server.spare_refill import left_behind
+from podium.server.spare_refill import given_back, left_behind
 
 
 def test_a_replacement_leaves_its_gpu_once() -> None:
@@ -24,3 +24,15 @@ def test_a_gpu_a_later_replica_moved_onto_is_not_given_back() -> None:
     assert left_behind([0, 2, 1], [r2]) == {2}
     assert left_behind([0, 2, 1], [r1, r2]) == {2}
     assert left_behind([0, 1], [r2]) == set()  # GPU 2 no longer held: nothing to give
+
+
+def test_a_spare_dropped_for_a_fault_on_its_gpu_is_given_back_while_unfit() -> None:
+    """An Xid on the spare's own GPU 2 (no rank ran there): the supervisor dropped the
+    spare, so the job gives GPU 2 back and the refill gives it a new spare; it kept it,
+    fenced and spare-less, until it ended. Reset and given again as a new spare, GPU 2
+    is the job's own again: not given back."""
+    unfit = {2}
+    assert given_back([0, 1, 2], [], [2], lambda g: g not in unfit) == {2}
+    assert given_back([0, 1, 3], [], [2], lambda g: g not in unfit) == set()  # gone already
+    unfit.clear()  # reset: fit again, and the refill gave it back to the job
+    assert given_back([0, 1, 2], [], [2], lambda g: g not in unfit) == set()
