@@ -182,34 +182,6 @@ def test_a_hung_rank_is_replaced_before_the_heartbeat_timeout(
     assert shown["replacements"][0]["reason"].startswith("hang: rank 1 stopped at step")
 
 
-def test_three_kills_in_a_row_are_each_replaced_from_a_refilled_spare() -> None:
-    """Issue 63, item 3 (its own setup: 3 GPUs, two replicas and one spare): each kill
-    of rank 1 is replaced from the spare the last refill gave back, rank 0's process
-    runs throughout, and the job completes in its one run. The third was neither
-    replaced nor requeued when the daemon's orders file kept only its latest order."""
-    from tests.integration.conftest import make_cluster, teardown_cluster
-
-    c = make_cluster(gpus=3)
-    c.start()
-    try:
-        job = submit_training(c, "--auto-resume=3", train="--steps 250")
-        ten_steps(c, job)
-        before = task_pids(c, job)
-        for fault in range(3):
-            poll(lambda: standbys_ready(c, job), lambda n, f=fault: n >= f + 1,
-                 f"standby {fault}", 90)  # fmt: skip
-            c.cli("inject", "kill", str(job), "--rank", "1", check=True)
-            poll(lambda: c.job(job)["replacements"], lambda r, f=fault: len(r) == f + 1,
-                 f"replacement {fault + 1}", 30)  # fmt: skip
-        assert task_pids(c, job)["0"] == before["0"]
-        final = c.wait(job, timeout=240)
-        assert (final["state"], final["restart_count"]) == ("COMPLETED", 0), final
-        told = c.job(job)["replacements"]
-        assert [r["spare"] for r in told] == [0, 1, 2] and all(r["warm"] for r in told)
-    finally:
-        teardown_cluster(c)
-
-
 def test_a_rank_hung_after_its_peers_finished_is_not_replaced_nor_requeued(
     make: Callable[..., Cluster],
 ) -> None:
