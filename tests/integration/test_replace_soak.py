@@ -178,7 +178,7 @@ def test_ten_faults_of_mixed_kinds_are_each_replaced_and_no_gpu_is_held_twice() 
         assert watcher.looks > 50, (watcher.looks, watcher.errors[-3:])
         steps = [e["step"] for e in progress(c) if e["event"] == "step"]
         assert len(steps) == len(set(steps)), "a step trained twice"
-        figures = os.environ.get("PODIUM_SOAK_FIGURES")  # bench/recovery.py --soak reads it
+        figures = os.environ.get("PODIUM_SOAK_FIGURES")  # docs/resiliency.md's soak table
         if figures:
             Path(figures).write_text(json.dumps({
                 "fault_to_next_step_s": recoveries, "faults": [f"{k} {w}" for k, w in FAULTS],
