@@ -135,8 +135,10 @@ def inject(c: Cluster, job: int, kind: str, whom: str) -> int | None:
 
 
 def test_ten_faults_of_mixed_kinds_are_each_replaced_and_no_gpu_is_held_twice() -> None:
-    """Fault to next step: from the fault to rank 0's first step after the replacement
-    (a hung rank is named at half the heartbeat timeout, 8 s here)."""
+    """Fault to next step: from the fault to rank 0's first step after the replacement.
+    A hung rank is named by its step at half the heartbeat timeout (8 s here), which
+    counts from the last heartbeat, not the start (podium.run.hang_watch): PyTorch
+    processes starting beside other workers' jobs took over 40 s to a first step."""
     c = make_cluster(gpus=8, cpus=12)
     c.start()
     watcher: Watcher | None = None
@@ -172,6 +174,14 @@ def test_ten_faults_of_mixed_kinds_are_each_replaced_and_no_gpu_is_held_twice() 
         assert (final["state"], final["restart_count"]) == ("COMPLETED", 0), shown["events"]
         told = shown["replacements"]
         assert len(told) == 9 and all(r["warm"] for r in told), told
+        said = {  # why each was replaced, in the order of the faults on ranks
+            "kill": "rank {} killed by signal 9", "xid": "health: Xid 79 on GPU",
+            "hang": "hang: rank {} stopped at step",  # named by its step, before the timeout
+        }  # fmt: skip
+        on_ranks = [(k, w) for k, w in FAULTS if w != "spare"]
+        for (kind, whom), r in zip(on_ranks, told, strict=True):
+            assert r["reason"].startswith(said[kind].format(whom)), (kind, whom, r["reason"])
+            assert r["replaced"] == [int(whom)], (kind, whom, r)
         assert not shown["lost_gpu_seconds"], shown["lost_gpu_seconds"]
         assert not watcher.violations, (len(watcher.violations), watcher.violations[:3],
                                         watcher.violations[-1], shown["events"])  # fmt: skip
