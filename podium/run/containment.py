@@ -206,6 +206,21 @@ def session_members(sid: int) -> set[int]:
     return found
 
 
+def carrying(pids: set[int], name: str, value: str) -> set[int]:
+    """Those of `pids` whose environment holds NAME=value (as they were started: a
+    process's later changes to its own environment are not seen)."""
+    mark = f"\0{name}={value}\0".encode()
+    found = set()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                if mark in b"\0" + fh.read():
+                    found.add(pid)
+        except OSError:
+            continue
+    return found
+
+
 def stopped_by_signal(pid: int) -> bool:
     """True while `pid` or one of its descendants is stopped by a signal (SIGSTOP,
     SIGTSTP: state T in /proc/PID/stat); a debugger's stop (t) does not count."""

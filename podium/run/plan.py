@@ -87,6 +87,7 @@ class LaunchPlan(NamedTuple):
     resize_count: int = 0  # how often this elastic job was resized so far
     resize_signal: int = 10  # what each replica gets before a resize (SIGUSR1)
     spares: list[list[int]] = []  # per spare (--spares), the GPUs it holds idle
+    torchelastic: bool = False  # spares, and a script that runs torchrun (podium.run.torchelastic)
     extra: dict[str, Any] = {}
 
     def to_json(self) -> dict[str, Any]:

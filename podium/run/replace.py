@@ -24,6 +24,10 @@ directory, empty at the start):
   checkpoint). The survivors join generation G's rendezvous at that address.
 - With no spare left, or a fault of the whole node, the job is stopped as before
   (NODE_FAIL, FAILED for a hang), and auto-resume applies.
+
+A TorchElastic job (a script that runs `torchrun`) takes part without writing
+anything and has no standbys: the replacement is a new agent on the spare's GPUs,
+which TorchElastic's rendezvous, not this notice, brings in (podium.run.torchelastic).
 """
 
 from __future__ import annotations
@@ -49,13 +53,14 @@ class Spares:
     """A job's spares and its replacements so far: which GPUs stand ready, whether the
     job takes part in the contract, and the notice and record it is told through."""
 
-    def __init__(self, job_dir: Path, spares: list[list[int]]) -> None:
+    def __init__(self, job_dir: Path, spares: list[list[int]], torchelastic: bool = False) -> None:
+        self.torchelastic = torchelastic  # replicas: TorchElastic nodes (podium.run.torchelastic)
         self.notice = job_dir / REPLACE_NOTICE
         self.record = job_dir / REPLACEMENTS_FILE
         self.ready = [(index, list(gpus)) for index, gpus in enumerate(spares)]
         self.generation = 0
         self.done: list[dict[str, Any]] = []
-        self.joined = False
+        self.joined = torchelastic  # TorchElastic's rendezvous takes a new node in
         self.standby_asked = False
         self.standby: dict[int, int] = {}  # spare index -> its warm standby's pid
         self.fenced: set[int] = set()  # GPUs of replicas replaced: given up on

@@ -9,14 +9,21 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
+import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from podium.run.containment import descendants, kill_and_wait
+from podium.run.containment import carrying, descendants, kill_and_wait
 from podium.run.files import FAULT_FILE, TASKS_FILE, read_json, write_atomic
+from podium.run.job_files import TaskFiles
 from podium.run.ports import free_port
 from podium.run.replace import WAKE_SIGNAL, Spares
-from podium.run.spawn import SpawnError
+from podium.run.spawn import SpawnError, spawn_task
+from podium.run.task_env import task_environment
+from podium.run.torchelastic import store_argv, store_interpreter, wait_listening
+
+INSTANCE_ENV = "PODIUM_TASK_INSTANCE"  # which start of a task a process descends from
 
 if TYPE_CHECKING:
     from podium.run.containment import JobContainment
@@ -35,9 +42,46 @@ class ReplicaFaults:
     spares: Spares | None
     heartbeat: Path | None
     ranks: Path | None
+    master_port: int
+    instances: dict[int, int]
+    _how: tuple[Any, ...]
+
+    @property
+    def limit_end(self) -> float | None:
+        raise NotImplementedError  # the Supervisor's
 
     def _spawn(self, task: TaskPlan, port: int, extra: dict[str, str], append: bool) -> int:
         raise NotImplementedError  # the Supervisor's
+
+    def host_rendezvous_store(self, port: int) -> None:
+        """A TorchElastic job's c10d store at MASTER_ADDR:`port`, in a process of the
+        job's own (its user, cgroups; a process group of its own, so the job's
+        signals to its replicas never reach it), listening before any agent starts
+        (podium.run.torchelastic). Where it cannot start (no torch on the job's PATH),
+        the first agent hosts the store, as without Podium; the log says why."""
+        task = self.plan.tasks[0]
+        env = task_environment(self.plan, task, port, None, time.time())
+        python = store_interpreter(env.get("PATH", ""))
+        why = "no python3 or torchrun on the job's PATH"
+        if python is not None:
+            files = TaskFiles(stdin=None, stdout=os.devnull, stderr=None, append=True)
+            argv = store_argv(python, "127.0.0.1", port)
+            try:
+                pid = spawn_task(
+                    argv, env, self.plan.work_dir, files=files, end=self.limit_end, pgid=0,
+                    creds=self._how[0], cgroup_procs=self.contain.procs_files,
+                    umask=self.plan.umask,
+                )  # fmt: skip
+            except SpawnError as exc:
+                why = str(exc)
+            else:
+                if wait_listening("127.0.0.1", port, pid):
+                    return
+                kill_and_wait({pid})
+                why = f"{python} did not listen on port {port} (is torch installed there?)"
+        job = self.plan.job_id
+        print(f"job {job}: rendezvous store not hosted: {why}; the first agent hosts it",
+              file=sys.stderr)  # fmt: skip
 
     def start_standbys(self) -> None:
         """Start the warm standbys the job asked for (`ready standby`): its command on
@@ -121,10 +165,14 @@ class ReplicaFaults:
         assert self.spares is not None
         task = self.tasks.pop(pid)
         self.status.pop(pid, None)
-        kill_and_wait({pid, *descendants(pid)})  # its GPUs are given back once it is gone
+        # its GPUs are given back once it is gone: its children too, those orphaned by
+        # its end among them (a killed torchrun agent's workers train on)
+        orphans = carrying(self.contain.members(), INSTANCE_ENV, str(self.instances.pop(pid, 0)))
+        kill_and_wait({pid, *descendants(pid), *orphans})
         index, gpus, standby = self.spares.take()
         self.spares.fenced.update(task.gpu_ids)
-        port = free_port()
+        torchelastic = self.spares.torchelastic  # TorchElastic's rendezvous brings it in
+        port = self.master_port if torchelastic else free_port()
         survivors = sorted(t.procid for p, t in self.tasks.items() if p not in self.status)
         told = self.spares.announce(
             {
@@ -141,7 +189,8 @@ class ReplicaFaults:
             }
         )
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pgid, WAKE_SIGNAL)
+            if not torchelastic:
+                os.killpg(self.pgid, WAKE_SIGNAL)
         if self.heartbeat is not None:  # the survivors wait for the newcomer: not a hang
             with contextlib.suppress(OSError):
                 os.utime(self.heartbeat)

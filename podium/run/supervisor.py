@@ -62,7 +62,7 @@ from podium.run.plan import LaunchPlan
 from podium.run.ports import free_port
 from podium.run.rank_beats import RANKS_DIR, make_ranks_dir
 from podium.run.replace import REPLACE_NOTICE, Spares
-from podium.run.replica_faults import ReplicaFaults
+from podium.run.replica_faults import INSTANCE_ENV, ReplicaFaults
 from podium.run.resize_notice import acknowledged, own_file, write_notice
 from podium.run.spawn import SpawnError, spawn_task
 from podium.run.steps import (
@@ -80,6 +80,7 @@ from podium.run.stopping import (
     call_in_child,
 )
 from podium.run.task_env import job_identity, task_environment
+from podium.run.torchelastic import NO_SHARED_STORE
 
 if TYPE_CHECKING:
     from podium.run.plan import TaskPlan
@@ -123,7 +124,10 @@ class Supervisor(ReplicaFaults, HangWatch, JobOutcome):
             self.heartbeat = job_dir / HEARTBEAT_FILE
             self.ranks = job_dir / RANKS_DIR
         self.notice: Path | None = job_dir / RESIZE_NOTICE if plan.replicas is not None else None
-        self.spares = Spares(job_dir, plan.spares) if plan.spares else None
+        self.spares = Spares(job_dir, plan.spares, plan.torchelastic) if plan.spares else None
+        self.master_port = 0  # the tasks' MASTER_PORT (a TorchElastic job's rendezvous)
+        self.spawned = 0  # tasks and standbys started so far
+        self.instances: dict[int, int] = {}  # pid -> its INSTANCE_ENV
         self.pgid = 0  # the tasks' process group
         self._how: tuple[Any, ...] = ()  # launch's creds, container, heartbeat for _spawn
 
@@ -140,7 +144,7 @@ class Supervisor(ReplicaFaults, HangWatch, JobOutcome):
         plan = self.plan
         who = job_identity(plan)
         creds = (who.uid, who.gid, list(who.groups)) if who.is_switch_needed else None
-        port = free_port()
+        port = self.master_port = free_port()
         container = None
         request = plan.container
         if request:
@@ -166,6 +170,8 @@ class Supervisor(ReplicaFaults, HangWatch, JobOutcome):
         if self.spares is not None:  # ... and takes part in replacements here
             self.spares.create(owner)
         self._how = (creds, container, heartbeat)
+        if plan.torchelastic and container is None:
+            self.host_rendezvous_store(port)
         for task in plan.tasks:  # only the first truncates the output (--open-mode)
             pid = self._spawn(task, port, {}, bool(self.tasks))
             if self.pgid == 0:
@@ -187,8 +193,12 @@ class Supervisor(ReplicaFaults, HangWatch, JobOutcome):
             env["PODIUM_RESIZE_FILE"] = str(self.notice)
         if self.spares is not None:
             env["PODIUM_REPLACE_FILE"] = str(self.job_dir / REPLACE_NOTICE)
+        if plan.torchelastic:  # a node new in a later round must find MASTER_ADDR
+            env.setdefault(NO_SHARED_STORE, "1")
         env.update(extra)
-        return spawn_task(
+        self.spawned += 1  # what its orphans carry when it is replaced (replica_faults)
+        env[INSTANCE_ENV] = str(self.spawned)
+        pid = spawn_task(
             plan.argv,
             env,
             plan.work_dir,
@@ -202,6 +212,8 @@ class Supervisor(ReplicaFaults, HangWatch, JobOutcome):
             container=container,
             procid=task.procid,
         )
+        self.instances[pid] = self.spawned
+        return pid
 
     def _reap(self) -> None:
         reap_children(self._record)

@@ -26,6 +26,7 @@ from podium.run.identity import Identity
 from podium.run.patterns import expand
 from podium.run.plan import Grant, LaunchPlan, TaskPlan
 from podium.run.task_env import CUDA_NAMES, SLICE_PER_TASK
+from podium.run.torchelastic import launches_torchelastic
 from podium.server.local_node import LocalNode
 from podium.server.slurm_env import job_variables, without_inherited
 from podium.server.starting import StartingJob
@@ -164,6 +165,7 @@ class Planner:
         environment.update(self.mps_share(held, spec, uid, gid, start=make_dirs))
         environment.update(_gpu_names(grant))
         tasks, replicas = _tasks(spec, grant, environment)
+        spares = _spares(spec, grant, replicas)
         sig = spec.signal
         return LaunchPlan(
             job_id=job.job_id,
@@ -210,7 +212,8 @@ class Planner:
             replicas=replicas,
             resize_count=job.resize_count,
             resize_signal=spec.elastic.signal if spec.elastic is not None else 10,
-            spares=_spares(spec, grant, replicas),
+            spares=spares,
+            torchelastic=bool(spares) and launches_torchelastic(spec.script),
         )
 
     def user_container_cache(self, uid: int, gid: int) -> None:
