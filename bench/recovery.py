@@ -23,6 +23,22 @@ into a run) it injects the fault into rank 1:
   cold     the same without a standby (train.py --cold-spare): the replacement starts
            from nothing on the spare's GPU
 
+With `--stack torchrun` the job is instead examples/torchrun_ddp.py (PyTorch's own
+torchrun tutorial script, unchanged) under `torchrun --nnodes=2 --max-restarts=3`,
+rendezvous at Podium's MASTER_ADDR:MASTER_PORT, snapshots every epoch of 4 batches, 50 ms
+a batch; the fault comes at its 25th batch, and "next step" is the first batch logged
+from a restart (TorchElastic's, or the requeued run's). Its policies:
+
+  requeue      no spares: the job stops whole (NODE_FAIL) and is requeued
+  spare        `--spares=1`: a new agent on the spare's GPU, taken in by TorchElastic's
+               rendezvous once the dead node's keep-alive expired (Podium's default
+               for a job that gives no --rdzv-conf: 1 s x 3)
+  spare-5x3    the same with TorchElastic's own default keep-alive, 5 s x 3
+               (`--rdzv-conf keep_alive_interval=5,keep_alive_max_attempt=3`)
+
+(`kill` under `requeue` is not run: without a spare the survivor's agent waits for a
+second node until its join timeout, 600 s, as TorchElastic does.)
+
 Per run: fault -> next training step (the first step logged after the fault, by the
 progress file's clock), steps trained twice (the highest step before the fault less
 the step training went on from), and whether rank 0 kept its process. The policies
@@ -78,7 +94,47 @@ def wait_for(what: str, test: Any, deadline: float) -> Any:
         time.sleep(0.05)
 
 
-def one_run(policy: str, fault: str, steps: int, timeout: float, cuda: bool) -> dict[str, Any]:
+def torchrun_command(policy: str, work: Path, epochs: int) -> str:
+    """The torchrun job's script line: PyTorch's tutorial script, unchanged."""
+    conf = (
+        "--rdzv-conf=keep_alive_interval=5,keep_alive_max_attempt=3 "
+        if policy == "spare-5x3"
+        else ""
+    )
+    return (f"exec torchrun --nnodes=2 --nproc-per-node=1 --max-restarts=3 "
+            f"--rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT "
+            f"--rdzv-id=$SLURM_JOB_ID {conf}"
+            f"{ROOT / 'examples' / 'torchrun_ddp.py'} {epochs} 1 "
+            f"--snapshot-path {work / 'snapshot.pt'} --progress {work / 'p.jsonl'} "
+            "--step-time 0.05")  # fmt: skip
+
+
+def batches(progress: Path) -> list[dict[str, Any]]:
+    """examples/torchrun_ddp.py's progress lines, each with its place (epoch, batch)."""
+    if not progress.exists():
+        return []
+    lines = [json.loads(x) for x in progress.read_text().splitlines() if x.strip()]
+    return [{**e, "at": e["epoch"] * 4 + e["batch"]} for e in lines]
+
+
+def restarted(progress: Path, fault_at: float) -> dict[str, Any] | None:
+    """The first batch logged by a restart after `fault_at`: TorchElastic's restart
+    count went up, or training went back to a snapshot (a requeued run)."""
+    lines = batches(progress)
+    before = [e for e in lines if e["t"] <= fault_at]
+    if not before:
+        return None
+    last = before[-1]
+    for e in lines[len(before) :]:
+        if e["restart"] != last["restart"] or e["at"] <= last["at"]:
+            return e
+        last = e
+    return None
+
+
+def one_run(
+    policy: str, fault: str, steps: int, timeout: float, cuda: bool, stack: str = "train"
+) -> dict[str, Any]:
     """One job, one fault at step 25 on rank 1; the figures of its recovery."""
     home = Path(tempfile.mkdtemp(prefix="podium-recovery-"))
     home.chmod(0o755)
@@ -97,6 +153,8 @@ def one_run(policy: str, fault: str, steps: int, timeout: float, cuda: bool) -> 
                    "--requeue-exit=137"]  # a rank killed (128 + 9) is a fault: requeue  # fmt: skip
         if policy != "requeue":
             options.append("--spares=1")
+        if stack == "torchrun":
+            return torchrun_run(client, home, work, options, env, policy, fault, deadline)
         command = (f"exec {sys.executable} {ROOT / 'examples' / 'train.py'} --model gpt "
                    f"--steps {steps} --checkpoint-every 20 --step-time 0.05 "
                    f"--report-every 0 --progress {progress}")  # fmt: skip
@@ -151,6 +209,42 @@ def one_run(policy: str, fault: str, steps: int, timeout: float, cuda: bool) -> 
         shutil.rmtree(home, ignore_errors=True)
 
 
+def torchrun_run(
+    client: EmbeddedBackend, home: Path, work: Path, options: list[str],
+    env: dict[str, str], policy: str, fault: str, deadline: float,
+) -> dict[str, Any]:  # fmt: skip
+    """one_run's torchrun job: the same fault at its 25th batch."""
+    progress = work / "p.jsonl"
+    request, _ = build_request([*options, "--wrap", torchrun_command(policy, work, 40)])
+    request["cwd"], request["environment"] = str(work), env
+    job_id = client.submit(request)[0]["job_id"]
+    wait_for("batch 25", lambda: len(batches(progress)) >= 25, deadline)
+    job = client.job(job_id)
+    fault_at = time.time()
+    if fault == "xid":
+        bus = {g["index"]: g["bus_id"] for g in client.nodes()[0]["gpus"]}
+        with open(home / "kern.log", "a") as fh:
+            fh.write(xid_line(bus[job["gpu_ids"][1]], 79, time.clock_gettime(time.CLOCK_BOOTTIME)))
+    else:
+        client.inject({"kind": "kill", "job_id": job_id, "rank": 1})
+    first = wait_for("the next step", lambda: restarted(progress, fault_at), deadline)
+    done = wait_for("the end", lambda: (j := client.job(job_id))["state"] in
+                    TERMINAL_STATES and j, deadline)  # fmt: skip
+    lines = batches(progress)
+    last_before = max(e["at"] for e in lines if e["t"] < first["t"])
+    return {
+        "policy": policy,
+        "fault": fault,
+        "stack": "torchrun",
+        "fault_to_step_s": round(first["t"] - fault_at, 3),
+        "steps_redone": max(0, last_before - first["at"] + 1),
+        "rank0_kept": False,  # TorchElastic restarts every worker
+        "restarts": done["restart_count"],
+        "state": done["state"],
+        "replacements": len(client.job(job_id).get("replacements") or []),
+    }
+
+
 def recovered(progress: Path, fault_at: float) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """The event training went on from after `fault_at` (a heal, or a restart's resume)
     and the first step after it; None until both are logged."""
@@ -199,8 +293,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--faults", nargs="+", default=["xid", "kill"], choices=["xid", "kill"])
-    parser.add_argument("--policies", nargs="+", default=["requeue", "cold", "spare"],
-                        choices=["requeue", "cold", "spare"])  # fmt: skip
+    parser.add_argument("--policies", nargs="+", default=None,
+                        choices=["requeue", "cold", "spare", "spare-5x3"],
+                        help="train: requeue cold spare (the default); "
+                        "torchrun: requeue spare spare-5x3")  # fmt: skip
+    parser.add_argument("--stack", choices=["train", "torchrun"], default="train",
+                        help="examples/train.py (Podium's contract), or torchrun")  # fmt: skip
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument(
@@ -209,14 +307,21 @@ def main() -> None:
         "replacement pays torch's CUDA start-up; the cluster's GPUs stay declared",
     )  # fmt: skip
     args = parser.parse_args()
+    if args.policies is None:
+        torchrun = args.stack == "torchrun"
+        args.policies = (
+            ["requeue", "spare", "spare-5x3"] if torchrun else ["requeue", "cold", "spare"]
+        )
     results = []
     for i in range(args.runs):
         for fault in args.faults:
             for policy in args.policies:
-                result = one_run(policy, fault, args.steps, args.timeout, args.cuda)
+                if args.stack == "torchrun" and (policy, fault) == ("requeue", "kill"):
+                    continue  # waits out TorchElastic's join timeout: see the docstring
+                result = one_run(policy, fault, args.steps, args.timeout, args.cuda, args.stack)
                 results.append(result)
                 print(f"run {i + 1} {fault:4} {policy:7}: {json.dumps(result)}", flush=True)
-    report(results, args, "recovery")
+    report(results, args, "recovery" if args.stack == "train" else "recovery-torchrun")
 
 
 if __name__ == "__main__":

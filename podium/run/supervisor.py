@@ -80,7 +80,7 @@ from podium.run.stopping import (
     call_in_child,
 )
 from podium.run.task_env import job_identity, task_environment
-from podium.run.torchelastic import NO_SHARED_STORE
+from podium.run.torchelastic import torchelastic_environment
 
 if TYPE_CHECKING:
     from podium.run.plan import TaskPlan
@@ -193,8 +193,8 @@ class Supervisor(ReplicaFaults, HangWatch, JobOutcome):
             env["PODIUM_RESIZE_FILE"] = str(self.notice)
         if self.spares is not None:
             env["PODIUM_REPLACE_FILE"] = str(self.job_dir / REPLACE_NOTICE)
-        if plan.torchelastic:  # a node new in a later round must find MASTER_ADDR
-            env.setdefault(NO_SHARED_STORE, "1")
+        if plan.torchelastic:
+            torchelastic_environment(env)
         env.update(extra)
         self.spawned += 1  # what its orphans carry when it is replaced (replica_faults)
         env[INSTANCE_ENV] = str(self.spawned)

@@ -23,6 +23,18 @@ def test_a_job_takes_part_only_once_it_says_ready(tmp_path: Path) -> None:
     assert read_dropped_spares(tmp_path) == [3]  # for the daemon to give back and refill
 
 
+def test_a_torchelastic_job_takes_part_without_a_word_and_has_no_standbys(
+    tmp_path: Path,
+) -> None:
+    """Its replacements are TorchElastic's new nodes (podium.run.torchelastic): nothing
+    to write, and no agent started before it is needed."""
+    spares = Spares(tmp_path, [[2]], torchelastic=True)
+    spares.create(None)
+    (tmp_path / "replace").write_text("ready standby\n")  # its workers might say it: no matter
+    assert spares.can_replace() and spares.standbys_due() == []
+    assert spares.take() == (0, [2], 0)
+
+
 @pytest.mark.parametrize("text", ['{"gpus": [3]}', '["3", 3.5, true, null]', "[[3]]", "not json"])
 def test_a_dropped_spares_record_of_another_shape_names_no_gpu(tmp_path: Path, text: str) -> None:
     (tmp_path / SPARES_DROPPED).write_text(text)
