@@ -32,7 +32,7 @@ from a restart (TorchElastic's, or the requeued run's). Its policies:
   requeue      no spares: the job stops whole (NODE_FAIL) and is requeued
   spare        `--spares=1`: a new agent on the spare's GPU, taken in by TorchElastic's
                rendezvous once the dead node's keep-alive expired (Podium's default
-               for a job that gives no --rdzv-conf: 1 s x 3)
+               for a job that gives no --rdzv-conf: 1 s x 2)
   spare-5x3    the same with TorchElastic's own default keep-alive, 5 s x 3
                (`--rdzv-conf keep_alive_interval=5,keep_alive_max_attempt=3`)
 

@@ -19,7 +19,7 @@ a TorchElastic node: its `torchrun` agent and the workers that agent starts. Pod
   workers fail on the lost peer, their agents restart them (`--max-restarts`), and
   the next round takes the new node in once the dead one's keep-alive has expired
   (TorchElastic's `keep_alive_interval` x `keep_alive_max_attempt`: 5 s x 3 by its
-  default, 1 s x 3 by Podium's, below). The workers resume from their checkpoint, as
+  default, 1 s x 2 by Podium's, below). The workers resume from their checkpoint, as
   TorchElastic restarts them. The spare starts cold, its agent's start hidden by
   that expiry: an agent started beforehand, waiting in TorchElastic's redundancy
   list, makes the rendezvous restart for ever at the first restart after it joined
@@ -27,9 +27,10 @@ a TorchElastic node: its `torchrun` agent and the workers that agent starts. Pod
   every agent stopping its workers about once a second, none training again);
 - sets PET_RDZV_CONF (torchrun's `--rdzv-conf` where the command gives none, and the
   job's environment sets no PET_RDZV_CONF) to keep_alive_interval=1,
-  keep_alive_max_attempt=3: a dead node is dropped from the rendezvous 3 s after its
-  last heartbeat, not 15 s (measured: fault to next step 15-20 s with 5 s x 3, 5-7 s
-  with 1 s x 2, on par with a requeue of the whole job on the embedded cluster);
+  keep_alive_max_attempt=2: a dead node is dropped from the rendezvous 2 s after its
+  last heartbeat, not 15 s (fault to next step: docs/benchmarks.md). A heartbeat is
+  one small write to the store a second; a node whose heartbeat is late twice is
+  dropped and joins again (a restart of every worker, not a failure);
 - sets TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 in the job's environment (unless the job
   set it): with the agents' shared store (the default since PyTorch 2.4) a node that
   joins in a later round waits for a MASTER_ADDR that only the first round wrote, and
@@ -48,7 +49,7 @@ from pathlib import Path
 LAUNCHERS = re.compile(r"(?<![\w.-])(?:torchrun|torch\.distributed\.(?:run|launch))(?![\w.-])")
 NO_SHARED_STORE = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
 RDZV_CONF_ENV = "PET_RDZV_CONF"  # torchrun's --rdzv-conf, where the command gives none
-KEEP_ALIVE = "keep_alive_interval=1,keep_alive_max_attempt=3"  # a dead node gone in 3 s
+KEEP_ALIVE = "keep_alive_interval=1,keep_alive_max_attempt=2"  # a dead node gone in 2 s
 STORE_READY_S = 60.0  # how long the store host may take to import torch and listen
 
 # What the store host runs (`python -c STORE_SOURCE ADDR PORT`): a c10d TCPStore

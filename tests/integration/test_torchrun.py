@@ -1,9 +1,11 @@
-"""torchrun (TorchElastic), unchanged, with spares (issue 63, item 2): a job whose
-script runs `torchrun` holds a spare; each replica is a TorchElastic node, and a fault
-on one replica (an Xid on its GPU, its agent killed) is replaced by a new agent on the
-spare's GPUs, which TorchElastic's rendezvous takes in: no requeue, the workers
-restarted from their snapshot on the new set of GPUs, the job COMPLETED at its full
-size (examples/torchrun_ddp.py, PyTorch's own tutorial script, on gloo)."""
+"""torchrun (TorchElastic) and Lightning, unchanged, with spares (issue 63, item 2): a
+job whose script runs `torchrun` holds a spare; each replica is a TorchElastic node, and
+a fault on one replica (an Xid on its GPU, its agent killed) is replaced by a new agent
+on the spare's GPUs, which TorchElastic's rendezvous takes in: no requeue, the workers
+restarted from their checkpoint on the new set of GPUs, the job COMPLETED at its full
+size. The scripts: examples/torchrun_ddp.py, PyTorch's own tutorial script, and
+examples/lightning_ddp.py, a Lightning job as Lightning's docs write one for torchrun;
+on gloo."""
 
 from __future__ import annotations
 
@@ -22,21 +24,26 @@ from tests.polling import poll
 
 pytestmark = pytest.mark.integration
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "torchrun_ddp.py"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 EPOCHS = 60  # 4 batches each (256 samples, 32 per batch, 2 ranks)
+SCRIPTS = {  # each stack's script, as its own docs write it, and its arguments
+    "torchrun": f"{EXAMPLES / 'torchrun_ddp.py'} {EPOCHS} 1 --snapshot-path {{work}}/snapshot.pt",
+    "lightning": f"{EXAMPLES / 'lightning_ddp.py'} --epochs {EPOCHS} --checkpoints {{work}}/ckpt",
+}
+RESUMED = {"torchrun": "Resuming training from snapshot", "lightning": "Restoring states from"}
 
 
-def _submit(c: Cluster) -> int:
+def _submit(c: Cluster, stack: str = "torchrun") -> int:
     """The job as a torchrun user writes it: Podium's MASTER_ADDR/PORT as the rendezvous
     endpoint, --nnodes its replica count, restarts allowed (and no --rdzv-conf: Podium's
-    keep-alive, 1 s x 3, applies)."""
+    keep-alive, 1 s x 2, applies)."""
     bin_dir = os.path.dirname(sys.executable)
     script = c.script(
         f"export PATH={bin_dir}:$PATH\n"
         "exec torchrun --nnodes=2 --nproc-per-node=1 --max-restarts=3 \\\n"
         "    --rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT \\\n"
         "    --rdzv-id=$SLURM_JOB_ID \\\n"
-        f"    {EXAMPLE} {EPOCHS} 1 --snapshot-path {c.work}/snapshot.pt \\\n"
+        f"    {SCRIPTS[stack].format(work=c.work)} \\\n"
         f"    --progress {c.work}/p.jsonl --step-time 0.05\n"
     )
     return c.submit("--elastic=2:2", "--spares=1", "--gpus-per-task=1", "--auto-resume=1",
@@ -57,12 +64,16 @@ def _told(c: Cluster, job: int) -> str:
     return f"job {shown['state']}:\n{said}\n{tail}"
 
 
-@pytest.mark.parametrize("fault", ["xid", "kill"])
+@pytest.mark.parametrize(
+    ("stack", "fault"), [("torchrun", "xid"), ("torchrun", "kill"), ("lightning", "xid")]
+)
 def test_a_torchrun_replica_lost_is_replaced_from_the_spare_without_a_requeue(
-    make: Callable[..., Cluster], fault: str
+    make: Callable[..., Cluster], stack: str, fault: str
 ) -> None:
+    if stack == "lightning":
+        pytest.importorskip("lightning")
     c = make()
-    job = _submit(c)
+    job = _submit(c, stack)
     try:
         poll(lambda: _progress(c), lambda p: len(p) >= 12, "three epochs", 120)
     except AssertionError as late:
@@ -91,4 +102,4 @@ def test_a_torchrun_replica_lost_is_replaced_from_the_spare_without_a_requeue(
     after = [e for e in events if e["restart"] == restarts[-1]]
     assert all(e["world"] == 2 for e in events), {e["world"] for e in events}
     assert (after[-1]["epoch"], after[-1]["batch"]) == (EPOCHS - 1, 3)
-    assert "Resuming training from snapshot" in out, out[-3000:]
+    assert RESUMED[stack] in out, out[-3000:]
