@@ -227,9 +227,16 @@ def torchrun_run(
             fh.write(xid_line(bus[job["gpu_ids"][1]], 79, time.clock_gettime(time.CLOCK_BOOTTIME)))
     else:
         client.inject({"kind": "kill", "job_id": job_id, "rank": 1})
-    first = wait_for("the next step", lambda: restarted(progress, fault_at), deadline)
-    done = wait_for("the end", lambda: (j := client.job(job_id))["state"] in
-                    TERMINAL_STATES and j, deadline)  # fmt: skip
+    try:
+        first = wait_for("the next step", lambda: restarted(progress, fault_at), deadline)
+        done = wait_for("the end", lambda: (j := client.job(job_id))["state"] in
+                        TERMINAL_STATES and j, deadline)  # fmt: skip
+    except TimeoutError as late:  # a run that did not recover is a result too
+        out = work / "train.out"
+        told = [f"{e['kind']}: {e['detail']}" for e in client.job(job_id)["events"]]
+        tail = out.read_text()[-1500:] if out.exists() else ""
+        return {"policy": policy, "fault": fault, "stack": "torchrun", "fault_to_step_s": None,
+                "error": str(late), "events": told, "output": tail}  # fmt: skip
     lines = batches(progress)
     last_before = max(e["at"] for e in lines if e["t"] < first["t"])
     return {
@@ -272,6 +279,13 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace, name: str) -
     for fault in args.faults:
         for policy in args.policies:
             mine = [r for r in results if r["fault"] == fault and r["policy"] == policy]
+            if not mine:
+                continue
+            failed = [r for r in mine if r["fault_to_step_s"] is None]
+            mine = [r for r in mine if r["fault_to_step_s"] is not None]
+            if failed:
+                print(f"{fault:6} {policy:8} {len(failed)} run(s) did not recover: "
+                      f"{failed[0]['error']}")  # fmt: skip
             if not mine:
                 continue
             seconds = summary([r["fault_to_step_s"] for r in mine])

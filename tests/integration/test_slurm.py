@@ -156,15 +156,17 @@ def _training_job(
     """A 2-node, 400-step training job with `#SBATCH options` and auto-resume, once it
     runs and has written two checkpoints: its id, its record then, its progress file.
     Its first run takes `step_time` a step (long enough for the fault to land while it
-    trains); a run after a requeue (SLURM_RESTART_COUNT) 10 ms, so that the resumed
-    run, which proves nothing by its length, ends soon."""
+    trains); a run after a requeue (SLURM_RESTART_COUNT) 10 ms, checkpointing every 100
+    steps (a checkpoint takes longer than ten such steps), so that the resumed run,
+    which proves nothing by its length, ends soon."""
     progress = tmp_path / "progress.jsonl"
     script = tmp_path / "train.sh"
     script.write_text(
         f"#!/bin/bash\n#SBATCH {options}\n#PODIUM --auto-resume=2\n"
-        f'step={step_time}; [ "${{SLURM_RESTART_COUNT:-0}}" -gt 0 ] && step=0.01\n'
+        f'step={step_time} every=10\n'
+        f'[ "${{SLURM_RESTART_COUNT:-0}}" -gt 0 ] && step=0.01 every=100\n'
         f"exec srun {sys.executable} {ROOT}/examples/train.py --model gpt --steps 400 "
-        f"--checkpoint-every 10 --step-time $step --progress {progress}\n"
+        f"--checkpoint-every $every --step-time $step --progress {progress}\n"
     )
     job_id = _submit(slurm, str(script), cwd=tmp_path)
     job = slurm.wait_job(job_id, {"RUNNING"})
