@@ -20,7 +20,7 @@ from podium.run.job_files import TaskFiles
 from podium.run.ports import free_port
 from podium.run.replace import WAKE_SIGNAL, Spares
 from podium.run.spawn import SpawnError, spawn_task
-from podium.run.task_env import task_environment
+from podium.run.task_env import job_identity, task_environment
 from podium.run.torchelastic import store_argv, store_interpreter, wait_listening
 
 INSTANCE_ENV = "PODIUM_TASK_INSTANCE"  # which start of a task a process descends from
@@ -61,7 +61,8 @@ class ReplicaFaults:
         the first agent hosts the store, as without Podium; the log says why."""
         task = self.plan.tasks[0]
         env = task_environment(self.plan, task, port, None, time.time())
-        python = store_interpreter(env.get("PATH", ""))
+        with job_identity(self.plan).entered():  # the user's PATH, looked at as the user
+            python = store_interpreter(env.get("PATH", ""))
         why = "no python3 or torchrun on the job's PATH"
         if python is not None:
             files = TaskFiles(stdin=None, stdout=os.devnull, stderr=None, append=True)

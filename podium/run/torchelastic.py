@@ -43,6 +43,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import stat
 import time
 from pathlib import Path
 
@@ -76,14 +77,19 @@ def launches_torchelastic(script: str) -> bool:
 
 def store_interpreter(path: str) -> str | None:
     """The Python the job's `torchrun` runs under (its script's `#!` line), found on
-    the job's PATH; else the job's `python3`; None when neither is there."""
+    the job's PATH; else the job's `python3`; None when neither is there. The PATH is
+    the user's: call it as the user (Identity.entered); a `torchrun` that is not a
+    regular file (a FIFO would block the open) is passed over."""
     for directory in path.split(os.pathsep):
         candidate = Path(directory or ".") / "torchrun"
         try:
-            with open(candidate, "rb") as fh:
-                first = fh.readline(4096)
+            fd = os.open(candidate, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
             continue
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                continue
+            first = fh.readline(4096)
         if first.startswith(b"#!"):
             words = first[2:].decode(errors="replace").split()
             if words and os.path.isabs(words[0]) and os.access(words[0], os.X_OK):

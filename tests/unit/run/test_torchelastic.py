@@ -66,3 +66,14 @@ def test_carrying_finds_processes_by_what_they_were_started_with() -> None:
         for p in (marked, unmarked):
             p.kill()
             p.wait()
+
+
+def test_a_torchrun_that_is_a_fifo_is_passed_over_not_waited_on(tmp_path: Path) -> None:
+    """The PATH is the user's: a FIFO named torchrun would block an open for ever."""
+    trap = tmp_path / "trap"
+    trap.mkdir()
+    os.mkfifo(trap / "torchrun")
+    real = tmp_path / "bin"
+    real.mkdir()
+    (real / "torchrun").write_text(f"#!{sys.executable}\n")
+    assert store_interpreter(f"{trap}:{real}") == sys.executable
