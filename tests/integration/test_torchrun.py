@@ -64,9 +64,7 @@ def _told(c: Cluster, job: int) -> str:
     return f"job {shown['state']}:\n{said}\n{tail}"
 
 
-@pytest.mark.parametrize(
-    ("stack", "fault"), [("torchrun", "xid"), ("torchrun", "kill"), ("lightning", "xid")]
-)
+@pytest.mark.parametrize(("stack", "fault"), [("torchrun", "kill"), ("lightning", "xid")])
 def test_a_torchrun_replica_lost_is_replaced_from_the_spare_without_a_requeue(
     make: Callable[..., Cluster], stack: str, fault: str
 ) -> None:
