@@ -118,18 +118,13 @@ def batches(progress: Path) -> list[dict[str, Any]]:
 
 
 def restarted(progress: Path, fault_at: float) -> dict[str, Any] | None:
-    """The first batch logged by a restart after `fault_at`: TorchElastic's restart
-    count went up, or training went back to a snapshot (a requeued run)."""
+    """The first batch logged after `fault_at` by another process than the one that
+    logged before it: a worker TorchElastic restarted, or the requeued run's."""
     lines = batches(progress)
     before = [e for e in lines if e["t"] <= fault_at]
     if not before:
         return None
-    last = before[-1]
-    for e in lines[len(before) :]:
-        if e["restart"] != last["restart"] or e["at"] <= last["at"]:
-            return e
-        last = e
-    return None
+    return next((e for e in lines[len(before) :] if e["pid"] != before[-1]["pid"]), None)
 
 
 def one_run(

@@ -6,7 +6,8 @@ environment, its TorchElasticEnvironment). Nothing in it is Podium's. A restart
 last checkpoint: `ModelCheckpoint(save_last=True)` each epoch, `fit(ckpt_path="last")`.
 
 `--progress FILE`: a callback (Lightning's extension point) on global rank 0 appends one
-JSON line per batch (time, epoch, batch, world size, TorchElastic's restart count), the
+JSON line per batch (time, epoch, batch, world size, TorchElastic's restart count, its
+process id), the
 same lines as examples/torchrun_ddp.py. `--step-time` sleeps after each batch.
 
     torchrun --nnodes=2 --nproc-per-node=1 --max-restarts=3 --rdzv-backend=c10d \\
@@ -60,7 +61,7 @@ class Progress(Callback):
             restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0))
             line = {"t": time.time(), "epoch": trainer.current_epoch, "batch": batch_idx,
                     "loss": float(outputs["loss"]), "world": trainer.world_size,
-                    "restart": restart}  # fmt: skip
+                    "restart": restart, "pid": os.getpid()}  # fmt: skip
             with open(self.path, "a") as fh:
                 fh.write(json.dumps(line) + "\n")
 

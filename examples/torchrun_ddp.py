@@ -7,7 +7,7 @@ a node joins) resumes from the snapshot, saved every `--save-every` epochs.
 
 As in the tutorial, plus two things for CPU runs and for measuring: gloo where CUDA is
 not there, and `--progress FILE`, where global rank 0 appends one JSON line per batch
-(time, epoch, batch, world size, TorchElastic's restart count). `--step-time` sleeps
+(time, epoch, batch, world size, TorchElastic's restart count, its process id). `--step-time` sleeps
 after each batch, so a tiny model trains at a pace that a fault can interrupt.
 
     torchrun --nnodes=2 --nproc-per-node=1 --max-restarts=3 --rdzv-backend=c10d \\
@@ -102,7 +102,8 @@ class Trainer:
             if self.progress and self.global_rank == 0:
                 restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0))
                 line = {"t": time.time(), "epoch": epoch, "batch": batch, "loss": loss,
-                        "world": get_world_size(), "restart": restart}  # fmt: skip
+                        "world": get_world_size(), "restart": restart,
+                        "pid": os.getpid()}  # fmt: skip
                 with open(self.progress, "a") as fh:
                     fh.write(json.dumps(line) + "\n")
 

@@ -163,7 +163,7 @@ def _training_job(
     script = tmp_path / "train.sh"
     script.write_text(
         f"#!/bin/bash\n#SBATCH {options}\n#PODIUM --auto-resume=2\n"
-        f'step={step_time} every=10\n'
+        f"step={step_time} every=10\n"
         f'[ "${{SLURM_RESTART_COUNT:-0}}" -gt 0 ] && step=0.01 every=100\n'
         f"exec srun {sys.executable} {ROOT}/examples/train.py --model gpt --steps 400 "
         f"--checkpoint-every $every --step-time $step --progress {progress}\n"

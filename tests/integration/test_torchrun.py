@@ -111,14 +111,12 @@ def test_a_torchrun_replica_lost_is_replaced_from_the_spare_without_a_requeue(
 
 
 def _runs(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """The progress lines, split where the workers were restarted: TorchElastic's
-    restart count changed (it is the writing agent's own: a new agent's starts at 0),
-    or training went back to its last checkpoint."""
+    """The progress lines, split where the workers were restarted: rank 0's process
+    changed (TorchElastic's restart count cannot tell: it is the writing agent's own,
+    and a new agent's starts at 0)."""
     runs: list[list[dict[str, Any]]] = []
     for e in events:
-        at = (e["epoch"], e["batch"])
-        last = runs[-1][-1] if runs else None
-        if last is None or e["restart"] != last["restart"] or at <= (last["epoch"], last["batch"]):
+        if not runs or e["pid"] != runs[-1][-1]["pid"]:
             runs.append([])
         runs[-1].append(e)
     return runs
