@@ -1,6 +1,6 @@
 """Spares for TorchElastic (`torchrun`) jobs, unchanged: what Podium does so that a
 replica lost to a fault is replaced by a spare through TorchElastic's own rendezvous,
-with no requeue (docs/resiliency.md#torchrun-and-lightning). Standard library only
+with no requeue (docs/resiliency.md, "torchrun and Lightning"). Standard library only
 (the supervisor imports it at every job start).
 
 A job is a TorchElastic one when its script launches `torchrun` (or
