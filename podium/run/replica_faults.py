@@ -189,8 +189,8 @@ class ReplicaFaults:
                 "warm": bool(standby),
             }
         )
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            if not torchelastic:
+        if not torchelastic:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pgid, WAKE_SIGNAL)
         if self.heartbeat is not None:  # the survivors wait for the newcomer: not a hang
             with contextlib.suppress(OSError):

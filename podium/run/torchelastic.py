@@ -92,13 +92,19 @@ def store_interpreter(path: str) -> str | None:
             first = fh.readline(4096)
         if first.startswith(b"#!"):
             words = first[2:].decode(errors="replace").split()
-            if words and os.path.isabs(words[0]) and os.access(words[0], os.X_OK):
+            if words and os.path.isabs(words[0]) and _executable(words[0]):
                 return words[0]
     for directory in path.split(os.pathsep):
         candidate = Path(directory or ".") / "python3"
-        if candidate.is_file() and os.access(candidate, os.X_OK):
+        if candidate.is_file() and _executable(str(candidate)):
             return str(candidate)
     return None
+
+
+def _executable(path: str) -> bool:
+    """Whether the effective user (the job's, inside Identity.entered) may run `path`:
+    access(2) alone asks for the real user, root, who may run nearly anything."""
+    return os.access(path, os.X_OK, effective_ids=os.access in os.supports_effective_ids)
 
 
 def store_argv(python: str, addr: str, port: int) -> list[str]:

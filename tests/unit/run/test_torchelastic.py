@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import os
+import pwd
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from podium.run.containment import carrying
+from podium.run.identity import Identity
 from podium.run.torchelastic import launches_torchelastic, store_interpreter
 
 
@@ -77,3 +81,25 @@ def test_a_torchrun_that_is_a_fifo_is_passed_over_not_waited_on(tmp_path: Path) 
     real.mkdir()
     (real / "torchrun").write_text(f"#!{sys.executable}\n")
     assert store_interpreter(f"{trap}:{real}") == sys.executable
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to look as another user")
+def test_an_interpreter_the_user_may_not_run_is_passed_over() -> None:
+    """Looked at as the job's user: root (the real user) may run a 0700 file, they not."""
+    try:
+        user = pwd.getpwnam("podium-test")
+    except KeyError:
+        pytest.skip("no podium-test user")
+    where = Path(tempfile.mkdtemp(prefix="podium-te-"))
+    try:
+        where.chmod(0o755)
+        python = where / "python"
+        shutil.copy(sys.executable, python)
+        python.chmod(0o700)  # root's alone
+        (where / "torchrun").write_text(f"#!{python}\n")
+        (where / "torchrun").chmod(0o755)
+        assert store_interpreter(str(where)) == str(python)  # as root
+        with Identity(user.pw_uid, user.pw_gid, (user.pw_gid,), 0o022).entered():
+            assert store_interpreter(str(where)) is None
+    finally:
+        shutil.rmtree(where)
