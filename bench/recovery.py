@@ -39,6 +39,20 @@ from a restart (TorchElastic's, or the requeued run's). Its policies:
 (`kill` under `requeue` is not run: without a spare the survivor's agent waits for a
 second node until its join timeout, 600 s, as TorchElastic does.)
 
+With `--stack torchft` the job is examples/torchft_ddp.py (torchft's train_ddp.py on
+synthetic data) as two replica groups (`--torchft`: one `torchrun` per group, Podium's
+lighthouse), a checkpoint every 20 steps, 50 ms a step; the fault hits group 1 at step
+60. "Next step" is the first step committed after the fault, and "full size" the first
+with both groups in the quorum again. Its policies:
+
+  requeue  no spares: the job stops whole (NODE_FAIL), is requeued and both groups
+           resume from the checkpoint
+  spare    `--spares=1`: group 1 alone is restarted on the spare's GPU; group 0 keeps
+           its process and steps on alone, then heals the newcomer live
+
+(`kill` under `requeue` is not run: the job runs on as one group, as torchft means it
+to, and there is no requeue to compare.)
+
 Per run: fault -> next training step (the first step logged after the fault, by the
 progress file's clock), steps trained twice (the highest step before the fault less
 the step training went on from), and whether rank 0 kept its process. The policies
@@ -62,11 +76,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.stack_runs import inject, torchft_run, torchrun_run, wait_for
 from podium.api.states import TERMINAL_STATES
 from podium.backends.embedded.client import EmbeddedBackend
 from podium.cli.daemon_cmds import start_daemon, stop_daemon
 from podium.cli.fault_demo import read_progress
-from podium.cli.inject import xid_line
 from podium.cli.submit import build_request
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,49 +96,6 @@ health:
   kernel_log: {kernel_log}
   deep_interval_s: 86400
 """
-
-
-def wait_for(what: str, test: Any, deadline: float) -> Any:
-    while True:
-        value = test()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
-def torchrun_command(policy: str, work: Path, epochs: int) -> str:
-    """The torchrun job's script line: PyTorch's tutorial script, unchanged."""
-    conf = (
-        "--rdzv-conf=keep_alive_interval=5,keep_alive_max_attempt=3 "
-        if policy == "spare-5x3"
-        else ""
-    )
-    return (f"exec torchrun --nnodes=2 --nproc-per-node=1 --max-restarts=3 "
-            f"--rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT "
-            f"--rdzv-id=$SLURM_JOB_ID {conf}"
-            f"{ROOT / 'examples' / 'torchrun_ddp.py'} {epochs} 1 "
-            f"--snapshot-path {work / 'snapshot.pt'} --progress {work / 'p.jsonl'} "
-            "--step-time 0.05")  # fmt: skip
-
-
-def batches(progress: Path) -> list[dict[str, Any]]:
-    """examples/torchrun_ddp.py's progress lines, each with its place (epoch, batch)."""
-    if not progress.exists():
-        return []
-    lines = [json.loads(x) for x in progress.read_text().splitlines() if x.strip()]
-    return [{**e, "at": e["epoch"] * 4 + e["batch"]} for e in lines]
-
-
-def restarted(progress: Path, fault_at: float) -> dict[str, Any] | None:
-    """The first batch logged after `fault_at` by another process than the one that
-    logged before it: a worker TorchElastic restarted, or the requeued run's."""
-    lines = batches(progress)
-    before = [e for e in lines if e["t"] <= fault_at]
-    if not before:
-        return None
-    return next((e for e in lines[len(before) :] if e["pid"] != before[-1]["pid"]), None)
 
 
 def one_run(
@@ -148,8 +119,9 @@ def one_run(
                    "--requeue-exit=137"]  # a rank killed (128 + 9) is a fault: requeue  # fmt: skip
         if policy != "requeue":
             options.append("--spares=1")
-        if stack == "torchrun":
-            return torchrun_run(client, home, work, options, env, policy, fault, deadline)
+        if stack in ("torchrun", "torchft"):
+            run = torchrun_run if stack == "torchrun" else torchft_run
+            return run(client, home, work, options, env, policy, fault, deadline)
         command = (f"exec {sys.executable} {ROOT / 'examples' / 'train.py'} --model gpt "
                    f"--steps {steps} --checkpoint-every 20 --step-time 0.05 "
                    f"--report-every 0 --progress {progress}")  # fmt: skip
@@ -169,18 +141,9 @@ def one_run(
         if policy == "spare":  # a fault comes hours into a run: the standby is ready by then
             out = work / "train.out"
             wait_for("the warm standby", lambda: "warm standby ready" in out.read_text(), deadline)
-        job = client.job(job_id)
         pids = json.loads((home / "jobs" / str(job_id) / "tasks.json").read_text())
         before = reached()
-        fault_at = time.time()
-        if fault == "xid":
-            bus = {g["index"]: g["bus_id"] for g in client.nodes()[0]["gpus"]}
-            with open(kernel_log, "a") as fh:
-                fh.write(
-                    xid_line(bus[job["gpu_ids"][1]], 79, time.clock_gettime(time.CLOCK_BOOTTIME))
-                )
-        else:
-            client.inject({"kind": "kill", "job_id": job_id, "rank": 1})
+        fault_at = inject(client, home, job_id, fault)
 
         went_on, first = wait_for("the next step", lambda: recovered(progress, fault_at), deadline)
         events = read_progress(progress)
@@ -202,49 +165,6 @@ def one_run(
         client.close()
         stop_daemon(home)
         shutil.rmtree(home, ignore_errors=True)
-
-
-def torchrun_run(
-    client: EmbeddedBackend, home: Path, work: Path, options: list[str],
-    env: dict[str, str], policy: str, fault: str, deadline: float,
-) -> dict[str, Any]:  # fmt: skip
-    """one_run's torchrun job: the same fault at its 25th batch."""
-    progress = work / "p.jsonl"
-    request, _ = build_request([*options, "--wrap", torchrun_command(policy, work, 40)])
-    request["cwd"], request["environment"] = str(work), env
-    job_id = client.submit(request)[0]["job_id"]
-    wait_for("batch 25", lambda: len(batches(progress)) >= 25, deadline)
-    job = client.job(job_id)
-    fault_at = time.time()
-    if fault == "xid":
-        bus = {g["index"]: g["bus_id"] for g in client.nodes()[0]["gpus"]}
-        with open(home / "kern.log", "a") as fh:
-            fh.write(xid_line(bus[job["gpu_ids"][1]], 79, time.clock_gettime(time.CLOCK_BOOTTIME)))
-    else:
-        client.inject({"kind": "kill", "job_id": job_id, "rank": 1})
-    try:
-        first = wait_for("the next step", lambda: restarted(progress, fault_at), deadline)
-        done = wait_for("the end", lambda: (j := client.job(job_id))["state"] in
-                        TERMINAL_STATES and j, deadline)  # fmt: skip
-    except TimeoutError as late:  # a run that did not recover is a result too
-        out = work / "train.out"
-        told = [f"{e['kind']}: {e['detail']}" for e in client.job(job_id)["events"]]
-        tail = out.read_text()[-1500:] if out.exists() else ""
-        return {"policy": policy, "fault": fault, "stack": "torchrun", "fault_to_step_s": None,
-                "error": str(late), "events": told, "output": tail}  # fmt: skip
-    lines = batches(progress)
-    last_before = max(e["at"] for e in lines if e["t"] < first["t"])
-    return {
-        "policy": policy,
-        "fault": fault,
-        "stack": "torchrun",
-        "fault_to_step_s": round(first["t"] - fault_at, 3),
-        "steps_redone": max(0, last_before - first["at"] + 1),
-        "rank0_kept": False,  # TorchElastic restarts every worker
-        "restarts": done["restart_count"],
-        "state": done["state"],
-        "replacements": len(client.job(job_id).get("replacements") or []),
-    }
 
 
 def recovered(progress: Path, fault_at: float) -> tuple[dict[str, Any], dict[str, Any]] | None:
@@ -288,6 +208,9 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace, name: str) -
             kept = sum(r["rank0_kept"] for r in mine)
             print(f"{fault:6} {policy:8} {seconds:>36}  {redone:>12}  {kept}/{len(mine):<9}  "
                   f"{len(mine)}")  # fmt: skip
+            if all("fault_to_full_s" in r for r in mine):  # torchft: both groups stepping again
+                full = summary([r["fault_to_full_s"] for r in mine])
+                print(f"{'':6} {'':8} {'fault->full size s: ' + full:>36}")
     out = ROOT / "bench" / "results" / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"runs": results, "args": vars(args)}, indent=1))
@@ -305,9 +228,9 @@ def main() -> None:
     parser.add_argument("--policies", nargs="+", default=None,
                         choices=["requeue", "cold", "spare", "spare-5x3"],
                         help="train: requeue cold spare (the default); "
-                        "torchrun: requeue spare spare-5x3")  # fmt: skip
-    parser.add_argument("--stack", choices=["train", "torchrun"], default="train",
-                        help="examples/train.py (Podium's contract), or torchrun")  # fmt: skip
+                        "torchrun: requeue spare spare-5x3; torchft: requeue spare")  # fmt: skip
+    parser.add_argument("--stack", choices=["train", "torchrun", "torchft"], default="train",
+                        help="train.py (Podium's contract), torchrun or torchft")  # fmt: skip
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument(
@@ -317,20 +240,18 @@ def main() -> None:
     )  # fmt: skip
     args = parser.parse_args()
     if args.policies is None:
-        torchrun = args.stack == "torchrun"
-        args.policies = (
-            ["requeue", "spare", "spare-5x3"] if torchrun else ["requeue", "cold", "spare"]
-        )
+        args.policies = {"train": ["requeue", "cold", "spare"], "torchft": ["requeue", "spare"],
+                         "torchrun": ["requeue", "spare", "spare-5x3"]}[args.stack]  # fmt: skip
     results = []
     for i in range(args.runs):
         for fault in args.faults:
             for policy in args.policies:
-                if args.stack == "torchrun" and (policy, fault) == ("requeue", "kill"):
-                    continue  # waits out TorchElastic's join timeout: see the docstring
+                if args.stack != "train" and (policy, fault) == ("requeue", "kill"):
+                    continue  # nothing to compare: see the docstring
                 result = one_run(policy, fault, args.steps, args.timeout, args.cuda, args.stack)
                 results.append(result)
                 print(f"run {i + 1} {fault:4} {policy:7}: {json.dumps(result)}", flush=True)
-    report(results, args, "recovery" if args.stack == "train" else "recovery-torchrun")
+    report(results, args, "recovery" if args.stack == "train" else f"recovery-{args.stack}")
 
 
 if __name__ == "__main__":

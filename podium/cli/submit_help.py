@@ -98,6 +98,7 @@ GROUPS: dict[str, list[tuple[str, str, str]]] = {
         ("resize-grace", "time", "an elastic job's time to save before a resize (60 s)"),
         ("resize-signal", "sig", "the signal each replica gets before a resize (USR1)"),
         ("spares", "N", "hold N replicas' GPUs idle to replace a failed replica"),
+        ("torchft", "", "run a torchft lighthouse; each replica is a replica group"),
     ],
     "podium submit's own options": [
         ("file", "job.yaml", "read the options (and command or script) from a YAML job file"),

@@ -1,4 +1,4 @@
-"""--elastic=MIN:MAX[:STEP], --resize-grace, --resize-signal and --spares: an elastic
+"""--elastic=MIN:MAX[:STEP], --resize-grace, --resize-signal, --spares and --torchft: an elastic
 job's replicas, what each holds and its spares, read after the sizes (`sizes.read_sizes`).
 
 Each replica is one task (one data-parallel rank) with --gpus-per-task GPUs,
@@ -9,7 +9,8 @@ replicas', and the scheduler sizes each start between MIN and MAX
 replica a node (a Slurm job) or a pod of its own. --spares=N adds N
 replicas' worth to every size: held idle, they take a failed replica's place.
 Without --elastic, --spares=N is N whole nodes (the Slurm backend's spare nodes,
-`podium.backends.slurm.replica_keeper`); the other backends refuse it.
+`podium.backends.slurm.replica_keeper`); the other backends refuse it. --torchft makes
+each replica a torchft replica group, with a lighthouse Podium runs (podium.run.torchft).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def read_elastic(raw: Options, out: dict[str, Any]) -> None:
     """Fill `out["elastic"]` and size `out` for MIN replicas; SpecError in one line."""
     g = raw.get("elastic")
     if g is None:
-        for name in ("resize-grace", "resize-signal"):
+        for name in ("resize-grace", "resize-signal", "torchft"):
             if (other := raw.get(name)) is not None:
                 raise option_error(other, "applies to elastic jobs only: add --elastic=MIN:MAX")
         if raw.get("spares") is not None:  # whole nodes, on Slurm (its admission judges)
@@ -59,7 +60,8 @@ def read_elastic(raw: Options, out: dict[str, Any]) -> None:
     gpus, cpus, memory = int(out.get("gpus") or 0), int(out["cpus"]), int(out["mem_mb"])
     spec = ElasticSpec(
         min=low, max=high, step=step, replica_gpus=gpus, replica_cpus=cpus,
-        replica_mem_mb=memory, spares=_spares(raw, gpus), **_resize_options(raw),
+        replica_mem_mb=memory, spares=_spares(raw, gpus), torchft=raw.get("torchft") is not None,
+        **_resize_options(raw),
     )  # fmt: skip
     held_gpus, held_cpus, held_mem = spec.held(low)
     out.update(

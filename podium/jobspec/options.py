@@ -134,6 +134,7 @@ OPTIONS: dict[str, Option] = _table(
     Option("resize-grace", scope="podium"),
     Option("resize-signal", scope="podium"),
     Option("spares", scope="podium"),
+    Option("torchft", arg="none", scope="podium"),
     # Client-side options: they steer `podium submit` itself.
     Option("wrap", scope="cli"),
     Option("file", "f", scope="cli"),

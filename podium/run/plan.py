@@ -88,6 +88,7 @@ class LaunchPlan(NamedTuple):
     resize_signal: int = 10  # what each replica gets before a resize (SIGUSR1)
     spares: list[list[int]] = []  # per spare (--spares), the GPUs it holds idle
     torchelastic: bool = False  # spares, and a script that runs torchrun (podium.run.torchelastic)
+    torchft: bool = False  # --torchft: each task a torchft replica group (podium.run.torchft)
     extra: dict[str, Any] = {}
 
     def to_json(self) -> dict[str, Any]:

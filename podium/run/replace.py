@@ -25,9 +25,12 @@ directory, empty at the start):
 - With no spare left, or a fault of the whole node, the job is stopped as before
   (NODE_FAIL, FAILED for a hang), and auto-resume applies.
 
-A TorchElastic job (a script that runs `torchrun`) takes part without writing
-anything and has no standbys: the replacement is a new agent on the spare's GPUs,
-which TorchElastic's rendezvous, not this notice, brings in (podium.run.torchelastic).
+A job on a stack with membership of its own takes part without writing anything and
+has no standbys, and its survivors get no SIGURG: a TorchElastic job (a script that
+runs `torchrun`; podium.run.torchelastic), whose replacement is a new agent that
+TorchElastic's rendezvous brings in at the same MASTER_ADDR/MASTER_PORT, and a torchft
+job (--torchft; podium.run.torchft), whose replacement is a new replica group, with a
+store of its own, that the job's lighthouse takes into the next quorum.
 """
 
 from __future__ import annotations
@@ -53,14 +56,17 @@ class Spares:
     """A job's spares and its replacements so far: which GPUs stand ready, whether the
     job takes part in the contract, and the notice and record it is told through."""
 
-    def __init__(self, job_dir: Path, spares: list[list[int]], torchelastic: bool = False) -> None:
-        self.torchelastic = torchelastic  # replicas: TorchElastic nodes (podium.run.torchelastic)
+    def __init__(self, job_dir: Path, spares: list[list[int]], stack: str = "") -> None:
+        # "torchelastic" (replicas are TorchElastic nodes), "torchft" (torchft replica
+        # groups), "" (Podium's own contract, above)
+        self.torchelastic = stack == "torchelastic"
+        self.self_joining = stack in ("torchelastic", "torchft")  # the stack takes it in
         self.notice = job_dir / REPLACE_NOTICE
         self.record = job_dir / REPLACEMENTS_FILE
         self.ready = [(index, list(gpus)) for index, gpus in enumerate(spares)]
         self.generation = 0
         self.done: list[dict[str, Any]] = []
-        self.joined = torchelastic  # TorchElastic's rendezvous takes a new node in
+        self.joined = self.self_joining  # its rendezvous or lighthouse takes a new one in
         self.standby_asked = False
         self.standby: dict[int, int] = {}  # spare index -> its warm standby's pid
         self.fenced: set[int] = set()  # GPUs of replicas replaced: given up on

@@ -22,6 +22,7 @@ from podium.run.replace import WAKE_SIGNAL, Spares
 from podium.run.spawn import SpawnError, spawn_task
 from podium.run.task_env import job_identity, task_environment
 from podium.run.torchelastic import store_argv, store_interpreter, wait_listening
+from podium.run.torchft import LIGHTHOUSE, lighthouse_argv, lighthouse_binary
 
 INSTANCE_ENV = "PODIUM_TASK_INSTANCE"  # which start of a task a process descends from
 
@@ -43,6 +44,7 @@ class ReplicaFaults:
     heartbeat: Path | None
     ranks: Path | None
     master_port: int
+    lighthouse_port: int
     instances: dict[int, int]
     _how: tuple[Any, ...]
 
@@ -59,30 +61,55 @@ class ReplicaFaults:
         signals to its replicas never reach it), listening before any agent starts
         (podium.run.torchelastic). Where it cannot start (no torch on the job's PATH),
         the first agent hosts the store, as without Podium; the log says why."""
-        task = self.plan.tasks[0]
-        env = task_environment(self.plan, task, port, None, time.time())
+        env = task_environment(self.plan, self.plan.tasks[0], port, None, time.time())
         with job_identity(self.plan).entered():  # the user's PATH, looked at as the user
             python = store_interpreter(env.get("PATH", ""))
-        why = "no python3 or torchrun on the job's PATH"
-        if python is not None:
-            files = TaskFiles(stdin=None, stdout=os.devnull, stderr=None, append=True)
-            argv = store_argv(python, "127.0.0.1", port)
-            try:
-                pid = spawn_task(
-                    argv, env, self.plan.work_dir, files=files, end=self.limit_end, pgid=0,
-                    creds=self._how[0], cgroup_procs=self.contain.procs_files,
-                    umask=self.plan.umask,
-                )  # fmt: skip
-            except SpawnError as exc:
-                why = str(exc)
-            else:
-                if wait_listening("127.0.0.1", port, pid):
-                    return
-                kill_and_wait({pid})
-                why = f"{python} did not listen on port {port} (is torch installed there?)"
+        if python is None:
+            why = "no python3 or torchrun on the job's PATH"
+        else:
+            why = self._host(store_argv(python, "127.0.0.1", port), env, port)
+            if not why:
+                return
+            why += " (is torch installed there?)"
         job = self.plan.job_id
         print(f"job {job}: rendezvous store not hosted: {why}; the first agent hosts it",
               file=sys.stderr)  # fmt: skip
+
+    def host_lighthouse(self) -> int:
+        """A torchft job's lighthouse (podium.run.torchft), on loopback at a port of its
+        own, in a process of the job's own, listening before any replica group starts:
+        its port, or 0 where it cannot start (no torchft on the job's PATH; the log
+        says why, and the groups find the lighthouse the job's environment names)."""
+        port = free_port()
+        env = task_environment(self.plan, self.plan.tasks[0], port, None, time.time())
+        with job_identity(self.plan).entered():
+            binary = lighthouse_binary(env.get("PATH", ""))
+        if binary is None:
+            why = f"no {LIGHTHOUSE} on the job's PATH (is torchft installed there?)"
+        else:
+            why = self._host(lighthouse_argv(binary, port), env, port)
+            if not why:
+                return port
+        print(f"job {self.plan.job_id}: torchft lighthouse not run: {why}", file=sys.stderr)
+        return 0
+
+    def _host(self, argv: list[str], env: dict[str, str], port: int) -> str:
+        """Start `argv`, a server of the job's, as the job's first task would run (its
+        user, cgroups, umask, time limit) but in a process group of its own, and wait
+        until it listens on loopback at `port`: "" then, else why it does not."""
+        files = TaskFiles(stdin=None, stdout=os.devnull, stderr=None, append=True)
+        try:
+            pid = spawn_task(
+                argv, env, self.plan.work_dir, files=files, end=self.limit_end, pgid=0,
+                creds=self._how[0], cgroup_procs=self.contain.procs_files,
+                umask=self.plan.umask,
+            )  # fmt: skip
+        except SpawnError as exc:
+            return str(exc)
+        if wait_listening("127.0.0.1", port, pid):
+            return ""
+        kill_and_wait({pid})
+        return f"{argv[0]} did not listen on port {port}"
 
     def start_standbys(self) -> None:
         """Start the warm standbys the job asked for (`ready standby`): its command on
@@ -189,7 +216,7 @@ class ReplicaFaults:
                 "warm": bool(standby),
             }
         )
-        if not torchelastic:
+        if not self.spares.self_joining:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pgid, WAKE_SIGNAL)
         if self.heartbeat is not None:  # the survivors wait for the newcomer: not a hang

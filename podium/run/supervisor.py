@@ -81,6 +81,7 @@ from podium.run.stopping import (
 )
 from podium.run.task_env import job_identity, task_environment
 from podium.run.torchelastic import torchelastic_environment
+from podium.run.torchft import torchft_environment
 
 if TYPE_CHECKING:
     from podium.run.plan import TaskPlan
@@ -124,8 +125,10 @@ class Supervisor(ReplicaFaults, HangWatch, JobOutcome):
             self.heartbeat = job_dir / HEARTBEAT_FILE
             self.ranks = job_dir / RANKS_DIR
         self.notice: Path | None = job_dir / RESIZE_NOTICE if plan.replicas is not None else None
-        self.spares = Spares(job_dir, plan.spares, plan.torchelastic) if plan.spares else None
+        stack = "torchelastic" if plan.torchelastic else "torchft" if plan.torchft else ""
+        self.spares = Spares(job_dir, plan.spares, stack) if plan.spares else None
         self.master_port = 0  # the tasks' MASTER_PORT (a TorchElastic job's rendezvous)
+        self.lighthouse_port = 0  # a torchft job's lighthouse (0: none runs)
         self.spawned = 0  # tasks and standbys started so far
         self.instances: dict[int, int] = {}  # pid -> its INSTANCE_ENV
         self.pgid = 0  # the tasks' process group
@@ -172,8 +175,11 @@ class Supervisor(ReplicaFaults, HangWatch, JobOutcome):
         self._how = (creds, container, heartbeat)
         if plan.torchelastic and container is None:
             self.host_rendezvous_store(port)
+        if plan.torchft and container is None:
+            self.lighthouse_port = self.host_lighthouse()
         for task in plan.tasks:  # only the first truncates the output (--open-mode)
-            pid = self._spawn(task, port, {}, bool(self.tasks))
+            group_port = free_port() if plan.torchft else port  # each group's own store
+            pid = self._spawn(task, group_port, {}, bool(self.tasks))
             if self.pgid == 0:
                 self.pgid = pid
             self.tasks[pid] = task
@@ -195,6 +201,8 @@ class Supervisor(ReplicaFaults, HangWatch, JobOutcome):
             env["PODIUM_REPLACE_FILE"] = str(self.job_dir / REPLACE_NOTICE)
         if plan.torchelastic:
             torchelastic_environment(env)
+        if plan.torchft:
+            torchft_environment(env, task.procid, len(plan.tasks), self.lighthouse_port)
         env.update(extra)
         self.spawned += 1  # what its orphans carry when it is replaced (replica_faults)
         env[INSTANCE_ENV] = str(self.spawned)

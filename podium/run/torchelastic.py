@@ -92,16 +92,16 @@ def store_interpreter(path: str) -> str | None:
             first = fh.readline(4096)
         if first.startswith(b"#!"):
             words = first[2:].decode(errors="replace").split()
-            if words and os.path.isabs(words[0]) and _executable(words[0]):
+            if words and os.path.isabs(words[0]) and executable_as_user(words[0]):
                 return words[0]
     for directory in path.split(os.pathsep):
         candidate = Path(directory or ".") / "python3"
-        if candidate.is_file() and _executable(str(candidate)):
+        if candidate.is_file() and executable_as_user(str(candidate)):
             return str(candidate)
     return None
 
 
-def _executable(path: str) -> bool:
+def executable_as_user(path: str) -> bool:
     """Whether the effective user (the job's, inside Identity.entered) may run `path`:
     access(2) alone asks for the real user, root, who may run nearly anything."""
     return os.access(path, os.X_OK, effective_ids=os.access in os.supports_effective_ids)
@@ -140,6 +140,7 @@ def torchelastic_environment(env: dict[str, str]) -> None:
 
 __all__ = [
     "NO_SHARED_STORE",
+    "executable_as_user",
     "launches_torchelastic",
     "store_argv",
     "store_interpreter",

@@ -166,6 +166,7 @@ class Planner:
         environment.update(_gpu_names(grant))
         tasks, replicas = _tasks(spec, grant, environment)
         spares = _spares(spec, grant, replicas)
+        torchft = spec.elastic is not None and spec.elastic.torchft
         sig = spec.signal
         return LaunchPlan(
             job_id=job.job_id,
@@ -213,7 +214,8 @@ class Planner:
             resize_count=job.resize_count,
             resize_signal=spec.elastic.signal if spec.elastic is not None else 10,
             spares=spares,
-            torchelastic=bool(spares) and launches_torchelastic(spec.script),
+            torchelastic=bool(spares) and not torchft and launches_torchelastic(spec.script),
+            torchft=torchft,
         )
 
     def user_container_cache(self, uid: int, gid: int) -> None:

@@ -131,6 +131,12 @@ def _elastic_pods(draft: Draft) -> None:
             "docs/kubernetes.md#spares); drop the spares and use --auto-resume, or submit "
             "to the embedded cluster or Slurm"
         )
+    if spec.torchft:
+        raise SpecError(
+            f"{where}: --torchft runs on the embedded cluster only for now: on Kubernetes "
+            "Podium does not yet run the lighthouse or restart one replica group's pod on "
+            "its own (docs/resiliency.md#torchft); drop --torchft"
+        )
     if not spec.replica_gpus:
         raise SpecError(
             f"{where}: Podium sizes elastic jobs on Kubernetes by the ClusterQueue's GPU "

@@ -103,6 +103,12 @@ def _elastic_nodes(draft: Draft) -> None:
             f"{where}: spare replicas of an elastic job are the embedded cluster's; on "
             "Slurm give --spares=S without --elastic (whole spare nodes)"
         )
+    if spec.torchft:
+        raise SpecError(
+            f"{where}: --torchft runs on the embedded cluster only for now: on Slurm Podium "
+            "does not yet run the lighthouse or restart one replica group on its own "
+            "(docs/resiliency.md#torchft); drop --torchft and run torchft_lighthouse yourself"
+        )
     if draft.given("switches") is not None:
         raise SpecError(
             f"{where}: each replica is a Slurm job of its own, which --switches cannot "

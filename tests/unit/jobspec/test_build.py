@@ -410,3 +410,13 @@ def test_spares_are_held_per_replica_beside_the_replicas() -> None:
     ]:
         with pytest.raises(SpecError, match=re.escape(says)):
             build(options=options)
+
+
+def test_torchft_makes_each_replica_a_replica_group() -> None:
+    """--torchft: an elastic job's replicas are torchft replica groups (podium.run.torchft);
+    without --elastic there are no replicas to make groups of."""
+    e = build(options=["--elastic=2:2", "--spares=1", "--gpus-per-task=1", "--torchft"]).elastic
+    assert e is not None and e.torchft and e.spares == 1
+    assert build(options=["--elastic=2:2"]).elastic.torchft is False  # type: ignore[union-attr]
+    with pytest.raises(SpecError, match=re.escape("--torchft: applies to elastic jobs only")):
+        build(options=["--torchft", "--gpus=1"])

@@ -23,12 +23,15 @@ def test_a_job_takes_part_only_once_it_says_ready(tmp_path: Path) -> None:
     assert read_dropped_spares(tmp_path) == [3]  # for the daemon to give back and refill
 
 
-def test_a_torchelastic_job_takes_part_without_a_word_and_has_no_standbys(
-    tmp_path: Path,
+@pytest.mark.parametrize("stack", ["torchelastic", "torchft"])
+def test_a_torchelastic_or_torchft_job_takes_part_without_a_word_and_has_no_standbys(
+    tmp_path: Path, stack: str
 ) -> None:
-    """Its replacements are TorchElastic's new nodes (podium.run.torchelastic): nothing
-    to write, and no agent started before it is needed."""
-    spares = Spares(tmp_path, [[2]], torchelastic=True)
+    """Its replacements are TorchElastic's new nodes (podium.run.torchelastic) or
+    torchft's replica groups (podium.run.torchft): nothing to write, and nothing started
+    before it is needed; the stack's own membership takes the newcomer in."""
+    spares = Spares(tmp_path, [[2]], stack)
+    assert spares.self_joining and spares.torchelastic == (stack == "torchelastic")
     spares.create(None)
     (tmp_path / "replace").write_text("ready standby\n")  # its workers might say it: no matter
     assert spares.can_replace() and spares.standbys_due() == []

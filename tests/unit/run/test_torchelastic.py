@@ -1,4 +1,5 @@
-"""Which jobs are TorchElastic ones, and which Python hosts their rendezvous store."""
+"""Which jobs are TorchElastic ones, and which Python hosts their rendezvous store; a
+torchft job's lighthouse and environment."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from podium.run.containment import carrying
 from podium.run.identity import Identity
 from podium.run.torchelastic import launches_torchelastic, store_interpreter
+from podium.run.torchft import LIGHTHOUSE, lighthouse_argv, lighthouse_binary, torchft_environment
 
 
 @pytest.mark.parametrize(
@@ -103,3 +105,33 @@ def test_an_interpreter_the_user_may_not_run_is_passed_over() -> None:
             assert store_interpreter(str(where)) is None
     finally:
         shutil.rmtree(where)
+
+
+def test_the_lighthouse_is_torchfts_own_on_the_jobs_path(tmp_path: Path) -> None:
+    """torchft_lighthouse is looked for on the job's PATH, as a regular file the user
+    may run: a FIFO or a file without the execute bit is passed over."""
+    fifo_dir, plain_dir, good_dir = (tmp_path / n for n in ("fifo", "plain", "good"))
+    for d in (fifo_dir, plain_dir, good_dir):
+        d.mkdir()
+    os.mkfifo(fifo_dir / LIGHTHOUSE)
+    (plain_dir / LIGHTHOUSE).write_text("#!/bin/sh\n")
+    (good_dir / LIGHTHOUSE).write_text("#!/bin/sh\n")
+    (good_dir / LIGHTHOUSE).chmod(0o755)
+    assert lighthouse_binary(f"{fifo_dir}:{plain_dir}:{good_dir}") == str(good_dir / LIGHTHOUSE)
+    assert lighthouse_binary(f"{fifo_dir}:{plain_dir}") is None
+    argv = lighthouse_argv("/x/torchft_lighthouse", 4321)
+    assert argv[argv.index("--bind") + 1] == "127.0.0.1:4321"  # loopback only
+    assert argv[argv.index("--min_replicas") + 1] == "1"  # the survivors step on alone
+
+
+def test_each_replica_group_is_told_its_id_and_the_lighthouse() -> None:
+    env = {"PATH": "/usr/bin"}
+    torchft_environment(env, 1, 3, 4321)
+    assert (env["REPLICA_GROUP_ID"], env["NUM_REPLICA_GROUPS"]) == ("1", "3")
+    assert env["TORCHFT_LIGHTHOUSE"] == "http://127.0.0.1:4321"
+    own = {"TORCHFT_LIGHTHOUSE": "http://head:29510"}  # the job's own lighthouse wins
+    torchft_environment(own, 0, 2, 4321)
+    assert own["TORCHFT_LIGHTHOUSE"] == "http://head:29510"
+    none: dict[str, str] = {}
+    torchft_environment(none, 0, 2, 0)  # no lighthouse runs: none is named
+    assert "TORCHFT_LIGHTHOUSE" not in none

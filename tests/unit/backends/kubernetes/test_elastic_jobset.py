@@ -166,3 +166,12 @@ def test_spares_are_refused_saying_why_and_what_instead() -> None:
         _docs([*ELASTIC[:2], "--elastic=2:2", "--spares=1"])
     said = str(refused.value)
     assert "\n" not in said and "docs/kubernetes.md#spares" in said and "--auto-resume" in said
+
+
+def test_torchft_is_refused_saying_why() -> None:
+    """--torchft runs the lighthouse and restarts one replica group on the embedded
+    cluster; on Kubernetes it is refused in one line, not run half-way."""
+    with pytest.raises(SpecError) as refused:
+        _docs([*ELASTIC[:2], "--elastic=2:2", "--torchft"])
+    said = str(refused.value)
+    assert "\n" not in said and "embedded cluster only" in said and "#torchft" in said

@@ -283,6 +283,7 @@ def test_spare_nodes_hold_whole_nodes_beside_one_replica_per_node() -> None:
         (["-N", "2", "--gpus=2", "--spares=1"], "--gpus-per-node"),
         (["-N", "2", "--array=1-2", "--spares=1"], "does not go with --array"),
         (["-N", "2", "--spares=65"], "0 to 64"),
+        (["--elastic=2:2", "--gpus-per-task=1", "--torchft"], "embedded cluster only"),
     ]:
         with pytest.raises(SpecError, match=re.escape(says)):
             _script(options)
