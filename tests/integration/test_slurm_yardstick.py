@@ -139,5 +139,6 @@ def test_bisection_names_and_drains_the_slow_node(slurm: SlurmCluster, tmp_path:
     finally:
         _node_sh(slurm, "debug-st-g-3", "fast")
         slurm.podium("resume", "debug-st-g-3", check=False)
-    again = _run(slurm, tmp_path, *health, "--json")
-    assert again.returncode in (0, 1), again.stdout  # at speed (1: a noisy whole run)
+    # (a third sweep, at speed again, was dropped: it held the whole machine about 40 s
+    # of the suite's wall time and could only show a noisy run; the resume is checked)
+    slurm.wait_node("debug-st-g-3", lambda n: n["state"] == "idle", 30)
