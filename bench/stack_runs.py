@@ -123,7 +123,8 @@ def torchrun_run(
 def torchft_command(work: Path) -> str:
     """One replica group's script line, as torchft's torchx component runs a group: one
     torchrun of one node, on the group's own store (Podium's MASTER_PORT per group)."""
-    return (f"exec torchrun --nnodes=1 --nproc-per-node=1 --master-port=$MASTER_PORT "
+    return ("exec torchrun --nnodes=1 --nproc-per-node=1 "
+            "--master-addr=$MASTER_ADDR --master-port=$MASTER_PORT "
             f"{ROOT / 'examples' / 'torchft_ddp.py'} --steps {FT_STEPS} "
             f"--checkpoint {work / 'ckpt.pt'} --save-every 20 "
             f"--progress {work / 'p.jsonl'} --step-time 0.05")  # fmt: skip
@@ -141,15 +142,17 @@ def torchft_run(
     env: dict[str, str], policy: str, fault: str, deadline: float,
 ) -> dict[str, Any]:  # fmt: skip
     """one_run's torchft job (two replica groups, `--torchft`): the fault on group 1 at
-    step 60. "Next step": the first step committed after the fault (by group 0 when it
-    kept its process; else by the requeued run); "back at full size": the first step
-    after it with both groups in the quorum."""
+    step 60. "Next step": the first step committed after the fault without the lost
+    group's process (group 0 alone, or a restarted run's); "full size": the first
+    step after it with two groups in the quorum again. A survivor that torchft 0.2.0
+    crashed (docs/resiliency.md, "torchft") is counted in `torchft_asserts`."""
     progress = work / "p.jsonl"
     request, _ = build_request([*options, "--torchft", "--wrap", torchft_command(work)])
     request["cwd"], request["environment"] = str(work), env
     job_id = client.submit(request)[0]["job_id"]
     wait_for("step 60", lambda: any(e["step"] >= 60 for e in ft_steps(progress)), deadline)
     before = ft_steps(progress)
+    old = {e["pid"] for e in before}
     pid0 = [e["pid"] for e in before if e["group"] == 0][-1]
     fault_at = inject(client, home, job_id, fault)
     row = {"policy": policy, "fault": fault, "stack": "torchft"}
@@ -157,8 +160,11 @@ def torchft_run(
     def after() -> list[dict[str, Any]]:
         return [e for e in ft_steps(progress) if e["t"] > fault_at]
 
+    def without_lost() -> dict[str, Any] | None:
+        return next((e for e in after() if e["participants"] == 1 or e["pid"] not in old), None)
+
     try:
-        first = wait_for("the next step", lambda: (a := after()) and a[0], deadline)
+        first = wait_for("the next step", without_lost, deadline)
         full = wait_for("both groups again", lambda: next(
             (e for e in after() if e["participants"] == 2 and e["t"] > first["t"]), None),
             deadline)  # fmt: skip
@@ -167,7 +173,9 @@ def torchft_run(
     except TimeoutError as late:
         return not_recovered(client, work, job_id, row, late)
     lines = ft_steps(progress)
-    last_before = max(e["step"] for e in lines if e["t"] <= fault_at)
+    last_before = max(e["step"] for e in lines if e["t"] < first["t"])
+    told = client.job(job_id).get("replacements") or []
+    out = work / "train.out"
     return {
         **row,
         "fault_to_step_s": round(first["t"] - fault_at, 3),
@@ -176,7 +184,8 @@ def torchft_run(
         "rank0_kept": all(e["pid"] == pid0 for e in lines if e["group"] == 0),
         "restarts": done["restart_count"],
         "state": done["state"],
-        "replacements": len(client.job(job_id).get("replacements") or []),
+        "replacements": [r["reason"] for r in told],
+        "torchft_asserts": out.read_text().count("assert fut._fut") if out.exists() else 0,
     }
 
 

@@ -32,11 +32,17 @@ def read_elastic(raw: Options, out: dict[str, Any]) -> None:
     """Fill `out["elastic"]` and size `out` for MIN replicas; SpecError in one line."""
     g = raw.get("elastic")
     if g is None:
-        for name in ("resize-grace", "resize-signal", "torchft"):
+        for name in ("resize-grace", "resize-signal"):
             if (other := raw.get(name)) is not None:
                 raise option_error(other, "applies to elastic jobs only: add --elastic=MIN:MAX")
         if raw.get("spares") is not None:  # whole nodes, on Slurm (its admission judges)
             out["spare_nodes"] = _spare_count(raw)
+        if (ft := raw.get("torchft")) is not None:
+            if not out.get("spare_nodes"):
+                raise option_error(ft, "each replica is a torchft replica group: add "
+                                   "--elastic=N:N with --gpus-per-task, or on Slurm -N N "
+                                   "--spares=S")  # fmt: skip
+            out["torchft"] = True
         return
     parts = str(g.value or "").split(":")
     if not 2 <= len(parts) <= 3 or not all(is_digits(p) for p in parts):
@@ -60,12 +66,12 @@ def read_elastic(raw: Options, out: dict[str, Any]) -> None:
     gpus, cpus, memory = int(out.get("gpus") or 0), int(out["cpus"]), int(out["mem_mb"])
     spec = ElasticSpec(
         min=low, max=high, step=step, replica_gpus=gpus, replica_cpus=cpus,
-        replica_mem_mb=memory, spares=_spares(raw, gpus), torchft=raw.get("torchft") is not None,
-        **_resize_options(raw),
+        replica_mem_mb=memory, spares=_spares(raw, gpus), **_resize_options(raw),
     )  # fmt: skip
     held_gpus, held_cpus, held_mem = spec.held(low)
     out.update(
         elastic=spec,
+        torchft=raw.get("torchft") is not None,
         ntasks=low,
         gpus=held_gpus,
         gpus_per_task=gpus or None,

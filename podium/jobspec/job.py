@@ -70,8 +70,7 @@ class ElasticSpec(Frozen):
     resized in steps of STEP. Before a resize every rank gets `signal` and has
     `grace_s` seconds to save and exit (or acknowledge) before it is stopped. With
     --spares=N it also holds N replicas' worth, idle, to take a failed replica's place
-    (docs/resiliency.md: replace, don't restart). With --torchft each replica is a
-    torchft replica group and Podium runs the job's lighthouse."""
+    (docs/resiliency.md: replace, don't restart)."""
 
     min: int = Field(ge=1)
     max: int = Field(ge=1)
@@ -82,7 +81,6 @@ class ElasticSpec(Frozen):
     signal: int = 10  # SIGUSR1
     grace_s: int = Field(default=60, ge=0)
     spares: int = Field(default=0, ge=0)  # --spares: replicas' worth held to replace a failed one
-    torchft: bool = False  # --torchft: each replica a torchft replica group (podium.run.torchft)
 
     def held(self, replicas: int) -> tuple[int, int, int]:
         """GPUs, CPUs and memory (MB) a start of `replicas` replicas holds, its spares
@@ -180,6 +178,7 @@ class JobSpec(Frozen):
     heartbeat_timeout_s: int | None = None
     elastic: ElasticSpec | None = None  # resources above are for its MIN replicas
     spare_nodes: int = Field(default=0, ge=0)  # --spares on Slurm: whole nodes held idle
+    torchft: bool = False  # --torchft: each replica a torchft replica group (podium.run.torchft)
 
 
 __all__ = ["ArraySpec", "Dependency", "ElasticSpec", "JobSpec", "JobState", "SignalSpec"]

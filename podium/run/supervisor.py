@@ -202,7 +202,9 @@ class Supervisor(ReplicaFaults, HangWatch, JobOutcome):
         if plan.torchelastic:
             torchelastic_environment(env)
         if plan.torchft:
-            torchft_environment(env, task.procid, len(plan.tasks), self.lighthouse_port)
+            port_of = self.lighthouse_port
+            lighthouse = f"http://127.0.0.1:{port_of}" if port_of else ""
+            torchft_environment(env, task.procid, len(plan.tasks), lighthouse)
         env.update(extra)
         self.spawned += 1  # what its orphans carry when it is replaced (replica_faults)
         env[INSTANCE_ENV] = str(self.spawned)

@@ -21,9 +21,10 @@ address of its own. Podium:
   heartbeats had it taken for dead (not proven). TORCHFT_LIGHTHOUSE names it, unless
   the job's environment names a lighthouse of its own;
 - gives each replica (task) REPLICA_GROUP_ID (its rank), NUM_REPLICA_GROUPS (the
-  job's replicas) and a MASTER_PORT of its own: the group's `torchrun --nnodes=1
-  --master-port=$MASTER_PORT` hosts the group's store there (`--standalone` picks
-  its own);
+  job's replicas) and a MASTER_ADDR:MASTER_PORT of its own: the group's `torchrun
+  --nnodes=1 --master-addr=$MASTER_ADDR --master-port=$MASTER_PORT` hosts the group's
+  store there, and its workers advertise it to the other groups (torchrun's default
+  address, 127.0.0.1, does only where every group is on one machine);
 - with spares, on a fault of one group (an Xid on its GPU, its torchrun or worker
   killed or crashed) kills that group alone, its orphaned workers included, fences
   its GPUs and starts the job's command as the same REPLICA_GROUP_ID on a spare's
@@ -61,25 +62,25 @@ def lighthouse_binary(path: str) -> str | None:
     return None
 
 
-def lighthouse_argv(binary: str, port: int) -> list[str]:
-    """The lighthouse's command line: on loopback at `port` (see the module's docstring)."""
+def lighthouse_argv(binary: str, port: int, host: str = "127.0.0.1") -> list[str]:
+    """The lighthouse's command line: at host:`port` (see the module's docstring)."""
     return [
         binary,
         "--min_replicas", "1",
         "--quorum_tick_ms", "100",
         "--join_timeout_ms", str(JOIN_TIMEOUT_MS),
-        "--bind", f"127.0.0.1:{port}",
+        "--bind", f"{host}:{port}",
     ]  # fmt: skip
 
 
-def torchft_environment(env: dict[str, str], group: int, groups: int, lighthouse: int) -> None:
+def torchft_environment(env: dict[str, str], group: int, groups: int, lighthouse: str) -> None:
     """Podium's settings for one replica group's task, into `env`: its group id and the
-    job's count; TORCHFT_LIGHTHOUSE for the lighthouse at port `lighthouse` (0: none
+    job's count; TORCHFT_LIGHTHOUSE for the lighthouse at URL `lighthouse` ("": none
     runs) unless the job's environment names one of its own."""
     env[GROUP_ENV] = str(group)
     env[GROUPS_ENV] = str(groups)
     if lighthouse:
-        env.setdefault(LIGHTHOUSE_ENV, f"http://127.0.0.1:{lighthouse}")
+        env.setdefault(LIGHTHOUSE_ENV, lighthouse)
 
 
 __all__ = [

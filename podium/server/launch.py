@@ -166,7 +166,7 @@ class Planner:
         environment.update(_gpu_names(grant))
         tasks, replicas = _tasks(spec, grant, environment)
         spares = _spares(spec, grant, replicas)
-        torchft = spec.elastic is not None and spec.elastic.torchft
+        torchft = spec.elastic is not None and spec.torchft
         sig = spec.signal
         return LaunchPlan(
             job_id=job.job_id,

@@ -8,22 +8,24 @@ A job that does not take part in the contract ends as it would without spares.""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from podium.backends.slurm.hook import node_state_dir, state_dir
-from podium.backends.slurm.replica_keeper import job_dir
+from podium.backends.slurm.keeper_parts import job_dir
 from podium.cli.fault_demo import read_progress
 from podium.cli.inject import xid_line
 from podium.config.cluster import load_config
 from podium.node.inventory import declared_bus_id
 from podium.run.rank_beats import RANKS_DIR, read_ranks
-from tests.integration.slurm_cluster import ROOT, TERMINAL, SlurmCluster, in_service
+from tests.integration.slurm_cluster import PODIUM, ROOT, TERMINAL, SlurmCluster, in_service
 from tests.polling import poll, wait_until
 
 # One worker runs the "slurm-hosts-2" modules one after another (tests/conftest.py)
@@ -192,3 +194,83 @@ def test_a_job_outside_the_contract_ends_as_without_spares(
     out = (tmp_path / f"{job_id}.out").read_text()
     assert "rank 0 on" in out and "rank 1 on" in out and "no spare node takes its place" in out
     assert "rank 1 on " + job["nodes"][2] not in out
+
+
+def test_a_torchft_group_lost_is_restarted_on_the_spare_node_and_healed_live(
+    slurm: SlurmCluster, tmp_path: Path
+) -> None:
+    """torchft on Slurm (--torchft with a spare node): each replica node is a replica
+    group under the keeper, which runs the lighthouse; group 1's torchrun killed, its
+    group starts again on the spare node and heals from group 0, which keeps its
+    process and steps on. torchft 0.2.0's own survivor crash (docs/resiliency.md,
+    "torchft") is let through only with its assertion in the output."""
+    pytest.importorskip("torchft")
+    tmp_path.chmod(0o755)
+    progress = tmp_path / "p.jsonl"
+    script = tmp_path / "ft.sh"
+    script.write_text(
+        "#!/bin/bash\n"
+        "exec torchrun --nnodes=1 --nproc-per-node=1 \\\n"
+        "    --master-addr=$MASTER_ADDR --master-port=$MASTER_PORT \\\n"
+        f"    {ROOT / 'examples' / 'torchft_ddp.py'} --steps 300 --progress {progress} \\\n"
+        f"    --step-time 0.05 --checkpoint {tmp_path / 'ckpt.pt'} --save-every 20\n"
+    )
+    # submitted from the venv, as its user would (sbatch exports the environment): the
+    # keeper finds torchft_lighthouse, and the steps torchrun, on that PATH
+    venv = {**slurm.env, "PATH": f"{Path(sys.executable).parent}:{slurm.env['PATH']}"}
+    job_id = int(subprocess.run(
+        [PODIUM, "submit", "--parsable", "-N", "2", "--ntasks-per-node=1", "--spares=1",
+         "--torchft", "-o", str(tmp_path / "%j.out"), str(script)],
+        capture_output=True, text=True, env=venv, cwd=tmp_path, check=True,
+    ).stdout.strip())  # fmt: skip
+    log = tmp_path / f"{job_id}.out"
+
+    def steps() -> list[dict[str, Any]]:
+        text = progress.read_text() if progress.exists() else ""
+        return [json.loads(x) for x in text.splitlines() if x.strip()]
+
+    try:
+        poll(steps, lambda p: {e["group"] for e in p if e["participants"] == 2} == {0, 1}
+             and len(p) >= 40, "both groups training together", 120)  # fmt: skip
+        victim = slurm.json("show", str(job_id))["nodes"][1]
+        agent = poll(lambda: _process(slurm, victim, b"torchrun"), bool, "group 1's torchrun", 30)
+        old = {e["pid"] for e in steps()}
+        os.kill(agent, 9)
+        poll(steps, lambda p: any(e["group"] == 1 and e["participants"] == 2
+                                  and e["pid"] not in old for e in p),
+             "group 1 back, healed", 90)  # fmt: skip
+        final = slurm.wait_job(job_id, set(TERMINAL), 180)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{log.read_text()[-3000:] if log.exists() else ''}") from None
+    finally:
+        slurm.podium("cancel", str(job_id), check=False)
+    assert final["state"] == "COMPLETED" and final["restart_count"] == 0, log.read_text()[-3000:]
+    told = final["replacements"]
+    assert told[0]["replaced"] == [1] and told[0]["node_from"] == victim, told
+    crashed = told[1:]  # a survivor torchft crashed, replaced in its turn
+    assert all(r["reason"].endswith("ended (1)") for r in crashed), told
+    assert log.read_text().count("assert fut._fut") >= len(crashed), told  # torchft's own
+    events = steps()
+    if not crashed:  # group 0 kept its process; the newcomer joined at its peer's step
+        assert len({e["pid"] for e in events if e["group"] == 0}) == 1
+        first = next(e for e in events if e["group"] == 1 and e["pid"] not in old)
+        peer = max(e["step"] for e in events if e["group"] == 0 and e["t"] < first["t"])
+        assert first["step"] >= peer, (first, peer)  # healed, not from the checkpoint
+    for pid in {e["pid"] for e in events}:  # no step trained twice by one process
+        mine = [e["step"] for e in events if e["pid"] == pid]
+        assert mine == sorted(set(mine)), (pid, mine)
+    assert max(e["step"] for e in events) == 300
+
+
+def _process(slurm: SlurmCluster, node: str, name: bytes) -> int | None:
+    """A process on `node` (in its host's network namespace) whose argv names `name`."""
+    pids = subprocess.run(["ip", "netns", "pids", _namespace(slurm, node)],
+                          capture_output=True, text=True).stdout.split()  # fmt: skip
+    for pid in pids:
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(a.endswith(name) for a in argv[:2]):
+            return int(pid)
+    return None

@@ -8,7 +8,6 @@ synthetic data (with the disk checkpoint it leaves to its user); on gloo."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -20,6 +19,8 @@ import pytest
 
 from tests.integration.conftest import Cluster
 from tests.integration.test_replace_soak import gpus_of_processes
+from tests.integration.test_torchrun import _progress
+from tests.integration.test_torchrun import _told as told
 from tests.polling import poll
 
 pytestmark = pytest.mark.integration
@@ -34,7 +35,8 @@ def _submit(c: Cluster) -> int:
     bin_dir = os.path.dirname(sys.executable)
     script = c.script(
         f"export PATH={bin_dir}:$PATH\n"
-        "exec torchrun --nnodes=1 --nproc-per-node=1 --master-port=$MASTER_PORT \\\n"
+        "exec torchrun --nnodes=1 --nproc-per-node=1 \\\n"
+        "    --master-addr=$MASTER_ADDR --master-port=$MASTER_PORT \\\n"
         f"    {EXAMPLE} --steps {STEPS} --progress {c.work}/p.jsonl --step-time 0.05 \\\n"
         f"    --checkpoint {c.work}/ckpt.pt --save-every 20\n"
     )
@@ -42,17 +44,8 @@ def _submit(c: Cluster) -> int:
                     "--auto-resume=1", "-o", "torchft-%j.out", str(script), cwd=c.work)  # fmt: skip
 
 
-def _progress(c: Cluster) -> list[dict[str, Any]]:
-    path = c.work / "p.jsonl"
-    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
-
-
 def _told(c: Cluster, job: int) -> str:
-    shown = c.job(job)
-    said = "\n".join(f"{e['time']:.1f} {e['kind']}: {e['detail']}" for e in shown["events"])
-    out = c.work / f"torchft-{job}.out"
-    tail = out.read_text()[-3000:] if out.exists() else "(no output)"
-    return f"job {shown['state']}:\n{said}\n{tail}"
+    return told(c, job, "torchft")
 
 
 def _pids(events: list[dict[str, Any]], group: int) -> list[int]:

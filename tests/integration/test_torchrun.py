@@ -55,11 +55,11 @@ def _progress(c: Cluster) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 
 
-def _told(c: Cluster, job: int) -> str:
-    """Where the job is and why: its state, events and output's end."""
+def _told(c: Cluster, job: int, output: str = "torchrun") -> str:
+    """Where the job is and why: its state, events and output's end (OUTPUT-JOB.out)."""
     shown = c.job(job)
     said = "\n".join(f"{e['time']:.1f} {e['kind']}: {e['detail']}" for e in shown["events"])
-    out = c.work / f"torchrun-{job}.out"
+    out = c.work / f"{output}-{job}.out"
     tail = out.read_text()[-3000:] if out.exists() else "(no output)"
     return f"job {shown['state']}:\n{said}\n{tail}"
 

@@ -64,6 +64,13 @@ class KubernetesAdmission:
         """Names as Kueue wants them, one node count, a well-formed image."""
         out = draft.fields
         one_node_count(draft)
+        if out.get("torchft") and (given := draft.given("torchft")) is not None:
+            raise SpecError(
+                f"{given.where}: --torchft: not on Kubernetes yet: Podium does not run the "
+                "lighthouse or restart one replica group's pod on its own there "
+                "(docs/resiliency.md#torchft); drop --torchft, or submit to the embedded "
+                "cluster or Slurm"
+            )
         refuse_spare_nodes(out, draft.given("spares"))
         switches = draft.given("switches")
         if switches is not None:
@@ -130,12 +137,6 @@ def _elastic_pods(draft: Draft) -> None:
             "and Podium does not yet keep a standby pod to take it (design: "
             "docs/kubernetes.md#spares); drop the spares and use --auto-resume, or submit "
             "to the embedded cluster or Slurm"
-        )
-    if spec.torchft:
-        raise SpecError(
-            f"{where}: --torchft runs on the embedded cluster only for now: on Kubernetes "
-            "Podium does not yet run the lighthouse or restart one replica group's pod on "
-            "its own (docs/resiliency.md#torchft); drop --torchft"
         )
     if not spec.replica_gpus:
         raise SpecError(

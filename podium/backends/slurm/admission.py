@@ -103,11 +103,10 @@ def _elastic_nodes(draft: Draft) -> None:
             f"{where}: spare replicas of an elastic job are the embedded cluster's; on "
             "Slurm give --spares=S without --elastic (whole spare nodes)"
         )
-    if spec.torchft:
+    if out.get("torchft"):
         raise SpecError(
-            f"{where}: --torchft runs on the embedded cluster only for now: on Slurm Podium "
-            "does not yet run the lighthouse or restart one replica group on its own "
-            "(docs/resiliency.md#torchft); drop --torchft and run torchft_lighthouse yourself"
+            f"{where}: on Slurm a torchft job's replica groups are whole nodes under the "
+            "replica keeper: give -N N --spares=S (and --torchft) instead of --elastic"
         )
     if draft.given("switches") is not None:
         raise SpecError(

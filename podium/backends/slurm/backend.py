@@ -203,7 +203,7 @@ class SlurmBackend(Backend):
     def _keeper_dir(self, record: dict[str, Any]) -> Path | None:
         """The directory a keeper keeps the job's run in (the replica keeper's for
         spare nodes, the elastic keeper's): its user's, in the shared state directory
-        (`replica_keeper.job_dir`); None for a user name that cannot be a directory."""
+        (`keeper_parts.job_dir`); None for a user name that cannot be a directory."""
         user = str(record.get("user") or "")
         if not user or "/" in user or user in (".", ".."):
             return None

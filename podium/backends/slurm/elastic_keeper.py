@@ -48,7 +48,7 @@ from typing import Any
 from podium.api.elastic_sizes import elastic_sizes, largest_fitting
 from podium.backends.slurm import elastic_slurm as slurm
 from podium.backends.slurm.elastic_links import MIN_FRACTION, drain, step_env, yardstick
-from podium.backends.slurm.replica_keeper import (
+from podium.backends.slurm.keeper_parts import (
     address,
     copy_script,
     generation_port,

@@ -17,7 +17,7 @@ import os
 import subprocess
 import sys
 
-from podium.backends.slurm.replica_keeper import address
+from podium.backends.slurm.keeper_parts import address
 from podium.node.health.nccl import parse_nccl_tests
 
 MIN_FRACTION = 0.7  # as health.nccl_min_fraction's default

@@ -12,7 +12,7 @@ from __future__ import annotations
 import subprocess
 from dataclasses import dataclass
 
-from podium.backends.slurm.replica_keeper import job_steps
+from podium.backends.slurm.keeper_parts import job_steps
 
 MEMBER_TAG = "podium-elastic-member:"  # a member's --comment: the tag, then its job's id
 MEMBER_BODY = """

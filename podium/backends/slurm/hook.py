@@ -35,7 +35,7 @@ from typing import Any
 from podium.api.hostlist import hostlist
 from podium.backends.slurm import parse
 from podium.backends.slurm.engine_api import SlurmError, SlurmTools
-from podium.backends.slurm.replica_keeper import numbered_steps
+from podium.backends.slurm.keeper_parts import numbered_steps
 from podium.config.cluster import ClusterConfig, load_config
 from podium.node.health.check_results import Action, Result, Status
 from podium.node.health.suite import run_node_checks

@@ -20,6 +20,13 @@ script for the other nodes) is STATE/user-USER/slurm-jobs/JOBID.RESTART: the sta
 directory must be shared by the nodes, as it is for checkpoints. With no spare left,
 a job that never wrote `ready`, or the batch node itself lost, the job ends as without
 spares (and auto-resume applies).
+
+With --torchft (PODIUM_TORCHFT=1) each replica node is a torchft replica group
+(podium.run.torchft): the keeper runs the job's lighthouse on the batch node, gives
+each step REPLICA_GROUP_ID, NUM_REPLICA_GROUPS, TORCHFT_LIGHTHOUSE and its own node as
+MASTER_ADDR (the group's store), and a lost group is started again on a spare node
+with no notice and no SIGURG: the lighthouse takes it into the next quorum and a peer
+heals it.
 """
 
 from __future__ import annotations
@@ -35,10 +42,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from podium.api.hostlist import hostlist
+from podium.backends.slurm.keeper_parts import (
+    address,
+    copy_script,
+    generation_port,
+    job_steps,
+    make_job_dir,
+    refuse,
+)
 from podium.run.files import read_json_safely
-from podium.run.owned_dirs import Squatted, new_file, owned_dir
 from podium.run.rank_beats import lost_ranks, make_ranks_dir, read_beats
 from podium.run.replace import WAKE_SIGNAL, Spares
+from podium.run.torchelastic import wait_listening
+from podium.run.torchft import LIGHTHOUSE, lighthouse_argv, lighthouse_binary, torchft_environment
 
 LOOK_S = 0.1  # how often the keeper looks at its steps and the ranks' files
 LOST_GRACE_S = 1.0  # a rank silent this long after the others lost a peer is lost
@@ -72,6 +88,9 @@ class Keeper:
     lost_nodes: set[str] = field(default_factory=set)  # nodes whose replica was replaced
     spares: Spares | None = None
     stopping: int | None = None
+    torchft: bool = False  # each replica node a torchft replica group
+    lighthouse: subprocess.Popen[bytes] | None = None
+    lighthouse_url: str = ""
 
     @property
     def world(self) -> int:
@@ -80,7 +99,7 @@ class Keeper:
     def prepare(self) -> None:
         """In the job's directory (made and checked by `make_job_dir`): the notice
         (empty), the ranks' directory, the record."""
-        self.spares = Spares(self.job_dir, [])
+        self.spares = Spares(self.job_dir, [], "torchft" if self.torchft else "")
         self.spares.create(None)
         make_ranks_dir(self.job_dir / "ranks", None)
 
@@ -97,8 +116,33 @@ class Keeper:
             env["RANK"] = str(rank)
         else:
             env.pop("RANK", None)
+        if self.torchft and rank is not None:  # its own store, on its own node
+            env.update(MASTER_ADDR=address(node), MASTER_PORT=str(self.base_port))
+            torchft_environment(env, rank, self.world, self.lighthouse_url)
         env.update(more)
         return env
+
+    def run_lighthouse(self) -> None:
+        """The job's torchft lighthouse, on this (the batch) node at a free port,
+        listening before any group starts; where it cannot start, the log says why and
+        the groups find the lighthouse the job's environment names."""
+        host = address(os.environ.get("SLURMD_NODENAME") or socket.gethostname())
+        binary = lighthouse_binary(os.environ.get("PATH", ""))
+        if binary is None:
+            print(f"podium: no {LIGHTHOUSE} on the job's PATH: lighthouse not run", file=sys.stderr)
+            return
+        with socket.socket() as probe:
+            probe.bind((host, 0))
+            port = probe.getsockname()[1]
+        self.lighthouse = subprocess.Popen(
+            lighthouse_argv(binary, port, host), stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        if wait_listening(host, port, self.lighthouse.pid):
+            self.lighthouse_url = f"http://{host}:{port}"
+            return
+        print(f"podium: {binary} did not listen on {host}:{port}", file=sys.stderr)
+        self.lighthouse.kill()
 
     def master_node(self) -> str:
         return self.replica_nodes[0]
@@ -130,6 +174,8 @@ class Keeper:
         return subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL)
 
     def start(self) -> None:
+        if self.torchft:
+            self.run_lighthouse()
         for rank, node in enumerate(self.replica_nodes):
             proc = self.srun(node, self.env(rank, node), f"rank{rank}")
             self.steps.append(Step(node, proc, rank=rank))
@@ -222,7 +268,8 @@ class Keeper:
                 "warm": standby is not None,
             }
         )  # fmt: skip
-        self.signal_steps(WAKE_SIGNAL, [s for s in self.steps if s.rank is not None])
+        if not self.spares.self_joining:  # torchft's lighthouse is the membership
+            self.signal_steps(WAKE_SIGNAL, [s for s in self.steps if s.rank is not None])
         if standby is not None:
             standby.rank, standby.spare = lost.rank, None
         else:
@@ -261,6 +308,9 @@ class Keeper:
             if node not in self.lost_nodes  # its host may never answer
         ]
         procs = [s.proc for s in self.steps] + self.abandoned + cancels
+        if self.lighthouse is not None and self.lighthouse.poll() is None:
+            self.lighthouse.kill()
+            procs.append(self.lighthouse)
         deadline = time.monotonic() + 5
         for proc in procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -276,81 +326,6 @@ class Keeper:
             self.signal_steps(signum, self.steps)
         if signum in (signal.SIGTERM, signal.SIGINT):
             self.stopping = 128 + signum
-
-
-def job_steps(job_id: str) -> list[tuple[str, str]]:
-    """(step id, node) of the job's running steps, but its batch and extern steps."""
-    try:
-        done = subprocess.run(
-            ["squeue", "-h", "-s", "-j", job_id, "-o", "%i|%N"],
-            capture_output=True, text=True, timeout=10,
-        )  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return numbered_steps(done.stdout)
-
-
-def numbered_steps(text: str) -> list[tuple[str, str]]:
-    """(step id, nodes) from `squeue -h -s -o %i|%N` lines; batch and extern left out."""
-    found = []
-    for line in text.splitlines():
-        step, _, nodes = line.strip().partition("|")
-        step_id = step.partition(".")[2]
-        if step_id.isdigit():
-            found.append((step_id, nodes))
-    return found
-
-
-def address(node: str) -> str:
-    """The node's address, as the ranks reach it (its name when it does not resolve)."""
-    try:
-        return socket.gethostbyname(node)
-    except OSError:
-        return node
-
-
-def generation_port(base_port: int, generation: int) -> int:
-    """The rendezvous port of a generation of the job's ranks (20000-39999): another
-    for each, so that a new world never meets the last one's store."""
-    return 20000 + (base_port - 20000 + 1009 * generation) % 20000
-
-
-def copy_script(path: Path) -> None:
-    """The job's script (descriptor 9, as the batch launcher left it) copied to `path`
-    (0700), for the steps the keeper starts: a file made new (`new_file`), never one
-    that was there, nor a link or FIFO."""
-    with open("/dev/fd/9", "rb") as source:
-        body = source.read()
-    new_file(path.parent, path.name, body, mode=0o700)
-
-
-def _job_parts(environ: dict[str, str]) -> tuple[Path, tuple[str, str, str]]:
-    base = Path(environ.get("PODIUM_STATE_DIR") or "/tmp")
-    user = environ.get("SLURM_JOB_USER") or str(os.getuid())
-    restart = environ.get("SLURM_RESTART_COUNT") or "0"
-    run = f"{environ.get('SLURM_JOB_ID', 'local')}.{restart}"
-    return base, (f"user-{user}", "slurm-jobs", run)
-
-
-def job_dir(environ: dict[str, str]) -> Path:
-    """STATE/user-USER/slurm-jobs/JOBID.RESTART: private to the job's user."""
-    base, parts = _job_parts(environ)
-    return base.joinpath(*parts)
-
-
-def make_job_dir(environ: dict[str, str]) -> Path:
-    """`job_dir`, made where missing, every part checked as the job's user's
-    (`owned_dir`: not a link, not another user's, not writable by others). Raises
-    Squatted (its message names the path and the fix) or OSError."""
-    base, parts = _job_parts(environ)
-    return owned_dir(base, parts)
-
-
-def refuse(exc: OSError) -> int:
-    """A keeper that cannot have its job's directory: say why (one line), exit 1."""
-    why = str(exc) if isinstance(exc, Squatted) else f"cannot make {exc.filename}: {exc.strerror}"
-    print(f"podium: not started: {why}", file=sys.stderr)
-    return 1
 
 
 def main(argv: list[str]) -> int:
@@ -374,6 +349,7 @@ def main(argv: list[str]) -> int:
         args=argv, replica_nodes=nodes[: len(nodes) - spares],
         spare_nodes=nodes[len(nodes) - spares :],
         base_port=int(environ.get("MASTER_PORT") or 29500),
+        torchft=environ.get("PODIUM_TORCHFT") == "1",
     )  # fmt: skip
     keeper.prepare()
     copy_script(keeper.script)

@@ -22,7 +22,8 @@ backend pipes into `sbatch`. Its shape:
 6. With --spares=S: S more nodes, one task per node, `--no-kill`, and the replica
    keeper (`podium.backends.slurm.replica_keeper`) run in place of the script: it starts
    the script on each replica node as a step of its own and gives a lost replica's
-   rank to a spare node.
+   rank to a spare node. With --torchft each replica node is a torchft replica group
+   and the keeper runs the job's lighthouse (PODIUM_TORCHFT).
 
 What Slurm cannot express is refused with the reason (`Untranslatable`).
 """
@@ -110,6 +111,8 @@ def sbatch_script(
     }
     if spec.spare_nodes:
         exports["PODIUM_SPARE_NODES"] = str(spec.spare_nodes)
+    if spec.torchft:  # the keeper runs the lighthouse; each replica node is a group
+        exports["PODIUM_TORCHFT"] = "1"
     exports.update(more or {})
     lines += [
         "",

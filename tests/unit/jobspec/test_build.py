@@ -413,10 +413,11 @@ def test_spares_are_held_per_replica_beside_the_replicas() -> None:
 
 
 def test_torchft_makes_each_replica_a_replica_group() -> None:
-    """--torchft: an elastic job's replicas are torchft replica groups (podium.run.torchft);
-    without --elastic there are no replicas to make groups of."""
-    e = build(options=["--elastic=2:2", "--spares=1", "--gpus-per-task=1", "--torchft"]).elastic
-    assert e is not None and e.torchft and e.spares == 1
-    assert build(options=["--elastic=2:2"]).elastic.torchft is False  # type: ignore[union-attr]
-    with pytest.raises(SpecError, match=re.escape("--torchft: applies to elastic jobs only")):
+    """--torchft: the replicas are torchft replica groups (podium.run.torchft): an
+    elastic job's (the embedded cluster), or one per node beside spare nodes (Slurm);
+    with neither there are no replicas to make groups of."""
+    spec = build(options=["--elastic=2:2", "--spares=1", "--gpus-per-task=1", "--torchft"])
+    assert spec.torchft and spec.elastic is not None and spec.elastic.spares == 1
+    assert build(options=["--elastic=2:2"]).torchft is False
+    with pytest.raises(SpecError, match=re.escape("--torchft: each replica is a torchft")):
         build(options=["--torchft", "--gpus=1"])

@@ -126,12 +126,12 @@ def test_the_lighthouse_is_torchfts_own_on_the_jobs_path(tmp_path: Path) -> None
 
 def test_each_replica_group_is_told_its_id_and_the_lighthouse() -> None:
     env = {"PATH": "/usr/bin"}
-    torchft_environment(env, 1, 3, 4321)
+    torchft_environment(env, 1, 3, "http://127.0.0.1:4321")
     assert (env["REPLICA_GROUP_ID"], env["NUM_REPLICA_GROUPS"]) == ("1", "3")
     assert env["TORCHFT_LIGHTHOUSE"] == "http://127.0.0.1:4321"
     own = {"TORCHFT_LIGHTHOUSE": "http://head:29510"}  # the job's own lighthouse wins
-    torchft_environment(own, 0, 2, 4321)
+    torchft_environment(own, 0, 2, "http://127.0.0.1:4321")
     assert own["TORCHFT_LIGHTHOUSE"] == "http://head:29510"
     none: dict[str, str] = {}
-    torchft_environment(none, 0, 2, 0)  # no lighthouse runs: none is named
+    torchft_environment(none, 0, 2, "")  # no lighthouse runs: none is named
     assert "TORCHFT_LIGHTHOUSE" not in none

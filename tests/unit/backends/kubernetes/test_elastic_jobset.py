@@ -174,4 +174,4 @@ def test_torchft_is_refused_saying_why() -> None:
     with pytest.raises(SpecError) as refused:
         _docs([*ELASTIC[:2], "--elastic=2:2", "--torchft"])
     said = str(refused.value)
-    assert "\n" not in said and "embedded cluster only" in said and "#torchft" in said
+    assert "\n" not in said and "not on Kubernetes yet" in said and "#torchft" in said

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from podium.backends.slurm.hook import exported, write_as_owner
-from podium.backends.slurm.replica_keeper import Keeper, job_dir, numbered_steps
+from podium.backends.slurm.keeper_parts import job_dir, numbered_steps
+from podium.backends.slurm.replica_keeper import Keeper
 
 
 def test_only_numbered_steps_are_the_keepers() -> None:
@@ -166,3 +167,19 @@ def test_a_name_that_changes_between_check_and_use_changes_nothing(tmp_path: Pat
         swapper.join(5)
     assert slowest < 1
     assert other.read_text() == "kept"
+
+
+def test_a_torchft_keepers_steps_are_replica_groups_on_their_own_stores(tmp_path: Path) -> None:
+    """--torchft on Slurm: each replica node a replica group, its store on its own node;
+    the lighthouse the keeper runs named; and the job takes part without a word."""
+    keeper = Keeper(job_id="9", job_dir=tmp_path / "run", script=tmp_path / "s", args=[],
+                    replica_nodes=["localhost", "b"], spare_nodes=["c"], base_port=20063,
+                    torchft=True, lighthouse_url="http://10.0.0.1:4321")  # fmt: skip
+    (tmp_path / "run").mkdir()
+    keeper.prepare()
+    env = keeper.env(1, "localhost")
+    assert (env["REPLICA_GROUP_ID"], env["NUM_REPLICA_GROUPS"]) == ("1", "2")
+    assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == ("127.0.0.1", "20063")
+    assert env["TORCHFT_LIGHTHOUSE"] == "http://10.0.0.1:4321"
+    assert keeper.spares is not None and keeper.spares.takes_part()
+    assert "REPLICA_GROUP_ID" not in keeper.env(None, "c")  # a standby's, were there one

@@ -278,12 +278,15 @@ def test_spare_nodes_hold_whole_nodes_beside_one_replica_per_node() -> None:
     assert "-m podium.backends.slurm.replica_keeper" in text
     plain = _script(["-N", "2"])
     assert "--no-kill" not in plain and "replica_keeper" not in plain
+    assert "export PODIUM_TORCHFT=1" not in text.splitlines()
+    ft = _script(["-N", "2", "--gpus-per-node=1", "--spares=1", "--torchft"])
+    assert "export PODIUM_TORCHFT=1" in ft.splitlines()  # the keeper runs the lighthouse
     for options, says in [
         (["-N", "2", "--ntasks-per-node=2", "--spares=1"], "one replica (one task) per node"),
         (["-N", "2", "--gpus=2", "--spares=1"], "--gpus-per-node"),
         (["-N", "2", "--array=1-2", "--spares=1"], "does not go with --array"),
         (["-N", "2", "--spares=65"], "0 to 64"),
-        (["--elastic=2:2", "--gpus-per-task=1", "--torchft"], "embedded cluster only"),
+        (["--elastic=2:2", "--gpus-per-task=1", "--torchft"], "instead of --elastic"),
     ]:
         with pytest.raises(SpecError, match=re.escape(says)):
             _script(options)
