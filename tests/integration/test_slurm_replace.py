@@ -274,3 +274,60 @@ def _process(slurm: SlurmCluster, node: str, name: bytes) -> int | None:
         if any(a.endswith(name) for a in argv[:2]):
             return int(pid)
     return None
+
+
+def test_a_torchrun_node_lost_is_replaced_from_the_spare_node_without_a_requeue(
+    slurm: SlurmCluster, tmp_path: Path
+) -> None:
+    """torchrun on Slurm with a spare node: each replica node a TorchElastic node, the
+    keeper hosting the rendezvous store on the batch node; rank 1's agent killed, a new
+    agent on the spare node joins TorchElastic's next round and the workers restart
+    from their snapshot: no requeue, the job COMPLETED at its full size."""
+    pytest.importorskip("torch")
+    tmp_path.chmod(0o755)
+    progress = tmp_path / "p.jsonl"
+    script = tmp_path / "te.sh"
+    script.write_text(
+        "#!/bin/bash\n"
+        "exec torchrun --nnodes=2 --nproc-per-node=1 --max-restarts=3 \\\n"
+        "    --rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT \\\n"
+        "    --rdzv-id=$SLURM_JOB_ID \\\n"
+        f"    {ROOT / 'examples' / 'torchrun_ddp.py'} 40 1 --snapshot-path {tmp_path}/s.pt \\\n"
+        f"    --progress {progress} --step-time 0.05\n"
+    )
+    venv = {**slurm.env, "PATH": f"{Path(sys.executable).parent}:{slurm.env['PATH']}"}
+    job_id = int(subprocess.run(
+        [PODIUM, "submit", "--parsable", "-N", "2", "--ntasks-per-node=1", "--spares=1",
+         "--auto-resume=1", "-o", str(tmp_path / "%j.out"), str(script)],
+        capture_output=True, text=True, env=venv, cwd=tmp_path, check=True,
+    ).stdout.strip())  # fmt: skip
+    log = tmp_path / f"{job_id}.out"
+
+    def lines() -> list[dict[str, Any]]:
+        text = progress.read_text() if progress.exists() else ""
+        return [json.loads(x) for x in text.splitlines() if x.strip()]
+
+    try:
+        poll(lines, lambda p: len(p) >= 25, "25 batches", 120)
+        nodes = slurm.json("show", str(job_id))["nodes"]
+        agent = poll(lambda: _process(slurm, nodes[1], b"torchrun"), bool, "rank 1's agent", 30)
+        before = lines()
+        fault_at = time.time()
+        os.kill(agent, 9)
+        first = poll(lambda: next((e for e in lines()[len(before):]
+                                   if e["pid"] != before[-1]["pid"]), None),
+                     lambda e: e is not None, "a batch from restarted workers", 90)  # fmt: skip
+        final = slurm.wait_job(job_id, set(TERMINAL), 180)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{log.read_text()[-3000:] if log.exists() else ''}") from None
+    finally:
+        slurm.podium("cancel", str(job_id), check=False)
+    assert first is not None
+    print(f"torchrun on Slurm: fault -> next batch {first['t'] - fault_at:.1f} s")
+    assert final["state"] == "COMPLETED" and final["restart_count"] == 0, log.read_text()[-3000:]
+    told = final["replacements"]
+    assert [(r["replaced"], r["node_from"], r["node_to"]) for r in told] == [
+        ([1], nodes[1], nodes[2])], told  # fmt: skip
+    events = lines()
+    assert all(e["world"] == 2 for e in events) and events[-1]["epoch"] == 39, events[-1]
+    assert "Resuming training from snapshot" in log.read_text()

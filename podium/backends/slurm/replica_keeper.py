@@ -21,12 +21,17 @@ directory must be shared by the nodes, as it is for checkpoints. With no spare l
 a job that never wrote `ready`, or the batch node itself lost, the job ends as without
 spares (and auto-resume applies).
 
-With --torchft (PODIUM_TORCHFT=1) each replica node is a torchft replica group
-(podium.run.torchft): the keeper runs the job's lighthouse on the batch node, gives
-each step REPLICA_GROUP_ID, NUM_REPLICA_GROUPS, TORCHFT_LIGHTHOUSE and its own node as
-MASTER_ADDR (the group's store), and a lost group is started again on a spare node
-with no notice and no SIGURG: the lighthouse takes it into the next quorum and a peer
-heals it.
+Stacks with membership of their own take part without a word, and a replacement gets
+no notice and no SIGURG (PODIUM_STACK; their servers: `keeper_stacks`):
+- torchft (--torchft): each replica node is a replica group (podium.run.torchft); the
+  keeper runs the job's lighthouse on the batch node and gives each step
+  REPLICA_GROUP_ID, NUM_REPLICA_GROUPS, TORCHFT_LIGHTHOUSE and its own node as
+  MASTER_ADDR (the group's store); a lost group started again on a spare node joins
+  the next quorum and a peer heals it.
+- TorchElastic (a script that runs `torchrun`): each replica node is a TorchElastic
+  node (podium.run.torchelastic); the keeper hosts the c10d rendezvous store at
+  MASTER_ADDR:MASTER_PORT on the batch node, one port for the whole job, and a new
+  agent on a spare node joins that rendezvous in TorchElastic's next round.
 """
 
 from __future__ import annotations
@@ -34,7 +39,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -50,11 +54,12 @@ from podium.backends.slurm.keeper_parts import (
     make_job_dir,
     refuse,
 )
+from podium.backends.slurm.keeper_stacks import STACKS, batch_host, start_lighthouse, start_store
 from podium.run.files import read_json_safely
 from podium.run.rank_beats import lost_ranks, make_ranks_dir, read_beats
 from podium.run.replace import WAKE_SIGNAL, Spares
-from podium.run.torchelastic import wait_listening
-from podium.run.torchft import LIGHTHOUSE, lighthouse_argv, lighthouse_binary, torchft_environment
+from podium.run.torchelastic import torchelastic_environment
+from podium.run.torchft import torchft_environment
 
 LOOK_S = 0.1  # how often the keeper looks at its steps and the ranks' files
 LOST_GRACE_S = 1.0  # a rank silent this long after the others lost a peer is lost
@@ -88,8 +93,8 @@ class Keeper:
     lost_nodes: set[str] = field(default_factory=set)  # nodes whose replica was replaced
     spares: Spares | None = None
     stopping: int | None = None
-    torchft: bool = False  # each replica node a torchft replica group
-    lighthouse: subprocess.Popen[bytes] | None = None
+    stack: str = ""  # "torchelastic" or "torchft" (keeper_stacks), "" (Podium's contract)
+    server: subprocess.Popen[bytes] | None = None  # the stack's lighthouse or store
     lighthouse_url: str = ""
 
     @property
@@ -99,7 +104,7 @@ class Keeper:
     def prepare(self) -> None:
         """In the job's directory (made and checked by `make_job_dir`): the notice
         (empty), the ranks' directory, the record."""
-        self.spares = Spares(self.job_dir, [], "torchft" if self.torchft else "")
+        self.spares = Spares(self.job_dir, [], self.stack)
         self.spares.create(None)
         make_ranks_dir(self.job_dir / "ranks", None)
 
@@ -116,33 +121,13 @@ class Keeper:
             env["RANK"] = str(rank)
         else:
             env.pop("RANK", None)
-        if self.torchft and rank is not None:  # its own store, on its own node
+        if self.stack == "torchft" and rank is not None:  # its own store, on its own node
             env.update(MASTER_ADDR=address(node), MASTER_PORT=str(self.base_port))
             torchft_environment(env, rank, self.world, self.lighthouse_url)
+        if self.stack == "torchelastic":
+            torchelastic_environment(env)
         env.update(more)
         return env
-
-    def run_lighthouse(self) -> None:
-        """The job's torchft lighthouse, on this (the batch) node at a free port,
-        listening before any group starts; where it cannot start, the log says why and
-        the groups find the lighthouse the job's environment names."""
-        host = address(os.environ.get("SLURMD_NODENAME") or socket.gethostname())
-        binary = lighthouse_binary(os.environ.get("PATH", ""))
-        if binary is None:
-            print(f"podium: no {LIGHTHOUSE} on the job's PATH: lighthouse not run", file=sys.stderr)
-            return
-        with socket.socket() as probe:
-            probe.bind((host, 0))
-            port = probe.getsockname()[1]
-        self.lighthouse = subprocess.Popen(
-            lighthouse_argv(binary, port, host), stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, start_new_session=True,
-        )  # fmt: skip
-        if wait_listening(host, port, self.lighthouse.pid):
-            self.lighthouse_url = f"http://{host}:{port}"
-            return
-        print(f"podium: {binary} did not listen on {host}:{port}", file=sys.stderr)
-        self.lighthouse.kill()
 
     def master_node(self) -> str:
         return self.replica_nodes[0]
@@ -163,6 +148,8 @@ class Keeper:
 
     def port(self, ahead: int = 0) -> int:
         """The rendezvous port of the current generation (`ahead`: of a later one)."""
+        if self.stack == "torchelastic":  # one rendezvous, which new nodes join
+            return generation_port(self.base_port, 0)
         generation = (self.spares.generation if self.spares else 0) + ahead
         return generation_port(self.base_port, generation)
 
@@ -174,8 +161,10 @@ class Keeper:
         return subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL)
 
     def start(self) -> None:
-        if self.torchft:
-            self.run_lighthouse()
+        if self.stack == "torchft":
+            self.server, self.lighthouse_url = start_lighthouse(batch_host())
+        elif self.stack == "torchelastic":  # at MASTER_ADDR:MASTER_PORT, on the batch node
+            self.server = start_store(address(self.master_node()), self.port())
         for rank, node in enumerate(self.replica_nodes):
             proc = self.srun(node, self.env(rank, node), f"rank{rank}")
             self.steps.append(Step(node, proc, rank=rank))
@@ -308,9 +297,9 @@ class Keeper:
             if node not in self.lost_nodes  # its host may never answer
         ]
         procs = [s.proc for s in self.steps] + self.abandoned + cancels
-        if self.lighthouse is not None and self.lighthouse.poll() is None:
-            self.lighthouse.kill()
-            procs.append(self.lighthouse)
+        if self.server is not None and self.server.poll() is None:
+            self.server.kill()
+            procs.append(self.server)
         deadline = time.monotonic() + 5
         for proc in procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -349,7 +338,7 @@ def main(argv: list[str]) -> int:
         args=argv, replica_nodes=nodes[: len(nodes) - spares],
         spare_nodes=nodes[len(nodes) - spares :],
         base_port=int(environ.get("MASTER_PORT") or 29500),
-        torchft=environ.get("PODIUM_TORCHFT") == "1",
+        stack=environ.get("PODIUM_STACK", "") if environ.get("PODIUM_STACK") in STACKS else "",
     )  # fmt: skip
     keeper.prepare()
     copy_script(keeper.script)

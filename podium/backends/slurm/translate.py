@@ -23,7 +23,8 @@ backend pipes into `sbatch`. Its shape:
    keeper (`podium.backends.slurm.replica_keeper`) run in place of the script: it starts
    the script on each replica node as a step of its own and gives a lost replica's
    rank to a spare node. With --torchft each replica node is a torchft replica group
-   and the keeper runs the job's lighthouse (PODIUM_TORCHFT).
+   and the keeper runs the job's lighthouse; a script that runs `torchrun` makes each
+   a TorchElastic node, and the keeper hosts its rendezvous store (PODIUM_STACK).
 
 What Slurm cannot express is refused with the reason (`Untranslatable`).
 """
@@ -37,6 +38,7 @@ from collections.abc import Iterable, Mapping
 
 from podium.errors import Unsatisfiable
 from podium.jobspec.job import Dependency, JobSpec
+from podium.run.torchelastic import launches_torchelastic
 
 # An environment variable (the script travels in one) may hold at most 128 KiB.
 MAX_SCRIPT_BYTES = 120 * 1024
@@ -112,7 +114,9 @@ def sbatch_script(
     if spec.spare_nodes:
         exports["PODIUM_SPARE_NODES"] = str(spec.spare_nodes)
     if spec.torchft:  # the keeper runs the lighthouse; each replica node is a group
-        exports["PODIUM_TORCHFT"] = "1"
+        exports["PODIUM_STACK"] = "torchft"
+    elif spec.spare_nodes and launches_torchelastic(spec.script):  # it hosts the store
+        exports["PODIUM_STACK"] = "torchelastic"
     exports.update(more or {})
     lines += [
         "",

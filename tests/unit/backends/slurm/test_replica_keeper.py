@@ -174,7 +174,7 @@ def test_a_torchft_keepers_steps_are_replica_groups_on_their_own_stores(tmp_path
     the lighthouse the keeper runs named; and the job takes part without a word."""
     keeper = Keeper(job_id="9", job_dir=tmp_path / "run", script=tmp_path / "s", args=[],
                     replica_nodes=["localhost", "b"], spare_nodes=["c"], base_port=20063,
-                    torchft=True, lighthouse_url="http://10.0.0.1:4321")  # fmt: skip
+                    stack="torchft", lighthouse_url="http://10.0.0.1:4321")  # fmt: skip
     (tmp_path / "run").mkdir()
     keeper.prepare()
     env = keeper.env(1, "localhost")
@@ -183,3 +183,17 @@ def test_a_torchft_keepers_steps_are_replica_groups_on_their_own_stores(tmp_path
     assert env["TORCHFT_LIGHTHOUSE"] == "http://10.0.0.1:4321"
     assert keeper.spares is not None and keeper.spares.takes_part()
     assert "REPLICA_GROUP_ID" not in keeper.env(None, "c")  # a standby's, were there one
+
+
+def test_a_torchelastic_keeper_keeps_one_rendezvous(tmp_path: Path) -> None:
+    """A torchrun script with spare nodes: one rendezvous endpoint for the whole job (a
+    new node joins it), TorchElastic's settings in every step's environment."""
+    keeper = Keeper(job_id="9", job_dir=tmp_path / "run", script=tmp_path / "s", args=[],
+                    replica_nodes=["a", "b"], spare_nodes=["c"], base_port=20063,
+                    stack="torchelastic")  # fmt: skip
+    (tmp_path / "run").mkdir()
+    keeper.prepare()
+    assert keeper.port() == keeper.port(ahead=1) == 20063
+    env = keeper.env(1, "b")
+    assert env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1" and "PET_RDZV_CONF" in env
+    assert keeper.spares is not None and keeper.spares.takes_part()

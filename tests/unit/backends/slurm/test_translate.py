@@ -278,9 +278,12 @@ def test_spare_nodes_hold_whole_nodes_beside_one_replica_per_node() -> None:
     assert "-m podium.backends.slurm.replica_keeper" in text
     plain = _script(["-N", "2"])
     assert "--no-kill" not in plain and "replica_keeper" not in plain
-    assert "export PODIUM_TORCHFT=1" not in text.splitlines()
+    assert not [line for line in text.splitlines() if "PODIUM_STACK" in line]
     ft = _script(["-N", "2", "--gpus-per-node=1", "--spares=1", "--torchft"])
-    assert "export PODIUM_TORCHFT=1" in ft.splitlines()  # the keeper runs the lighthouse
+    assert "export PODIUM_STACK=torchft" in ft.splitlines()  # the keeper runs the lighthouse
+    te = _script(["-N", "2", "--gpus-per-node=1", "--spares=1"],
+                 script="#!/bin/bash\nexec torchrun --nnodes=2 train.py\n")  # fmt: skip
+    assert "export PODIUM_STACK=torchelastic" in te.splitlines()  # it hosts the store
     for options, says in [
         (["-N", "2", "--ntasks-per-node=2", "--spares=1"], "one replica (one task) per node"),
         (["-N", "2", "--gpus=2", "--spares=1"], "--gpus-per-node"),
