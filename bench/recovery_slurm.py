@@ -23,6 +23,16 @@ rank 1 is hit:
   kill  SIGKILL to rank 1's process (found in its host's network namespace)
   host  `node.sh DIR NODE kill`: every process of the host SIGKILLed, its link down
 
+With `--stack torchrun` the job is examples/torchrun_ddp.py (PyTorch's torchrun
+tutorial script) under `torchrun --nnodes=2 --max-restarts=3`, rendezvous at
+`$MASTER_ADDR:$MASTER_PORT`, a snapshot every epoch of 4 batches, 50 ms a batch; the
+fault comes at its 25th batch (rank 1's agent for `kill`), and "next step" is the first
+batch logged by a restarted worker (another process). Its policies: `requeue` (`srun
+torchrun`, one task per node, no spares) and `spare` (`--spares=1`: the replica keeper
+hosts the rendezvous store, and a new agent on the spare node joins TorchElastic's next
+round). `kill` under `requeue` is not run: the survivor's agent waits for a second node
+until its join timeout (600 s), as TorchElastic does.
+
 Per run: fault -> next training step, steps trained twice, whether rank 0 kept its
 process, the job's end. Policies and faults interleave run by run; min/median/max are
 printed and written to bench/results/recovery-slurm-<time>.json. Nodes are mended
@@ -47,6 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from recovery import recovered, report, steps_redone, wait_for
+from stack_runs import batches, restarted
 
 from podium.cli.fault_demo import read_progress
 from podium.cli.inject import xid_line
@@ -129,6 +140,19 @@ class Cluster:
                 return int(pid)
         return None
 
+    def process(self, node: str, name: bytes) -> int | None:
+        """A process on `node` whose command (its first two words) ends with `name`."""
+        index = self.nodes.index(node) + 1
+        pids = self.run("ip", "netns", "pids", f"pdm{self.port_base}-{index}", check=False)
+        for pid in pids.split():
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if any(a.endswith(name) for a in argv[:2]):
+                return int(pid)
+        return None
+
     def down(self) -> None:
         subprocess.run(["bash", str(SCRIPTS / "down.sh"), str(self.dir)], capture_output=True)
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -201,6 +225,62 @@ def one_run(
         cluster.mend()
 
 
+def torchrun_run(cluster: Cluster, policy: str, fault: str, timeout: float) -> dict[str, Any]:
+    """One torchrun job, one fault on rank 1 at its 25th batch (see the docstring)."""
+    work = Path(tempfile.mkdtemp(prefix="run-", dir=cluster.dir))
+    work.chmod(0o755)
+    progress = work / "p.jsonl"
+    run = ("torchrun --nnodes=2 --nproc-per-node=1 --max-restarts=3 --rdzv-backend=c10d "
+           "--rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT --rdzv-id=$SLURM_JOB_ID "
+           f"{ROOT / 'examples' / 'torchrun_ddp.py'} 40 1 --snapshot-path {work / 's.pt'} "
+           f"--progress {progress} --step-time 0.05")  # fmt: skip
+    options = ["-N", "2", "--ntasks-per-node=1", "--auto-resume=5", "-o", str(work / "out")]
+    if policy == "spare":
+        options.append("--spares=1")
+    command = f"exec {run}" if policy == "spare" else f"exec srun {run}"
+    job_id = "".join(c for c in cluster.run(PODIUM, "submit", *options, "--wrap", command)
+                     if c.isdigit())  # fmt: skip
+    deadline = time.monotonic() + timeout
+    row: dict[str, Any] = {"policy": policy, "fault": fault, "stack": "torchrun"}
+    try:
+        wait_for("batch 25", lambda: len(batches(progress)) >= 25, deadline)
+        nodes = cluster.run("squeue", "-h", "-j", job_id, "-o", "%N").strip()
+        victim = cluster.run("scontrol", "show", "hostnames", nodes).split()[1]
+        fault_at = time.time()
+        if fault == "xid":
+            home = cluster.dir / "shared" / "podium" / "nodes" / victim
+            with open(cluster.dir / "nodes" / victim / "kern.log", "a") as fh:
+                bus = declared_bus_id(0, str(home))
+                fh.write(xid_line(bus, 79, time.clock_gettime(time.CLOCK_BOOTTIME)))
+        elif fault == "kill":
+            pid = cluster.process(victim, b"torchrun")
+            assert pid is not None, "no torchrun agent on " + victim
+            os.kill(pid, 9)
+        else:
+            cluster.node_sh(victim, "kill")
+        try:
+            first = wait_for("the next step", lambda: restarted(progress, fault_at), deadline)
+        except TimeoutError as late:  # a run that did not recover is a result too
+            return {**row, "fault_to_step_s": None, "error": str(late)}
+        wait_for("the end", lambda: not cluster.run("squeue", "-h", "-j", job_id).strip(),
+                 deadline)  # fmt: skip
+        lines = batches(progress)
+        last_before = max(e["at"] for e in lines if e["t"] < first["t"])
+        acct = cluster.run("sacct", "-c", "-n", "-j", job_id, "-o", "state", check=False).split()
+        return {
+            **row,
+            "fault_to_step_s": round(first["t"] - fault_at, 3),
+            "steps_redone": max(0, last_before - first["at"] + 1),
+            "rank0_kept": False,  # TorchElastic restarts every worker
+            "state": acct[-1] if acct else "?",
+        }
+    finally:
+        cluster.run("scancel", job_id, check=False)
+        wait_for("the job gone", lambda: not cluster.run("squeue", "-h", "-j", job_id).strip(),
+                 time.monotonic() + 60)  # fmt: skip
+        cluster.mend()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
@@ -211,6 +291,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("--port-base", type=int, default=19300)
+    parser.add_argument("--stack", choices=["train", "torchrun"], default="train",
+                        help="examples/train.py (Podium's contract), or torchrun")  # fmt: skip
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the cluster is stopped still
     cluster = Cluster(args.port_base)
@@ -219,12 +301,17 @@ def main() -> None:
         for i in range(args.runs):
             for fault in args.faults:
                 for policy in args.policies:
-                    result = one_run(cluster, policy, fault, args.steps, args.timeout)
+                    if args.stack == "torchrun":
+                        if policy == "cold" or (policy, fault) == ("requeue", "kill"):
+                            continue  # no standby to go without; see the docstring
+                        result = torchrun_run(cluster, policy, fault, args.timeout)
+                    else:
+                        result = one_run(cluster, policy, fault, args.steps, args.timeout)
                     results.append(result)
                     print(f"run {i + 1} {fault:4} {policy:7}: {json.dumps(result)}", flush=True)
     finally:
         cluster.down()
-    report(results, args, "recovery-slurm")
+    report(results, args, "recovery-slurm" if args.stack == "train" else "recovery-slurm-torchrun")
 
 
 if __name__ == "__main__":
