@@ -237,13 +237,19 @@ def torchrun_run(cluster: Cluster, policy: str, fault: str, timeout: float) -> d
     options = ["-N", "2", "--ntasks-per-node=1", "--auto-resume=5", "-o", str(work / "out")]
     if policy == "spare":
         options.append("--spares=1")
-    command = f"exec {run}" if policy == "spare" else f"exec srun {run}"
+    # without spares the script finds the first node itself, as Slurm users' scripts do
+    first = 'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1); '
+    command = f"exec {run}" if policy == "spare" else f"{first}exec srun {run}"
     job_id = "".join(c for c in cluster.run(PODIUM, "submit", *options, "--wrap", command)
                      if c.isdigit())  # fmt: skip
     deadline = time.monotonic() + timeout
     row: dict[str, Any] = {"policy": policy, "fault": fault, "stack": "torchrun"}
     try:
-        wait_for("batch 25", lambda: len(batches(progress)) >= 25, deadline)
+        try:
+            wait_for("batch 25", lambda: len(batches(progress)) >= 25, deadline)
+        except TimeoutError as late:  # a run that did not start is a result too
+            tail = (work / "out").read_text()[-1500:] if (work / "out").exists() else ""
+            return {**row, "fault_to_step_s": None, "error": f"{late}: {tail}"}
         nodes = cluster.run("squeue", "-h", "-j", job_id, "-o", "%N").strip()
         victim = cluster.run("scontrol", "show", "hostnames", nodes).split()[1]
         fault_at = time.time()
