@@ -127,18 +127,23 @@ class Cluster:
         wait_for("every node idle", lambda: all(self.state(n) == "idle" for n in self.nodes),
                  time.monotonic() + 120)  # fmt: skip
 
+    def end(self, job_id: str) -> None:
+        """Cancel the job, wait until it is gone, and mend the nodes for the next run."""
+        self.run("scancel", job_id, check=False)
+        wait_for("the job gone", lambda: not self.run("squeue", "-h", "-j", job_id).strip(),
+                 time.monotonic() + 60)  # fmt: skip
+        self.mend()
+
     def rank_pid(self, node: str) -> int | None:
         """The pid of the training process on `node` (in its network namespace)."""
-        index = self.nodes.index(node) + 1
-        pids = self.run("ip", "netns", "pids", f"pdm{self.port_base}-{index}", check=False)
-        for pid in pids.split():
-            try:
-                command = Path(f"/proc/{pid}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if b"train.py" in command and b"bash" not in command.split(b"\0")[0]:
-                return int(pid)
-        return None
+        return self.process(node, b"train.py")
+
+    def xid(self, node: str) -> None:
+        """An Xid 79 for `node`'s first GPU in its kernel log (the health hook fences it)."""
+        home = self.dir / "shared" / "podium" / "nodes" / node
+        with open(self.dir / "nodes" / node / "kern.log", "a") as fh:
+            bus = declared_bus_id(0, str(home))
+            fh.write(xid_line(bus, 79, time.clock_gettime(time.CLOCK_BOOTTIME)))
 
     def process(self, node: str, name: bytes) -> int | None:
         """A process on `node` whose command (its first two words) ends with `name`."""
@@ -194,10 +199,7 @@ def one_run(
         before = reached()
         fault_at = time.time()
         if fault == "xid":
-            home = cluster.dir / "shared" / "podium" / "nodes" / victim
-            with open(cluster.dir / "nodes" / victim / "kern.log", "a") as fh:
-                bus = declared_bus_id(0, str(home))
-                fh.write(xid_line(bus, 79, time.clock_gettime(time.CLOCK_BOOTTIME)))
+            cluster.xid(victim)
         elif fault == "kill":
             pid = cluster.rank_pid(victim)
             assert pid is not None, "no rank on " + victim
@@ -219,10 +221,7 @@ def one_run(
             "state": acct[-1] if acct else "?",
         }
     finally:
-        cluster.run("scancel", job_id, check=False)
-        wait_for("the job gone", lambda: not cluster.run("squeue", "-h", "-j", job_id).strip(),
-                 time.monotonic() + 60)  # fmt: skip
-        cluster.mend()
+        cluster.end(job_id)
 
 
 def torchrun_run(cluster: Cluster, policy: str, fault: str, timeout: float) -> dict[str, Any]:
@@ -254,10 +253,7 @@ def torchrun_run(cluster: Cluster, policy: str, fault: str, timeout: float) -> d
         victim = cluster.run("scontrol", "show", "hostnames", nodes).split()[1]
         fault_at = time.time()
         if fault == "xid":
-            home = cluster.dir / "shared" / "podium" / "nodes" / victim
-            with open(cluster.dir / "nodes" / victim / "kern.log", "a") as fh:
-                bus = declared_bus_id(0, str(home))
-                fh.write(xid_line(bus, 79, time.clock_gettime(time.CLOCK_BOOTTIME)))
+            cluster.xid(victim)
         elif fault == "kill":
             pid = cluster.process(victim, b"torchrun")
             assert pid is not None, "no torchrun agent on " + victim
@@ -281,10 +277,7 @@ def torchrun_run(cluster: Cluster, policy: str, fault: str, timeout: float) -> d
             "state": acct[-1] if acct else "?",
         }
     finally:
-        cluster.run("scancel", job_id, check=False)
-        wait_for("the job gone", lambda: not cluster.run("squeue", "-h", "-j", job_id).strip(),
-                 time.monotonic() + 60)  # fmt: skip
-        cluster.mend()
+        cluster.end(job_id)
 
 
 def main() -> None:

@@ -207,27 +207,16 @@ def test_a_torchft_group_lost_is_restarted_on_the_spare_node_and_healed_live(
     pytest.importorskip("torchft")
     tmp_path.chmod(0o755)
     progress = tmp_path / "p.jsonl"
-    script = tmp_path / "ft.sh"
-    script.write_text(
-        "#!/bin/bash\n"
+    job_id = _submit_from_venv(slurm, tmp_path, "--torchft", script=(
         "exec torchrun --nnodes=1 --nproc-per-node=1 \\\n"
         "    --master-addr=$MASTER_ADDR --master-port=$MASTER_PORT \\\n"
         f"    {ROOT / 'examples' / 'torchft_ddp.py'} --steps 300 --progress {progress} \\\n"
         f"    --step-time 0.05 --checkpoint {tmp_path / 'ckpt.pt'} --save-every 20\n"
-    )
-    # submitted from the venv, as its user would (sbatch exports the environment): the
-    # keeper finds torchft_lighthouse, and the steps torchrun, on that PATH
-    venv = {**slurm.env, "PATH": f"{Path(sys.executable).parent}:{slurm.env['PATH']}"}
-    job_id = int(subprocess.run(
-        [PODIUM, "submit", "--parsable", "-N", "2", "--ntasks-per-node=1", "--spares=1",
-         "--torchft", "-o", str(tmp_path / "%j.out"), str(script)],
-        capture_output=True, text=True, env=venv, cwd=tmp_path, check=True,
-    ).stdout.strip())  # fmt: skip
+    ))  # fmt: skip
     log = tmp_path / f"{job_id}.out"
 
     def steps() -> list[dict[str, Any]]:
-        text = progress.read_text() if progress.exists() else ""
-        return [json.loads(x) for x in text.splitlines() if x.strip()]
+        return _json_lines(progress)
 
     try:
         poll(steps, lambda p: {e["group"] for e in p if e["participants"] == 2} == {0, 1}
@@ -262,6 +251,25 @@ def test_a_torchft_group_lost_is_restarted_on_the_spare_node_and_healed_live(
     assert max(e["step"] for e in events) == 300
 
 
+def _submit_from_venv(slurm: SlurmCluster, tmp_path: Path, *options: str, script: str) -> int:
+    """`script` (bash) on 2 nodes and a spare node, submitted from the test's venv as
+    its user would (sbatch exports the environment): the keeper finds the stack's
+    servers (torchft_lighthouse, torch), and the steps torchrun, on that PATH."""
+    path = tmp_path / "job.sh"
+    path.write_text("#!/bin/bash\n" + script)
+    venv = {**slurm.env, "PATH": f"{Path(sys.executable).parent}:{slurm.env['PATH']}"}
+    return int(subprocess.run(
+        [PODIUM, "submit", "--parsable", "-N", "2", "--ntasks-per-node=1", "--spares=1",
+         *options, "-o", str(tmp_path / "%j.out"), str(path)],
+        capture_output=True, text=True, env=venv, cwd=tmp_path, check=True,
+    ).stdout.strip())  # fmt: skip
+
+
+def _json_lines(path: Path) -> list[dict[str, Any]]:
+    text = path.read_text() if path.exists() else ""
+    return [json.loads(x) for x in text.splitlines() if x.strip()]
+
+
 def _process(slurm: SlurmCluster, node: str, name: bytes) -> int | None:
     """A process on `node` (in its host's network namespace) whose argv names `name`."""
     pids = subprocess.run(["ip", "netns", "pids", _namespace(slurm, node)],
@@ -286,26 +294,17 @@ def test_a_torchrun_node_lost_is_replaced_from_the_spare_node_without_a_requeue(
     pytest.importorskip("torch")
     tmp_path.chmod(0o755)
     progress = tmp_path / "p.jsonl"
-    script = tmp_path / "te.sh"
-    script.write_text(
-        "#!/bin/bash\n"
+    job_id = _submit_from_venv(slurm, tmp_path, "--auto-resume=1", script=(
         "exec torchrun --nnodes=2 --nproc-per-node=1 --max-restarts=3 \\\n"
         "    --rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT \\\n"
         "    --rdzv-id=$SLURM_JOB_ID \\\n"
         f"    {ROOT / 'examples' / 'torchrun_ddp.py'} 40 1 --snapshot-path {tmp_path}/s.pt \\\n"
         f"    --progress {progress} --step-time 0.05\n"
-    )
-    venv = {**slurm.env, "PATH": f"{Path(sys.executable).parent}:{slurm.env['PATH']}"}
-    job_id = int(subprocess.run(
-        [PODIUM, "submit", "--parsable", "-N", "2", "--ntasks-per-node=1", "--spares=1",
-         "--auto-resume=1", "-o", str(tmp_path / "%j.out"), str(script)],
-        capture_output=True, text=True, env=venv, cwd=tmp_path, check=True,
-    ).stdout.strip())  # fmt: skip
+    ))  # fmt: skip
     log = tmp_path / f"{job_id}.out"
 
     def lines() -> list[dict[str, Any]]:
-        text = progress.read_text() if progress.exists() else ""
-        return [json.loads(x) for x in text.splitlines() if x.strip()]
+        return _json_lines(progress)
 
     try:
         poll(lines, lambda p: len(p) >= 25, "25 batches", 120)
