@@ -44,7 +44,7 @@ class ReplicaFaults:
     heartbeat: Path | None
     ranks: Path | None
     master_port: int
-    lighthouse_port: int
+    lighthouse: str
     instances: dict[int, int]
     _how: tuple[Any, ...]
 
@@ -75,10 +75,10 @@ class ReplicaFaults:
         print(f"job {job}: rendezvous store not hosted: {why}; the first agent hosts it",
               file=sys.stderr)  # fmt: skip
 
-    def host_lighthouse(self) -> int:
+    def host_lighthouse(self) -> str:
         """A torchft job's lighthouse (podium.run.torchft), on loopback at a port of its
         own, in a process of the job's own, listening before any replica group starts:
-        its port, or 0 where it cannot start (no torchft on the job's PATH; the log
+        its URL, or "" where it cannot start (no torchft on the job's PATH; the log
         says why, and the groups find the lighthouse the job's environment names)."""
         port = free_port()
         env = task_environment(self.plan, self.plan.tasks[0], port, None, time.time())
@@ -89,9 +89,9 @@ class ReplicaFaults:
         else:
             why = self._host(lighthouse_argv(binary, port), env, port)
             if not why:
-                return port
+                return f"http://127.0.0.1:{port}"
         print(f"job {self.plan.job_id}: torchft lighthouse not run: {why}", file=sys.stderr)
-        return 0
+        return ""
 
     def _host(self, argv: list[str], env: dict[str, str], port: int) -> str:
         """Start `argv`, a server of the job's, as the job's first task would run (its

@@ -128,7 +128,7 @@ class Supervisor(ReplicaFaults, HangWatch, JobOutcome):
         stack = "torchelastic" if plan.torchelastic else "torchft" if plan.torchft else ""
         self.spares = Spares(job_dir, plan.spares, stack) if plan.spares else None
         self.master_port = 0  # the tasks' MASTER_PORT (a TorchElastic job's rendezvous)
-        self.lighthouse_port = 0  # a torchft job's lighthouse (0: none runs)
+        self.lighthouse = ""  # a torchft job's lighthouse, its URL ("": none runs)
         self.spawned = 0  # tasks and standbys started so far
         self.instances: dict[int, int] = {}  # pid -> its INSTANCE_ENV
         self.pgid = 0  # the tasks' process group
@@ -176,7 +176,7 @@ class Supervisor(ReplicaFaults, HangWatch, JobOutcome):
         if plan.torchelastic and container is None:
             self.host_rendezvous_store(port)
         if plan.torchft and container is None:
-            self.lighthouse_port = self.host_lighthouse()
+            self.lighthouse = self.host_lighthouse()
         for task in plan.tasks:  # only the first truncates the output (--open-mode)
             group_port = free_port() if plan.torchft else port  # each group's own store
             pid = self._spawn(task, group_port, {}, bool(self.tasks))
@@ -202,9 +202,7 @@ class Supervisor(ReplicaFaults, HangWatch, JobOutcome):
         if plan.torchelastic:
             torchelastic_environment(env)
         if plan.torchft:
-            port_of = self.lighthouse_port
-            lighthouse = f"http://127.0.0.1:{port_of}" if port_of else ""
-            torchft_environment(env, task.procid, len(plan.tasks), lighthouse)
+            torchft_environment(env, task.procid, len(plan.tasks), self.lighthouse)
         env.update(extra)
         self.spawned += 1  # what its orphans carry when it is replaced (replica_faults)
         env[INSTANCE_ENV] = str(self.spawned)

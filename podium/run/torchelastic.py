@@ -94,8 +94,14 @@ def store_interpreter(path: str) -> str | None:
             words = first[2:].decode(errors="replace").split()
             if words and os.path.isabs(words[0]) and executable_as_user(words[0]):
                 return words[0]
+    return executable_on_path("python3", path)
+
+
+def executable_on_path(name: str, path: str) -> str | None:
+    """The first `name` on `path` that is a regular file the effective user may run
+    (call it as the job's user, Identity.entered); None when there is none."""
     for directory in path.split(os.pathsep):
-        candidate = Path(directory or ".") / "python3"
+        candidate = Path(directory or ".") / name
         if candidate.is_file() and executable_as_user(str(candidate)):
             return str(candidate)
     return None
@@ -141,6 +147,7 @@ def torchelastic_environment(env: dict[str, str]) -> None:
 __all__ = [
     "NO_SHARED_STORE",
     "executable_as_user",
+    "executable_on_path",
     "launches_torchelastic",
     "store_argv",
     "store_interpreter",

@@ -35,11 +35,7 @@ address of its own. Podium:
 
 from __future__ import annotations
 
-import os
-import stat
-from pathlib import Path
-
-from podium.run.torchelastic import executable_as_user
+from podium.run.torchelastic import executable_on_path
 
 LIGHTHOUSE = "torchft_lighthouse"
 LIGHTHOUSE_ENV = "TORCHFT_LIGHTHOUSE"
@@ -51,15 +47,7 @@ JOIN_TIMEOUT_MS = 10000  # torchft's README's (its default: 60000)
 def lighthouse_binary(path: str) -> str | None:
     """`torchft_lighthouse` on the job's PATH: a regular file the effective user may
     run (call it as the job's user, Identity.entered); None when there is none."""
-    for directory in path.split(os.pathsep):
-        candidate = Path(directory or ".") / LIGHTHOUSE
-        try:
-            mode = candidate.stat().st_mode
-        except OSError:
-            continue
-        if stat.S_ISREG(mode) and executable_as_user(str(candidate)):
-            return str(candidate)
-    return None
+    return executable_on_path(LIGHTHOUSE, path)
 
 
 def lighthouse_argv(binary: str, port: int, host: str = "127.0.0.1") -> list[str]:

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 
+from podium.backends.slurm.keeper_parts import address
 from podium.run.torchelastic import store_argv, store_interpreter, wait_listening
 from podium.run.torchft import LIGHTHOUSE, lighthouse_argv, lighthouse_binary
 
@@ -63,11 +64,7 @@ def _serve(argv: list[str], host: str, port: int) -> subprocess.Popen[bytes] | N
 
 def batch_host() -> str:
     """This (the batch) node's address, as the other nodes reach it."""
-    name = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
-    try:
-        return socket.gethostbyname(name)
-    except OSError:
-        return name
+    return address(os.environ.get("SLURMD_NODENAME") or socket.gethostname())
 
 
 __all__ = ["STACKS", "batch_host", "start_lighthouse", "start_store"]

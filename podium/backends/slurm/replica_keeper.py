@@ -257,7 +257,7 @@ class Keeper:
                 "warm": standby is not None,
             }
         )  # fmt: skip
-        if not self.spares.self_joining:  # torchft's lighthouse is the membership
+        if not self.spares.self_joining:  # else the stack's rendezvous or lighthouse tells
             self.signal_steps(WAKE_SIGNAL, [s for s in self.steps if s.rank is not None])
         if standby is not None:
             standby.rank, standby.spare = lost.rank, None
@@ -338,7 +338,7 @@ def main(argv: list[str]) -> int:
         args=argv, replica_nodes=nodes[: len(nodes) - spares],
         spare_nodes=nodes[len(nodes) - spares :],
         base_port=int(environ.get("MASTER_PORT") or 29500),
-        stack=environ.get("PODIUM_STACK", "") if environ.get("PODIUM_STACK") in STACKS else "",
+        stack=stack if (stack := environ.get("PODIUM_STACK", "")) in STACKS else "",
     )  # fmt: skip
     keeper.prepare()
     copy_script(keeper.script)
